@@ -1,0 +1,16 @@
+// gangkeeper CLI: the subcommands. Each takes the arguments after its name
+// and returns the process exit code. Only src/cli reads flags and builds
+// real implementations (STYLE §6.6).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gangkeeper::cli {
+
+int RunServe(const std::vector<std::string>& args);
+int RunCerts(const std::vector<std::string>& args);
+// Dispatches argv[1] to a subcommand.
+int RunMain(int argc, char** argv);
+
+}  // namespace gangkeeper::cli

@@ -1,0 +1,44 @@
+// gangkeeper CLI: subcommand dispatch and top-level help.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "src/cli/commands.h"
+
+namespace gangkeeper::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: gangkeeper <command> [flags]\n"
+    "\n"
+    "commands:\n"
+    "  serve     run the admission webhook and API listeners\n"
+    "  certs     make a CA and a serving certificate for the webhook Service\n"
+    "  version   print the version\n"
+    "\n"
+    "Run 'gangkeeper <command> --help' for a command's flags.\n";
+
+}  // namespace
+
+int RunMain(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "serve") return RunServe(args);
+  if (command == "certs") return RunCerts(args);
+  if (command == "version" || command == "--version") {
+    std::printf("gangkeeper %s\n", GK_VERSION);
+    return 0;
+  }
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  std::fprintf(stderr, "gangkeeper: unknown command \"%s\"\n\n%s", command.c_str(), kUsage);
+  return 2;
+}
+
+}  // namespace gangkeeper::cli

@@ -1,0 +1,204 @@
+// gangkeeper CLI: `gangkeeper serve`, the main job.
+//
+// Reads flags, prepares certificates (--dev), builds the server, then waits
+// for signals on the main thread: SIGHUP re-checks the certificate files,
+// SIGTERM/SIGINT drain and exit. All signals are blocked in every thread
+// before any thread starts, so only the main thread's sigwait() sees them.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/base/log.h"
+#include "gangkeeper/metrics/registry.h"
+#include "gangkeeper/server/server.h"
+#include "src/cli/certs.h"
+#include "src/cli/commands.h"
+#include "src/cli/flags.h"
+
+namespace gangkeeper::cli {
+namespace {
+
+struct ServeFlags {
+  server::Options server;
+  std::string policies_dir;
+  std::string data_dir = "./data";
+  bool dev = false;
+  std::string dev_certs_dir = "certs/dev";
+  std::string log_format = "text";
+  std::string log_level = "info";
+  absl::Duration shutdown_grace = absl::Seconds(25);
+};
+
+// Counts the manifest files in `dir` (YAML or JSON). NotFound/InvalidArgument
+// when `dir` is missing or not a directory.
+absl::StatusOr<int> CountPolicyFiles(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("--policies ", dir, ": not a directory"));
+  }
+  int count = 0;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::string ext = it->path().extension().string();
+    if (it->is_regular_file(ec) && (ext == ".yaml" || ext == ".yml" || ext == ".json")) ++count;
+  }
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--policies ", dir, ": ", ec.message()));
+  return count;
+}
+
+std::string DisplayHost(const std::string& addr) {
+  std::string host;
+  int port = 0;
+  if (!server::ParseListenAddress(addr, &host, &port).ok()) return addr;
+  if (host == "0.0.0.0" || host == "::") host = "localhost";
+  return host;
+}
+
+}  // namespace
+
+int RunServe(const std::vector<std::string>& args) {
+  ServeFlags f;
+  FlagSet flags("serve", "Runs the admission webhook listener and the API listener over TLS until SIGTERM.");
+  flags.String("webhook-addr", &f.server.webhook_addr, "webhook listener address (host:port)");
+  flags.String("api-addr", &f.server.api_addr, "API listener address (host:port)");
+  flags.String("tls-cert", &f.server.tls_cert_file, "serving certificate (PEM), reloaded when it changes");
+  flags.String("tls-key", &f.server.tls_key_file, "serving key (PEM), reloaded when it changes");
+  flags.String("client-ca", &f.server.client_ca_file, "require webhook clients to present a certificate from this CA");
+  flags.Duration("tls-reload-interval", &f.server.cert_reload_interval, "how often certificate files are checked");
+  flags.String("policies", &f.policies_dir, "directory of Kueue manifests and admission rules");
+  flags.String("data-dir", &f.data_dir, "directory for gangkeeper's durable state");
+  flags.Bool("dev", &f.dev, "generate a CA and serving certificate into --dev-certs-dir if missing and use them");
+  flags.String("dev-certs-dir", &f.dev_certs_dir, "where --dev keeps its certificates");
+  flags.String("log-format", &f.log_format, "text or json");
+  flags.String("log-level", &f.log_level, "trace, debug, info, warn, error, critical or off");
+  flags.Int("threads", &f.server.threads, "worker threads kept per listener");
+  flags.Int("max-connections", &f.server.max_connections, "open connections served at once per listener");
+  flags.Int("listen-backlog", &f.server.listen_backlog, "kernel accept queue length");
+  flags.Duration("read-timeout", &f.server.read_timeout, "cut a connection that sends nothing for this long");
+  flags.Duration("write-timeout", &f.server.write_timeout, "cut a connection that reads nothing for this long");
+  flags.Duration("keep-alive-timeout", &f.server.keep_alive_timeout, "close idle keep-alive connections after");
+  flags.Int("keep-alive-max-requests", &f.server.keep_alive_max_requests, "requests per connection");
+  flags.Size("max-body-bytes", &f.server.max_body_bytes, "larger request bodies get 413");
+  flags.Duration("drain-delay", &f.server.drain_delay, "on SIGTERM, fail /readyz this long before closing");
+  flags.Duration("shutdown-grace", &f.shutdown_grace, "longest wait for requests in flight on SIGTERM");
+  bool help = false;
+  if (absl::Status s = flags.Parse(args, nullptr, &help); !s.ok()) {
+    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (help) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+
+  base::LogOptions log_options;
+  log_options.level = f.log_level;
+  absl::Status s = base::ParseLogFormat(f.log_format, &log_options.format);
+  if (s.ok()) s = base::ConfigureLogging(log_options);
+  if (!s.ok()) {
+    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  auto log = base::GetLogger("serve");
+
+  // Block the signals we handle before any thread exists; ignore SIGPIPE
+  // (a client that hangs up must not kill the process).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  if (f.dev) {
+    if (f.server.tls_cert_file.empty() != f.server.tls_key_file.empty()) {
+      log->error("--tls-cert and --tls-key go together");
+      return 2;
+    }
+    if (f.server.tls_cert_file.empty()) {
+      if (!ServingCertificateUsable(f.dev_certs_dir, absl::Hours(24 * 7))) {
+        CertOptions cert_options;
+        cert_options.out_dir = f.dev_certs_dir;
+        absl::StatusOr<CertResult> made = GenerateCertificates(cert_options);
+        if (!made.ok()) {
+          log->error("--dev: cannot make development certificates: {}", made.status().message());
+          return 1;
+        }
+        log->info("--dev: made development certificates in {}", f.dev_certs_dir);
+      }
+      f.server.tls_cert_file = absl::StrCat(f.dev_certs_dir, "/tls.crt");
+      f.server.tls_key_file = absl::StrCat(f.dev_certs_dir, "/tls.key");
+    }
+  }
+  if (!f.policies_dir.empty()) {
+    absl::StatusOr<int> count = CountPolicyFiles(f.policies_dir);
+    if (!count.ok()) {
+      log->error("{}", count.status().message());
+      return 1;
+    }
+    log->info("policies: {} manifest file(s) in {}", *count, f.policies_dir);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(f.data_dir, ec);
+  if (ec) {
+    log->error("--data-dir {}: {}", f.data_dir, ec.message());
+    return 1;
+  }
+  ::chmod(f.data_dir.c_str(), 0700);
+
+  metrics::Registry registry;
+  if (absl::Status m = metrics::RegisterProcessMetrics(registry); !m.ok()) {
+    log->warn("process metrics unavailable: {}", m.message());
+  }
+  absl::StatusOr<std::unique_ptr<server::Server>> srv = server::Server::Create(f.server, registry);
+  if (!srv.ok()) {
+    log->error("{}", srv.status().message());
+    return 2;
+  }
+  if (absl::Status started = (*srv)->Start(); !started.ok()) {
+    log->error("{}", started.message());
+    return 1;
+  }
+
+  const std::string api_host = DisplayHost(f.server.api_addr);
+  const std::string webhook_host = DisplayHost(f.server.webhook_addr);
+  std::string ca_hint = f.dev && absl::StartsWith(f.server.tls_cert_file, f.dev_certs_dir)
+                            ? absl::StrCat(f.dev_certs_dir, "/ca.crt")
+                            : std::string("<your CA file>");
+  std::printf("gangkeeper %s serving\n", GK_VERSION);
+  std::printf("  webhook: https://%s:%d  (POST /mutate, /validate; GET /healthz, /readyz)\n", webhook_host.c_str(),
+              (*srv)->webhook_port());
+  std::printf("  api:     https://%s:%d  (GET /healthz, /readyz, /metrics)\n", api_host.c_str(), (*srv)->api_port());
+  std::printf("  try:     curl --cacert %s https://%s:%d/readyz\n", ca_hint.c_str(), api_host.c_str(),
+              (*srv)->api_port());
+  std::fflush(stdout);
+
+  while (true) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      (void)(*srv)->ReloadCertificates();  // logged inside
+      continue;
+    }
+    log->info("received {}: draining (grace {})", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+              absl::FormatDuration(f.shutdown_grace));
+    absl::Status stopped = (*srv)->Shutdown(f.shutdown_grace);
+    if (!stopped.ok()) {
+      log->error("shutdown: {}", stopped.message());
+      base::FlushLogs();
+      return 1;
+    }
+    log->info("stopped cleanly");
+    base::FlushLogs();
+    return 0;
+  }
+}
+
+}  // namespace gangkeeper::cli
