@@ -173,7 +173,7 @@ int RunServe(const std::vector<std::string>& args) {
                             ? absl::StrCat(f.dev_certs_dir, "/ca.crt")
                             : std::string("<your CA file>");
   std::printf("gangkeeper %s serving\n", GK_VERSION);
-  std::printf("  webhook: https://%s:%d  (POST /mutate, /validate; GET /healthz, /readyz)\n", webhook_host.c_str(),
+  std::printf("  webhook: https://%s:%d  (GET /healthz, /readyz)\n", webhook_host.c_str(),
               (*srv)->webhook_port());
   std::printf("  api:     https://%s:%d  (GET /healthz, /readyz, /metrics)\n", api_host.c_str(), (*srv)->api_port());
   std::printf("  try:     curl --cacert %s https://%s:%d/readyz\n", ca_hint.c_str(), api_host.c_str(),

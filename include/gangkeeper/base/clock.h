@@ -2,8 +2,8 @@
 //
 // Every deadline, wait time, decay and audit timestamp in gangkeeper reads a
 // Clock. Production code gets RealClock(); tests and `gangkeeper simulate` use
-// SimulatedClock, which moves only when told to. absl::Now() and
-// std::chrono clocks are read in src/base/clock.cc and nowhere else.
+// SimulatedClock, which moves only when told to. The system clocks (absl and
+// std::chrono) are read in src/base/clock.cc and nowhere else.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gangkeeper builds and tests with, if any
+# is missing. Needs root (or sudo) only when something must be installed.
+# Usage: scripts/deps.sh [build|test]   (test adds the tools the tests run)
+set -euo pipefail
+
+build_pkgs=(
+  g++ cmake ninja-build pkg-config make
+  libcpp-httplib-dev libssl-dev openssl
+  nlohmann-json3-dev rapidjson-dev libabsl-dev libspdlog-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  curl ca-certificates
+)
+test_pkgs=(
+  testssl.sh
+)
+
+want=("${build_pkgs[@]}")
+if [[ "${1:-build}" == "test" ]]; then
+  want+=("${test_pkgs[@]}")
+fi
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}" >&2
+SUDO=""
+if [[ "$(id -u)" -ne 0 ]]; then
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

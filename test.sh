@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every test: installs what is missing, checks the layering rules,
+# then builds and runs the whole suite twice, as an optimised build and as
+# a Debug build with AddressSanitizer and UndefinedBehaviorSanitizer.
+# TEST_BUILDS="release" (or "asan") runs one of the two.
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/deps.sh test
+scripts/check-layering.sh
+
+jobs="$(nproc)"
+builds="${TEST_BUILDS:-release asan}"
+for b in $builds; do
+  case "$b" in
+    release) flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo); skip=() ;;
+    # The testssl scan checks the TLS configuration, not our memory use:
+    # once, in the release build, is enough.
+    asan)    flags=(-DCMAKE_BUILD_TYPE=Debug -DGK_SANITIZE=ON); skip=(-LE tls-scan) ;;
+    *) echo "test.sh: unknown build '$b' (release, asan)" >&2; exit 2 ;;
+  esac
+  echo "== build: $b"
+  cmake -S . -B "build/$b" -G Ninja "${flags[@]}" >/dev/null
+  cmake --build "build/$b" -j "$jobs"
+  echo "== test: $b"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "build/$b" -j "$jobs" --output-on-failure --timeout 300 "${skip[@]}"
+done
