@@ -14,6 +14,7 @@ constexpr char kUsage[] =
     "commands:\n"
     "  serve     run the admission webhook and API listeners\n"
     "  certs     make a CA and a serving certificate for the webhook Service\n"
+    "  check-policies  validate Kueue manifests offline (exit 1 on errors)\n"
     "  version   print the version\n"
     "\n"
     "Run 'gangkeeper <command> --help' for a command's flags.\n";
@@ -29,6 +30,7 @@ int RunMain(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "serve") return RunServe(args);
   if (command == "certs") return RunCerts(args);
+  if (command == "check-policies") return RunCheckPolicies(args);
   if (command == "version" || command == "--version") {
     std::printf("gangkeeper %s\n", GK_VERSION);
     return 0;

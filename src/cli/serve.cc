@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/metrics/registry.h"
+#include "gangkeeper/model/manifest.h"
 #include "gangkeeper/server/server.h"
 #include "src/cli/certs.h"
 #include "src/cli/commands.h"
@@ -34,23 +35,6 @@ struct ServeFlags {
   std::string log_level = "info";
   absl::Duration shutdown_grace = absl::Seconds(25);
 };
-
-// Counts the manifest files in `dir` (YAML or JSON). NotFound/InvalidArgument
-// when `dir` is missing or not a directory.
-absl::StatusOr<int> CountPolicyFiles(const std::string& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat("--policies ", dir, ": not a directory"));
-  }
-  int count = 0;
-  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    std::string ext = it->path().extension().string();
-    if (it->is_regular_file(ec) && (ext == ".yaml" || ext == ".yml" || ext == ".json")) ++count;
-  }
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("--policies ", dir, ": ", ec.message()));
-  return count;
-}
 
 std::string DisplayHost(const std::string& addr) {
   std::string host;
@@ -137,13 +121,33 @@ int RunServe(const std::vector<std::string>& args) {
       f.server.tls_key_file = absl::StrCat(f.dev_certs_dir, "/tls.key");
     }
   }
+  model::PolicySet policies;
   if (!f.policies_dir.empty()) {
-    absl::StatusOr<int> count = CountPolicyFiles(f.policies_dir);
-    if (!count.ok()) {
-      log->error("{}", count.status().message());
+    absl::StatusOr<model::LoadResult> loaded = model::LoadPolicies(f.policies_dir);
+    if (!loaded.ok()) {
+      log->error("--policies: {}", loaded.status().message());
       return 1;
     }
-    log->info("policies: {} manifest file(s) in {}", *count, f.policies_dir);
+    for (const model::Diagnostic& d : loaded->diagnostics.items) {
+      if (d.severity == model::Diagnostic::Severity::kError) {
+        log->error("{}", d.ToString());
+      } else if (d.severity == model::Diagnostic::Severity::kWarning) {
+        log->warn("{}", d.ToString());
+      } else {
+        log->debug("{}", d.ToString());
+      }
+    }
+    if (loaded->diagnostics.HasErrors()) {
+      log->error("--policies {}: {} error(s); fix them (gangkeeper check-policies {} lists them) and start again",
+                 f.policies_dir, loaded->diagnostics.Count(model::Diagnostic::Severity::kError), f.policies_dir);
+      return 1;
+    }
+    policies = std::move(loaded->policies);
+    log->info("policies: {} file(s) from {}: {} ResourceFlavor, {} ClusterQueue, {} LocalQueue, {} Cohort, {} "
+              "WorkloadPriorityClass, {} PriorityClass, {} GPUNodePool",
+              loaded->files, f.policies_dir, policies.flavors.size(), policies.cluster_queues.size(),
+              policies.local_queues.size(), policies.cohorts.size(), policies.workload_priority_classes.size(),
+              policies.priority_classes.size(), policies.gpu_node_pools.size());
   }
   std::error_code ec;
   std::filesystem::create_directories(f.data_dir, ec);

@@ -1,0 +1,86 @@
+// `gangkeeper check-policies` as a user runs it: output and exit codes.
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/process.h"
+#include "test/testing/status_matchers.h"
+#include "test/testing/temp_dir.h"
+
+namespace gangkeeper {
+namespace {
+
+using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::RunCommand;
+using ::gangkeeper::testing::TempDir;
+using ::testing::HasSubstr;
+
+TEST(CheckPoliciesTest, ExamplePoliciesAreClean) {
+  auto r = RunCommand({testing::GangkeeperBinary(), "check-policies", std::string(GK_SOURCE_DIR) + "/policies"},
+                      absl::Seconds(30));
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+  EXPECT_THAT(r->err, HasSubstr("0 error(s), 0 warning(s)"));
+  EXPECT_THAT(r->err, HasSubstr("2 ClusterQueue"));
+}
+
+TEST(CheckPoliciesTest, ErrorsAreListedWithFileAndDocumentAndExitOne) {
+  TempDir dir;
+  {
+    std::ofstream(dir.File("q.yaml")) << R"(apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: nvidia-gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a-gpu}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: nvidia-gpu
+      resources:
+      - {name: cpu, nominalQuota: "64"}
+      - {name: memory, nominalQuota: 256Gi}
+      - {name: nvidia.com/gpu, nominalQuota: four}
+)";
+  }
+  auto r = RunCommand({testing::GangkeeperBinary(), "check-policies", dir.path()}, absl::Seconds(30));
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_THAT(r->out, HasSubstr(dir.File("q.yaml") +
+                                "#2: error: ClusterQueue team-a-gpu: "
+                                "spec.resourceGroups[0].flavors[0].resources[2].nominalQuota: \"four\" is not a "
+                                "quantity (use \"4\")"));
+}
+
+TEST(CheckPoliciesTest, UnreadableInputExitsTwo) {
+  auto r = RunCommand({testing::GangkeeperBinary(), "check-policies", "/nonexistent/policies"}, absl::Seconds(30));
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->exit_code, 2);
+  EXPECT_THAT(r->err, HasSubstr("/nonexistent/policies"));
+  auto none = RunCommand({testing::GangkeeperBinary(), "check-policies"}, absl::Seconds(30));
+  ASSERT_THAT(none, IsOk());
+  EXPECT_EQ(none->exit_code, 2);
+}
+
+TEST(CheckPoliciesTest, ServeRefusesPoliciesWithErrors) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("p"));
+  { std::ofstream(dir.File("p/lq.yaml")) << "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+                                            "metadata: {name: q, namespace: a}\nspec: {clusterQueue: missing}\n"; }
+  auto certs = RunCommand({testing::GangkeeperBinary(), "certs", "--out", dir.File("certs")}, absl::Seconds(30));
+  ASSERT_THAT(certs, IsOk());
+  auto r = RunCommand({testing::GangkeeperBinary(), "serve", "--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0",
+                       "--tls-cert=" + dir.File("certs/tls.crt"), "--tls-key=" + dir.File("certs/tls.key"),
+                       "--data-dir=" + dir.File("data"), "--policies=" + dir.File("p")},
+                      absl::Seconds(30));
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_THAT(r->err, HasSubstr("ClusterQueue \"missing\" does not exist"));
+}
+
+}  // namespace
+}  // namespace gangkeeper
