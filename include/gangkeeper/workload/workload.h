@@ -1,0 +1,119 @@
+// gangkeeper: the Workload, all the broker ever sees of a Kubernetes object.
+//
+// A Workload is a gang: one or more pod sets, each with a pod count and the
+// requests of one pod, plus the queue and priority it was submitted with.
+// ExtractWorkload (extract.h) builds it from a Job, PyTorchJob, TFJob,
+// MPIJob, XGBoostJob, PaddleJob, JobSet, RayJob, RayCluster or Pod. Value
+// types; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "gangkeeper/model/objects.h"
+#include "gangkeeper/quantity/quantity.h"
+
+namespace gangkeeper::workload {
+
+// Labels and annotations gangkeeper reads (DESIGN §4).
+inline constexpr absl::string_view kQueueNameLabel = "kueue.x-k8s.io/queue-name";
+inline constexpr absl::string_view kPriorityClassLabel = "kueue.x-k8s.io/priority-class";
+inline constexpr absl::string_view kPodGroupNameLabel = "kueue.x-k8s.io/pod-group-name";
+inline constexpr absl::string_view kPodGroupTotalCountAnnotation = "kueue.x-k8s.io/pod-group-total-count";
+// What gangkeeper writes.
+inline constexpr absl::string_view kSchedulingGate = "gangkeeper.io/admission";
+
+enum class Kind {
+  kJob,
+  kPyTorchJob,
+  kTFJob,
+  kMPIJob,
+  kXGBoostJob,
+  kPaddleJob,
+  kJobSet,
+  kRayJob,
+  kRayCluster,
+  kPod,
+};
+
+// Where a kind keeps its suspend switch. (GCC's -Wshadow flags the scoped
+// enumerator kSchedulingGate against the constant above; both names are used.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+enum class SuspendMechanism {
+  kSpecSuspend,       // spec.suspend (Job, JobSet, RayJob, RayCluster)
+  kRunPolicySuspend,  // spec.runPolicy.suspend (Kubeflow jobs)
+  kSchedulingGate,    // spec.schedulingGates (Pods)
+};
+#pragma GCC diagnostic pop
+
+struct KindInfo {
+  Kind kind;
+  absl::string_view group;     // "" for core
+  absl::string_view version;   // "v1", "v1alpha2"
+  absl::string_view name;      // "Job"
+  absl::string_view resource;  // "jobs"
+  SuspendMechanism suspend;
+};
+
+// The managed kinds, in a fixed order (an explicit table; no registration).
+const std::vector<KindInfo>& ManagedKinds();
+// The kind for a group/kind (any version of the group), or nullptr.
+const KindInfo* FindKind(absl::string_view group, absl::string_view kind);
+const KindInfo& InfoFor(Kind kind);
+
+struct PodSet {
+  std::string name;   // "main", "master", "worker", "launcher", "head", a replicated job or worker group
+  int64_t count = 0;  // pods in this set
+  // Per pod, as Kubernetes computes the pod's effective request:
+  // max(sum of containers, each init container) + sidecars + overhead,
+  // with limits standing in for missing requests.
+  std::map<std::string, quantity::Quantity> requests;
+  // Per pod, summed the same way, for the requests == limits rule on
+  // extended resources.
+  std::map<std::string, quantity::Quantity> limits;
+  std::string priority_class_name;  // the template's spec.priorityClassName
+  std::map<std::string, std::string> node_selector;
+  std::vector<model::Toleration> tolerations;
+  // The template mounts a PersistentVolumeClaim (somewhere to checkpoint).
+  bool has_persistent_volume = false;
+};
+
+struct Workload {
+  Kind kind = Kind::kJob;
+  std::string api_version;
+  std::string namespace_name;
+  std::string name;  // may be empty on CREATE with generateName
+  std::string generate_name;
+  std::string uid;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+
+  std::string queue_name;  // the LocalQueue, from the queue-name label (or defaulted)
+  // Priority as resolved (extract.h): the value, where it came from, and the
+  // PriorityClass's preemptionPolicy (kNever: this workload never preempts).
+  int32_t priority = 0;
+  std::string priority_class;         // the class name used, if any
+  std::string priority_class_source;  // "WorkloadPriorityClass", "PriorityClass", "globalDefault", ""
+  model::PreemptionPolicy preemption_policy = model::PreemptionPolicy::kPreemptLowerPriority;
+  // The pod PriorityClass the templates name (kept to compare with the
+  // Kueue priority for warnings), empty when none.
+  std::string pod_priority_class;
+
+  std::vector<PodSet> pod_sets;
+  bool suspended = false;  // suspended, or (Pods) carrying our scheduling gate
+
+  // Pod groups: the group name and its declared total (0 when absent).
+  std::string pod_group_name;
+  int64_t pod_group_total_count = 0;
+  // Pods owned by a managed kind (Job, JobSet, ...) are not workloads.
+  bool owned_by_managed_object = false;
+
+  // Total pods over all pod sets.
+  int64_t TotalPods() const;
+};
+
+}  // namespace gangkeeper::workload

@@ -1,0 +1,261 @@
+// gangkeeper: checked RapidJSON reads (see json_access.h).
+#include "src/workload/json_access.h"
+
+#include <charconv>
+#include <system_error>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace gangkeeper::workload {
+namespace {
+
+using base::FieldErrors;
+using base::FieldErrorType;
+
+// The JSON number as text that ParseQuantity and messages understand.
+// Integers print exactly; other numbers print as the shortest text that reads
+// back as the same double ("0.5", "1e+30").
+std::string NumberText(const rapidjson::Value& value) {
+  if (value.IsInt64()) return absl::StrCat(value.GetInt64());
+  if (value.IsUint64()) return absl::StrCat(value.GetUint64());
+  if (!value.IsDouble()) return "?";
+  char buf[64];
+  std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), value.GetDouble());
+  if (r.ec != std::errc()) return "?";
+  return std::string(buf, r.ptr);
+}
+
+absl::string_view StringView(const rapidjson::Value& value) {
+  return absl::string_view(value.GetString(), value.GetStringLength());
+}
+
+std::string Quoted(absl::string_view text) {
+  constexpr size_t kMaxShown = 64;
+  if (text.size() <= kMaxShown) return absl::StrCat("\"", absl::CHexEscape(text), "\"");
+  return absl::StrCat("\"", absl::CHexEscape(text.substr(0, kMaxShown)), "\"...");
+}
+
+void WrongType(const JsonNode& node, absl::string_view want, FieldErrors* errors) {
+  errors->Add(node.path(), FieldErrorType::kInvalid,
+              absl::StrCat("must be ", want, ", got ", JsonTypeName(node.value())));
+}
+
+void MissingField(const JsonNode& parent, absl::string_view name, absl::string_view what, FieldErrors* errors) {
+  errors->Add(parent.path().Child(name), FieldErrorType::kRequired, absl::StrCat("required (", what, ")"));
+}
+
+// The member, type-checked by `is_type`; see ObjectField.
+template <typename IsType>
+std::optional<JsonNode> TypedField(const JsonNode& parent, absl::string_view name, absl::string_view want,
+                                   IsType is_type, FieldErrors* errors, Presence presence) {
+  std::optional<JsonNode> member = Member(parent, name);
+  if (!member.has_value()) {
+    if (presence == Presence::kRequired) MissingField(parent, name, want, errors);
+    return std::nullopt;
+  }
+  if (!is_type(member->value())) {
+    WrongType(*member, want, errors);
+    return std::nullopt;
+  }
+  return member;
+}
+
+}  // namespace
+
+absl::string_view JsonTypeName(const rapidjson::Value& value) {
+  switch (value.GetType()) {
+    case rapidjson::kNullType: return "null";
+    case rapidjson::kFalseType:
+    case rapidjson::kTrueType: return "bool";
+    case rapidjson::kObjectType: return "object";
+    case rapidjson::kArrayType: return "list";
+    case rapidjson::kStringType: return "string";
+    case rapidjson::kNumberType: return "number";
+  }
+  return "unknown";
+}
+
+std::string DescribeJson(const rapidjson::Value& value) {
+  if (value.IsString()) return Quoted(StringView(value));
+  if (value.IsNumber()) return NumberText(value);
+  if (value.IsBool()) return value.GetBool() ? "true" : "false";
+  return std::string(JsonTypeName(value));
+}
+
+std::optional<JsonNode> Member(const JsonNode& object, absl::string_view name) {
+  const rapidjson::Value& v = object.value();
+  if (!v.IsObject() || name.empty()) return std::nullopt;
+  const rapidjson::Value key(rapidjson::StringRef(name.data(), name.size()));
+  rapidjson::Value::ConstMemberIterator it = v.FindMember(key);
+  if (it == v.MemberEnd() || it->value.IsNull()) return std::nullopt;
+  return JsonNode(it->value, object.path().Child(name));
+}
+
+bool ExpectObject(const JsonNode& node, FieldErrors* errors) {
+  if (node.value().IsObject()) return true;
+  WrongType(node, "an object", errors);
+  return false;
+}
+
+bool ExpectList(const JsonNode& node, FieldErrors* errors) {
+  if (!node.value().IsArray()) {
+    WrongType(node, "a list", errors);
+    return false;
+  }
+  if (node.value().Size() > kMaxItems) {
+    errors->Add(node.path(), FieldErrorType::kTooMany,
+                absl::StrCat("has ", node.value().Size(), " items; at most ", kMaxItems, " are supported"));
+    return false;
+  }
+  return true;
+}
+
+std::optional<JsonNode> ObjectField(const JsonNode& parent, absl::string_view name, FieldErrors* errors,
+                                    Presence presence) {
+  return TypedField(
+      parent, name, "an object", [](const rapidjson::Value& v) { return v.IsObject(); }, errors, presence);
+}
+
+std::optional<JsonNode> ListField(const JsonNode& parent, absl::string_view name, FieldErrors* errors,
+                                  Presence presence) {
+  std::optional<JsonNode> list = TypedField(
+      parent, name, "a list", [](const rapidjson::Value& v) { return v.IsArray(); }, errors, presence);
+  if (list.has_value() && !ExpectList(*list, errors)) return std::nullopt;
+  return list;
+}
+
+std::vector<JsonNode> Items(const JsonNode& list) {
+  std::vector<JsonNode> out;
+  const rapidjson::Value& v = list.value();
+  if (!v.IsArray()) return out;
+  out.reserve(v.Size());
+  for (rapidjson::SizeType i = 0; i < v.Size(); ++i) out.emplace_back(v[i], list.path().Index(i));
+  return out;
+}
+
+std::vector<std::pair<std::string, JsonNode>> Entries(const JsonNode& object, FieldErrors* errors) {
+  std::vector<std::pair<std::string, JsonNode>> out;
+  if (!ExpectObject(object, errors)) return out;
+  const rapidjson::Value& v = object.value();
+  if (v.MemberCount() > kMaxItems) {
+    errors->Add(object.path(), FieldErrorType::kTooMany,
+                absl::StrCat("has ", v.MemberCount(), " entries; at most ", kMaxItems, " are supported"));
+    return out;
+  }
+  out.reserve(v.MemberCount());
+  for (rapidjson::Value::ConstMemberIterator it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    if (!it->name.IsString()) {
+      errors->Add(object.path(), FieldErrorType::kInvalid, "has a key that is not a string");
+      continue;
+    }
+    std::string key(StringView(it->name));
+    base::FieldPath path = object.path().Key(key);
+    out.emplace_back(std::move(key), JsonNode(it->value, std::move(path)));
+  }
+  return out;
+}
+
+std::optional<std::string> AsString(const JsonNode& node, FieldErrors* errors) {
+  if (!node.value().IsString()) {
+    WrongType(node, "a string", errors);
+    return std::nullopt;
+  }
+  return std::string(StringView(node.value()));
+}
+
+std::optional<std::string> StringField(const JsonNode& parent, absl::string_view name, FieldErrors* errors,
+                                       Presence presence) {
+  std::optional<JsonNode> member = TypedField(
+      parent, name, "a string", [](const rapidjson::Value& v) { return v.IsString(); }, errors, presence);
+  if (!member.has_value()) return std::nullopt;
+  return std::string(StringView(member->value()));
+}
+
+std::optional<bool> BoolField(const JsonNode& parent, absl::string_view name, FieldErrors* errors) {
+  std::optional<JsonNode> member = TypedField(
+      parent, name, "true or false", [](const rapidjson::Value& v) { return v.IsBool(); }, errors,
+      Presence::kOptional);
+  if (!member.has_value()) return std::nullopt;
+  return member->value().GetBool();
+}
+
+std::optional<int64_t> IntField(const JsonNode& parent, absl::string_view name, int64_t min, int64_t max,
+                                FieldErrors* errors) {
+  std::optional<JsonNode> member = Member(parent, name);
+  if (!member.has_value()) return std::nullopt;
+  const rapidjson::Value& v = member->value();
+  const std::string want = absl::StrCat("an integer from ", min, " to ", max);
+  if (!v.IsNumber()) {
+    errors->Add(member->path(), FieldErrorType::kInvalid,
+                absl::StrCat("must be ", want, ", got ", JsonTypeName(v), " ", DescribeJson(v)));
+    return std::nullopt;
+  }
+  if (!v.IsInt64() || v.GetInt64() < min || v.GetInt64() > max) {
+    errors->Add(member->path(), FieldErrorType::kInvalid, absl::StrCat("must be ", want, ", got ", DescribeJson(v)));
+    return std::nullopt;
+  }
+  return v.GetInt64();
+}
+
+std::map<std::string, std::string> StringMapField(const JsonNode& parent, absl::string_view name,
+                                                  FieldErrors* errors) {
+  std::map<std::string, std::string> out;
+  std::optional<JsonNode> map = ObjectField(parent, name, errors);
+  if (!map.has_value()) return out;
+  for (auto& [key, value] : Entries(*map, errors)) {
+    std::optional<std::string> s = AsString(value, errors);
+    if (s.has_value()) out[key] = std::move(*s);
+  }
+  return out;
+}
+
+std::optional<quantity::Quantity> AsQuantity(const JsonNode& node, FieldErrors* errors) {
+  const rapidjson::Value& v = node.value();
+  std::string text;
+  if (v.IsString()) {
+    text = std::string(StringView(v));
+  } else if (v.IsNumber()) {
+    text = NumberText(v);
+  } else {
+    errors->Add(node.path(), FieldErrorType::kInvalid,
+                absl::StrCat("must be a quantity (a string such as \"500m\" or \"16Gi\", or a number), got ",
+                             JsonTypeName(v)));
+    return std::nullopt;
+  }
+  absl::StatusOr<quantity::Quantity> q = quantity::ParseQuantity(text);
+  if (!q.ok()) {
+    if (q.status().code() == absl::StatusCode::kOutOfRange) {
+      errors->Add(node.path(), FieldErrorType::kInvalid,
+                  absl::StrCat(Quoted(text), " is out of range for a quantity (at most about 9.2E)"));
+    } else {
+      errors->Add(node.path(), FieldErrorType::kInvalid,
+                  absl::StrCat(Quoted(text), " is not a quantity (write e.g. 500m, 4, 1.5 or 16Gi)"));
+    }
+    return std::nullopt;
+  }
+  if (q->IsNegative()) {
+    errors->Add(node.path(), FieldErrorType::kInvalid, absl::StrCat(Quoted(text), " must not be negative"));
+    return std::nullopt;
+  }
+  return *q;
+}
+
+std::map<std::string, quantity::Quantity> ResourceMapField(const JsonNode& parent, absl::string_view name,
+                                                          FieldErrors* errors) {
+  std::map<std::string, quantity::Quantity> out;
+  std::optional<JsonNode> map = ObjectField(parent, name, errors);
+  if (!map.has_value()) return out;
+  for (auto& [resource, value] : Entries(*map, errors)) {
+    if (resource.empty()) {
+      errors->Add(value.path(), FieldErrorType::kInvalid, "a resource name must not be empty");
+      continue;
+    }
+    std::optional<quantity::Quantity> q = AsQuantity(value, errors);
+    if (q.has_value()) out[resource] = *q;
+  }
+  return out;
+}
+
+}  // namespace gangkeeper::workload

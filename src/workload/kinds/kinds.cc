@@ -1,0 +1,74 @@
+// gangkeeper: the explicit table of managed kinds (see kinds.h).
+#include "src/workload/kinds/kinds.h"
+
+#include <iterator>
+
+#include "gangkeeper/base/check.h"
+
+namespace gangkeeper::workload {
+namespace {
+
+struct KindEntry {
+  KindInfo info;
+  KindExtractor extract;
+};
+
+// In the order of the Kind enum, which InfoFor relies on.
+constexpr KindEntry kKinds[] = {
+    {{Kind::kJob, "batch", "v1", "Job", "jobs", SuspendMechanism::kSpecSuspend}, &ExtractJob},
+    {{Kind::kPyTorchJob, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", SuspendMechanism::kRunPolicySuspend},
+     &ExtractPyTorchJob},
+    {{Kind::kTFJob, "kubeflow.org", "v1", "TFJob", "tfjobs", SuspendMechanism::kRunPolicySuspend}, &ExtractTFJob},
+    {{Kind::kMPIJob, "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", SuspendMechanism::kRunPolicySuspend},
+     &ExtractMPIJob},
+    {{Kind::kXGBoostJob, "kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", SuspendMechanism::kRunPolicySuspend},
+     &ExtractXGBoostJob},
+    {{Kind::kPaddleJob, "kubeflow.org", "v1", "PaddleJob", "paddlejobs", SuspendMechanism::kRunPolicySuspend},
+     &ExtractPaddleJob},
+    {{Kind::kJobSet, "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", SuspendMechanism::kSpecSuspend},
+     &ExtractJobSet},
+    {{Kind::kRayJob, "ray.io", "v1", "RayJob", "rayjobs", SuspendMechanism::kSpecSuspend}, &ExtractRayJob},
+    {{Kind::kRayCluster, "ray.io", "v1", "RayCluster", "rayclusters", SuspendMechanism::kSpecSuspend},
+     &ExtractRayCluster},
+    {{Kind::kPod, "", "v1", "Pod", "pods", SuspendMechanism::kSchedulingGate}, &ExtractPod},
+};
+
+constexpr bool TableMatchesEnum() {
+  for (size_t i = 0; i < std::size(kKinds); ++i) {
+    if (static_cast<size_t>(kKinds[i].info.kind) != i) return false;
+  }
+  return true;
+}
+static_assert(TableMatchesEnum(), "kKinds must list the kinds in Kind enum order");
+
+}  // namespace
+
+const std::vector<KindInfo>& ManagedKinds() {
+  static const std::vector<KindInfo>* const kinds = [] {
+    auto* out = new std::vector<KindInfo>();
+    for (const KindEntry& e : kKinds) out->push_back(e.info);
+    return out;
+  }();
+  return *kinds;
+}
+
+const KindInfo* FindKind(absl::string_view group, absl::string_view kind) {
+  for (const KindEntry& e : kKinds) {
+    if (e.info.group == group && e.info.name == kind) return &e.info;
+  }
+  return nullptr;
+}
+
+const KindInfo& InfoFor(Kind kind) {
+  const size_t i = static_cast<size_t>(kind);
+  GK_CHECK(i < std::size(kKinds));
+  return kKinds[i].info;
+}
+
+KindExtractor ExtractorFor(Kind kind) {
+  const size_t i = static_cast<size_t>(kind);
+  GK_CHECK(i < std::size(kKinds));
+  return kKinds[i].extract;
+}
+
+}  // namespace gangkeeper::workload

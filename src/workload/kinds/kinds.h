@@ -1,0 +1,86 @@
+// gangkeeper: per-kind pod-set extraction, behind an explicit table.
+//
+// kinds.cc holds the table of managed kinds (KindInfo plus the function that
+// reads the kind's pod sets); one file per kind family implements those
+// functions: job.cc (batch/v1 Job), kubeflow.cc (PyTorchJob, TFJob, MPIJob,
+// XGBoostJob, PaddleJob), jobset.cc, ray.cc (RayJob, RayCluster), pod.cc
+// (Pods and pod groups). No self-registration (STYLE §6.10): a kind exists
+// because the table names it. ExtractWorkload (extract.cc) does the parts
+// common to every kind: metadata, suspension, priority, queue, limits.
+// Pure functions; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "gangkeeper/base/field_path.h"
+#include "gangkeeper/workload/workload.h"
+#include "src/workload/json_access.h"
+
+namespace gangkeeper::workload {
+
+// The largest pod count one pod set may have, and the most pod sets a
+// workload may have.
+inline constexpr int64_t kMaxPodCount = 1000000;
+inline constexpr size_t kMaxPodSets = 1000;
+
+// What a kind contributes to its Workload.
+struct KindResult {
+  std::vector<PodSet> pod_sets;
+  // Parallel to pod_sets: where each pod set's name comes from (for
+  // duplicate-name errors) and the path of its PodSpec (for errors about the
+  // priorityClassName in it).
+  std::vector<base::FieldPath> name_paths;
+  std::vector<base::FieldPath> spec_paths;
+
+  // A pod PriorityClass named outside the templates (Kubeflow's
+  // runPolicy.schedulingPolicy.priorityClass), and its path. When empty, the
+  // first template's priorityClassName is used.
+  std::string priority_class;
+  base::FieldPath priority_class_path;
+
+  // Pods only.
+  std::string pod_group_name;
+  int64_t pod_group_total_count = 0;
+  bool owned_by_managed_object = false;
+
+  void Add(PodSet pod_set, base::FieldPath name_path, base::FieldPath spec_path) {
+    pod_sets.push_back(std::move(pod_set));
+    name_paths.push_back(std::move(name_path));
+    spec_paths.push_back(std::move(spec_path));
+  }
+};
+
+// Reads the pod sets of `object` (already checked to be a JSON object).
+// `meta` carries the object's metadata, read by the caller (labels and
+// annotations for pod groups). Problems go to `errors`.
+using KindExtractor = KindResult (*)(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+
+// The extractor for `kind` (from the table in kinds.cc).
+KindExtractor ExtractorFor(Kind kind);
+
+// The pod count of a batch/v1 JobSpec at `job_spec`: parallelism (default 1)
+// capped by completions when set. nullopt (errors added) when malformed.
+std::optional<int64_t> JobPodCount(const JsonNode& job_spec, base::FieldErrors* errors);
+
+// `a` × `b` when the product is at most kMaxPodCount; else an error at
+// `path` saying what multiplied to what.
+std::optional<int64_t> CheckedPodCount(int64_t a, int64_t b, const base::FieldPath& path, absl::string_view what,
+                                       base::FieldErrors* errors);
+
+KindResult ExtractJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractPyTorchJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractTFJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractMPIJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractXGBoostJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractPaddleJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractJobSet(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractRayJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractRayCluster(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractPod(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+
+}  // namespace gangkeeper::workload

@@ -1,0 +1,539 @@
+// gangkeeper: tests for the kinds table and each kind's pod sets.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
+#include "test/workload/test_util.h"
+
+namespace gangkeeper::workload {
+namespace {
+
+using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Strings = std::map<std::string, std::string>;
+
+// A one-container pod spec requesting `cpu` CPUs and `gpus` GPUs.
+std::string PodSpec(const std::string& cpu, int gpus = 0, const std::string& extra = "") {
+  std::string requests = absl::StrCat(R"("cpu": ")", cpu, R"(")");
+  if (gpus > 0) absl::StrAppend(&requests, R"(, "nvidia.com/gpu": )", gpus);
+  return absl::StrCat(R"({)", extra, R"("containers": [{"name": "c", "resources": {"requests": {)", requests,
+                      "}}}]}");
+}
+
+std::string Template(const std::string& cpu, int gpus = 0, const std::string& extra = "") {
+  return absl::StrCat(R"({"spec": )", PodSpec(cpu, gpus, extra), "}");
+}
+
+// ---------------------------------------------------------------- the table
+
+TEST(KindsTest, ManagedKindsListsEveryKindInEnumOrder) {
+  const std::vector<KindInfo>& kinds = ManagedKinds();
+  ASSERT_EQ(kinds.size(), 10u);
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    EXPECT_EQ(static_cast<size_t>(kinds[i].kind), i);
+    EXPECT_EQ(&InfoFor(kinds[i].kind), FindKind(kinds[i].group, kinds[i].name));
+  }
+  EXPECT_EQ(InfoFor(Kind::kJob).group, "batch");
+  EXPECT_EQ(InfoFor(Kind::kJob).resource, "jobs");
+  EXPECT_EQ(InfoFor(Kind::kMPIJob).version, "v2beta1");
+  EXPECT_EQ(InfoFor(Kind::kJobSet).version, "v1alpha2");
+  EXPECT_EQ(InfoFor(Kind::kPod).group, "");
+  EXPECT_EQ(InfoFor(Kind::kPod).suspend, SuspendMechanism::kSchedulingGate);
+  EXPECT_EQ(InfoFor(Kind::kTFJob).suspend, SuspendMechanism::kRunPolicySuspend);
+  EXPECT_EQ(InfoFor(Kind::kRayJob).suspend, SuspendMechanism::kSpecSuspend);
+}
+
+TEST(KindsTest, FindKindMatchesGroupAndKindExactly) {
+  ASSERT_NE(FindKind("kubeflow.org", "MPIJob"), nullptr);
+  EXPECT_EQ(FindKind("kubeflow.org", "MPIJob")->kind, Kind::kMPIJob);
+  EXPECT_EQ(FindKind("ray.io", "RayCluster")->kind, Kind::kRayCluster);
+  EXPECT_EQ(FindKind("jobset.x-k8s.io", "JobSet")->kind, Kind::kJobSet);
+  EXPECT_EQ(FindKind("", "Pod")->kind, Kind::kPod);
+  EXPECT_EQ(FindKind("batch", "Pod"), nullptr);
+  EXPECT_EQ(FindKind("batch", "job"), nullptr);
+  EXPECT_EQ(FindKind("batch.volcano.sh", "Job"), nullptr);
+  EXPECT_EQ(FindKind("apps", "Deployment"), nullptr);
+}
+
+// ---------------------------------------------------------------- Job
+
+TEST(JobTest, CountIsParallelismCappedByCompletions) {
+  struct Case {
+    const char* name;
+    const char* spec;
+    int64_t want;
+  };
+  const Case cases[] = {
+      {"defaults to one pod", "", 1},
+      {"parallelism alone", R"("parallelism": 4,)", 4},
+      {"completions cap parallelism", R"("parallelism": 4, "completions": 2,)", 2},
+      {"completions above parallelism do not raise it", R"("parallelism": 2, "completions": 10,)", 2},
+      {"completions alone cap the default", R"("completions": 5,)", 1},
+      {"indexed jobs count the same", R"("parallelism": 3, "completions": 8, "completionMode": "Indexed",)", 3},
+      {"zero parallelism is zero pods", R"("parallelism": 0,)", 0},
+      {"null parallelism is the default", R"("parallelism": null, "completions": null,)", 1},
+      {"the largest count", R"("parallelism": 1000000,)", 1000000},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<Workload> w = Extract(
+        absl::StrCat(R"({"apiVersion": "batch/v1", "kind": "Job", "spec": {)", c.spec, R"("template": )",
+                     Template("1"), "}}"),
+        Kind::kJob);
+    ASSERT_THAT(w, IsOk());
+    EXPECT_THAT(PodSetNames(*w), ElementsAre("main"));
+    EXPECT_THAT(PodSetCounts(*w), ElementsAre(c.want));
+    EXPECT_EQ(w->TotalPods(), c.want);
+  }
+}
+
+TEST(JobTest, ReadsTheTemplate) {
+  absl::StatusOr<Workload> w = Extract(R"({
+    "apiVersion": "batch/v1", "kind": "Job",
+    "metadata": {"name": "train", "namespace": "team-a"},
+    "spec": {"suspend": true, "parallelism": 2, "template": {"metadata": {"labels": {"app": "x"}}, "spec": {
+      "nodeSelector": {"accelerator": "nvidia", "pool": "a100"},
+      "tolerations": [
+        {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+        {"operator": "Exists", "tolerationSeconds": 30},
+        {"key": "plain"}
+      ],
+      "volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}}],
+      "containers": [{"name": "c", "resources": {"requests": {"cpu": 2, "memory": "8Gi", "nvidia.com/gpu": 1},
+                                                 "limits": {"memory": "8Gi", "nvidia.com/gpu": 1}}}]
+    }}}})",
+                                       Kind::kJob);
+  ASSERT_THAT(w, IsOk());
+  ASSERT_EQ(w->pod_sets.size(), 1u);
+  const PodSet& ps = w->pod_sets[0];
+  EXPECT_EQ(ps.count, 2);
+  EXPECT_EQ(Formatted(ps.requests), (Strings{{"cpu", "2"}, {"memory", "8Gi"}, {"nvidia.com/gpu", "1"}}));
+  EXPECT_EQ(Formatted(ps.limits), (Strings{{"memory", "8Gi"}, {"nvidia.com/gpu", "1"}}));
+  EXPECT_EQ(ps.node_selector, (Strings{{"accelerator", "nvidia"}, {"pool", "a100"}}));
+  ASSERT_EQ(ps.tolerations.size(), 3u);
+  EXPECT_EQ(ps.tolerations[0].key, "sku");
+  EXPECT_EQ(ps.tolerations[0].op, "Equal");
+  EXPECT_EQ(ps.tolerations[0].value, "gpu");
+  EXPECT_EQ(ps.tolerations[0].effect, "NoSchedule");
+  EXPECT_EQ(ps.tolerations[0].toleration_seconds, std::nullopt);
+  EXPECT_EQ(ps.tolerations[1].op, "Exists");
+  EXPECT_EQ(ps.tolerations[1].toleration_seconds, 30);
+  EXPECT_EQ(ps.tolerations[2].op, "Equal");  // the default
+  EXPECT_TRUE(ps.has_persistent_volume);
+  EXPECT_TRUE(w->suspended);
+  EXPECT_EQ(w->api_version, "batch/v1");
+}
+
+TEST(JobTest, PersistentVolumesAreClaimsOrEphemeralClaimTemplates) {
+  struct Case {
+    const char* name;
+    const char* volumes;
+    bool want;
+  };
+  const Case cases[] = {
+      {"no volumes", "[]", false},
+      {"emptyDir and configMap", R"([{"name": "a", "emptyDir": {}}, {"name": "b", "configMap": {"name": "x"}}])",
+       false},
+      {"a claim", R"([{"name": "a", "emptyDir": {}}, {"name": "b", "persistentVolumeClaim": {"claimName": "x"}}])",
+       true},
+      {"an ephemeral volume with a claim template",
+       R"([{"name": "a", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}])", true},
+      {"an ephemeral volume without one", R"([{"name": "a", "ephemeral": {}}])", false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<Workload> w = Extract(
+        absl::StrCat(R"({"spec": {"template": )", Template("1", 0, absl::StrCat(R"("volumes": )", c.volumes, ",")),
+                     "}}"),
+        Kind::kJob);
+    ASSERT_THAT(w, IsOk());
+    EXPECT_EQ(w->pod_sets[0].has_persistent_volume, c.want);
+  }
+}
+
+TEST(JobTest, RequestsFollowTheEffectivePodRequestRules) {
+  absl::StatusOr<Workload> w = Extract(R"({"spec": {"template": {"spec": {
+      "overhead": {"cpu": "100m", "memory": "64Mi"},
+      "initContainers": [
+        {"name": "log-shipper", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}}},
+        {"name": "download", "resources": {"requests": {"cpu": "4", "memory": "1Gi"}}}
+      ],
+      "containers": [
+        {"name": "a", "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}},
+        {"name": "b", "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "2"}}}
+      ]}}}})",
+                                       Kind::kJob);
+  ASSERT_THAT(w, IsOk());
+  // cpu: max(1 + 1 + 0.25, 4 + 0.25) + 0.1; memory: max(4Gi + 128Mi, 1Gi + 128Mi) + 64Mi.
+  EXPECT_EQ(Formatted(w->pod_sets[0].requests),
+            (Strings{{"cpu", "4350m"}, {"memory", "4288Mi"}, {"nvidia.com/gpu", "2"}}));
+  EXPECT_EQ(Formatted(w->pod_sets[0].limits), (Strings{{"cpu", "1100m"}, {"nvidia.com/gpu", "2"}}));
+}
+
+// ---------------------------------------------------------------- Kubeflow
+
+TEST(KubeflowTest, PyTorchJobHasMasterThenWorker) {
+  absl::StatusOr<Workload> w = Extract(absl::StrCat(R"({
+    "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},
+    "spec": {"runPolicy": {"suspend": true}, "pytorchReplicaSpecs": {
+      "Worker": {"replicas": 3, "template": )",
+                                                    Template("8", 1), R"(},
+      "Master": {"template": )",
+                                                    Template("2"), R"(}}}})"),
+                                       Kind::kPyTorchJob);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodSetNames(*w), ElementsAre("master", "worker"));
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(1, 3));
+  EXPECT_EQ(Formatted(w->pod_sets[0].requests), (Strings{{"cpu", "2"}}));
+  EXPECT_EQ(Formatted(w->pod_sets[1].requests), (Strings{{"cpu", "8"}, {"nvidia.com/gpu", "1"}}));
+  EXPECT_TRUE(w->suspended);
+  EXPECT_EQ(w->TotalPods(), 4);
+}
+
+TEST(KubeflowTest, TFJobOrdersChiefPsWorkerEvaluator) {
+  absl::StatusOr<Workload> w = Extract(
+      absl::StrCat(R"({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "spec": {"tfReplicaSpecs": {
+        "Evaluator": {"replicas": 1, "template": )",
+                   Template("1"), R"(},
+        "Worker": {"replicas": 4, "template": )",
+                   Template("4", 1), R"(},
+        "PS": {"replicas": 2, "template": )",
+                   Template("2"), R"(},
+        "Chief": {"replicas": 1, "template": )",
+                   Template("4", 1), R"(}}}})"),
+      Kind::kTFJob);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodSetNames(*w), ElementsAre("chief", "ps", "worker", "evaluator"));
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(1, 2, 4, 1));
+  EXPECT_FALSE(w->suspended);
+}
+
+TEST(KubeflowTest, ReplicaTypesMatchCaseInsensitively) {
+  absl::StatusOr<Workload> w = Extract(
+      absl::StrCat(R"({"spec": {"tfReplicaSpecs": {"worker": {"replicas": 2, "template": )", Template("1"),
+                   R"(}, "ps": {"template": )", Template("1"), "}}}}"),
+      Kind::kTFJob);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodSetNames(*w), ElementsAre("ps", "worker"));
+}
+
+TEST(KubeflowTest, MPIJobAcceptsV2beta1AndV1) {
+  for (const char* version : {"kubeflow.org/v2beta1", "kubeflow.org/v1"}) {
+    SCOPED_TRACE(version);
+    absl::StatusOr<Workload> w =
+        Extract(absl::StrCat(R"({"apiVersion": ")", version, R"(", "kind": "MPIJob", "spec": {
+          "runPolicy": {"suspend": false},
+          "mpiReplicaSpecs": {"Worker": {"replicas": 8, "template": )",
+                             Template("16", 2), R"(}, "Launcher": {"replicas": 1, "template": )", Template("1"),
+                             "}}}}"),
+                Kind::kMPIJob);
+    ASSERT_THAT(w, IsOk());
+    EXPECT_THAT(PodSetNames(*w), ElementsAre("launcher", "worker"));
+    EXPECT_THAT(PodSetCounts(*w), ElementsAre(1, 8));
+    EXPECT_EQ(w->api_version, version);
+    EXPECT_FALSE(w->suspended);
+  }
+}
+
+TEST(KubeflowTest, XGBoostAndPaddleJobs) {
+  absl::StatusOr<Workload> xgb =
+      Extract(absl::StrCat(R"({"spec": {"xgbReplicaSpecs": {"Master": {"replicas": 1, "template": )", Template("1"),
+                           R"(}, "Worker": {"replicas": 2, "template": )", Template("2"), "}}}}"),
+              Kind::kXGBoostJob);
+  ASSERT_THAT(xgb, IsOk());
+  EXPECT_THAT(PodSetNames(*xgb), ElementsAre("master", "worker"));
+  EXPECT_THAT(PodSetCounts(*xgb), ElementsAre(1, 2));
+  EXPECT_EQ(xgb->api_version, "kubeflow.org/v1");  // from the table when absent
+
+  absl::StatusOr<Workload> paddle = Extract(
+      absl::StrCat(R"({"spec": {"runPolicy": {"suspend": true}, "paddleReplicaSpecs": {"Worker": {"replicas": 5, "template": )",
+                   Template("2", 1), "}}}}"),
+      Kind::kPaddleJob);
+  ASSERT_THAT(paddle, IsOk());
+  EXPECT_THAT(PodSetNames(*paddle), ElementsAre("worker"));
+  EXPECT_THAT(PodSetCounts(*paddle), ElementsAre(5));
+  EXPECT_TRUE(paddle->suspended);
+}
+
+TEST(KubeflowTest, UnknownAndDuplicateReplicaTypesAreErrors) {
+  absl::StatusOr<Workload> unknown = Extract(
+      absl::StrCat(R"({"spec": {"pytorchReplicaSpecs": {"Master": {"template": )", Template("1"),
+                   R"(}, "Launcher": {"template": )", Template("1"), "}}}}"),
+      Kind::kPyTorchJob);
+  EXPECT_THAT(unknown, StatusIs(absl::StatusCode::kInvalidArgument,
+                                "spec.pytorchReplicaSpecs[Launcher]: unknown replica type \"Launcher\"; a "
+                                "PyTorchJob has Master, Worker"));
+
+  absl::StatusOr<Workload> twice = Extract(
+      absl::StrCat(R"({"spec": {"pytorchReplicaSpecs": {"Worker": {"template": )", Template("1"),
+                   R"(}, "worker": {"template": )", Template("1"), "}}}}"),
+      Kind::kPyTorchJob);
+  EXPECT_THAT(twice, StatusIs(absl::StatusCode::kInvalidArgument, "spec.pytorchReplicaSpecs[worker]: replica type "
+                                                                  "Worker is given twice"));
+
+  absl::StatusOr<Workload> none = Extract(R"({"spec": {"pytorchReplicaSpecs": {}}})", Kind::kPyTorchJob);
+  EXPECT_THAT(none, StatusIs(absl::StatusCode::kInvalidArgument, "spec.pytorchReplicaSpecs: a PyTorchJob needs at "
+                                                                 "least one replica type (Master, Worker)"));
+}
+
+// ---------------------------------------------------------------- JobSet
+
+std::string ReplicatedJob(const std::string& name, const std::string& fields, const std::string& job_spec,
+                          const std::string& pod_template) {
+  return absl::StrCat(R"({"name": ")", name, R"(", )", fields, R"("template": {"spec": {)", job_spec,
+                      R"("template": )", pod_template, "}}}");
+}
+
+TEST(JobSetTest, OnePodSetPerReplicatedJob) {
+  absl::StatusOr<Workload> w = Extract(
+      absl::StrCat(R"({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+        "spec": {"suspend": true, "replicatedJobs": [)",
+                   ReplicatedJob("driver", "", "", Template("1")), ",",
+                   ReplicatedJob("workers", R"("replicas": 4,)", R"("parallelism": 2, "completions": 2,)",
+                                 Template("8", 1)),
+                   ",",
+                   ReplicatedJob("capped", R"("replicas": 3,)", R"("parallelism": 5, "completions": 2,)",
+                                 Template("1")),
+                   "]}}"),
+      Kind::kJobSet);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodSetNames(*w), ElementsAre("driver", "workers", "capped"));
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(1, 8, 6));
+  EXPECT_EQ(Formatted(w->pod_sets[1].requests), (Strings{{"cpu", "8"}, {"nvidia.com/gpu", "1"}}));
+  EXPECT_TRUE(w->suspended);
+  EXPECT_EQ(w->TotalPods(), 15);
+}
+
+TEST(JobSetTest, ErrorsNameTheReplicatedJob) {
+  absl::StatusOr<Workload> dup = Extract(
+      absl::StrCat(R"({"spec": {"replicatedJobs": [)", ReplicatedJob("w", "", "", Template("1")), ",",
+                   ReplicatedJob("w", "", "", Template("1")), "]}}"),
+      Kind::kJobSet);
+  EXPECT_THAT(dup, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "spec.replicatedJobs[1].name: pod set name \"w\" is already used by "
+                            "spec.replicatedJobs[0].name"));
+
+  absl::StatusOr<Workload> too_many = Extract(
+      absl::StrCat(R"({"spec": {"replicatedJobs": [)",
+                   ReplicatedJob("w", R"("replicas": 1000000,)", R"("parallelism": 2,)", Template("1")), "]}}"),
+      Kind::kJobSet);
+  EXPECT_THAT(too_many, StatusIs(absl::StatusCode::kInvalidArgument,
+                                 "spec.replicatedJobs[0]: replicas * job pods = 1000000 * 2 = 2000000 pods"));
+
+  absl::StatusOr<Workload> bad = Extract(
+      absl::StrCat(R"({"spec": {"replicatedJobs": [)",
+                   ReplicatedJob("w", R"("replicas": -1,)", R"("parallelism": "2",)", Template("1")), "]}}"),
+      Kind::kJobSet);
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument, "spec.replicatedJobs[0].replicas: must be an integer"));
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "spec.replicatedJobs[0].template.spec.parallelism: must be an integer"));
+
+  EXPECT_THAT(Extract(R"({"spec": {"replicatedJobs": []}})", Kind::kJobSet),
+              StatusIs(absl::StatusCode::kInvalidArgument, "spec.replicatedJobs: a JobSet needs at least one"));
+}
+
+// ---------------------------------------------------------------- Ray
+
+std::string WorkerGroup(const std::string& name, const std::string& fields, const std::string& pod_template) {
+  return absl::StrCat(R"({"groupName": ")", name, R"(", )", fields, R"("template": )", pod_template, "}");
+}
+
+std::string RayClusterSpec(const std::string& extra, const std::vector<std::string>& groups) {
+  std::string list;
+  for (const std::string& g : groups) absl::StrAppend(&list, list.empty() ? "" : ",", g);
+  return absl::StrCat(R"({)", extra, R"("headGroupSpec": {"rayStartParams": {}, "template": )", Template("2"),
+                      R"(}, "workerGroupSpecs": [)", list, "]}");
+}
+
+TEST(RayTest, RayClusterHasHeadThenWorkerGroups) {
+  absl::StatusOr<Workload> w = Extract(
+      absl::StrCat(R"({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc"}, "spec": )",
+                   RayClusterSpec("", {WorkerGroup("gpu", R"("replicas": 2,)", Template("8", 1)),
+                                       WorkerGroup("from-min", R"("minReplicas": 3, "maxReplicas": 10,)", Template("1")),
+                                       WorkerGroup("capped", R"("replicas": 10, "maxReplicas": 4,)", Template("1")),
+                                       WorkerGroup("multi-host", R"("replicas": 3, "numOfHosts": 2,)", Template("1")),
+                                       WorkerGroup("defaults", "", Template("1")),
+                                       WorkerGroup("zero", R"("replicas": 0,)", Template("1"))}),
+                   "}"),
+      Kind::kRayCluster);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodSetNames(*w), ElementsAre("head", "gpu", "from-min", "capped", "multi-host", "defaults", "zero"));
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(1, 2, 3, 4, 6, 1, 0));
+  EXPECT_EQ(Formatted(w->pod_sets[0].requests), (Strings{{"cpu", "2"}}));
+  EXPECT_EQ(Formatted(w->pod_sets[1].requests), (Strings{{"cpu", "8"}, {"nvidia.com/gpu", "1"}}));
+  EXPECT_FALSE(w->suspended);
+}
+
+TEST(RayTest, InTreeAutoscalingAddsTheAutoscalerToTheHead) {
+  absl::StatusOr<Workload> defaults = Extract(
+      absl::StrCat(R"({"spec": )", RayClusterSpec(R"("enableInTreeAutoscaling": true,)", {}), "}"),
+      Kind::kRayCluster);
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_EQ(Formatted(defaults->pod_sets[0].requests), (Strings{{"cpu", "2500m"}, {"memory", "512Mi"}}));
+  EXPECT_EQ(Formatted(defaults->pod_sets[0].limits), (Strings{{"cpu", "500m"}, {"memory", "512Mi"}}));
+
+  absl::StatusOr<Workload> custom = Extract(
+      absl::StrCat(R"({"spec": )",
+                   RayClusterSpec(R"("enableInTreeAutoscaling": true,
+                                     "autoscalerOptions": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},)",
+                                  {}),
+                   "}"),
+      Kind::kRayCluster);
+  ASSERT_THAT(custom, IsOk());
+  EXPECT_EQ(Formatted(custom->pod_sets[0].requests), (Strings{{"cpu", "3"}, {"memory", "1Gi"}}));
+
+  absl::StatusOr<Workload> off = Extract(
+      absl::StrCat(R"({"spec": )", RayClusterSpec(R"("enableInTreeAutoscaling": false,)", {}), "}"),
+      Kind::kRayCluster);
+  ASSERT_THAT(off, IsOk());
+  EXPECT_EQ(Formatted(off->pod_sets[0].requests), (Strings{{"cpu", "2"}}));
+}
+
+TEST(RayTest, RayJobUsesItsClusterSpecAndSuspend) {
+  absl::StatusOr<Workload> w = Extract(
+      absl::StrCat(R"({"apiVersion": "ray.io/v1", "kind": "RayJob", "spec": {"suspend": true,
+        "entrypoint": "python train.py", "submissionMode": "K8sJobMode", "rayClusterSpec": )",
+                   RayClusterSpec("", {WorkerGroup("workers", R"("replicas": 4,)", Template("4", 1))}), "}}"),
+      Kind::kRayJob);
+  ASSERT_THAT(w, IsOk());
+  // The submitter pod is not a pod set (see kinds/ray.cc).
+  EXPECT_THAT(PodSetNames(*w), ElementsAre("head", "workers"));
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(1, 4));
+  EXPECT_TRUE(w->suspended);
+}
+
+TEST(RayTest, Errors) {
+  EXPECT_THAT(Extract(R"({"spec": {"clusterSelector": {"ray.io/cluster": "shared"}}})", Kind::kRayJob),
+              StatusIs(absl::StatusCode::kInvalidArgument, "spec.rayClusterSpec: required"));
+  EXPECT_THAT(Extract(absl::StrCat(R"({"spec": )",
+                                   RayClusterSpec("", {WorkerGroup("head", "", Template("1"))}), "}"),
+                      Kind::kRayCluster),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "spec.workerGroupSpecs[0].groupName: pod set name \"head\" is already used"));
+  absl::StatusOr<Workload> bad = Extract(
+      absl::StrCat(R"({"spec": )",
+                   RayClusterSpec("", {R"({"replicas": "4", "template": {"spec": {"containers": []}}})"}), "}"),
+      Kind::kRayCluster);
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument, "spec.workerGroupSpecs[0].groupName: required"));
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument, "spec.workerGroupSpecs[0].replicas: must be"));
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "spec.workerGroupSpecs[0].template.spec.containers: a pod needs at least one container"));
+  EXPECT_THAT(Extract(R"({"spec": {"workerGroupSpecs": []}})", Kind::kRayCluster),
+              StatusIs(absl::StatusCode::kInvalidArgument, "spec.headGroupSpec: required"));
+}
+
+TEST(RayTest, AtMostAThousandPodSets) {
+  std::vector<std::string> groups;
+  for (int i = 0; i < 1000; ++i) groups.push_back(WorkerGroup(absl::StrCat("g", i), "", Template("1")));
+  absl::StatusOr<Workload> w = Extract(absl::StrCat(R"({"spec": )", RayClusterSpec("", groups), "}"),
+                                       Kind::kRayCluster);
+  EXPECT_THAT(w, StatusIs(absl::StatusCode::kInvalidArgument, "spec: has 1001 pod sets; at most 1000"));
+  groups.pop_back();
+  EXPECT_THAT(Extract(absl::StrCat(R"({"spec": )", RayClusterSpec("", groups), "}"), Kind::kRayCluster), IsOk());
+}
+
+// ---------------------------------------------------------------- Pod
+
+std::string PodJson(const std::string& metadata, const std::string& spec_extra = "") {
+  return absl::StrCat(R"({"apiVersion": "v1", "kind": "Pod", "metadata": )", metadata, R"(, "spec": )",
+                      PodSpec("1", 1, spec_extra), "}");
+}
+
+TEST(PodTest, ASinglePodIsOnePodSetOfOne) {
+  absl::StatusOr<Workload> w = Extract(PodJson(R"({"name": "p", "namespace": "ns"})"), Kind::kPod);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodSetNames(*w), ElementsAre("main"));
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(1));
+  EXPECT_EQ(Formatted(w->pod_sets[0].requests), (Strings{{"cpu", "1"}, {"nvidia.com/gpu", "1"}}));
+  EXPECT_EQ(w->api_version, "v1");
+  EXPECT_FALSE(w->suspended);
+  EXPECT_EQ(w->pod_group_name, "");
+  EXPECT_EQ(w->pod_group_total_count, 0);
+  EXPECT_FALSE(w->owned_by_managed_object);
+}
+
+TEST(PodTest, SuspendedMeansCarryingOurSchedulingGate) {
+  absl::StatusOr<Workload> gated = Extract(
+      PodJson("{}", R"("schedulingGates": [{"name": "example.com/other"}, {"name": "gangkeeper.io/admission"}],)"),
+      Kind::kPod);
+  ASSERT_THAT(gated, IsOk());
+  EXPECT_TRUE(gated->suspended);
+  absl::StatusOr<Workload> other =
+      Extract(PodJson("{}", R"("schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],)"), Kind::kPod);
+  ASSERT_THAT(other, IsOk());
+  EXPECT_FALSE(other->suspended);
+}
+
+TEST(PodTest, PodGroupsRecordNameAndTotal) {
+  absl::StatusOr<Workload> w = Extract(
+      PodJson(R"({"name": "p-0", "labels": {"kueue.x-k8s.io/pod-group-name": "trainers",
+                                              "kueue.x-k8s.io/queue-name": "q"},
+                  "annotations": {"kueue.x-k8s.io/pod-group-total-count": "8"}})"),
+      Kind::kPod);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_EQ(w->pod_group_name, "trainers");
+  EXPECT_EQ(w->pod_group_total_count, 8);
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(1));
+  EXPECT_EQ(w->queue_name, "q");
+}
+
+TEST(PodTest, PodGroupErrors) {
+  const std::string count_path = "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]";
+  for (const char* bad : {"0", "-1", "abc", "+3", " 3", "1.5", "1000001", "99999999999999999999", ""}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THAT(Extract(PodJson(absl::StrCat(R"({"labels": {"kueue.x-k8s.io/pod-group-name": "g"},
+                                                 "annotations": {"kueue.x-k8s.io/pod-group-total-count": ")",
+                                             bad, R"("}})")),
+                        Kind::kPod),
+                StatusIs(absl::StatusCode::kInvalidArgument, count_path + ": must be a positive integer"));
+  }
+  EXPECT_THAT(Extract(PodJson(R"({"labels": {"kueue.x-k8s.io/pod-group-name": "g"}})"), Kind::kPod),
+              StatusIs(absl::StatusCode::kInvalidArgument, count_path + ": required"));
+  EXPECT_THAT(Extract(PodJson(R"({"annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"}})"), Kind::kPod),
+              StatusIs(absl::StatusCode::kInvalidArgument, "metadata.labels[kueue.x-k8s.io/pod-group-name]: required"));
+  EXPECT_THAT(Extract(PodJson(R"({"annotations": {"kueue.x-k8s.io/pod-group-total-count": 2}})"), Kind::kPod),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]: must be a string"));
+}
+
+TEST(PodTest, OwnedByAManagedControllerOnly) {
+  struct Case {
+    const char* name;
+    const char* refs;
+    bool want;
+  };
+  const Case cases[] = {
+      {"a Job controller", R"([{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "1", "controller": true}])",
+       true},
+      {"a JobSet's Job",
+       R"([{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "controller": true}])", true},
+      {"a PyTorchJob", R"([{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "p", "controller": true}])",
+       true},
+      {"a RayCluster", R"([{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "r", "controller": true}])", true},
+      {"not the controller", R"([{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "controller": false}])", false},
+      {"no controller field", R"([{"apiVersion": "batch/v1", "kind": "Job", "name": "j"}])", false},
+      {"a ReplicaSet", R"([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "controller": true}])", false},
+      {"a Volcano Job", R"([{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "controller": true}])", false},
+      {"another Pod", R"([{"apiVersion": "v1", "kind": "Pod", "name": "p", "controller": true}])", false},
+      {"one managed among others",
+       R"([{"apiVersion": "v1", "kind": "ConfigMap", "name": "c"},
+           {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "controller": true}])",
+       true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<Workload> w = Extract(PodJson(absl::StrCat(R"({"ownerReferences": )", c.refs, "}")), Kind::kPod);
+    ASSERT_THAT(w, IsOk());
+    EXPECT_EQ(w->owned_by_managed_object, c.want);
+  }
+  EXPECT_THAT(Extract(PodJson(R"({"ownerReferences": [{"kind": "Job", "controller": "yes"}]})"), Kind::kPod),
+              StatusIs(absl::StatusCode::kInvalidArgument, "metadata.ownerReferences[0].controller: must be true or false"));
+}
+
+}  // namespace
+}  // namespace gangkeeper::workload
