@@ -26,6 +26,11 @@ for p in "${want[@]}"; do
     missing+=("$p")
   fi
 done
+# The tests check patches with kubectl (patch --local); Debian ships it as
+# kubernetes-client. Any kubectl already on the PATH will do.
+if [[ "${1:-build}" == "test" ]] && ! command -v kubectl >/dev/null 2>&1; then
+  missing+=(kubernetes-client)
+fi
 if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
 fi

@@ -15,6 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
+#include "gangkeeper/admission/webhook.h"
+#include "gangkeeper/broker/registry.h"
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/server/server.h"
@@ -27,6 +29,7 @@ namespace {
 
 struct ServeFlags {
   server::Options server;
+  admission::WebhookOptions webhook;
   std::string policies_dir;
   std::string data_dir = "./data";
   bool dev = false;
@@ -35,6 +38,38 @@ struct ServeFlags {
   std::string log_level = "info";
   absl::Duration shutdown_grace = absl::Seconds(25);
 };
+
+struct WebhookMetrics {
+  metrics::CounterFamily* reviews;
+};
+
+absl::StatusOr<WebhookMetrics> RegisterWebhookMetrics(metrics::Registry& registry) {
+  absl::StatusOr<metrics::CounterFamily*> reviews =
+      registry.AddCounter("gangkeeper_webhook_reviews_total",
+                          "AdmissionReviews answered, by webhook and outcome (allowed, patched, denied, bad_request).",
+                          {"webhook", "outcome"});
+  if (!reviews.ok()) return reviews.status();
+  return WebhookMetrics{*reviews};
+}
+
+// A webhook listener route: the body goes to `handle`, the outcome is counted.
+server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
+                           std::function<admission::WebhookResult(absl::string_view)> handle) {
+  server::Route route;
+  route.listener = server::Listener::kWebhook;
+  route.method = "POST";
+  route.path = path;
+  const std::string name = path.substr(1);
+  route.handler = [handle = std::move(handle), m, name](const server::HttpRequest& req) {
+    admission::WebhookResult result = handle(req.body);
+    m.reviews->WithLabels({name, result.outcome}).Increment();
+    server::HttpResponse out;
+    out.status = result.http_status;
+    out.body = std::move(result.body);
+    return out;
+  };
+  return route;
+}
 
 std::string DisplayHost(const std::string& addr) {
   std::string host;
@@ -56,6 +91,10 @@ int RunServe(const std::vector<std::string>& args) {
   flags.String("client-ca", &f.server.client_ca_file, "require webhook clients to present a certificate from this CA");
   flags.Duration("tls-reload-interval", &f.server.cert_reload_interval, "how often certificate files are checked");
   flags.String("policies", &f.policies_dir, "directory of Kueue manifests and admission rules");
+  flags.Bool("manage-jobs-without-queue-name", &f.webhook.manage_jobs_without_queue_name,
+             "queue workloads without a queue-name label in the namespace's LocalQueue named default");
+  flags.String("controller-username", &f.webhook.controller_username,
+               "the only user allowed to un-suspend workloads gangkeeper has not admitted");
   flags.String("data-dir", &f.data_dir, "directory for gangkeeper's durable state");
   flags.Bool("dev", &f.dev, "generate a CA and serving certificate into --dev-certs-dir if missing and use them");
   flags.String("dev-certs-dir", &f.dev_certs_dir, "where --dev keeps its certificates");
@@ -121,7 +160,7 @@ int RunServe(const std::vector<std::string>& args) {
       f.server.tls_key_file = absl::StrCat(f.dev_certs_dir, "/tls.key");
     }
   }
-  model::PolicySet policies;
+  auto policies = std::make_shared<model::PolicySet>();
   if (!f.policies_dir.empty()) {
     absl::StatusOr<model::LoadResult> loaded = model::LoadPolicies(f.policies_dir);
     if (!loaded.ok()) {
@@ -142,12 +181,12 @@ int RunServe(const std::vector<std::string>& args) {
                  f.policies_dir, loaded->diagnostics.Count(model::Diagnostic::Severity::kError), f.policies_dir);
       return 1;
     }
-    policies = std::move(loaded->policies);
+    *policies = std::move(loaded->policies);
     log->info("policies: {} file(s) from {}: {} ResourceFlavor, {} ClusterQueue, {} LocalQueue, {} Cohort, {} "
               "WorkloadPriorityClass, {} PriorityClass, {} GPUNodePool",
-              loaded->files, f.policies_dir, policies.flavors.size(), policies.cluster_queues.size(),
-              policies.local_queues.size(), policies.cohorts.size(), policies.workload_priority_classes.size(),
-              policies.priority_classes.size(), policies.gpu_node_pools.size());
+              loaded->files, f.policies_dir, policies->flavors.size(), policies->cluster_queues.size(),
+              policies->local_queues.size(), policies->cohorts.size(), policies->workload_priority_classes.size(),
+              policies->priority_classes.size(), policies->gpu_node_pools.size());
   }
   std::error_code ec;
   std::filesystem::create_directories(f.data_dir, ec);
@@ -161,6 +200,22 @@ int RunServe(const std::vector<std::string>& args) {
   if (absl::Status m = metrics::RegisterProcessMetrics(registry); !m.ok()) {
     log->warn("process metrics unavailable: {}", m.message());
   }
+  // TODO(#5): the broker replaces the in-memory registry and publishes the
+  // policies in its snapshots.
+  std::unique_ptr<broker::WorkloadRegistry> workloads = broker::NewInMemoryRegistry();
+  std::shared_ptr<const model::PolicySet> frozen = policies;
+  admission::Webhook webhook([frozen] { return frozen; }, *workloads, f.webhook);
+  absl::StatusOr<WebhookMetrics> webhook_metrics = RegisterWebhookMetrics(registry);
+  if (!webhook_metrics.ok()) {
+    log->error("{}", webhook_metrics.status().message());
+    return 1;
+  }
+  f.server.routes.push_back(WebhookRoute("/mutate", *webhook_metrics, [&webhook](absl::string_view body) {
+    return webhook.Mutate(body);
+  }));
+  f.server.routes.push_back(WebhookRoute("/validate", *webhook_metrics, [&webhook](absl::string_view body) {
+    return webhook.Validate(body);
+  }));
   absl::StatusOr<std::unique_ptr<server::Server>> srv = server::Server::Create(f.server, registry);
   if (!srv.ok()) {
     log->error("{}", srv.status().message());
@@ -177,7 +232,7 @@ int RunServe(const std::vector<std::string>& args) {
                             ? absl::StrCat(f.dev_certs_dir, "/ca.crt")
                             : std::string("<your CA file>");
   std::printf("gangkeeper %s serving\n", GK_VERSION);
-  std::printf("  webhook: https://%s:%d  (GET /healthz, /readyz)\n", webhook_host.c_str(),
+  std::printf("  webhook: https://%s:%d  (POST /mutate, /validate; GET /healthz, /readyz)\n", webhook_host.c_str(),
               (*srv)->webhook_port());
   std::printf("  api:     https://%s:%d  (GET /healthz, /readyz, /metrics)\n", api_host.c_str(), (*srv)->api_port());
   std::printf("  try:     curl --cacert %s https://%s:%d/readyz\n", ca_hint.c_str(), api_host.c_str(),

@@ -1,0 +1,56 @@
+// gangkeeper: the admission webhook's two endpoints (DESIGN §2, §6).
+//
+// Mutate() suspends managed workloads at CREATE (spec.suspend,
+// spec.runPolicy.suspend, or the gangkeeper.io/admission scheduling gate on
+// Pods) with minimal, idempotent RFC 6902 patches; it is a pure function of
+// the review and the policies. Validate() denies what can never run, with
+// the numbers and the fix, warns about what will happen, and tells the
+// registry about created, changed, deleted and finished workloads (never
+// for dryRun). Both answer HTTP 400 with a JSON error for a body that is not
+// an AdmissionReview v1, and otherwise HTTP 200 with an AdmissionReview.
+// Thread-safe: handlers run on many server threads at once.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "gangkeeper/broker/registry.h"
+#include "gangkeeper/model/objects.h"
+
+namespace gangkeeper::admission {
+
+struct WebhookOptions {
+  // Manage workloads without a queue-name label when their namespace has a
+  // LocalQueue named "default" (the label is added by /mutate).
+  bool manage_jobs_without_queue_name = false;
+  // The user allowed to un-suspend workloads / remove the scheduling gate
+  // (gangkeeper's own service account in a cluster).
+  std::string controller_username = "system:serviceaccount:gangkeeper-system:gangkeeper";
+};
+
+struct WebhookResult {
+  int http_status = 200;
+  std::string body;  // AdmissionReview v1, or {"error":{...}} with 400
+  // For metrics: "allowed", "patched", "denied" or "bad_request".
+  const char* outcome = "allowed";
+};
+
+// The current policies; called once per review.
+using PolicyProvider = std::function<std::shared_ptr<const model::PolicySet>()>;
+
+class Webhook {
+ public:
+  Webhook(PolicyProvider policies, broker::WorkloadRegistry& registry, WebhookOptions options);
+
+  WebhookResult Mutate(absl::string_view body) const;
+  WebhookResult Validate(absl::string_view body) const;
+
+ private:
+  PolicyProvider policies_;
+  broker::WorkloadRegistry& registry_;
+  WebhookOptions options_;
+};
+
+}  // namespace gangkeeper::admission

@@ -1,0 +1,139 @@
+// gangkeeper admission: AdmissionReview v1 (see review.h).
+#include "src/admission/review.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "rapidjson/error/en.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+
+namespace gangkeeper::admission {
+namespace {
+
+constexpr size_t kMaxWarningBytes = 4096;
+
+const rapidjson::Value* Member(const rapidjson::Value& v, const char* name) {
+  if (!v.IsObject()) return nullptr;
+  auto it = v.FindMember(name);
+  return it == v.MemberEnd() ? nullptr : &it->value;
+}
+
+std::string StringMember(const rapidjson::Value& v, const char* name) {
+  const rapidjson::Value* m = Member(v, name);
+  return m != nullptr && m->IsString() ? std::string(m->GetString(), m->GetStringLength()) : std::string();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Review>> DecodeReview(absl::string_view body) {
+  auto review = std::make_unique<Review>();
+  review->doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag>(body.data(), body.size());
+  if (review->doc.HasParseError()) {
+    return absl::InvalidArgumentError(absl::StrCat("body is not JSON: ",
+                                                   rapidjson::GetParseError_En(review->doc.GetParseError()),
+                                                   " at offset ", review->doc.GetErrorOffset()));
+  }
+  const rapidjson::Value& root = review->doc;
+  if (!root.IsObject()) return absl::InvalidArgumentError("body must be a JSON object (an AdmissionReview)");
+  if (StringMember(root, "kind") != "AdmissionReview") {
+    return absl::InvalidArgumentError("kind: must be AdmissionReview");
+  }
+  if (StringMember(root, "apiVersion") != "admission.k8s.io/v1") {
+    return absl::InvalidArgumentError(
+        "apiVersion: must be admission.k8s.io/v1 (set admissionReviewVersions: [v1] in the webhook configuration)");
+  }
+  const rapidjson::Value* req = Member(root, "request");
+  if (req == nullptr || !req->IsObject()) return absl::InvalidArgumentError("request: must be an object");
+  review->uid = StringMember(*req, "uid");
+  if (review->uid.empty()) return absl::InvalidArgumentError("request.uid: must be a non-empty string");
+  review->operation = StringMember(*req, "operation");
+  if (review->operation != "CREATE" && review->operation != "UPDATE" && review->operation != "DELETE" &&
+      review->operation != "CONNECT") {
+    return absl::InvalidArgumentError("request.operation: must be CREATE, UPDATE, DELETE or CONNECT");
+  }
+  const rapidjson::Value* kind = Member(*req, "kind");
+  if (kind == nullptr || !kind->IsObject()) return absl::InvalidArgumentError("request.kind: must be an object");
+  review->group = StringMember(*kind, "group");
+  review->version = StringMember(*kind, "version");
+  review->kind = StringMember(*kind, "kind");
+  if (review->kind.empty()) return absl::InvalidArgumentError("request.kind.kind: must be set");
+  if (const rapidjson::Value* res = Member(*req, "resource")) review->resource = StringMember(*res, "resource");
+  review->sub_resource = StringMember(*req, "subResource");
+  review->namespace_name = StringMember(*req, "namespace");
+  review->name = StringMember(*req, "name");
+  if (const rapidjson::Value* user = Member(*req, "userInfo")) review->username = StringMember(*user, "username");
+  const rapidjson::Value* dry = Member(*req, "dryRun");
+  if (dry != nullptr && !dry->IsNull() && !dry->IsBool()) {
+    return absl::InvalidArgumentError("request.dryRun: must be a boolean");
+  }
+  review->dry_run = dry != nullptr && dry->IsBool() && dry->GetBool();
+  const rapidjson::Value* object = Member(*req, "object");
+  if (object != nullptr && !object->IsNull()) {
+    if (!object->IsObject()) return absl::InvalidArgumentError("request.object: must be an object or null");
+    review->object = object;
+  }
+  const rapidjson::Value* old_object = Member(*req, "oldObject");
+  if (old_object != nullptr && !old_object->IsNull()) {
+    if (!old_object->IsObject()) return absl::InvalidArgumentError("request.oldObject: must be an object or null");
+    review->old_object = old_object;
+  }
+  if ((review->operation == "CREATE" || review->operation == "UPDATE") && review->object == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("request.object: must be set for ", review->operation));
+  }
+  return review;
+}
+
+std::string EncodeResponse(const Response& r) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("apiVersion");
+  w.String("admission.k8s.io/v1");
+  w.Key("kind");
+  w.String("AdmissionReview");
+  w.Key("response");
+  w.StartObject();
+  w.Key("uid");
+  w.String(r.uid.data(), static_cast<rapidjson::SizeType>(r.uid.size()));
+  w.Key("allowed");
+  w.Bool(r.allowed);
+  if (!r.allowed || !r.message.empty()) {
+    w.Key("status");
+    w.StartObject();
+    if (r.code != 0) {
+      w.Key("code");
+      w.Int(r.code);
+    }
+    if (!r.reason.empty()) {
+      w.Key("reason");
+      w.String(r.reason.data(), static_cast<rapidjson::SizeType>(r.reason.size()));
+    }
+    w.Key("message");
+    w.String(r.message.data(), static_cast<rapidjson::SizeType>(r.message.size()));
+    w.EndObject();
+  }
+  if (!r.patch.empty()) {
+    std::string encoded = absl::Base64Escape(r.patch);
+    w.Key("patchType");
+    w.String("JSONPatch");
+    w.Key("patch");
+    w.String(encoded.data(), static_cast<rapidjson::SizeType>(encoded.size()));
+  }
+  if (!r.warnings.empty()) {
+    w.Key("warnings");
+    w.StartArray();
+    size_t used = 0;
+    for (const std::string& warning : r.warnings) {
+      if (used >= kMaxWarningBytes) break;
+      std::string text = warning.substr(0, kMaxWarningBytes - used);
+      used += text.size();
+      w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+    }
+    w.EndArray();
+  }
+  w.EndObject();
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+}  // namespace gangkeeper::admission

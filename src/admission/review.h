@@ -1,0 +1,51 @@
+// gangkeeper admission: AdmissionReview v1 decoding and encoding.
+//
+// DecodeReview parses the body once with RapidJSON (iteratively, so nesting
+// depth cannot exhaust the stack) and checks the envelope; the object stays
+// in the Review's own document for the handlers to read. EncodeResponse
+// writes the AdmissionReview v1 answer with the patch base64-encoded.
+// Thread-compatible.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "rapidjson/document.h"
+
+namespace gangkeeper::admission {
+
+struct Review {
+  rapidjson::Document doc;  // owns everything below
+  std::string uid;
+  std::string operation;  // CREATE, UPDATE, DELETE, CONNECT
+  bool dry_run = false;
+  std::string group, version, kind;  // request.kind
+  std::string resource, sub_resource;
+  std::string namespace_name, name;
+  std::string username;
+  const rapidjson::Value* object = nullptr;      // null for DELETE
+  const rapidjson::Value* old_object = nullptr;  // UPDATE, DELETE
+};
+
+// InvalidArgument (naming the field) when `body` is not an AdmissionReview
+// v1 with a request, a uid, an operation and a kind.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Review>> DecodeReview(absl::string_view body);
+
+struct Response {
+  std::string uid;
+  bool allowed = true;
+  int code = 0;  // status.code on a denial (403 for policy, 422 for invalid objects, 503 transient)
+  std::string reason;   // status.reason, e.g. "Forbidden"
+  std::string message;  // status.message
+  std::string patch;    // RFC 6902 JSON text; empty = no patch
+  std::vector<std::string> warnings;
+};
+
+// The AdmissionReview v1 answer. Warnings are cut to 4096 characters in all
+// (the API server's limit is per warning; kubectl prints them one per line).
+std::string EncodeResponse(const Response& response);
+
+}  // namespace gangkeeper::admission

@@ -1,0 +1,502 @@
+// gangkeeper admission: validation rules, warnings and registration.
+//
+// Phases of a CREATE (DESIGN §2): 1 extract the workload; 2 resolve its
+// LocalQueue and ClusterQueue; 3 deny what can never run (namespace not
+// selected, uncovered resources, a gang above what the ClusterQueue can ever
+// hold, a pod above what one node offers, invalid extended resources,
+// inconsistent pod groups); 4 warn about what will happen; 5 register (not
+// for dryRun) before answering.
+#include "src/admission/validate.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gangkeeper/model/gpu_pool.h"
+#include "gangkeeper/workload/extract.h"
+#include "src/admission/json.h"
+
+namespace gangkeeper::admission {
+namespace {
+
+using quantity::Quantity;
+using workload::Workload;
+
+Response Allow(const Review& review) {
+  Response r;
+  r.uid = review.uid;
+  r.allowed = true;
+  return r;
+}
+
+Response Deny(const Review& review, int code, absl::string_view reason, std::string message) {
+  Response r;
+  r.uid = review.uid;
+  r.allowed = false;
+  r.code = code;
+  r.reason = std::string(reason);
+  r.message = std::move(message);
+  return r;
+}
+
+std::string ObjectName(const Workload& w) {
+  return absl::StrCat(w.namespace_name, "/", w.name.empty() ? w.generate_name + "<generated>" : w.name);
+}
+
+// Extended resources (a domain prefix outside kubernetes.io) must be whole
+// numbers with requests equal to limits.
+bool IsExtended(const std::string& resource) {
+  return resource.find('/') != std::string::npos && !absl::StartsWith(resource, "kubernetes.io/") &&
+         !absl::StartsWith(resource, "requests.");
+}
+
+bool IsGpu(const std::string& resource) {
+  return resource == "nvidia.com/gpu" || absl::StartsWith(resource, "nvidia.com/mig-");
+}
+
+// Total request of every resource over the gang.
+std::map<std::string, Quantity> GangTotals(const Workload& w) {
+  std::map<std::string, Quantity> totals;
+  for (const workload::PodSet& ps : w.pod_sets) {
+    for (const auto& [res, q] : ps.requests) {
+      absl::StatusOr<Quantity> all = q.MultiplyBy(ps.count);
+      totals[res] = totals[res].SaturatingAdd(all.ok() ? *all : Quantity::Max());
+    }
+  }
+  return totals;
+}
+
+// The cohort tree a ClusterQueue's cohort belongs to: every cohort name with
+// the same root.
+std::set<std::string> CohortTree(const model::PolicySet& p, const std::string& cohort) {
+  auto root_of = [&](std::string c) {
+    for (int i = 0; i < 64; ++i) {
+      auto it = p.cohorts.find(c);
+      if (it == p.cohorts.end() || it->second.parent.empty()) break;
+      c = it->second.parent;
+    }
+    return c;
+  };
+  const std::string root = root_of(cohort);
+  std::set<std::string> tree = {root, cohort};
+  for (const auto& [name, co] : p.cohorts) {
+    if (root_of(name) == root) tree.insert(name);
+  }
+  for (const auto& [name, cq] : p.cluster_queues) {
+    if (!cq.cohort.empty() && root_of(cq.cohort) == root) tree.insert(cq.cohort);
+  }
+  return tree;
+}
+
+// What one ClusterQueue can ever hold of one resource in one flavor.
+struct Capacity {
+  Quantity nominal;
+  Quantity borrowable;  // the most it can borrow from its cohort tree
+  bool borrowing_limited = false;
+  std::string flavor;
+  Quantity Max() const { return nominal.SaturatingAdd(borrowable); }
+};
+
+std::vector<Capacity> CapacitiesFor(const model::PolicySet& p, const model::ClusterQueue& cq, const std::string& res) {
+  std::vector<Capacity> out;
+  std::set<std::string> tree;
+  if (!cq.cohort.empty()) tree = CohortTree(p, cq.cohort);
+  for (const model::ResourceGroup& rg : cq.resource_groups) {
+    for (const model::FlavorQuotas& fq : rg.flavors) {
+      for (const model::ResourceQuota& q : fq.resources) {
+        if (q.name != res) continue;
+        Capacity c;
+        c.flavor = fq.name;
+        c.nominal = q.nominal;
+        if (!cq.cohort.empty()) {
+          // Everything the rest of the tree could lend for this flavor.
+          Quantity lendable;
+          for (const auto& [name, other] : p.cluster_queues) {
+            if (name == cq.meta.name || tree.count(other.cohort) == 0) continue;
+            for (const model::ResourceGroup& org : other.resource_groups) {
+              for (const model::FlavorQuotas& ofq : org.flavors) {
+                if (ofq.name != fq.name) continue;
+                for (const model::ResourceQuota& oq : ofq.resources) {
+                  if (oq.name == res) lendable = lendable.SaturatingAdd(oq.lending_limit.value_or(oq.nominal));
+                }
+              }
+            }
+          }
+          for (const std::string& co_name : tree) {
+            auto co = p.cohorts.find(co_name);
+            if (co == p.cohorts.end()) continue;
+            for (const model::ResourceGroup& org : co->second.resource_groups) {
+              for (const model::FlavorQuotas& ofq : org.flavors) {
+                if (ofq.name != fq.name) continue;
+                for (const model::ResourceQuota& oq : ofq.resources) {
+                  if (oq.name == res) lendable = lendable.SaturatingAdd(oq.nominal);
+                }
+              }
+            }
+          }
+          c.borrowable = lendable;
+          if (q.borrowing_limit.has_value() && *q.borrowing_limit <= lendable) {
+            c.borrowable = *q.borrowing_limit;
+            c.borrowing_limited = true;
+          }
+        }
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+std::string Explain(const model::ClusterQueue& cq, const Capacity& c) {
+  if (cq.cohort.empty()) return absl::StrCat("nominal ", c.nominal.Format(), ", no cohort to borrow from");
+  if (c.borrowing_limited) {
+    return absl::StrCat("nominal ", c.nominal.Format(), " + borrowing limit ", c.borrowable.Format());
+  }
+  return absl::StrCat("nominal ", c.nominal.Format(), " + ", c.borrowable.Format(), " lendable in cohort ", cq.cohort);
+}
+
+std::set<std::string> CoveredResources(const model::ClusterQueue& cq) {
+  std::set<std::string> out;
+  for (const model::ResourceGroup& rg : cq.resource_groups) out.insert(rg.covered_resources.begin(), rg.covered_resources.end());
+  return out;
+}
+
+// Denials that need the ClusterQueue: coverage, size, per-node MIG fit.
+std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::PolicySet& p,
+                                             const model::ClusterQueue& cq) {
+  const std::string who = ObjectName(w);
+  const std::set<std::string> covered = CoveredResources(cq);
+  for (const workload::PodSet& ps : w.pod_sets) {
+    for (const auto& [res, q] : ps.requests) {
+      if (q.IsZero() || covered.count(res) != 0) continue;
+      // Kueue ignores requests of resources no ClusterQueue covers unless
+      // they are GPUs; a GPU/MIG resource without quota can never run.
+      if (!IsGpu(res) && !IsExtended(res)) continue;
+      return absl::StrCat(who, " requests ", res, " (pod set ", ps.name, "), but ClusterQueue ", cq.meta.name,
+                          " has no quota for it (it covers ", absl::StrJoin(covered, ", "),
+                          "): request a covered resource or ask your platform team for quota");
+    }
+  }
+  for (const auto& [res, total] : GangTotals(w)) {
+    if (total.IsZero() || covered.count(res) == 0) continue;
+    std::vector<Capacity> caps = CapacitiesFor(p, cq, res);
+    if (caps.empty()) continue;
+    Quantity sum;
+    const Capacity* best = &caps[0];
+    for (const Capacity& c : caps) {
+      sum = sum.SaturatingAdd(c.Max());
+      if (c.Max() > best->Max()) best = &c;
+    }
+    if (total > sum) {
+      std::string how = caps.size() == 1 ? Explain(cq, *best)
+                                         : absl::StrCat("over ", caps.size(), " flavors; the largest: ", best->flavor,
+                                                        " with ", Explain(cq, *best));
+      return absl::StrCat(who, " needs ", total.Format(), " ", res, "; ClusterQueue ", cq.meta.name,
+                          " can hold at most ", sum.Format(), " (", how, "): lower parallelism or ask for quota");
+    }
+    for (const workload::PodSet& ps : w.pod_sets) {
+      auto it = ps.requests.find(res);
+      if (it == ps.requests.end()) continue;
+      absl::StatusOr<Quantity> need = it->second.MultiplyBy(ps.count);
+      if (need.ok() && *need > best->Max()) {
+        return absl::StrCat(who, " pod set ", ps.name, " needs ", need->Format(), " ", res,
+                            " in one flavor; ClusterQueue ", cq.meta.name, " can hold at most ", best->Max().Format(),
+                            " in any one flavor (", best->flavor, ": ", Explain(cq, *best),
+                            "): lower the replicas or ask for quota");
+      }
+    }
+  }
+  // One pod must fit one node: compare GPU/MIG requests per pod with what a
+  // node of the pools behind the ClusterQueue's flavors advertises.
+  for (const workload::PodSet& ps : w.pod_sets) {
+    for (const auto& [res, q] : ps.requests) {
+      if (!IsGpu(res) || q.IsZero()) continue;
+      std::set<std::string> flavors;
+      for (const model::ResourceGroup& rg : cq.resource_groups) {
+        for (const model::FlavorQuotas& fq : rg.flavors) {
+          for (const model::ResourceQuota& rq : fq.resources) {
+            if (rq.name == res) flavors.insert(fq.name);
+          }
+        }
+      }
+      int64_t best_per_node = -1;
+      std::vector<std::string> seen;
+      for (const auto& [name, pool] : p.gpu_node_pools) {
+        if (flavors.count(pool.flavor) == 0) continue;
+        absl::StatusOr<model::AdvertisedResources> adv = model::Advertise(pool);
+        if (!adv.ok()) continue;
+        auto it = adv->per_node.find(res);
+        int64_t per_node = it == adv->per_node.end() ? 0 : it->second;
+        best_per_node = std::max(best_per_node, per_node);
+        seen.push_back(absl::StrCat(name, ": ", per_node, " per node"));
+      }
+      if (best_per_node >= 0 && q > Quantity::FromUnits(best_per_node)) {
+        return absl::StrCat(who, " pod set ", ps.name, ": one pod needs ", q.Format(), " ", res,
+                            " but no node of the GPU pools behind ClusterQueue ", cq.meta.name, " has that many (",
+                            absl::StrJoin(seen, ", "), "): split the work over more pods with fewer ", res,
+                            " each");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> CheckExtendedResources(const Workload& w) {
+  for (const workload::PodSet& ps : w.pod_sets) {
+    for (const auto& [res, q] : ps.requests) {
+      if (!IsExtended(res)) continue;
+      if (q.milli() % 1000 != 0) {
+        return absl::StrCat(ObjectName(w), " pod set ", ps.name, " requests ", q.Format(), " ", res,
+                            "; extended resources are counted in whole units: use a whole number");
+      }
+      auto lim = ps.limits.find(res);
+      if (lim != ps.limits.end() && !(lim->second == q)) {
+        return absl::StrCat(ObjectName(w), " pod set ", ps.name, " requests ", q.Format(), " ", res, " but limits ",
+                            lim->second.Format(), "; extended resources cannot be overcommitted: make requests "
+                                                  "equal limits");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> Warnings(const Workload& w, const model::PolicySet& p, const model::LocalQueue& lq,
+                                  const model::ClusterQueue& cq, int64_t ahead,
+                                  const std::map<std::string, Quantity>& used) {
+  std::vector<std::string> out;
+  out.push_back(absl::StrCat("gangkeeper: ", ObjectName(w), " (", w.TotalPods(), " pod", w.TotalPods() == 1 ? "" : "s",
+                             ") is suspended and queued in LocalQueue ", lq.meta.name, " -> ClusterQueue ",
+                             cq.meta.name, cq.cohort.empty() ? "" : absl::StrCat(" (cohort ", cq.cohort, ")"), "; ",
+                             ahead, " workload", ahead == 1 ? "" : "s", " ahead; it starts as a whole gang when it fits"));
+  for (const auto& [res, total] : GangTotals(w)) {
+    if (!IsGpu(res)) continue;
+    std::vector<Capacity> caps = CapacitiesFor(p, cq, res);
+    Quantity nominal;
+    for (const Capacity& c : caps) nominal = nominal.SaturatingAdd(c.nominal);
+    auto in_use = used.find(res);
+    const Quantity using_now = in_use == used.end() ? Quantity() : in_use->second;
+    if (!caps.empty()) {
+      // What it waits for, in numbers.
+      absl::StatusOr<Quantity> after = using_now.Add(total);
+      out.push_back(absl::StrCat("gangkeeper: ", cq.meta.name, " uses ", using_now.Format(), " of ", nominal.Format(),
+                                 " ", res, "; this gang needs ", total.Format(),
+                                 after.ok() && *after <= nominal
+                                     ? ", which fits within nominal quota once it is its turn"
+                                     : ", more than is free within nominal quota, so it waits for quota to be released "
+                                       "or borrowed",
+                                 "; ", ahead, " workload", ahead == 1 ? "" : "s", " ahead"));
+    }
+    if (!caps.empty() && total > nominal) {
+      out.push_back(absl::StrCat("gangkeeper: needs ", total.Format(), " ", res, ", above ClusterQueue ", cq.meta.name,
+                                 "'s nominal ", nominal.Format(), ": it waits until the rest can be borrowed in cohort ",
+                                 cq.cohort, " and may be preempted when the lenders reclaim it"));
+    }
+  }
+  bool has_pv = std::any_of(w.pod_sets.begin(), w.pod_sets.end(),
+                            [](const workload::PodSet& ps) { return ps.has_persistent_volume; });
+  bool preemptible = w.preemption_policy == model::PreemptionPolicy::kNever;
+  std::string higher;
+  for (const auto& [name, pc] : p.priority_classes) {
+    if (pc.preemption_policy == model::PreemptionPolicy::kPreemptLowerPriority && pc.value > w.priority) {
+      preemptible = true;
+      higher = name;
+    }
+  }
+  if (preemptible && !has_pv) {
+    out.push_back(absl::StrCat("gangkeeper: priority ", w.priority,
+                               w.priority_class.empty() ? "" : absl::StrCat(" (", w.priority_class, ")"),
+                               " can be preempted", higher.empty() ? "" : absl::StrCat(" by ", higher),
+                               ", and no pod mounts a PersistentVolumeClaim: write checkpoints to persistent storage "
+                               "so a preempted run resumes instead of starting over"));
+  }
+  if (w.priority_class_source == "WorkloadPriorityClass" && !w.pod_priority_class.empty()) {
+    auto pc = p.priority_classes.find(w.pod_priority_class);
+    if (pc != p.priority_classes.end() && pc->second.value != w.priority) {
+      out.push_back(absl::StrCat("gangkeeper: queue priority ", w.priority, " (WorkloadPriorityClass ",
+                                 w.priority_class, ") disagrees with the pods' PriorityClass ", w.pod_priority_class,
+                                 " (", pc->second.value,
+                                 "): admission order and pod preemption would rank this job differently; use classes "
+                                 "with the same value"));
+    }
+  }
+  return out;
+}
+
+// Finished according to the status (Job/JobSet/Kubeflow conditions, Pod
+// phase, RayJob deployment status).
+bool IsFinished(const rapidjson::Value* object) {
+  const rapidjson::Value* status = Get(object, "status");
+  std::string phase = Str(Get(status, "phase"));
+  if (phase == "Succeeded" || phase == "Failed") return true;
+  std::string ray = Str(Get(status, "jobDeploymentStatus"));
+  if (ray == "Complete" || ray == "Failed") return true;
+  const rapidjson::Value* conditions = Get(status, "conditions");
+  if (conditions == nullptr || !conditions->IsArray()) return false;
+  for (const rapidjson::Value& c : conditions->GetArray()) {
+    std::string type = Str(Get(&c, "type"));
+    if (Str(Get(&c, "status")) != "True") continue;
+    if (type == "Complete" || type == "Completed" || type == "Failed" || type == "Succeeded") return true;
+  }
+  return false;
+}
+
+Response ValidateCreate(const Review& review, const workload::KindInfo& info, const model::PolicySet& p,
+                        broker::WorkloadRegistry& registry, const WebhookOptions& options) {
+  workload::ExtractOptions extract_options;
+  extract_options.manage_jobs_without_queue_name = options.manage_jobs_without_queue_name;
+  absl::StatusOr<Workload> extracted = workload::ExtractWorkload(*review.object, info, p, extract_options);
+  if (!extracted.ok()) {
+    return Deny(review, 422, "Invalid",
+                absl::StrCat("gangkeeper: ", review.namespace_name, "/", review.name, ": ",
+                             extracted.status().message()));
+  }
+  Workload w = *std::move(extracted);
+  if (w.namespace_name.empty()) w.namespace_name = review.namespace_name;
+  if (w.name.empty()) w.name = review.name;
+  if (w.owned_by_managed_object || w.queue_name.empty()) return Allow(review);  // not ours
+
+  // 1. LocalQueue and ClusterQueue.
+  auto lq = p.local_queues.find({w.namespace_name, w.queue_name});
+  if (lq == p.local_queues.end()) {
+    std::vector<std::string> there;
+    for (const auto& [key, q] : p.local_queues) {
+      if (key.first == w.namespace_name) there.push_back(key.second);
+    }
+    return Deny(review, 403, "Forbidden",
+                absl::StrCat("gangkeeper: ", ObjectName(w), ": LocalQueue \"", w.queue_name,
+                             "\" does not exist in namespace ", w.namespace_name, " (",
+                             there.empty() ? "it has no LocalQueues; ask your platform team for one"
+                                           : absl::StrCat("its LocalQueues: ", absl::StrJoin(there, ", ")),
+                             "): fix the label ", workload::kQueueNameLabel));
+  }
+  auto cq = p.cluster_queues.find(lq->second.cluster_queue);
+  if (cq == p.cluster_queues.end()) {
+    return Deny(review, 403, "Forbidden",
+                absl::StrCat("gangkeeper: ", ObjectName(w), ": LocalQueue ", w.queue_name, " points at ClusterQueue \"",
+                             lq->second.cluster_queue, "\", which does not exist: ask your platform team"));
+  }
+  const model::ClusterQueue& queue = cq->second;
+  if (!queue.namespace_selector.has_value() || !queue.namespace_selector->Matches(p.NamespaceLabels(w.namespace_name))) {
+    return Deny(review, 403, "Forbidden",
+                absl::StrCat("gangkeeper: ", ObjectName(w), ": ClusterQueue ", queue.meta.name,
+                             "'s namespaceSelector does not select namespace ", w.namespace_name,
+                             ", so LocalQueue ", w.queue_name, " cannot use it: ask your platform team"));
+  }
+  // 2. What can never run.
+  if (std::optional<std::string> why = CheckExtendedResources(w)) return Deny(review, 403, "Forbidden", "gangkeeper: " + *why);
+  if (std::optional<std::string> why = CheckAgainstQueue(w, p, queue)) {
+    return Deny(review, 403, "Forbidden", "gangkeeper: " + *why);
+  }
+  if (!w.pod_group_name.empty()) {
+    std::optional<broker::WorkloadRecord> group = registry.Find(broker::KeyOf(w));
+    if (group.has_value() && group->workload.pod_group_total_count != w.pod_group_total_count) {
+      return Deny(review, 403, "Forbidden",
+                  absl::StrCat("gangkeeper: pod ", ObjectName(w), " says pod group ", w.pod_group_name, " has ",
+                               w.pod_group_total_count, " pods (", workload::kPodGroupTotalCountAnnotation,
+                               ") but its other pods say ", group->workload.pod_group_total_count,
+                               ": give every pod of the group the same total"));
+    }
+  }
+  // 3. Warnings, 4. registration.
+  Response r = Allow(review);
+  r.warnings = Warnings(w, p, lq->second, queue, registry.PendingIn(queue.meta.name),
+                        registry.AdmittedUsage(queue.meta.name));
+  if (!review.dry_run) {
+    absl::Status s = registry.Register(w, queue.meta.name);
+    if (!s.ok()) {
+      return Deny(review, 503, "ServiceUnavailable",
+                  absl::StrCat("gangkeeper: could not record ", ObjectName(w), " (", s.message(), "); retry"));
+    }
+  }
+  return r;
+}
+
+Response ValidateUpdate(const Review& review, const workload::KindInfo& info, const model::PolicySet& p,
+                        broker::WorkloadRegistry& registry, const WebhookOptions& options) {
+  if (review.old_object == nullptr) return Allow(review);
+  workload::ExtractOptions extract_options;
+  extract_options.manage_jobs_without_queue_name = options.manage_jobs_without_queue_name;
+  absl::StatusOr<Workload> now = workload::ExtractWorkload(*review.object, info, p, extract_options);
+  absl::StatusOr<Workload> before = workload::ExtractWorkload(*review.old_object, info, p, extract_options);
+  if (!now.ok() || !before.ok()) return Allow(review);  // not ours to judge; CREATE checked it
+  if (now->namespace_name.empty()) now->namespace_name = review.namespace_name;
+  if (before->namespace_name.empty()) before->namespace_name = review.namespace_name;
+  if (before->queue_name.empty() && now->queue_name.empty()) return Allow(review);
+  std::optional<broker::WorkloadRecord> record = registry.Find(broker::KeyOf(*before));
+  const bool admitted = record.has_value() && record->state == broker::WorkloadState::kAdmitted;
+  const bool is_controller = review.username == options.controller_username;
+  if (before->suspended && !now->suspended && !admitted && !is_controller) {
+    return Deny(review, 403, "Forbidden",
+                absl::StrCat("gangkeeper: ", ObjectName(*now), " has not been admitted (",
+                             record.has_value() ? absl::StrCat("it is ", broker::WorkloadStateName(record->state),
+                                                               " in ClusterQueue ", record->cluster_queue)
+                                                : std::string("gangkeeper does not know it"),
+                             "); leave it ",
+                             info.suspend == workload::SuspendMechanism::kSchedulingGate
+                                 ? absl::StrCat("gated (", workload::kSchedulingGate, ")")
+                                 : std::string("suspended"),
+                             ": gangkeeper releases the whole gang when it fits"));
+  }
+  if (admitted && !is_controller) {
+    if (before->queue_name != now->queue_name) {
+      return Deny(review, 403, "Forbidden",
+                  absl::StrCat("gangkeeper: ", ObjectName(*now), " is admitted; its queue (", workload::kQueueNameLabel,
+                               ") cannot change while it runs: delete and recreate it, or suspend it first"));
+    }
+    bool same = before->pod_sets.size() == now->pod_sets.size();
+    for (size_t i = 0; same && i < now->pod_sets.size(); ++i) {
+      same = before->pod_sets[i].count == now->pod_sets[i].count &&
+             before->pod_sets[i].requests == now->pod_sets[i].requests;
+    }
+    if (!same) {
+      return Deny(review, 403, "Forbidden",
+                  absl::StrCat("gangkeeper: ", ObjectName(*now),
+                               " is admitted; its pod sets (counts and requests) cannot change while it holds quota: "
+                               "suspend it first"));
+    }
+  }
+  if (!admitted && record.has_value() && !review.dry_run) {
+    absl::Status s = registry.Update(*now);
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      return Deny(review, 503, "ServiceUnavailable", absl::StrCat("gangkeeper: ", s.message(), "; retry"));
+    }
+  }
+  return Allow(review);
+}
+
+}  // namespace
+
+Response ValidateReview(const Review& review, const model::PolicySet& policies, broker::WorkloadRegistry& registry,
+                        const WebhookOptions& options) {
+  const workload::KindInfo* info = workload::FindKind(review.group, review.kind);
+  if (info == nullptr) return Allow(review);
+  if (review.operation == "DELETE") {
+    const rapidjson::Value* meta = Get(review.old_object, "metadata");
+    std::string group = Str(Get(Get(meta, "labels"), workload::kPodGroupNameLabel.data()));
+    if (!review.dry_run && group.empty()) {
+      broker::WorkloadKey key{review.namespace_name, review.name.empty() ? Str(Get(meta, "name")) : review.name};
+      (void)registry.Remove(key);  // unknown is fine
+    }
+    return Allow(review);
+  }
+  if (review.operation == "UPDATE" && review.sub_resource == "status") {
+    if (!review.dry_run && IsFinished(review.object)) {
+      const rapidjson::Value* meta = Get(review.object, "metadata");
+      std::string group = Str(Get(Get(meta, "labels"), workload::kPodGroupNameLabel.data()));
+      (void)registry.Finish(broker::WorkloadKey{review.namespace_name,
+                                                group.empty() ? Str(Get(meta, "name")) : group});
+    }
+    return Allow(review);
+  }
+  if (review.operation == "CREATE" && review.sub_resource.empty()) {
+    return ValidateCreate(review, *info, policies, registry, options);
+  }
+  if (review.operation == "UPDATE" && review.sub_resource.empty()) {
+    return ValidateUpdate(review, *info, policies, registry, options);
+  }
+  return Allow(review);
+}
+
+}  // namespace gangkeeper::admission

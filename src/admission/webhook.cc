@@ -1,0 +1,43 @@
+// gangkeeper admission: the endpoints (see webhook.h).
+#include "gangkeeper/admission/webhook.h"
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/base/log.h"
+#include "src/admission/mutate.h"
+#include "src/admission/review.h"
+#include "src/admission/validate.h"
+
+namespace gangkeeper::admission {
+namespace {
+
+WebhookResult BadRequest(const absl::Status& status) {
+  return WebhookResult{400,
+                       absl::StrCat(R"({"error":{"code":"InvalidArgument","message":")",
+                                    base::JsonEscape(status.message()), "\"}}"),
+                       "bad_request"};
+}
+
+}  // namespace
+
+Webhook::Webhook(PolicyProvider policies, broker::WorkloadRegistry& registry, WebhookOptions options)
+    : policies_(std::move(policies)), registry_(registry), options_(std::move(options)) {}
+
+WebhookResult Webhook::Mutate(absl::string_view body) const {
+  absl::StatusOr<std::unique_ptr<Review>> review = DecodeReview(body);
+  if (!review.ok()) return BadRequest(review.status());
+  std::shared_ptr<const model::PolicySet> policies = policies_();
+  static const model::PolicySet kEmpty;
+  Response r = MutateReview(**review, policies ? *policies : kEmpty, options_);
+  return WebhookResult{200, EncodeResponse(r), r.patch.empty() ? "allowed" : "patched"};
+}
+
+WebhookResult Webhook::Validate(absl::string_view body) const {
+  absl::StatusOr<std::unique_ptr<Review>> review = DecodeReview(body);
+  if (!review.ok()) return BadRequest(review.status());
+  std::shared_ptr<const model::PolicySet> policies = policies_();
+  static const model::PolicySet kEmpty;
+  Response r = ValidateReview(**review, policies ? *policies : kEmpty, registry_, options_);
+  return WebhookResult{200, EncodeResponse(r), r.allowed ? "allowed" : "denied"};
+}
+
+}  // namespace gangkeeper::admission

@@ -1,0 +1,276 @@
+// /mutate: suspension of every managed kind, idempotence, and patches that
+// real tools apply (kubectl patch --local --type=json and nlohmann's
+// RFC 6902 applier).
+#include <fstream>
+
+#include "gangkeeper/admission/webhook.h"
+#include "gangkeeper/model/manifest.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/admission/review_builder.h"
+#include "test/testing/process.h"
+#include "test/testing/status_matchers.h"
+#include "test/testing/temp_dir.h"
+
+namespace gangkeeper::admission {
+namespace {
+
+using ::gangkeeper::testing::IsOk;
+using ::testing::HasSubstr;
+
+std::shared_ptr<const model::PolicySet> ExamplePolicies() {
+  static auto* policies = [] {
+    auto loaded = model::LoadPolicies(std::string(GK_SOURCE_DIR) + "/policies");
+    return new std::shared_ptr<const model::PolicySet>(
+        std::make_shared<model::PolicySet>(loaded.ok() ? loaded->policies : model::PolicySet{}));
+  }();
+  return *policies;
+}
+
+nlohmann::json Labels() { return {{"kueue.x-k8s.io/queue-name", "gpu-queue"}}; }
+
+nlohmann::json PodSpec() {
+  return {{"restartPolicy", "Never"},
+          {"containers",
+           {{{"name", "worker"},
+             {"image", "cuda"},
+             {"resources", {{"requests", {{"cpu", "4"}, {"memory", "16Gi"}, {"nvidia.com/gpu", "1"}}},
+                            {"limits", {{"cpu", "4"}, {"memory", "16Gi"}, {"nvidia.com/gpu", "1"}}}}}}}}};
+}
+
+struct KindCase {
+  const char* name;
+  ReviewSpec spec;
+  // JSON pointer to the suspend switch after mutation, and its value.
+  const char* suspended_at;
+};
+
+std::vector<KindCase> Cases() {
+  std::vector<KindCase> cases;
+  {
+    ReviewSpec s;
+    s.object = {{"apiVersion", "batch/v1"},
+                {"kind", "Job"},
+                {"metadata", {{"name", "train"}, {"namespace", "team-a"}, {"labels", Labels()}}},
+                {"spec", {{"parallelism", 2}, {"completions", 2}, {"suspend", false}, {"template", {{"spec", PodSpec()}}}}}};
+    cases.push_back({"Job", s, "/spec/suspend"});
+  }
+  {
+    ReviewSpec s;
+    s.group = "kubeflow.org";
+    s.kind = "PyTorchJob";
+    s.resource = "pytorchjobs";
+    s.object = {{"apiVersion", "kubeflow.org/v1"},
+                {"kind", "PyTorchJob"},
+                {"metadata", {{"name", "ddp"}, {"namespace", "team-a"}, {"labels", Labels()}}},
+                {"spec",
+                 {{"pytorchReplicaSpecs",
+                   {{"Master", {{"replicas", 1}, {"template", {{"spec", PodSpec()}}}}},
+                    {"Worker", {{"replicas", 3}, {"template", {{"spec", PodSpec()}}}}}}}}}};
+    cases.push_back({"PyTorchJob without runPolicy", s, "/spec/runPolicy/suspend"});
+    s.object["spec"]["runPolicy"] = {{"cleanPodPolicy", "None"}};
+    cases.push_back({"PyTorchJob with runPolicy", s, "/spec/runPolicy/suspend"});
+  }
+  {
+    ReviewSpec s;
+    s.group = "kubeflow.org";
+    s.kind = "TFJob";
+    s.resource = "tfjobs";
+    s.object = {{"apiVersion", "kubeflow.org/v1"},
+                {"kind", "TFJob"},
+                {"metadata", {{"name", "tf"}, {"namespace", "team-a"}, {"labels", Labels()}}},
+                {"spec", {{"tfReplicaSpecs", {{"Worker", {{"replicas", 2}, {"template", {{"spec", PodSpec()}}}}}}}}}};
+    cases.push_back({"TFJob", s, "/spec/runPolicy/suspend"});
+  }
+  {
+    ReviewSpec s;
+    s.group = "jobset.x-k8s.io";
+    s.version = "v1alpha2";
+    s.kind = "JobSet";
+    s.resource = "jobsets";
+    s.object = {{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+                {"kind", "JobSet"},
+                {"metadata", {{"name", "js"}, {"namespace", "team-a"}, {"labels", Labels()}}},
+                {"spec",
+                 {{"replicatedJobs",
+                   {{{"name", "workers"},
+                     {"replicas", 2},
+                     {"template", {{"spec", {{"parallelism", 1}, {"template", {{"spec", PodSpec()}}}}}}}}}}}}};
+    cases.push_back({"JobSet", s, "/spec/suspend"});
+  }
+  {
+    ReviewSpec s;
+    s.group = "ray.io";
+    s.kind = "RayJob";
+    s.resource = "rayjobs";
+    s.object = {{"apiVersion", "ray.io/v1"},
+                {"kind", "RayJob"},
+                {"metadata", {{"name", "rj"}, {"namespace", "team-a"}, {"labels", Labels()}}},
+                {"spec",
+                 {{"entrypoint", "python x.py"},
+                  {"rayClusterSpec",
+                   {{"headGroupSpec", {{"template", {{"spec", PodSpec()}}}}},
+                    {"workerGroupSpecs",
+                     {{{"groupName", "gpu"}, {"replicas", 2}, {"template", {{"spec", PodSpec()}}}}}}}}}}};
+    cases.push_back({"RayJob", s, "/spec/suspend"});
+  }
+  {
+    ReviewSpec s;
+    s.group = "";
+    s.kind = "Pod";
+    s.resource = "pods";
+    s.object = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", "p"}, {"namespace", "team-a"}, {"labels", Labels()}}},
+                {"spec", PodSpec()}};
+    cases.push_back({"Pod without gates", s, "/spec/schedulingGates"});
+    s.object["spec"]["schedulingGates"] = {{{"name", "example.com/other"}}};
+    cases.push_back({"Pod with another gate", s, "/spec/schedulingGates"});
+  }
+  return cases;
+}
+
+Answer Mutate(const ReviewSpec& spec, WebhookOptions options = {}) {
+  auto registry = broker::NewInMemoryRegistry();
+  Webhook hook([] { return ExamplePolicies(); }, *registry, options);
+  WebhookResult r = hook.Mutate(ReviewBody(spec));
+  EXPECT_EQ(r.http_status, 200) << r.body;
+  return ParseAnswer(r.body);
+}
+
+// Applies `patch` with kubectl, as the issue's oracle, and returns the result.
+nlohmann::json KubectlPatch(const nlohmann::json& object, const nlohmann::json& patch) {
+  testing::TempDir dir;
+  { std::ofstream(dir.File("o.json")) << object.dump(); }
+  auto r = testing::RunCommand({"/usr/bin/env", "kubectl", "patch", "--local", "-f", dir.File("o.json"), "--type=json",
+                                "-p", patch.dump(), "-o", "json"},
+                               absl::Seconds(60));
+  EXPECT_THAT(r, IsOk());
+  if (!r.ok() || r->exit_code != 0) {
+    ADD_FAILURE() << "kubectl patch failed: " << (r.ok() ? r->err : std::string(r.status().message()));
+    return nullptr;
+  }
+  return nlohmann::json::parse(r->out);
+}
+
+bool Suspended(const nlohmann::json& object, const std::string& pointer) {
+  nlohmann::json::json_pointer p(pointer);
+  if (!object.contains(p)) return false;
+  const nlohmann::json& v = object.at(p);
+  if (v.is_boolean()) return v.get<bool>();
+  for (const auto& gate : v) {
+    if (gate.value("name", "") == "gangkeeper.io/admission") return true;
+  }
+  return false;
+}
+
+TEST(MutateTest, SuspendsEveryManagedKindWithPatchesKubectlApplies) {
+  for (const KindCase& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    Answer a = Mutate(c.spec);
+    EXPECT_TRUE(a.allowed());
+    EXPECT_EQ(a.response["uid"], c.spec.uid);
+    ASSERT_FALSE(a.patch.is_null());
+    EXPECT_EQ(a.response["patchType"], "JSONPatch");
+    nlohmann::json strict = c.spec.object.patch(a.patch);  // RFC 6902, throws on a bad patch
+    EXPECT_TRUE(Suspended(strict, c.suspended_at));
+    nlohmann::json via_kubectl = KubectlPatch(c.spec.object, a.patch);
+    EXPECT_TRUE(Suspended(via_kubectl, c.suspended_at)) << via_kubectl.dump();
+    EXPECT_EQ(strict, via_kubectl);
+    // Other gates survive.
+    if (c.spec.object["spec"].contains("schedulingGates")) {
+      EXPECT_EQ(strict["spec"]["schedulingGates"].size(), 2u);
+    }
+    // Reinvocation: the mutated object needs nothing more.
+    ReviewSpec again = c.spec;
+    again.object = strict;
+    Answer second = Mutate(again);
+    EXPECT_TRUE(second.allowed());
+    EXPECT_TRUE(second.patch.is_null()) << second.patch.dump();
+  }
+}
+
+TEST(MutateTest, LeavesWhatItDoesNotManageAlone) {
+  ReviewSpec unlabelled = Cases()[0].spec;
+  unlabelled.object["metadata"].erase("labels");
+  ReviewSpec deployment = Cases()[0].spec;
+  deployment.group = "apps";
+  deployment.kind = "Deployment";
+  ReviewSpec owned = Cases().back().spec;
+  owned.object["metadata"]["ownerReferences"] = {
+      {{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"name", "train"}, {"uid", "u"}, {"controller", true}}};
+  ReviewSpec update = Cases()[0].spec;
+  update.operation = "UPDATE";
+  update.old_object = update.object;
+  for (const ReviewSpec& s : {unlabelled, deployment, owned, update}) {
+    Answer a = Mutate(s);
+    EXPECT_TRUE(a.allowed());
+    EXPECT_TRUE(a.patch.is_null()) << a.patch.dump();
+  }
+}
+
+TEST(MutateTest, ManageWithoutQueueNameAddsTheDefaultQueueLabel) {
+  auto policies = std::make_shared<model::PolicySet>(*ExamplePolicies());
+  model::LocalQueue def;
+  def.meta.name = "default";
+  def.meta.namespace_name = "team-a";
+  def.cluster_queue = "team-a-gpu";
+  policies->local_queues[{"team-a", "default"}] = def;
+  auto registry = broker::NewInMemoryRegistry();
+  WebhookOptions options;
+  options.manage_jobs_without_queue_name = true;
+  Webhook hook([policies] { return policies; }, *registry, options);
+  ReviewSpec s = Cases()[0].spec;
+  s.object["metadata"].erase("labels");
+  Answer a = ParseAnswer(hook.Mutate(ReviewBody(s)).body);
+  ASSERT_FALSE(a.patch.is_null());
+  nlohmann::json out = s.object.patch(a.patch);
+  EXPECT_EQ(out["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], "default");
+  EXPECT_TRUE(out["spec"]["suspend"].get<bool>());
+  // A namespace without a default LocalQueue is left alone.
+  s.namespace_name = "team-b";
+  s.object["metadata"]["namespace"] = "team-b";
+  EXPECT_TRUE(ParseAnswer(hook.Mutate(ReviewBody(s)).body).patch.is_null());
+}
+
+TEST(MalformedReviewTest, GetsA400AndTheServerKeepsServing) {
+  auto registry = broker::NewInMemoryRegistry();
+  Webhook hook([] { return ExamplePolicies(); }, *registry, {});
+  nlohmann::json good = nlohmann::json::parse(ReviewBody(Cases()[0].spec));
+  std::vector<std::pair<std::string, std::string>> bodies = {
+      {"not JSON", "this is not json"},
+      {"empty", ""},
+      {"wrong apiVersion", [&] { auto j = good; j["apiVersion"] = "admission.k8s.io/v1beta1"; return j.dump(); }()},
+      {"missing request", [&] { auto j = good; j.erase("request"); return j.dump(); }()},
+      {"missing uid", [&] { auto j = good; j["request"].erase("uid"); return j.dump(); }()},
+      {"object not an object", [&] { auto j = good; j["request"]["object"] = "job"; return j.dump(); }()},
+      {"3 MiB of nesting", std::string(3 << 20, '[')},
+      {"deep object nesting", [] {
+         std::string s;
+         for (int i = 0; i < 100000; ++i) s += R"({"a":)";
+         return s;
+       }()},
+      {"array", "[1,2,3]"},
+  };
+  for (const auto& [name, body] : bodies) {
+    SCOPED_TRACE(name);
+    for (const WebhookResult& r : {hook.Mutate(body), hook.Validate(body)}) {
+      EXPECT_EQ(r.http_status, 400);
+      nlohmann::json err = nlohmann::json::parse(r.body, nullptr, false);
+      ASSERT_FALSE(err.is_discarded()) << r.body;
+      EXPECT_TRUE(err["error"]["message"].is_string());
+    }
+  }
+  // Huge numbers inside a valid review: a clean denial, not a crash.
+  ReviewSpec huge = Cases()[0].spec;
+  huge.object["spec"]["parallelism"] = 1e300;
+  WebhookResult r = hook.Validate(ReviewBody(huge));
+  EXPECT_EQ(r.http_status, 200);
+  EXPECT_FALSE(ParseAnswer(r.body).allowed());
+  EXPECT_THAT(ParseAnswer(r.body).message(), HasSubstr("parallelism"));
+  // And a good review still works afterwards.
+  EXPECT_EQ(hook.Mutate(ReviewBody(Cases()[0].spec)).http_status, 200);
+}
+
+}  // namespace
+}  // namespace gangkeeper::admission
