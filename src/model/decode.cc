@@ -31,14 +31,6 @@ struct Problems {
   FieldErrors warnings;
 };
 
-bool IsDnsSubdomain(const std::string& s) {
-  if (s.empty() || s.size() > 253) return false;
-  for (char c : s) {
-    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' || c == '.')) return false;
-  }
-  return absl::ascii_isalnum(s.front()) && absl::ascii_isalnum(s.back());
-}
-
 ObjectMeta ReadMeta(ObjectReader& top, const std::string& api_version, bool namespaced, const SourceRef& source) {
   ObjectMeta meta;
   meta.api_version = api_version;

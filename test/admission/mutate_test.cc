@@ -138,32 +138,6 @@ Answer Mutate(const ReviewSpec& spec, WebhookOptions options = {}) {
   return ParseAnswer(r.body);
 }
 
-// Applies `patch` with kubectl, as the oracle, and returns the result.
-nlohmann::json KubectlPatch(const nlohmann::json& object, const nlohmann::json& patch) {
-  testing::TempDir dir;
-  { std::ofstream(dir.File("o.json")) << object.dump(); }
-  auto r = testing::RunCommand({"/usr/bin/env", "kubectl", "patch", "--local", "-f", dir.File("o.json"), "--type=json",
-                                "-p", patch.dump(), "-o", "json"},
-                               absl::Seconds(60));
-  EXPECT_THAT(r, IsOk());
-  if (!r.ok() || r->exit_code != 0) {
-    ADD_FAILURE() << "kubectl patch failed: " << (r.ok() ? r->err : std::string(r.status().message()));
-    return nullptr;
-  }
-  return nlohmann::json::parse(r->out);
-}
-
-bool Suspended(const nlohmann::json& object, const std::string& pointer) {
-  nlohmann::json::json_pointer p(pointer);
-  if (!object.contains(p)) return false;
-  const nlohmann::json& v = object.at(p);
-  if (v.is_boolean()) return v.get<bool>();
-  for (const auto& gate : v) {
-    if (gate.value("name", "") == "gangkeeper.io/admission") return true;
-  }
-  return false;
-}
-
 TEST(MutateTest, SuspendsEveryManagedKindWithPatchesKubectlApplies) {
   for (const KindCase& c : Cases()) {
     SCOPED_TRACE(c.name);

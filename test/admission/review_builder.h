@@ -3,8 +3,13 @@
 
 #include <string>
 
+#include <fstream>
+
 #include "absl/strings/escaping.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/testing/process.h"
+#include "test/testing/temp_dir.h"
 
 namespace gangkeeper::admission {
 
@@ -66,6 +71,34 @@ inline Answer ParseAnswer(const std::string& body) {
     a.patch = nlohmann::json::parse(raw);
   }
   return a;
+}
+
+// Applies `patch` to `object` with `kubectl patch --local --type=json` (the
+// issue's oracle for "applies like the API server would"); null on failure.
+inline nlohmann::json KubectlPatch(const nlohmann::json& object, const nlohmann::json& patch) {
+  testing::TempDir dir;
+  { std::ofstream(dir.File("o.json")) << object.dump(); }
+  auto r = testing::RunCommand({"/usr/bin/env", "kubectl", "patch", "--local", "-f", dir.File("o.json"), "--type=json",
+                                "-p", patch.dump(), "-o", "json"},
+                               absl::Seconds(60));
+  if (!r.ok() || r->exit_code != 0) {
+    ADD_FAILURE() << "kubectl patch failed: " << (r.ok() ? r->err : std::string(r.status().message()));
+    return nullptr;
+  }
+  return nlohmann::json::parse(r->out);
+}
+
+// Whether the switch at `pointer` suspends the object: true, or a
+// schedulingGates list holding gangkeeper's gate.
+inline bool Suspended(const nlohmann::json& object, const std::string& pointer) {
+  nlohmann::json::json_pointer p(pointer);
+  if (!object.contains(p)) return false;
+  const nlohmann::json& v = object.at(p);
+  if (v.is_boolean()) return v.get<bool>();
+  for (const auto& gate : v) {
+    if (gate.value("name", "") == "gangkeeper.io/admission") return true;
+  }
+  return false;
 }
 
 }  // namespace gangkeeper::admission

@@ -42,30 +42,6 @@ std::map<std::string, Managed> Kinds() {
           {"Pod", {"", "pods", "/spec/schedulingGates"}}};
 }
 
-nlohmann::json KubectlPatch(const nlohmann::json& object, const nlohmann::json& patch) {
-  testing::TempDir dir;
-  { std::ofstream(dir.File("o.json")) << object.dump(); }
-  auto r = testing::RunCommand({"/usr/bin/env", "kubectl", "patch", "--local", "-f", dir.File("o.json"), "--type=json",
-                                "-p", patch.dump(), "-o", "json"},
-                               absl::Seconds(60));
-  if (!r.ok() || r->exit_code != 0) {
-    ADD_FAILURE() << "kubectl patch failed: " << (r.ok() ? r->err : std::string(r.status().message()));
-    return nullptr;
-  }
-  return nlohmann::json::parse(r->out);
-}
-
-bool Suspended(const nlohmann::json& object, const std::string& pointer) {
-  nlohmann::json::json_pointer p(pointer);
-  if (!object.contains(p)) return false;
-  const nlohmann::json& v = object.at(p);
-  if (v.is_boolean()) return v.get<bool>();
-  for (const auto& gate : v) {
-    if (gate.value("name", "") == "gangkeeper.io/admission") return true;
-  }
-  return false;
-}
-
 TEST(SeedTest, EveryManagedSeedObjectIsSuspendedOnceAndKubectlAgrees) {
   auto policies = ExamplePolicies();
   auto registry = broker::NewInMemoryRegistry();
