@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/deps.sh build
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGK_BUILD_TESTS=OFF >/dev/null
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build/release --target gangkeeper -j "$(nproc)"
 exec build/release/src/cli/gangkeeper serve --dev --policies policies/ "$@"
