@@ -1,0 +1,343 @@
+// gangkeeper broker: ResourceTree (see resource_tree.h), the quota arithmetic
+// of KUEUE-SEMANTICS.md §3.4. Thread-compatible.
+#include "src/broker/resource_tree.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/base/check.h"
+
+namespace gangkeeper::broker {
+namespace {
+
+using quantity::Quantity;
+
+// Quota sums saturate: "too large to count" means unlimited.
+Quantity SatAdd(Quantity a, Quantity b) { return a.SaturatingAdd(b); }
+
+Quantity SatSub(Quantity a, Quantity b) {
+  absl::StatusOr<Quantity> r = a.Sub(b);
+  if (r.ok()) return *r;
+  return b.IsNegative() ? Quantity::Max() : Quantity::Min();
+}
+
+Quantity ClampZero(Quantity q) { return q.IsNegative() ? Quantity() : q; }
+
+std::string FrName(const FlavorResource& fr) { return absl::StrCat(fr.flavor, "/", fr.resource); }
+
+const std::vector<model::ResourceGroup> kNoGroups;
+
+}  // namespace
+
+absl::StatusOr<ResourceTree> ResourceTree::Build(const model::PolicySet& policies) {
+  ResourceTree tree;
+  auto cohort_node = [&tree](const model::CohortName& name) {
+    auto [it, inserted] = tree.cohorts_.emplace(name, static_cast<int>(tree.nodes_.size()));
+    if (inserted) tree.nodes_.push_back(Node{.name = name});
+    return it->second;
+  };
+
+  // 1. Cohort nodes, explicit then implicit (missing parents, CQ cohorts).
+  for (const auto& [name, cohort] : policies.cohorts) cohort_node(name);
+  for (const auto& [name, cohort] : policies.cohorts) {
+    if (!cohort.parent.empty()) {
+      int parent = cohort_node(cohort.parent);
+      tree.nodes_[tree.cohorts_.at(name)].parent = parent;
+    }
+  }
+  for (const auto& [name, cq] : policies.cluster_queues) {
+    if (!cq.cohort.empty()) cohort_node(cq.cohort);
+  }
+
+  // 2. Parent cycles: members and their descendants are disabled; each
+  // cycle is cut so the forest below stays acyclic.
+  std::vector<int> state(tree.nodes_.size(), 0);  // 0 new, 1 on path, 2 done
+  for (int start = 0; start < static_cast<int>(tree.nodes_.size()); ++start) {
+    std::vector<int> path;
+    int n = start;
+    bool disabled = false;
+    while (n != -1 && state[n] == 0) {
+      state[n] = 1;
+      path.push_back(n);
+      n = tree.nodes_[n].parent;
+    }
+    if (n != -1 && state[n] == 1) {
+      disabled = true;
+      tree.nodes_[path.back()].parent = -1;  // cut the cycle
+    } else if (n != -1) {
+      disabled = tree.nodes_[n].disabled;
+    }
+    for (int p : path) {
+      state[p] = 2;
+      if (disabled) {
+        tree.nodes_[p].disabled = true;
+        tree.disabled_.insert(tree.nodes_[p].name);
+      }
+    }
+  }
+
+  // 3. ClusterQueue nodes.
+  for (const auto& [name, cq] : policies.cluster_queues) {
+    Node node{.name = name, .is_cluster_queue = true};
+    if (!cq.cohort.empty()) {
+      node.parent = tree.cohorts_.at(cq.cohort);
+      node.disabled = tree.nodes_[node.parent].disabled;
+    }
+    tree.cluster_queues_.emplace(name, static_cast<int>(tree.nodes_.size()));
+    tree.nodes_.push_back(std::move(node));
+  }
+  for (int i = 0; i < static_cast<int>(tree.nodes_.size()); ++i) {
+    if (tree.nodes_[i].parent != -1) tree.nodes_[tree.nodes_[i].parent].children.push_back(i);
+  }
+
+  // 4. Declared quotas.
+  for (Node& node : tree.nodes_) {
+    const std::vector<model::ResourceGroup>* groups = &kNoGroups;
+    std::string kind = "Cohort";
+    if (node.is_cluster_queue) {
+      groups = &policies.cluster_queues.at(node.name).resource_groups;
+      kind = "ClusterQueue";
+    } else if (auto it = policies.cohorts.find(node.name); it != policies.cohorts.end()) {
+      groups = &it->second.resource_groups;
+    }
+    for (const model::ResourceGroup& group : *groups) {
+      for (const model::FlavorQuotas& flavor : group.flavors) {
+        for (const model::ResourceQuota& rq : flavor.resources) {
+          FlavorResource fr{flavor.name, rq.name};
+          if (rq.nominal.IsNegative() ||
+              (rq.borrowing_limit && rq.borrowing_limit->IsNegative()) ||
+              (rq.lending_limit && rq.lending_limit->IsNegative())) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                kind, " ", node.name, ": quota for ", FrName(fr),
+                " is negative; nominalQuota, borrowingLimit and lendingLimit must be >= 0"));
+          }
+          auto [it, inserted] = node.frs.emplace(fr, FrState{});
+          if (!inserted) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                kind, " ", node.name, ": ", FrName(fr),
+                " is declared more than once; list each flavor/resource once"));
+          }
+          it->second.quota = Quota{rq.nominal, rq.borrowing_limit, rq.lending_limit};
+        }
+      }
+    }
+  }
+
+  // 5. Subtree quotas, children before parents.
+  std::vector<int> order;
+  for (int i = 0; i < static_cast<int>(tree.nodes_.size()); ++i) {
+    if (tree.nodes_[i].parent == -1) order.push_back(i);
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (int c : tree.nodes_[order[i]].children) order.push_back(c);
+  }
+  GK_CHECK(order.size() == tree.nodes_.size());
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node& node = tree.nodes_[*it];
+    for (auto& [fr, st] : node.frs) st.subtree_quota = st.quota.nominal;
+    for (int c : node.children) {
+      for (const auto& [fr, child_state] : tree.nodes_[c].frs) {
+        FrState& st = node.frs[fr];
+        st.subtree_quota =
+            SatAdd(st.subtree_quota, SatSub(child_state.subtree_quota, tree.LocalQuota(c, fr)));
+      }
+    }
+  }
+  return tree;
+}
+
+const ResourceTree::FrState& ResourceTree::State(int node, const FlavorResource& fr) const {
+  static const FrState kEmpty;
+  auto it = nodes_[node].frs.find(fr);
+  return it == nodes_[node].frs.end() ? kEmpty : it->second;
+}
+
+Quantity ResourceTree::LocalQuota(int node, const FlavorResource& fr) const {
+  const FrState& st = State(node, fr);
+  if (!st.quota.lending_limit) return Quantity();
+  return ClampZero(SatSub(st.subtree_quota, *st.quota.lending_limit));
+}
+
+Quantity ResourceTree::LocalAvailable(int node, const FlavorResource& fr) const {
+  return ClampZero(SatSub(LocalQuota(node, fr), State(node, fr).usage));
+}
+
+Quantity ResourceTree::Contribution(int node, const FlavorResource& fr, Quantity usage) const {
+  return ClampZero(SatSub(usage, LocalQuota(node, fr)));
+}
+
+Quantity ResourceTree::AvailableAt(int node, const FlavorResource& fr) const {
+  const FrState& st = State(node, fr);
+  int parent = nodes_[node].parent;
+  if (parent == -1) return SatSub(st.subtree_quota, st.usage);
+  Quantity pa = AvailableAt(parent, fr);
+  if (st.quota.borrowing_limit) {
+    Quantity lq = LocalQuota(node, fr);
+    Quantity stored = SatSub(st.subtree_quota, lq);
+    Quantity used = ClampZero(SatSub(st.usage, lq));
+    pa = std::min(pa, SatAdd(SatSub(stored, used), *st.quota.borrowing_limit));
+  }
+  return SatAdd(LocalAvailable(node, fr), pa);
+}
+
+Quantity ResourceTree::PotentialAvailableAt(int node, const FlavorResource& fr) const {
+  const FrState& st = State(node, fr);
+  int parent = nodes_[node].parent;
+  if (parent == -1) return st.subtree_quota;
+  Quantity pa = SatAdd(LocalQuota(node, fr), PotentialAvailableAt(parent, fr));
+  if (st.quota.borrowing_limit) {
+    pa = std::min(pa, SatAdd(st.subtree_quota, *st.quota.borrowing_limit));
+  }
+  return pa;
+}
+
+int ResourceTree::FindClusterQueue(const model::ClusterQueueName& cq) const {
+  auto it = cluster_queues_.find(cq);
+  return it == cluster_queues_.end() ? -1 : it->second;
+}
+
+bool ResourceTree::HasClusterQueue(const model::ClusterQueueName& cq) const {
+  return FindClusterQueue(cq) != -1;
+}
+
+bool ResourceTree::ClusterQueueDisabled(const model::ClusterQueueName& cq) const {
+  int n = FindClusterQueue(cq);
+  return n != -1 && nodes_[n].disabled;
+}
+
+Quantity ResourceTree::Available(const model::ClusterQueueName& cq,
+                                 const FlavorResource& fr) const {
+  int n = FindClusterQueue(cq);
+  if (n == -1 || nodes_[n].disabled) return Quantity();
+  return ClampZero(AvailableAt(n, fr));
+}
+
+Quantity ResourceTree::PotentialAvailable(const model::ClusterQueueName& cq,
+                                          const FlavorResource& fr) const {
+  int n = FindClusterQueue(cq);
+  if (n == -1 || nodes_[n].disabled) return Quantity();
+  return ClampZero(PotentialAvailableAt(n, fr));
+}
+
+Quantity ResourceTree::Usage(const model::ClusterQueueName& cq, const FlavorResource& fr) const {
+  int n = FindClusterQueue(cq);
+  return n == -1 ? Quantity() : State(n, fr).usage;
+}
+
+Quantity ResourceTree::Nominal(const model::ClusterQueueName& cq, const FlavorResource& fr) const {
+  int n = FindClusterQueue(cq);
+  return n == -1 ? Quantity() : State(n, fr).quota.nominal;
+}
+
+Quantity ResourceTree::Borrowing(const model::ClusterQueueName& cq,
+                                 const FlavorResource& fr) const {
+  int n = FindClusterQueue(cq);
+  if (n == -1) return Quantity();
+  const FrState& st = State(n, fr);
+  return ClampZero(SatSub(st.usage, st.quota.nominal));
+}
+
+Quantity ResourceTree::CohortUsage(const model::CohortName& cohort,
+                                   const FlavorResource& fr) const {
+  auto it = cohorts_.find(cohort);
+  return it == cohorts_.end() ? Quantity() : State(it->second, fr).usage;
+}
+
+bool ResourceTree::Fits(const model::ClusterQueueName& cq, const ResourceAmounts& request) const {
+  for (const auto& [fr, amount] : request) {
+    if (amount > Available(cq, fr)) return false;
+  }
+  return true;
+}
+
+absl::Status ResourceTree::AddUsage(const model::ClusterQueueName& cq,
+                                    const ResourceAmounts& amounts) {
+  return ChangeUsage(cq, amounts, +1);
+}
+
+absl::Status ResourceTree::RemoveUsage(const model::ClusterQueueName& cq,
+                                       const ResourceAmounts& amounts) {
+  return ChangeUsage(cq, amounts, -1);
+}
+
+absl::Status ResourceTree::ChangeUsage(const model::ClusterQueueName& cq,
+                                       const ResourceAmounts& amounts, int sign) {
+  int cq_node = FindClusterQueue(cq);
+  if (cq_node == -1) {
+    return absl::NotFoundError(absl::StrCat("ClusterQueue ", cq, " is not in the policy set"));
+  }
+  struct Update {
+    int node;
+    FlavorResource fr;
+    Quantity usage;
+  };
+  // Stage every new usage first so that an error changes nothing.
+  std::vector<Update> updates;
+  for (const auto& [fr, amount] : amounts) {
+    if (amount.IsNegative()) {
+      return absl::InvalidArgumentError(absl::StrCat("ClusterQueue ", cq, ": amount ",
+                                                     amount.Format(), " of ", FrName(fr),
+                                                     " is negative"));
+    }
+    if (amount.IsZero()) continue;
+    Quantity old_usage = State(cq_node, fr).usage;
+    absl::StatusOr<Quantity> new_usage = sign > 0 ? old_usage.Add(amount) : old_usage.Sub(amount);
+    if (!new_usage.ok()) return new_usage.status();
+    if (new_usage->IsNegative()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ClusterQueue ", cq, ": releasing ", amount.Format(), " of ", FrName(fr),
+          " exceeds its usage ", old_usage.Format()));
+    }
+    int node = cq_node;
+    while (true) {
+      updates.push_back(Update{node, fr, *new_usage});
+      int parent = nodes_[node].parent;
+      if (parent == -1) break;
+      // addUsage: the parent takes what no longer fits in LocalAvailable;
+      // removal gives back exactly what the child stops passing up.
+      Quantity old_pass = Contribution(node, fr, old_usage);
+      Quantity new_pass = Contribution(node, fr, *new_usage);
+      if (old_pass == new_pass) break;
+      absl::StatusOr<Quantity> delta = new_pass.Sub(old_pass);
+      if (!delta.ok()) return delta.status();
+      old_usage = State(parent, fr).usage;
+      new_usage = old_usage.Add(*delta);
+      if (!new_usage.ok()) return new_usage.status();
+      GK_CHECK_MSG(!new_usage->IsNegative(), "cohort usage below zero");
+      node = parent;
+    }
+  }
+  for (const Update& u : updates) nodes_[u.node].frs[u.fr].usage = u.usage;
+  return absl::OkStatus();
+}
+
+absl::Status ResourceTree::CheckInvariants() const {
+  for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
+    const Node& node = nodes_[n];
+    for (const auto& [fr, st] : node.frs) {
+      if (st.usage.IsNegative()) {
+        return absl::InternalError(
+            absl::StrCat(node.name, ": usage of ", FrName(fr), " is ", st.usage.Format()));
+      }
+    }
+    if (node.is_cluster_queue) continue;
+    std::map<FlavorResource, Quantity> want;
+    for (const auto& [fr, st] : node.frs) want[fr];
+    for (int c : node.children) {
+      for (const auto& [fr, st] : nodes_[c].frs) {
+        want[fr] = SatAdd(want[fr], Contribution(c, fr, st.usage));
+      }
+    }
+    for (const auto& [fr, usage] : want) {
+      if (State(n, fr).usage != usage) {
+        return absl::InternalError(absl::StrCat("Cohort ", node.name, ": usage of ", FrName(fr),
+                                                " is ", State(n, fr).usage.Format(),
+                                                " but its children pass up ", usage.Format()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gangkeeper::broker
