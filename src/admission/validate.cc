@@ -149,6 +149,23 @@ std::vector<Capacity> CapacitiesFor(const model::PolicySet& p, const model::Clus
   return out;
 }
 
+// The gang's total per resource with the ClusterQueue's capacities for it,
+// computed once per review (both the checks and the warnings read it).
+struct Demand {
+  Quantity total;
+  std::vector<Capacity> capacities;  // empty when the ClusterQueue does not cover it
+};
+
+std::map<std::string, Demand> DemandOf(const Workload& w, const model::PolicySet& p, const model::ClusterQueue& cq) {
+  std::map<std::string, Demand> out;
+  for (auto& [res, total] : GangTotals(w)) {
+    Demand& d = out[res];
+    d.total = total;
+    if (!total.IsZero()) d.capacities = CapacitiesFor(p, cq, res);
+  }
+  return out;
+}
+
 std::string Explain(const model::ClusterQueue& cq, const Capacity& c) {
   if (cq.cohort.empty()) return absl::StrCat("nominal ", c.nominal.Format(), ", no cohort to borrow from");
   if (c.borrowing_limited) {
@@ -165,7 +182,8 @@ std::set<std::string> CoveredResources(const model::ClusterQueue& cq) {
 
 // Denials that need the ClusterQueue: coverage, size, per-node MIG fit.
 std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::PolicySet& p,
-                                             const model::ClusterQueue& cq) {
+                                             const model::ClusterQueue& cq,
+                                             const std::map<std::string, Demand>& demand) {
   const std::string who = ObjectName(w);
   const std::set<std::string> covered = CoveredResources(cq);
   for (const workload::PodSet& ps : w.pod_sets) {
@@ -179,10 +197,10 @@ std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::Pol
                           "): request a covered resource or ask your platform team for quota");
     }
   }
-  for (const auto& [res, total] : GangTotals(w)) {
-    if (total.IsZero() || covered.count(res) == 0) continue;
-    std::vector<Capacity> caps = CapacitiesFor(p, cq, res);
-    if (caps.empty()) continue;
+  for (const auto& [res, d] : demand) {
+    const Quantity& total = d.total;
+    const std::vector<Capacity>& caps = d.capacities;
+    if (total.IsZero() || covered.count(res) == 0 || caps.empty()) continue;
     Quantity sum;
     const Capacity* best = &caps[0];
     for (const Capacity& c : caps) {
@@ -263,16 +281,17 @@ std::optional<std::string> CheckExtendedResources(const Workload& w) {
 }
 
 std::vector<std::string> Warnings(const Workload& w, const model::PolicySet& p, const model::LocalQueue& lq,
-                                  const model::ClusterQueue& cq, int64_t ahead,
-                                  const std::map<std::string, Quantity>& used) {
+                                  const model::ClusterQueue& cq, const std::map<std::string, Demand>& demand,
+                                  int64_t ahead, const std::map<std::string, Quantity>& used) {
   std::vector<std::string> out;
   out.push_back(absl::StrCat("gangkeeper: ", ObjectName(w), " (", w.TotalPods(), " pod", w.TotalPods() == 1 ? "" : "s",
                              ") is suspended and queued in LocalQueue ", lq.meta.name, " -> ClusterQueue ",
                              cq.meta.name, cq.cohort.empty() ? "" : absl::StrCat(" (cohort ", cq.cohort, ")"), "; ",
                              ahead, " workload", ahead == 1 ? "" : "s", " ahead; it starts as a whole gang when it fits"));
-  for (const auto& [res, total] : GangTotals(w)) {
+  for (const auto& [res, d] : demand) {
     if (!IsGpu(res)) continue;
-    std::vector<Capacity> caps = CapacitiesFor(p, cq, res);
+    const Quantity& total = d.total;
+    const std::vector<Capacity>& caps = d.capacities;
     Quantity nominal;
     for (const Capacity& c : caps) nominal = nominal.SaturatingAdd(c.nominal);
     auto in_use = used.find(res);
@@ -386,7 +405,8 @@ Response ValidateCreate(const Review& review, const workload::KindInfo& info, co
   }
   // 2. What can never run.
   if (std::optional<std::string> why = CheckExtendedResources(w)) return Deny(review, 403, "Forbidden", "gangkeeper: " + *why);
-  if (std::optional<std::string> why = CheckAgainstQueue(w, p, queue)) {
+  const std::map<std::string, Demand> demand = DemandOf(w, p, queue);
+  if (std::optional<std::string> why = CheckAgainstQueue(w, p, queue, demand)) {
     return Deny(review, 403, "Forbidden", "gangkeeper: " + *why);
   }
   if (!w.pod_group_name.empty()) {
@@ -401,7 +421,7 @@ Response ValidateCreate(const Review& review, const workload::KindInfo& info, co
   }
   // 3. Warnings, 4. registration.
   Response r = Allow(review);
-  r.warnings = Warnings(w, p, lq->second, queue, registry.PendingIn(queue.meta.name),
+  r.warnings = Warnings(w, p, lq->second, queue, demand, registry.PendingIn(queue.meta.name),
                         registry.AdmittedUsage(queue.meta.name));
   if (!review.dry_run) {
     absl::Status s = registry.Register(w, queue.meta.name);
