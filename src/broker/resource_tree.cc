@@ -3,6 +3,8 @@
 #include "src/broker/resource_tree.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -135,6 +137,14 @@ absl::StatusOr<ResourceTree> ResourceTree::Build(const model::PolicySet& policie
   GK_CHECK(order.size() == tree.nodes_.size());
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node& node = tree.nodes_[*it];
+    if (node.is_cluster_queue) {
+      node.weight = policies.cluster_queues.at(node.name).fair_sharing_weight;
+    } else if (auto c = policies.cohorts.find(node.name); c != policies.cohorts.end()) {
+      node.weight = c->second.fair_sharing_weight;
+    }
+    node.height = 0;
+    for (int c : node.children) node.height = std::max(node.height, tree.nodes_[c].height + 1);
+    if (!node.is_cluster_queue && node.children.empty()) node.height = 1;
     for (auto& [fr, st] : node.frs) st.subtree_quota = st.quota.nominal;
     for (int c : node.children) {
       for (const auto& [fr, child_state] : tree.nodes_[c].frs) {
@@ -310,6 +320,81 @@ absl::Status ResourceTree::ChangeUsage(const model::ClusterQueueName& cq,
   }
   for (const Update& u : updates) nodes_[u.node].frs[u.fr].usage = u.usage;
   return absl::OkStatus();
+}
+
+int ResourceTree::CohortNode(const model::CohortName& cohort) const {
+  auto it = cohorts_.find(cohort);
+  return it == cohorts_.end() ? -1 : it->second;
+}
+
+int ResourceTree::Root(int node) const {
+  while (nodes_[node].parent != -1) node = nodes_[node].parent;
+  return node;
+}
+
+std::vector<FlavorResource> ResourceTree::FlavorResources(int node) const {
+  std::vector<FlavorResource> out;
+  out.reserve(nodes_[node].frs.size());
+  for (const auto& [fr, st] : nodes_[node].frs) out.push_back(fr);
+  return out;
+}
+
+bool ResourceTree::BorrowingWith(int node, const FlavorResource& fr, Quantity extra) const {
+  const FrState& st = State(node, fr);
+  return SatAdd(st.usage, extra) > st.subtree_quota;
+}
+
+int ResourceTree::BorrowingHeight(int cq_node, const FlavorResource& fr, Quantity amount) const {
+  if (!BorrowingWith(cq_node, fr, amount) || nodes_[cq_node].parent == -1) return 0;
+  Quantity remaining = SatSub(amount, LocalAvailable(cq_node, fr));
+  for (int n = nodes_[cq_node].parent; n != -1; n = nodes_[n].parent) {
+    if (!BorrowingWith(n, fr, remaining)) return nodes_[n].height;
+    remaining = SatSub(remaining, LocalAvailable(n, fr));
+  }
+  return nodes_[Root(cq_node)].height;
+}
+
+int64_t ResourceTree::DominantResourceShare(int node, const ResourceAmounts& extra,
+                                            std::string* dominant) const {
+  int parent = nodes_[node].parent;
+  if (parent == -1) return 0;
+  // Borrowed and lendable per resource, summed over flavors.
+  std::map<model::ResourceName, std::pair<absl::int128, absl::int128>> per_resource;
+  auto account = [&](const FlavorResource& fr) {
+    const FrState& st = State(node, fr);
+    Quantity used = st.usage;
+    if (auto e = extra.find(fr); e != extra.end()) used = SatAdd(used, e->second);
+    Quantity borrowed = ClampZero(SatSub(used, st.subtree_quota));
+    auto& [b, l] = per_resource[fr.resource];
+    b += borrowed.milli();
+    l += ClampZero(PotentialAvailableAt(parent, fr)).milli();
+  };
+  for (const auto& [fr, st] : nodes_[node].frs) account(fr);
+  for (const auto& [fr, amount] : extra) {
+    if (nodes_[node].frs.count(fr) == 0) account(fr);
+  }
+  int64_t best = 0;
+  bool have = false;
+  bool borrowing = false;
+  for (const auto& [resource, bl] : per_resource) {  // sorted: ties keep the smaller name
+    const auto& [borrowed, lendable] = bl;
+    if (borrowed <= 0) continue;
+    borrowing = true;
+    if (lendable <= 0) continue;
+    absl::int128 ratio = borrowed * 1000 / lendable;
+    int64_t r = ratio > absl::int128(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(ratio);
+    if (!have || r > best) {
+      best = r;
+      have = true;
+      if (dominant != nullptr) *dominant = resource;
+    }
+  }
+  const double weight = nodes_[node].weight;
+  if (!borrowing) return 0;
+  if (weight <= 0) return INT64_MAX;
+  double share = static_cast<double>(best) / weight;
+  if (share >= 9.2e18) return INT64_MAX;
+  return static_cast<int64_t>(std::ceil(share));
 }
 
 absl::Status ResourceTree::CheckInvariants() const {

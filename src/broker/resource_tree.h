@@ -19,19 +19,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gangkeeper/broker/flavor_resource.h"
 #include "gangkeeper/model/objects.h"
 #include "gangkeeper/quantity/quantity.h"
 
 namespace gangkeeper::broker {
-
-// The accounting key: one resource of one ResourceFlavor.
-struct FlavorResource {
-  model::FlavorName flavor;
-  model::ResourceName resource;
-
-  friend bool operator==(const FlavorResource&, const FlavorResource&) = default;
-  friend auto operator<=>(const FlavorResource&, const FlavorResource&) = default;
-};
 
 // The quota a node declares for one FlavorResource.
 struct Quota {
@@ -40,8 +32,6 @@ struct Quota {
   std::optional<quantity::Quantity> lending_limit;    // nullopt = everything lendable
 };
 
-using ResourceAmounts = std::map<FlavorResource, quantity::Quantity>;
-
 // The ClusterQueue/Cohort forest with per-FlavorResource quota and usage.
 // A ClusterQueue's cohort with no Cohort object, and a Cohort's missing
 // parent, are implicit root Cohorts without quota. Cohorts on (or below) a
@@ -49,6 +39,8 @@ using ResourceAmounts = std::map<FlavorResource, quantity::Quantity>;
 // Thread-compatible.
 class ResourceTree {
  public:
+  // An empty tree (no queues).
+  ResourceTree() = default;
   // Builds the tree from `policies` with zero usage. Returns InvalidArgument
   // when a quota is negative or a FlavorResource is declared twice by one
   // ClusterQueue or Cohort. Parent cycles are not an error (see disabled()).
@@ -91,6 +83,47 @@ class ResourceTree {
   [[nodiscard]] absl::Status RemoveUsage(const model::ClusterQueueName& cq,
                                          const ResourceAmounts& amounts);
 
+  // --- Node-level reads for the scheduler (preemption, fair sharing).
+  // Nodes are ClusterQueues and Cohorts, numbered 0..node_count()-1.
+  int node_count() const { return static_cast<int>(nodes_.size()); }
+  // The node of `cq`, or -1.
+  int ClusterQueueNode(const model::ClusterQueueName& cq) const { return FindClusterQueue(cq); }
+  int CohortNode(const model::CohortName& cohort) const;
+  int Parent(int node) const { return nodes_[node].parent; }
+  int Root(int node) const;
+  const std::vector<int>& Children(int node) const { return nodes_[node].children; }
+  const std::string& NodeName(int node) const { return nodes_[node].name; }
+  bool IsClusterQueue(int node) const { return nodes_[node].is_cluster_queue; }
+  bool Disabled(int node) const { return nodes_[node].disabled; }
+  // The node's height: 0 for a ClusterQueue, 1 + the tallest child otherwise.
+  int Height(int node) const { return nodes_[node].height; }
+  double FairWeight(int node) const { return nodes_[node].weight; }
+  const Quota& QuotaAt(int node, const FlavorResource& fr) const { return State(node, fr).quota; }
+  quantity::Quantity SubtreeQuotaAt(int node, const FlavorResource& fr) const {
+    return State(node, fr).subtree_quota;
+  }
+  quantity::Quantity UsageAt(int node, const FlavorResource& fr) const { return State(node, fr).usage; }
+  // available() before clamping at zero: negative when quota was lowered
+  // below usage.
+  quantity::Quantity RawAvailable(int node, const FlavorResource& fr) const { return AvailableAt(node, fr); }
+  quantity::Quantity PotentialAvailableOf(int node, const FlavorResource& fr) const {
+    return PotentialAvailableAt(node, fr);
+  }
+  // Every FlavorResource `node` declares or uses.
+  std::vector<FlavorResource> FlavorResources(int node) const;
+  // usage + `extra` > SubtreeQuota: taking `extra` more makes `node` borrow.
+  bool BorrowingWith(int node, const FlavorResource& fr, quantity::Quantity extra) const;
+  // Kueue's FindHeightOfLowestSubtreeThatFits: 0 when `cq` does not borrow
+  // to take `amount` more; otherwise the height of the lowest ancestor whose
+  // subtree can absorb what `cq` cannot (the root's height if none can).
+  int BorrowingHeight(int cq_node, const FlavorResource& fr, quantity::Quantity amount) const;
+  // Dominant resource share of `node` with `extra` added to its usage
+  // (KUEUE-SEMANTICS §3.7), in thousandths; 0 for a root. +infinity (as
+  // INT64_MAX) when the weight is 0 and the node borrows. `dominant` gets the
+  // resource that decides it.
+  int64_t DominantResourceShare(int node, const ResourceAmounts& extra,
+                                std::string* dominant = nullptr) const;
+
   // For tests: every Cohort's usage equals Σ_children max(0, child usage -
   // child localQuota), and no usage is negative. Returns Internal otherwise.
   [[nodiscard]] absl::Status CheckInvariants() const;
@@ -106,11 +139,11 @@ class ResourceTree {
     bool is_cluster_queue = false;
     bool disabled = false;
     int parent = -1;  // index into nodes_; -1 = root
+    int height = 0;
+    double weight = 1.0;
     std::vector<int> children;
     std::map<FlavorResource, FrState> frs;
   };
-
-  ResourceTree() = default;
 
   const FrState& State(int node, const FlavorResource& fr) const;
   quantity::Quantity LocalQuota(int node, const FlavorResource& fr) const;

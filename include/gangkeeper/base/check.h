@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace gangkeeper::base {
 
@@ -40,4 +41,15 @@ uint64_t BugCount();
 #define GK_BUG(cond, msg)                                                  \
   do {                                                                     \
     if (!(cond)) ::gangkeeper::base::BugHit(__FILE__, __LINE__, #cond, msg); \
+  } while (false)
+
+// Aborts with the status message unless `expr` (an absl::Status or
+// StatusOr) is OK. For calls that cannot fail unless gangkeeper has a bug.
+#define GK_CHECK_OK(expr)                                                            \
+  do {                                                                               \
+    const auto& gk_check_ok_status_ = (expr);                                        \
+    if (!gk_check_ok_status_.ok()) {                                                 \
+      ::gangkeeper::base::CheckFailed(__FILE__, __LINE__, #expr,                     \
+                                      std::string(gk_check_ok_status_.message()).c_str()); \
+    }                                                                                \
   } while (false)

@@ -1,0 +1,268 @@
+// gangkeeper broker: the deterministic core of the quota broker.
+//
+// Scheduler owns every tracked workload, the queues of every ClusterQueue
+// and the quota tree, and decides admissions and preemptions with Kueue's
+// semantics (KUEUE-SEMANTICS.md §3, DESIGN §2):
+//   - events change its state: Add / Update / Remove / Finish a workload,
+//     SetPolicies, ReleaseSucceeded / ReleaseFailed, Stopped (an evicted gang
+//     is gone), Tick (time passes);
+//   - Schedule() runs scheduling cycles to a fixed point: heads of the
+//     queues -> flavor assignment -> fit / preempt / no fit -> ordering ->
+//     re-check -> reserve. A gang gets all its quota in one step or none.
+//     Unlike Kueue (one head per ClusterQueue per cycle), a cycle keeps
+//     taking heads of a queue while they fit, in queue order;
+//   - every state change is recorded as a StateChange, taken with
+//     TakeChanges(): the Broker (broker.h) makes them durable, then turns
+//     kAdmitted into a release and kEvicted into a suspension.
+// It never reads a clock: every event carries its time, so a simulation or
+// test replays exactly. Thread-compatible: the Broker's writer thread (or a
+// test) is its only user.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "gangkeeper/broker/flavor_resource.h"
+#include "gangkeeper/broker/registry.h"
+#include "gangkeeper/model/objects.h"
+#include "gangkeeper/quantity/quantity.h"
+#include "gangkeeper/workload/workload.h"
+
+namespace gangkeeper::broker {
+
+// Where a tracked workload is in its life.
+enum class Phase {
+  kPending,   // queued, holds no quota
+  kReserved,  // quota reserved, release sent, not yet confirmed
+  kRunning,   // released: the gang may run
+  kEvicting,  // preempted or drained: suspension sent; quota held until Stopped
+  kFinished,  // done; holds no quota
+};
+const char* PhaseName(Phase phase);
+// The registry's coarser view: kReserved, kRunning and kEvicting hold quota
+// and count as admitted.
+WorkloadState StateOf(Phase phase);
+
+// The flavors and quota one pod set was admitted with.
+struct PodSetAssignment {
+  std::string name;
+  int64_t count = 0;
+  std::map<model::ResourceName, model::FlavorName> flavors;
+  std::map<model::ResourceName, quantity::Quantity> usage;  // total over the pod set
+};
+
+// A gang's admission: every pod set, and the quota it holds in total.
+struct Assignment {
+  model::ClusterQueueName cluster_queue;
+  std::vector<PodSetAssignment> pod_sets;
+  ResourceAmounts usage;
+  // 0 when the gang fits in its ClusterQueue's nominal quota; otherwise the
+  // height of the lowest cohort subtree that lends it what it borrows.
+  int borrowing_level = 0;
+};
+
+// Why a pending workload is still pending, with the numbers.
+struct PendingReason {
+  enum class Code {
+    kQueued,                  // not tried yet
+    kWaitingForQuota,         // needs quota that others use now
+    kExceedsMaxQuota,         // can never fit, even with the whole cohort idle
+    kNoMatchingFlavor,        // no flavor of its ClusterQueue covers a resource / tolerates taints
+    kWaitingForPreemption,    // victims chosen; waits for them to stop
+    kPreemptionNoCandidates,  // would need preemption, but it may not preempt (preemptionPolicy: Never)
+    kBlockedByHead,           // StrictFIFO: waits behind the head of its ClusterQueue
+    kStopped,                 // its ClusterQueue or LocalQueue is held (stopPolicy)
+    kInactive,                // its LocalQueue or ClusterQueue does not exist / is disabled
+    kNamespaceMismatch,       // the ClusterQueue does not select its namespace
+    kIncompletePodGroup,      // a pod group still missing pods
+    kReleaseFailed,           // the last release failed; retried
+  };
+  Code code = Code::kQueued;
+  // The first blocker: which pod set, flavor and resource, and the numbers.
+  std::string pod_set;
+  model::FlavorName flavor;
+  model::ResourceName resource;
+  quantity::Quantity requested;     // what the gang needs of (flavor, resource)
+  quantity::Quantity available;     // what its ClusterQueue can admit now
+  quantity::Quantity max_capacity;  // what it could have with the cohort idle
+  quantity::Quantity nominal;       // its ClusterQueue's nominal quota
+  quantity::Quantity used;          // its ClusterQueue's usage
+  int64_t used_by = 0;              // admitted workloads holding that usage
+  std::optional<quantity::Quantity> borrowing_limit;
+  // The reason as one sentence, e.g. "waiting for 2 nvidia.com/gpu in
+  // team-a-gpu/nvidia-gpu: 4 of 4 used by 2 workloads; borrowing limit 0".
+  std::string message;
+};
+const char* PendingReasonCodeName(PendingReason::Code code);
+
+// Everything known about one tracked workload.
+struct WorkloadInfo {
+  WorkloadKey key;
+  std::shared_ptr<const workload::Workload> workload;
+  model::ClusterQueueName cluster_queue;  // empty when its LocalQueue has none
+  std::string local_queue;
+  Phase phase = Phase::kPending;
+  int32_t priority = 0;
+  bool can_preempt = true;      // false with preemptionPolicy: Never
+  absl::Time created_at;        // first seen
+  absl::Time queued_at;         // queue-order time (creation, or kept across preemption)
+  absl::Time admitted_at;       // last reservation (kReserved onwards)
+  std::optional<Assignment> admission;  // set while it holds quota
+  PendingReason reason;                 // meaningful while kPending
+  std::string eviction_reason;          // while kEvicting: why
+  int64_t admissions = 0;               // times admitted
+  int64_t evictions = 0;                // times preempted or evicted
+  int64_t pod_group_members = 0;        // pods of a pod group seen so far
+};
+
+// One durable state change (what the StateSink records, and what the audit
+// log and the actuator act on).
+struct StateChange {
+  enum class Type {
+    kRegistered,      // a workload is tracked and pending
+    kUpdated,         // a pending workload's pod sets changed
+    kRemoved,         // the object was deleted; quota (if any) freed
+    kAdmitted,        // quota reserved: release the gang with `assignment`
+    kReleased,        // the release went through
+    kReleaseFailed,   // the release failed: back to pending, quota freed
+    kEvicted,         // preempted / drained: suspend the gang; quota held
+    kRequeued,        // an evicted gang stopped: quota freed, pending again
+    kFinished,        // completed; quota freed
+    kPoliciesChanged, // the policy set was replaced
+  };
+  Type type = Type::kRegistered;
+  absl::Time time;
+  WorkloadKey key;
+  std::string uid;
+  model::ClusterQueueName cluster_queue;
+  std::shared_ptr<const workload::Workload> workload;  // kRegistered, kUpdated
+  std::optional<Assignment> assignment;                // kAdmitted, kEvicted
+  // kEvicted: "Preempted" / "InClusterQueue" ... and the message; kReleaseFailed: the error.
+  std::string reason;
+  std::string message;
+  WorkloadKey preemptor;  // kEvicted by preemption
+};
+const char* StateChangeTypeName(StateChange::Type type);
+
+// Quota and usage of one ClusterQueue on one FlavorResource.
+struct FlavorResourceStatus {
+  quantity::Quantity nominal;
+  std::optional<quantity::Quantity> borrowing_limit;
+  std::optional<quantity::Quantity> lending_limit;
+  quantity::Quantity usage;
+  quantity::Quantity borrowed;   // max(0, usage - nominal)
+  quantity::Quantity lent;       // nominal - usage lent to others, when any
+  quantity::Quantity available;  // admissible now without preemption
+};
+
+struct ClusterQueueStatus {
+  model::ClusterQueueName name;
+  model::CohortName cohort;
+  bool active = true;  // exists, not disabled, not held
+  std::map<FlavorResource, FlavorResourceStatus> resources;
+  int64_t pending = 0;
+  int64_t admitted = 0;  // holding quota (reserved, running, evicting)
+  double weighted_share = 0;  // fair sharing DRS (0 when not borrowing)
+};
+
+struct SchedulerOptions {
+  // Kueue's fairSharing.enable for every cohort tree. A root Cohort labelled
+  // gangkeeper.io/fair-sharing: "true" enables it for its tree alone.
+  bool fair_sharing = false;
+  // Kueue's behaviour: one head per ClusterQueue per cycle. Off by default:
+  // a cycle admits as many workloads of a queue as fit, in order.
+  bool one_head_per_cycle = false;
+  // Upper bound on cycles per Schedule() call (each admits or preempts
+  // something, or the fixed point is reached).
+  int max_cycles = 1'000'000;
+};
+
+struct ScheduleStats {
+  int64_t cycles = 0;
+  int64_t admitted = 0;
+  int64_t preempted = 0;  // victims chosen
+  int64_t nominated = 0;  // scheduling decisions taken
+};
+
+class Scheduler {
+ public:
+  // InvalidArgument when the policies cannot form a quota tree.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Scheduler>> Create(
+      std::shared_ptr<const model::PolicySet> policies, SchedulerOptions options = {});
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // --- Events. Each validates its input, changes nothing on error, and
+  // records its StateChanges. ---
+
+  // Tracks a new pending workload in its LocalQueue (workload.queue_name).
+  // The same uid again is a no-op; a new pod of a known pod group adds a
+  // member. AlreadyExists when the key is tracked with another uid and has
+  // not finished; InvalidArgument for a workload without namespace or name.
+  [[nodiscard]] absl::Status Add(const workload::Workload& w, absl::Time now);
+  // New pod sets or priority for a pending workload. FailedPrecondition when
+  // it holds quota, NotFound when unknown.
+  [[nodiscard]] absl::Status Update(const workload::Workload& w, absl::Time now);
+  // The object is gone. OK when unknown.
+  [[nodiscard]] absl::Status Remove(const WorkloadKey& key, absl::Time now);
+  // The workload completed. OK when unknown.
+  [[nodiscard]] absl::Status Finish(const WorkloadKey& key, absl::Time now);
+  // Replaces the policies. Admitted work keeps its quota even when quota is
+  // lowered below usage or its ClusterQueue is deleted; pending work moves
+  // with its LocalQueue. InvalidArgument (and nothing changes) when the
+  // policies cannot form a quota tree.
+  [[nodiscard]] absl::Status SetPolicies(std::shared_ptr<const model::PolicySet> policies,
+                                         absl::Time now);
+  // The actuator's answers. Stale answers (unknown key, other uid, other
+  // phase) are ignored and return OK.
+  [[nodiscard]] absl::Status ReleaseSucceeded(const WorkloadKey& key, const std::string& uid,
+                                              absl::Time now);
+  [[nodiscard]] absl::Status ReleaseFailed(const WorkloadKey& key, const std::string& uid,
+                                           const std::string& why, absl::Time now);
+  // An evicted gang's pods are gone: its quota is freed and it is pending
+  // again with its original queue position.
+  [[nodiscard]] absl::Status Stopped(const WorkloadKey& key, const std::string& uid,
+                                     absl::Time now);
+
+  // Runs scheduling cycles until nothing more can be admitted or preempted.
+  ScheduleStats Schedule(absl::Time now);
+
+  // The state changes since the last call, in order.
+  std::vector<StateChange> TakeChanges();
+
+  // --- Reads (the Broker copies these into its snapshots). ---
+  const model::PolicySet& policies() const;
+  std::shared_ptr<const model::PolicySet> shared_policies() const;
+  const WorkloadInfo* Find(const WorkloadKey& key) const;
+  // Every tracked workload (finished ones are forgotten after Finish).
+  std::vector<const WorkloadInfo*> Workloads() const;
+  size_t size() const;
+  // Pending workloads of `cq`, in queue order (position 1 first).
+  std::vector<const WorkloadInfo*> PendingInQueueOrder(const model::ClusterQueueName& cq) const;
+  // Every ClusterQueue of the policies, plus deleted ones that still hold quota.
+  std::vector<ClusterQueueStatus> ClusterQueues() const;
+  std::optional<ClusterQueueStatus> ClusterQueue(const model::ClusterQueueName& cq) const;
+
+  // Checks the invariants: usage within what the cohort arithmetic allows
+  // for every admission made; no gang partly reserved; recorded usage equals
+  // the sum of admitted workloads; no workload both pending and admitted.
+  // Internal error naming the first violation.
+  [[nodiscard]] absl::Status CheckInvariants() const;
+
+  // The implementation's state (src/broker/scheduler_state.h).
+  struct State;
+
+ private:
+  explicit Scheduler(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gangkeeper::broker

@@ -1,0 +1,386 @@
+// gangkeeper broker: choosing preemption victims (KUEUE-SEMANTICS.md §3.6
+// classical preemption, §3.7 fair-sharing preemption).
+//
+// Victims are whole admitted gangs. The search removes candidates from the
+// quota tree one by one, in Kueue's candidate order, until the incoming gang
+// fits; then it "fills back": walks the chosen victims from the
+// second-to-last to the first and keeps every one whose removal turns out
+// not to be needed. The tree is always restored before returning.
+// A workload whose PriorityClass says preemptionPolicy: Never never
+// preempts (the webhook resolved that into Workload::preemption_policy).
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gangkeeper/base/check.h"
+#include "src/broker/scheduler_state.h"
+
+namespace gangkeeper::broker {
+namespace {
+
+using quantity::Quantity;
+
+enum class Class { kHierarchical = 0, kCohort = 1, kSameQueue = 2 };
+
+struct Candidate {
+  Entry* entry = nullptr;
+  Class cls = Class::kSameQueue;
+  bool reclaim_without_borrowing = false;  // only usable when the preemptor does not borrow
+  int cq_node = -1;
+  const char* reason = "InClusterQueue";
+};
+
+bool UsesAny(const Entry& e, const std::set<FlavorResource>& frs) {
+  if (!e.info.admission.has_value()) return false;
+  for (const auto& [fr, q] : e.info.admission->usage) {
+    if (!q.IsZero() && frs.count(fr) != 0) return true;
+  }
+  return false;
+}
+
+bool LowerOrNewerEqual(const Entry& cand, const Entry& in) {
+  return cand.info.priority < in.info.priority ||
+         (cand.info.priority == in.info.priority && in.info.queued_at < cand.info.queued_at);
+}
+
+bool Within(model::WithinClusterQueuePolicy p, const Entry& cand, const Entry& in) {
+  switch (p) {
+    case model::WithinClusterQueuePolicy::kNever: return false;
+    case model::WithinClusterQueuePolicy::kLowerPriority: return cand.info.priority < in.info.priority;
+    case model::WithinClusterQueuePolicy::kLowerOrNewerEqualPriority: return LowerOrNewerEqual(cand, in);
+  }
+  return false;
+}
+
+bool Reclaim(model::ReclaimWithinCohortPolicy p, const Entry& cand, const Entry& in) {
+  switch (p) {
+    case model::ReclaimWithinCohortPolicy::kNever: return false;
+    case model::ReclaimWithinCohortPolicy::kLowerPriority: return cand.info.priority < in.info.priority;
+    case model::ReclaimWithinCohortPolicy::kAny: return true;
+  }
+  return false;
+}
+
+// Candidate order: already evicting first, then other queues (hierarchy,
+// cohort) before the preemptor's own, lower priority, most recently
+// admitted, smaller uid.
+bool CandidateBefore(const Candidate& a, const Candidate& b) {
+  const bool ea = a.entry->info.phase == Phase::kEvicting;
+  const bool eb = b.entry->info.phase == Phase::kEvicting;
+  if (ea != eb) return ea;
+  if (a.cls != b.cls) return a.cls < b.cls;
+  if (a.entry->info.priority != b.entry->info.priority) return a.entry->info.priority < b.entry->info.priority;
+  if (a.entry->info.admitted_at != b.entry->info.admitted_at) {
+    return a.entry->info.admitted_at > b.entry->info.admitted_at;
+  }
+  if (a.entry->info.workload->uid != b.entry->info.workload->uid) {
+    return a.entry->info.workload->uid < b.entry->info.workload->uid;
+  }
+  return a.entry->seq < b.entry->seq;
+}
+
+bool OverNominalAny(const ResourceTree& tree, int node, const std::set<FlavorResource>& frs) {
+  for (const FlavorResource& fr : frs) {
+    if (tree.UsageAt(node, fr) > tree.SubtreeQuotaAt(node, fr)) return true;
+  }
+  return false;
+}
+
+int LowestCommonAncestor(const ResourceTree& tree, int a, int b) {
+  std::set<int> up;
+  for (int n = a; n != -1; n = tree.Parent(n)) up.insert(n);
+  for (int n = b; n != -1; n = tree.Parent(n)) {
+    if (up.count(n) != 0) return n;
+  }
+  return -1;
+}
+
+// The child of `ancestor` on the path from `node` (node itself when its
+// parent is `ancestor`).
+int ChildToward(const ResourceTree& tree, int node, int ancestor) {
+  while (node != -1 && tree.Parent(node) != ancestor) node = tree.Parent(node);
+  return node;
+}
+
+// The search shared by classical and fair-sharing preemption.
+class Search {
+ public:
+  Search(Scheduler::State& s, const Entry& in, const model::ClusterQueue& cq, ResourceAmounts request,
+         std::set<FlavorResource> frs)
+      : s_(s), tree_(s.tree), in_(in), cq_(cq), request_(std::move(request)), frs_(std::move(frs)) {
+    cq_node_ = tree_.ClusterQueueNode(cq.meta.name);
+  }
+
+  std::vector<Target> Classical();
+  std::vector<Target> Fair();
+
+ private:
+  bool Fits(bool allow_borrowing) const {
+    for (const auto& [fr, amount] : request_) {
+      if (amount > tree_.Available(cq_.meta.name, fr)) return false;
+      if (!allow_borrowing && tree_.BorrowingWith(cq_node_, fr, amount)) return false;
+    }
+    return true;
+  }
+  void Take(const Candidate& c) {
+    GK_CHECK_OK(tree_.RemoveUsage(s_.tree.NodeName(c.cq_node), c.entry->info.admission->usage));
+  }
+  void Give(const Candidate& c) {
+    GK_CHECK_OK(tree_.AddUsage(s_.tree.NodeName(c.cq_node), c.entry->info.admission->usage));
+  }
+  // Fill back, restore the tree, and return the victims.
+  std::vector<Target> Finish(std::vector<Candidate> taken, bool allow_borrowing) {
+    for (int i = static_cast<int>(taken.size()) - 2; i >= 0; --i) {
+      Give(taken[i]);
+      if (Fits(allow_borrowing)) {
+        taken.erase(taken.begin() + i);
+      } else {
+        Take(taken[i]);
+      }
+    }
+    std::vector<Target> out;
+    for (const Candidate& c : taken) {
+      Give(c);
+      out.push_back(Target{c.entry, c.reason});
+    }
+    return out;
+  }
+  void Restore(const std::vector<Candidate>& taken) {
+    for (const Candidate& c : taken) Give(c);
+  }
+  std::vector<Candidate> SameQueueCandidates() const;
+  void CohortCandidates(std::vector<Candidate>* out) const;
+  void Collect(int node, bool advantage, std::vector<Candidate>* out) const;
+  bool StillUseful(const Candidate& c) const;
+
+  Scheduler::State& s_;
+  ResourceTree& tree_;
+  const Entry& in_;
+  const model::ClusterQueue& cq_;
+  ResourceAmounts request_;
+  std::set<FlavorResource> frs_;
+  int cq_node_ = -1;
+};
+
+std::vector<Candidate> Search::SameQueueCandidates() const {
+  std::vector<Candidate> out;
+  auto q = s_.queues.find(cq_.meta.name);
+  if (q == s_.queues.end()) return out;
+  for (Entry* e : q->second.admitted) {
+    if (e == &in_ || !UsesAny(*e, frs_)) continue;
+    if (e->info.phase != Phase::kEvicting && !Within(cq_.preemption.within_cluster_queue, *e, in_)) continue;
+    out.push_back(Candidate{e, Class::kSameQueue, false, cq_node_, "InClusterQueue"});
+  }
+  return out;
+}
+
+void Search::Collect(int node, bool advantage, std::vector<Candidate>* out) const {
+  if (!OverNominalAny(tree_, node, frs_)) return;
+  if (!tree_.IsClusterQueue(node)) {
+    for (int child : tree_.Children(node)) Collect(child, advantage, out);
+    return;
+  }
+  auto q = s_.queues.find(tree_.NodeName(node));
+  if (q == s_.queues.end()) return;
+  for (Entry* e : q->second.admitted) {
+    if (!UsesAny(*e, frs_)) continue;
+    if (e->info.phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
+    Candidate c{e, advantage ? Class::kHierarchical : Class::kCohort, false, node, "InCohortReclamation"};
+    if (!advantage) {
+      const auto& p = cq_.preemption;
+      if (p.borrow_within_cohort == model::BorrowWithinCohortPolicy::kNever ||
+          e->info.priority >= in_.info.priority ||
+          (p.borrow_max_priority_threshold.has_value() && e->info.priority > *p.borrow_max_priority_threshold)) {
+        c.reclaim_without_borrowing = true;
+      } else {
+        c.reason = "InCohortReclaimWhileBorrowing";
+      }
+    }
+    out->push_back(c);
+  }
+}
+
+void Search::CohortCandidates(std::vector<Candidate>* out) const {
+  if (cq_.preemption.reclaim_within_cohort == model::ReclaimWithinCohortPolicy::kNever) return;
+  // Advantage: the preemptor's side of the tree holds the request within
+  // its own quota at this level.
+  auto fits_in = [&](int node) {
+    for (const auto& [fr, amount] : request_) {
+      if (frs_.count(fr) == 0) continue;
+      if (tree_.BorrowingWith(node, fr, amount)) return false;
+    }
+    return true;
+  };
+  bool advantage = fits_in(cq_node_);
+  int child = cq_node_;
+  for (int a = tree_.Parent(cq_node_); a != -1; child = a, a = tree_.Parent(a)) {
+    if (!advantage && child != cq_node_) advantage = fits_in(child);
+    for (int sibling : tree_.Children(a)) {
+      if (sibling != child) Collect(sibling, advantage, out);
+    }
+  }
+}
+
+bool Search::StillUseful(const Candidate& c) const {
+  if (c.cls == Class::kSameQueue) return true;
+  const int lca = LowestCommonAncestor(tree_, c.cq_node, cq_node_);
+  for (int n = c.cq_node; n != -1 && n != lca; n = tree_.Parent(n)) {
+    if (!OverNominalAny(tree_, n, frs_)) return false;
+  }
+  return true;
+}
+
+std::vector<Target> Search::Classical() {
+  std::vector<Candidate> cands = SameQueueCandidates();
+  CohortCandidates(&cands);
+  if (cands.empty()) return {};
+  std::sort(cands.begin(), cands.end(), CandidateBefore);
+  bool has_other = false;
+  bool has_hier = false;
+  for (const Candidate& c : cands) {
+    has_other = has_other || c.cls != Class::kSameQueue;
+    has_hier = has_hier || c.cls == Class::kHierarchical;
+  }
+  const bool bwc_forbidden = cq_.preemption.borrow_within_cohort == model::BorrowWithinCohortPolicy::kNever;
+  bool under_nominal = true;
+  for (const FlavorResource& fr : frs_) {
+    under_nominal = under_nominal && tree_.UsageAt(cq_node_, fr) < tree_.QuotaAt(cq_node_, fr).nominal;
+  }
+  std::vector<bool> attempts;
+  if (!has_other || (bwc_forbidden && !under_nominal)) {
+    attempts = {true};
+  } else if (bwc_forbidden && !has_hier) {
+    attempts = {false, true};
+  } else {
+    attempts = {true, false};
+  }
+  for (bool allow_borrowing : attempts) {
+    std::vector<Candidate> taken;
+    for (const Candidate& c : cands) {
+      if (c.reclaim_without_borrowing && allow_borrowing) continue;
+      if (!StillUseful(c)) continue;
+      Take(c);
+      taken.push_back(c);
+      if (Fits(allow_borrowing)) return Finish(std::move(taken), allow_borrowing);
+    }
+    Restore(taken);
+  }
+  return {};
+}
+
+std::vector<Target> Search::Fair() {
+  std::vector<Candidate> own = SameQueueCandidates();
+  // Cross-queue candidates: admitted gangs of borrowing ClusterQueues
+  // anywhere in the preemptor's tree, per reclaimWithinCohort.
+  std::map<int, std::vector<Candidate>> others;  // by ClusterQueue node
+  if (cq_.preemption.reclaim_within_cohort != model::ReclaimWithinCohortPolicy::kNever && cq_node_ >= 0) {
+    const int root = tree_.Root(cq_node_);
+    for (auto& [name, q] : s_.queues) {
+      const int node = tree_.ClusterQueueNode(name);
+      if (node < 0 || node == cq_node_ || tree_.Root(node) != root || !OverNominalAny(tree_, node, frs_)) continue;
+      for (Entry* e : q.admitted) {
+        if (!UsesAny(*e, frs_)) continue;
+        if (e->info.phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
+        others[node].push_back(Candidate{e, Class::kCohort, false, node, "InCohortFairSharing"});
+      }
+    }
+  }
+  std::sort(own.begin(), own.end(), CandidateBefore);
+  for (auto& [node, list] : others) std::sort(list.begin(), list.end(), CandidateBefore);
+  if (own.empty() && others.empty()) return {};
+  if (!own.empty()) others[cq_node_] = own;
+
+  auto within_nominal = [&] {
+    for (const auto& [fr, amount] : request_) {
+      if (frs_.count(fr) != 0 && tree_.BorrowingWith(cq_node_, fr, amount)) return false;
+    }
+    return true;
+  };
+  // DRS of the preemptor's and the target's "almost LCA" nodes.
+  auto sides = [&](int target) {
+    const int lca = LowestCommonAncestor(tree_, cq_node_, target);
+    return std::pair<int, int>{ChildToward(tree_, cq_node_, lca), ChildToward(tree_, target, lca)};
+  };
+  std::vector<Candidate> taken;
+  std::vector<Candidate> retry;
+  std::map<int, size_t> next;  // per queue: the next candidate
+  const ResourceAmounts none;
+  while (true) {
+    // The queue with the highest share that still has candidates.
+    int best = -1;
+    int64_t best_share = -1;
+    for (const auto& [node, list] : others) {
+      if (next[node] >= list.size()) continue;
+      int64_t share = node == cq_node_ ? INT64_MAX : tree_.DominantResourceShare(node, none);
+      if (best == -1 || share > best_share) {
+        best = node;
+        best_share = share;
+      }
+    }
+    if (best == -1) break;
+    const Candidate c = others[best][next[best]++];
+    if (best == cq_node_) {
+      Take(c);
+      taken.push_back(c);
+    } else if (within_nominal()) {
+      Candidate r = c;
+      r.reason = "InCohortReclamation";
+      Take(r);
+      taken.push_back(r);
+    } else {
+      auto [p_side, t_side] = sides(best);
+      const int64_t preemptor_share = tree_.DominantResourceShare(p_side, request_);
+      Take(c);
+      const int64_t target_after = tree_.DominantResourceShare(t_side, none);
+      if (preemptor_share <= target_after) {
+        taken.push_back(c);
+      } else {
+        Give(c);
+        retry.push_back(c);
+        continue;
+      }
+    }
+    if (Fits(true)) return Finish(std::move(taken), true);
+  }
+  // Second strategy: less than the target's initial share, one per queue.
+  std::set<int> used;
+  for (const Candidate& c : retry) {
+    if (used.count(c.cq_node) != 0) continue;
+    auto [p_side, t_side] = sides(c.cq_node);
+    const int64_t target_before = tree_.DominantResourceShare(t_side, none);
+    const int64_t preemptor_share = tree_.DominantResourceShare(p_side, request_);
+    if (preemptor_share < target_before) {
+      used.insert(c.cq_node);
+      Take(c);
+      taken.push_back(c);
+      if (Fits(true)) return Finish(std::move(taken), true);
+    }
+  }
+  Restore(taken);
+  return {};
+}
+
+}  // namespace
+
+std::vector<Target> Scheduler::State::FindTargets(const Entry& e, const model::ClusterQueue& cq,
+                                                  const AssignmentResult& result) {
+  if (!e.info.can_preempt || tree.ClusterQueueNode(cq.meta.name) < 0) return {};
+  Search search(*this, e, cq, result.assignment.usage, result.need_preemption);
+  return FairSharingFor(cq.meta.name) ? search.Fair() : search.Classical();
+}
+
+bool Scheduler::State::CanPreemptFor(const Entry& e, const model::ClusterQueue& cq,
+                                     const FlavorResource& fr, Quantity amount, bool* only_other_queues) {
+  *only_other_queues = false;
+  if (!e.info.can_preempt || tree.ClusterQueueNode(cq.meta.name) < 0) return false;
+  Search search(*this, e, cq, ResourceAmounts{{fr, amount}}, std::set<FlavorResource>{fr});
+  std::vector<Target> targets = FairSharingFor(cq.meta.name) ? search.Fair() : search.Classical();
+  if (targets.empty()) return false;
+  *only_other_queues = std::all_of(targets.begin(), targets.end(), [&](const Target& t) {
+    return t.entry->info.admission->cluster_queue != cq.meta.name;
+  });
+  return true;
+}
+
+}  // namespace gangkeeper::broker

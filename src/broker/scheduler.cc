@@ -1,0 +1,956 @@
+// gangkeeper broker: Scheduler (see scheduler.h) — events, queues and the
+// scheduling cycle (KUEUE-SEMANTICS.md §3.2, §3.3).
+#include "gangkeeper/broker/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gangkeeper/base/check.h"
+#include "src/broker/scheduler_state.h"
+
+namespace gangkeeper::broker {
+namespace {
+
+using quantity::Quantity;
+
+constexpr char kFairSharingLabel[] = "gangkeeper.io/fair-sharing";
+
+bool HoldsQuota(Phase p) { return p == Phase::kReserved || p == Phase::kRunning || p == Phase::kEvicting; }
+
+std::string Name(const WorkloadKey& k) { return absl::StrCat(k.namespace_name, "/", k.name); }
+
+bool SameShape(const workload::PodSet& a, const workload::PodSet& b) {
+  return a.requests == b.requests && a.node_selector == b.node_selector &&
+         a.tolerations.size() == b.tolerations.size();
+}
+
+}  // namespace
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kPending: return "pending";
+    case Phase::kReserved: return "reserved";
+    case Phase::kRunning: return "running";
+    case Phase::kEvicting: return "evicting";
+    case Phase::kFinished: return "finished";
+  }
+  return "pending";
+}
+
+WorkloadState StateOf(Phase phase) {
+  switch (phase) {
+    case Phase::kPending: return WorkloadState::kPending;
+    case Phase::kFinished: return WorkloadState::kFinished;
+    default: return WorkloadState::kAdmitted;
+  }
+}
+
+const char* PendingReasonCodeName(PendingReason::Code code) {
+  switch (code) {
+    case PendingReason::Code::kQueued: return "Queued";
+    case PendingReason::Code::kWaitingForQuota: return "WaitingForQuota";
+    case PendingReason::Code::kExceedsMaxQuota: return "ExceedsMaxQuota";
+    case PendingReason::Code::kNoMatchingFlavor: return "NoMatchingFlavor";
+    case PendingReason::Code::kWaitingForPreemption: return "WaitingForPreemptedWorkloads";
+    case PendingReason::Code::kPreemptionNoCandidates: return "PreemptionNoCandidates";
+    case PendingReason::Code::kBlockedByHead: return "BlockedByHead";
+    case PendingReason::Code::kStopped: return "Stopped";
+    case PendingReason::Code::kInactive: return "Inactive";
+    case PendingReason::Code::kNamespaceMismatch: return "NamespaceMismatch";
+    case PendingReason::Code::kIncompletePodGroup: return "IncompletePodGroup";
+    case PendingReason::Code::kReleaseFailed: return "ReleaseFailed";
+  }
+  return "Queued";
+}
+
+const char* StateChangeTypeName(StateChange::Type type) {
+  switch (type) {
+    case StateChange::Type::kRegistered: return "registered";
+    case StateChange::Type::kUpdated: return "updated";
+    case StateChange::Type::kRemoved: return "removed";
+    case StateChange::Type::kAdmitted: return "admitted";
+    case StateChange::Type::kReleased: return "released";
+    case StateChange::Type::kReleaseFailed: return "release_failed";
+    case StateChange::Type::kEvicted: return "evicted";
+    case StateChange::Type::kRequeued: return "requeued";
+    case StateChange::Type::kFinished: return "finished";
+    case StateChange::Type::kPoliciesChanged: return "policies_changed";
+  }
+  return "registered";
+}
+
+// --- Internal operations, as free functions over State. ---
+namespace {
+
+using State = Scheduler::State;
+
+// A ClusterQueue that exists in the current policies (not one kept only
+// because it still holds quota).
+const model::ClusterQueue* LiveClusterQueue(const State& s, const std::string& name) {
+  auto it = s.policies->cluster_queues.find(name);
+  return it == s.policies->cluster_queues.end() ? nullptr : &it->second;
+}
+
+// Why `cq` cannot admit anything now, or nullopt when it can.
+std::optional<PendingReason> ClusterQueueBlocked(const State& s, const std::string& name) {
+  PendingReason r;
+  const model::ClusterQueue* cq = LiveClusterQueue(s, name);
+  if (cq == nullptr) {
+    r.code = PendingReason::Code::kInactive;
+    r.message = absl::StrCat("ClusterQueue ", name, " does not exist");
+    return r;
+  }
+  if (s.tree.ClusterQueueDisabled(name)) {
+    r.code = PendingReason::Code::kInactive;
+    r.message = absl::StrCat("ClusterQueue ", name, " is in cohort ", cq->cohort,
+                             ", which is on a cycle of parent cohorts");
+    return r;
+  }
+  if (cq->stop_policy != model::StopPolicy::kNone) {
+    r.code = PendingReason::Code::kStopped;
+    r.message = absl::StrCat("ClusterQueue ", name, " is stopped (stopPolicy ",
+                             model::StopPolicyName(cq->stop_policy), ")");
+    return r;
+  }
+  for (const model::ResourceGroup& rg : cq->resource_groups) {
+    for (const model::FlavorQuotas& fq : rg.flavors) {
+      if (s.policies->flavors.count(fq.name) == 0) {
+        r.code = PendingReason::Code::kInactive;
+        r.message = absl::StrCat("ClusterQueue ", name, " uses ResourceFlavor ", fq.name,
+                                 ", which does not exist");
+        return r;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void Record(State& s, StateChange c) { s.changes.push_back(std::move(c)); }
+
+StateChange Change(StateChange::Type type, const Entry& e, absl::Time now) {
+  StateChange c;
+  c.type = type;
+  c.time = now;
+  c.key = e.info.key;
+  c.uid = e.info.workload->uid;
+  c.cluster_queue = e.info.cluster_queue;
+  return c;
+}
+
+void Dequeue(State& s, Entry* e) {
+  if (!e->queued_in.empty()) {
+    auto q = s.queues.find(e->queued_in);
+    if (q != s.queues.end()) {
+      q->second.active.erase(e);
+      q->second.inadmissible.erase(e);
+    }
+    e->queued_in.clear();
+  }
+  s.orphans.erase(e);
+  e->inadmissible = false;
+}
+
+// Puts a pending entry in its ClusterQueue's queue (active), or among the
+// orphans with the reason it cannot be queued.
+void Enqueue(State& s, Entry* e) {
+  Dequeue(s, e);
+  const workload::Workload& w = *e->info.workload;
+  e->info.local_queue = w.queue_name;
+  auto lq = s.policies->local_queues.find({w.namespace_name, w.queue_name});
+  PendingReason r;
+  if (lq == s.policies->local_queues.end()) {
+    e->info.cluster_queue.clear();
+    r.code = PendingReason::Code::kInactive;
+    r.message = absl::StrCat("LocalQueue ", w.queue_name, " does not exist in namespace ", w.namespace_name);
+  } else {
+    e->info.cluster_queue = lq->second.cluster_queue;
+    const model::ClusterQueue* cq = LiveClusterQueue(s, lq->second.cluster_queue);
+    if (lq->second.stop_policy != model::StopPolicy::kNone) {
+      r.code = PendingReason::Code::kStopped;
+      r.message = absl::StrCat("LocalQueue ", w.namespace_name, "/", w.queue_name, " is stopped (stopPolicy ",
+                               model::StopPolicyName(lq->second.stop_policy), ")");
+    } else if (std::optional<PendingReason> blocked = ClusterQueueBlocked(s, lq->second.cluster_queue)) {
+      r = *blocked;
+    } else if (!cq->namespace_selector.has_value() ||
+               !cq->namespace_selector->Matches(s.policies->NamespaceLabels(w.namespace_name))) {
+      r.code = PendingReason::Code::kNamespaceMismatch;
+      r.message = absl::StrCat("ClusterQueue ", cq->meta.name, " does not select namespace ", w.namespace_name);
+    } else if (!w.pod_group_name.empty() && e->info.pod_group_members < w.pod_group_total_count) {
+      r.code = PendingReason::Code::kIncompletePodGroup;
+      r.message = absl::StrCat("pod group ", w.pod_group_name, " has ", e->info.pod_group_members, " of ",
+                               w.pod_group_total_count, " pods; the gang is released when all exist");
+    } else {
+      e->queued_in = cq->meta.name;
+      s.queues[cq->meta.name].active.insert(e);
+      if (e->info.reason.code == PendingReason::Code::kInactive ||
+          e->info.reason.code == PendingReason::Code::kStopped ||
+          e->info.reason.code == PendingReason::Code::kNamespaceMismatch ||
+          e->info.reason.code == PendingReason::Code::kIncompletePodGroup) {
+        e->info.reason = PendingReason{};
+      }
+      return;
+    }
+  }
+  e->info.reason = r;
+  s.orphans.insert(e);
+}
+
+// Something freed quota or changed policy in `cq`'s tree: its inadmissible
+// workloads get another chance (Kueue's QueueInadmissibleWorkloads).
+void RequeueInadmissible(State& s, const std::string& cq) {
+  const int node = s.tree.ClusterQueueNode(cq);
+  const int root = node >= 0 ? s.tree.Root(node) : -1;
+  for (auto& [name, q] : s.queues) {
+    if (q.inadmissible.empty()) continue;
+    if (name != cq) {
+      const int n = s.tree.ClusterQueueNode(name);
+      if (root < 0 || n < 0 || s.tree.Root(n) != root) continue;
+    }
+    for (Entry* e : q.inadmissible) e->inadmissible = false;
+    q.active.merge(q.inadmissible);
+    q.inadmissible.clear();
+  }
+}
+
+// Over-quota marks (after a policy change) that no longer apply are dropped
+// so that a later over-admission would be caught.
+void PruneOverQuota(State& s) {
+  for (auto it = s.over_quota_by_policy.begin(); it != s.over_quota_by_policy.end();) {
+    const int node = s.tree.ClusterQueueNode(it->first);
+    if (node < 0 || !s.tree.RawAvailable(node, it->second).IsNegative()) {
+      it = s.over_quota_by_policy.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Gives back the quota `e` holds and forgets its admission.
+void ReleaseQuota(State& s, Entry* e) {
+  GK_CHECK(e->info.admission.has_value());
+  const std::string cq = e->info.admission->cluster_queue;
+  GK_CHECK_OK(s.tree.RemoveUsage(cq, e->info.admission->usage));
+  auto q = s.queues.find(cq);
+  if (q != s.queues.end()) q->second.admitted.erase(e);
+  e->info.admission.reset();
+  PruneOverQuota(s);
+  RequeueInadmissible(s, cq);
+}
+
+void Evict(State& s, Entry* victim, const char* reason, std::string message, const WorkloadKey& preemptor,
+           absl::Time now) {
+  if (victim->info.phase == Phase::kEvicting) return;
+  victim->info.phase = Phase::kEvicting;
+  victim->info.eviction_reason = message;
+  ++victim->info.evictions;
+  StateChange c = Change(StateChange::Type::kEvicted, *victim, now);
+  c.cluster_queue = victim->info.admission->cluster_queue;
+  c.assignment = victim->info.admission;
+  c.reason = reason;
+  c.message = std::move(message);
+  c.preemptor = preemptor;
+  Record(s, std::move(c));
+}
+
+// stopPolicy HoldAndDrain: the admitted gangs of a drained ClusterQueue or
+// LocalQueue are evicted.
+void Drain(State& s, absl::Time now) {
+  for (auto& [name, q] : s.queues) {
+    const model::ClusterQueue* cq = LiveClusterQueue(s, name);
+    const bool cq_drain = cq != nullptr && cq->stop_policy == model::StopPolicy::kHoldAndDrain;
+    for (Entry* e : q.admitted) {
+      if (e->info.phase == Phase::kEvicting) continue;
+      bool drain = cq_drain;
+      std::string why = absl::StrCat("ClusterQueue ", name, " is stopped with stopPolicy HoldAndDrain");
+      if (!drain) {
+        auto lq = s.policies->local_queues.find({e->info.key.namespace_name, e->info.local_queue});
+        if (lq != s.policies->local_queues.end() && lq->second.stop_policy == model::StopPolicy::kHoldAndDrain) {
+          drain = true;
+          why = absl::StrCat("LocalQueue ", e->info.key.namespace_name, "/", e->info.local_queue,
+                             " is stopped with stopPolicy HoldAndDrain");
+        }
+      }
+      if (drain) Evict(s, e, "Stopped", why, WorkloadKey{}, now);
+    }
+  }
+}
+
+// Fills in the numbers only known from the admitted set and the sentence.
+void Describe(const State& s, const std::string& cq, PendingReason& r) {
+  if (!r.message.empty()) return;
+  if (r.code == PendingReason::Code::kWaitingForQuota || r.code == PendingReason::Code::kPreemptionNoCandidates ||
+      r.code == PendingReason::Code::kExceedsMaxQuota) {
+    FlavorResource fr{r.flavor, r.resource};
+    r.used_by = 0;
+    if (auto q = s.queues.find(cq); q != s.queues.end()) {
+      for (const Entry* e : q->second.admitted) {
+        auto u = e->info.admission->usage.find(fr);
+        if (u != e->info.admission->usage.end() && !u->second.IsZero()) ++r.used_by;
+      }
+    }
+    const std::string limit = r.borrowing_limit.has_value()
+                                  ? absl::StrCat("borrowing limit ", r.borrowing_limit->Format())
+                                  : std::string("no borrowing limit");
+    absl::StatusOr<Quantity> more = r.requested.Sub(r.available);
+    const std::string where = absl::StrCat(cq, "/", r.flavor);
+    if (r.code == PendingReason::Code::kExceedsMaxQuota) {
+      r.message = absl::StrCat("pod set ", r.pod_set, " needs ", r.requested.Format(), " ", r.resource, " in ",
+                               where, " but at most ", r.max_capacity.Format(),
+                               " can ever be available (nominal ", r.nominal.Format(), ", ", limit,
+                               "): lower the request or ask for quota");
+    } else {
+      r.message = absl::StrCat("waiting for ", more.ok() ? more->Format() : r.requested.Format(), " ", r.resource,
+                               " in ", where, ": ", r.used.Format(), " of ", r.nominal.Format(), " used by ",
+                               r.used_by, r.used_by == 1 ? " workload" : " workloads", "; ", limit);
+      if (r.code == PendingReason::Code::kPreemptionNoCandidates) {
+        absl::StrAppend(&r.message, "; its PriorityClass has preemptionPolicy: Never, so it waits instead of preempting");
+      }
+    }
+  }
+}
+
+void SetReason(State& s, Entry* e, PendingReason r) {
+  Describe(s, e->info.cluster_queue, r);
+  e->info.reason = std::move(r);
+}
+
+struct Nomination {
+  Entry* entry = nullptr;
+  const model::ClusterQueue* cq = nullptr;
+  AssignmentResult result;
+  std::vector<Target> targets;
+};
+
+// Fair sharing order between two nominations of the same tree: lower
+// dominant share (with the workload added) at the level where their paths
+// meet, then priority, then queue time.
+bool FairBefore(const State& s, const Nomination& a, const Nomination& b) {
+  const int na = s.tree.ClusterQueueNode(a.cq->meta.name);
+  const int nb = s.tree.ClusterQueueNode(b.cq->meta.name);
+  if (na >= 0 && nb >= 0 && s.tree.Root(na) == s.tree.Root(nb)) {
+    std::set<int> up;
+    for (int n = na; n != -1; n = s.tree.Parent(n)) up.insert(n);
+    int lca = -1;
+    for (int n = nb; n != -1 && lca == -1; n = s.tree.Parent(n)) {
+      if (up.count(n) != 0) lca = n;
+    }
+    auto child = [&](int n) {
+      while (n != -1 && s.tree.Parent(n) != lca) n = s.tree.Parent(n);
+      return n;
+    };
+    const int64_t da = s.tree.DominantResourceShare(child(na), a.result.assignment.usage);
+    const int64_t db = s.tree.DominantResourceShare(child(nb), b.result.assignment.usage);
+    if (da != db) return da < db;
+  }
+  if (a.entry->info.priority != b.entry->info.priority) return a.entry->info.priority > b.entry->info.priority;
+  return QueueOrder()(a.entry, b.entry);
+}
+
+bool ClassicalBefore(const Nomination& a, const Nomination& b) {
+  if (a.result.assignment.borrowing_level != b.result.assignment.borrowing_level) {
+    return a.result.assignment.borrowing_level < b.result.assignment.borrowing_level;
+  }
+  if (a.entry->info.priority != b.entry->info.priority) return a.entry->info.priority > b.entry->info.priority;
+  return QueueOrder()(a.entry, b.entry);
+}
+
+void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
+  GK_CHECK_OK(s.tree.AddUsage(assignment.cluster_queue, assignment.usage));
+  Dequeue(s, e);
+  s.queues[assignment.cluster_queue].admitted.insert(e);
+  e->info.phase = Phase::kReserved;
+  e->info.admission = assignment;
+  e->info.cluster_queue = assignment.cluster_queue;
+  e->info.admitted_at = now;
+  e->info.eviction_reason.clear();
+  e->info.reason = PendingReason{};
+  ++e->info.admissions;
+  StateChange c = Change(StateChange::Type::kAdmitted, *e, now);
+  c.assignment = assignment;
+  Record(s, std::move(c));
+}
+
+// One scheduling cycle. Returns true when it admitted or preempted.
+bool RunCycle(State& s, absl::Time now, ScheduleStats& stats) {
+  std::set<std::string> done;  // queues finished for this cycle
+  std::set<const Entry*> victims;
+  bool progress = false;
+  while (true) {
+    std::vector<Nomination> noms;
+    for (auto& [name, q] : s.queues) {
+      if (q.active.empty() || done.count(name) != 0) continue;
+      const model::ClusterQueue* cq = LiveClusterQueue(s, name);
+      if (cq == nullptr || ClusterQueueBlocked(s, name).has_value()) {
+        // The policy changed under it; Enqueue re-files the entries.
+        std::vector<Entry*> moved(q.active.begin(), q.active.end());
+        for (Entry* e : moved) Enqueue(s, e);
+        done.insert(name);
+        continue;
+      }
+      Nomination n;
+      n.entry = *q.active.begin();
+      n.cq = cq;
+      n.result = s.AssignFlavors(*n.entry, *cq);
+      ++stats.nominated;
+      if (n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) {
+        n.targets = s.FindTargets(*n.entry, *cq, n.result);
+      }
+      noms.push_back(std::move(n));
+    }
+    if (noms.empty()) break;
+    const bool fair = std::any_of(noms.begin(), noms.end(),
+                                  [&](const Nomination& n) { return s.FairSharingFor(n.cq->meta.name); });
+    if (!fair) std::stable_sort(noms.begin(), noms.end(), ClassicalBefore);
+    bool round_progress = false;
+    for (size_t i = 0; i < noms.size(); ++i) {
+      if (fair) {
+        // The tournament is re-run after every admission: shares changed.
+        auto best = std::min_element(noms.begin() + static_cast<std::ptrdiff_t>(i), noms.end(),
+                                     [&](const Nomination& a, const Nomination& b) { return FairBefore(s, a, b); });
+        std::iter_swap(noms.begin() + static_cast<std::ptrdiff_t>(i), best);
+      }
+      Nomination& n = noms[i];
+      Entry* e = n.entry;
+      const std::string& cq = n.cq->meta.name;
+      const bool strict = n.cq->queueing_strategy == model::QueueingStrategy::kStrictFIFO;
+      if (n.result.mode == FitMode::kFit) {
+        if (s.tree.Fits(cq, n.result.assignment.usage)) {
+          Admit(s, e, n.result.assignment, now);
+          ++stats.admitted;
+          progress = round_progress = true;
+        } else {
+          PendingReason r;
+          r.code = PendingReason::Code::kWaitingForQuota;
+          r.message = "the quota it fitted in was taken by another workload in the same cycle; retried next cycle";
+          SetReason(s, e, r);
+          done.insert(cq);
+        }
+        continue;
+      }
+      if ((n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) && !n.targets.empty()) {
+        bool overlap = false;
+        for (const Target& t : n.targets) {
+          overlap = overlap || (victims.count(t.entry) != 0 && t.entry->info.phase != Phase::kEvicting);
+        }
+        done.insert(cq);  // the preemptor stays the head while it waits
+        if (overlap) {
+          PendingReason r;
+          r.code = PendingReason::Code::kWaitingForQuota;
+          r.message = "its preemption targets overlap another workload's; retried next cycle";
+          SetReason(s, e, r);
+          continue;
+        }
+        std::vector<std::string> names;
+        for (const Target& t : n.targets) {
+          names.push_back(Name(t.entry->info.key));
+          victims.insert(t.entry);
+          if (t.entry->info.phase == Phase::kEvicting) continue;
+          const char* why = t.reason == std::string("InClusterQueue") ? "prioritization in the ClusterQueue"
+                            : t.reason == std::string("InCohortReclaimWhileBorrowing")
+                                ? "reclamation within the cohort while borrowing"
+                            : t.reason == std::string("InCohortFairSharing") ? "fair sharing within the cohort"
+                                                                            : "reclamation within the cohort";
+          Evict(s, t.entry, t.reason.c_str(),
+                absl::StrCat("preempted to accommodate ", Name(e->info.key), " (priority ", e->info.priority,
+                             ", ClusterQueue ", cq, ") due to ", why),
+                e->info.key, now);
+          ++stats.preempted;
+          progress = round_progress = true;
+        }
+        PendingReason r;
+        r.code = PendingReason::Code::kWaitingForPreemption;
+        r.message = absl::StrCat("waiting for ", names.size(), " preempted workload(s) to stop: ",
+                                 absl::StrJoin(names, ", "));
+        SetReason(s, e, r);
+        continue;
+      }
+      // No fit (or preemption without victims).
+      PendingReason r = n.result.reason;
+      if (n.result.mode != FitMode::kNoFit && r.code == PendingReason::Code::kPreemptionNoCandidates) {
+        // Like Kueue's QuotaReserved reason: it waits for quota. Only a
+        // workload that may never preempt is told so.
+        r.code = e->info.can_preempt ? PendingReason::Code::kWaitingForQuota
+                                     : PendingReason::Code::kPreemptionNoCandidates;
+      }
+      SetReason(s, e, r);
+      if (strict) {
+        done.insert(cq);  // the head blocks the queue
+      } else {
+        auto& q = s.queues[cq];
+        q.active.erase(e);
+        q.inadmissible.insert(e);
+        e->inadmissible = true;
+        round_progress = true;
+      }
+    }
+    if (s.options.one_head_per_cycle || !round_progress) break;
+  }
+  return progress;
+}
+
+}  // namespace
+
+// --- State members. ---
+
+bool Scheduler::State::FairSharingFor(const model::ClusterQueueName& cq) const {
+  if (options.fair_sharing) return true;
+  const int node = tree.ClusterQueueNode(cq);
+  if (node < 0 || tree.Parent(node) < 0) return false;
+  auto c = policies->cohorts.find(tree.NodeName(tree.Root(node)));
+  if (c == policies->cohorts.end()) return false;
+  auto l = c->second.meta.labels.find(kFairSharingLabel);
+  return l != c->second.meta.labels.end() && l->second == "true";
+}
+
+const model::ClusterQueue* Scheduler::State::FindClusterQueue(const model::ClusterQueueName& cq) const {
+  return LiveClusterQueue(*this, cq);
+}
+
+// --- Scheduler. ---
+
+Scheduler::Scheduler(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Scheduler::~Scheduler() = default;
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<const model::PolicySet> policies,
+                                                             SchedulerOptions options) {
+  if (policies == nullptr) policies = std::make_shared<const model::PolicySet>();
+  absl::StatusOr<ResourceTree> tree = ResourceTree::Build(*policies);
+  if (!tree.ok()) return tree.status();
+  auto state = std::make_unique<State>();
+  state->options = options;
+  state->policies = std::move(policies);
+  state->tree = *std::move(tree);
+  for (const auto& [name, cq] : state->policies->cluster_queues) state->queues[name];
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(state)));
+}
+
+absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
+  State& s = *state_;
+  if (w.namespace_name.empty()) return absl::InvalidArgumentError("workload: metadata.namespace is empty");
+  if (w.name.empty() && w.pod_group_name.empty()) {
+    return absl::InvalidArgumentError("workload: metadata.name is empty");
+  }
+  const WorkloadKey key = KeyOf(w);
+  auto it = s.entries.find(key);
+  if (it != s.entries.end()) {
+    Entry* e = it->second.get();
+    if (!w.pod_group_name.empty()) {
+      // Another pod of a known group (a retried review repeats a name).
+      if (!e->pod_group_pods.insert(w.name).second) return absl::OkStatus();
+      if (e->info.phase != Phase::kPending) {
+        return absl::OkStatus();  // a replacement pod of a running group
+      }
+      ++e->info.pod_group_members;
+      for (const workload::PodSet& ps : w.pod_sets) {
+        auto same = std::find_if(e->pod_sets.begin(), e->pod_sets.end(),
+                                 [&](const workload::PodSet& p) { return SameShape(p, ps); });
+        if (same != e->pod_sets.end()) {
+          same->count += ps.count;
+        } else {
+          e->pod_sets.push_back(ps);
+          e->pod_sets.back().name = absl::StrCat("group-", e->pod_sets.size() - 1);
+        }
+      }
+      Enqueue(s, e);
+      return absl::OkStatus();
+    }
+    if (e->info.workload->uid == w.uid) return absl::OkStatus();  // a retried review
+    // Same name, new uid: the old object is gone (we missed its deletion).
+    GK_CHECK_OK(Remove(key, now));
+  }
+  auto entry = std::make_unique<Entry>();
+  Entry* e = entry.get();
+  e->seq = s.next_seq++;
+  e->info.key = key;
+  e->info.workload = std::make_shared<const workload::Workload>(w);
+  e->info.priority = w.priority;
+  e->info.can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
+  e->info.created_at = now;
+  e->info.queued_at = now;
+  e->pod_sets = w.pod_sets;
+  if (!w.pod_group_name.empty()) {
+    e->pod_group_pods.insert(w.name);
+    e->info.pod_group_members = 1;
+    for (size_t i = 0; i < e->pod_sets.size(); ++i) e->pod_sets[i].name = absl::StrCat("group-", i);
+  }
+  s.entries.emplace(key, std::move(entry));
+  Enqueue(s, e);
+  StateChange c = Change(StateChange::Type::kRegistered, *e, now);
+  c.workload = e->info.workload;
+  Record(s, std::move(c));
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
+  State& s = *state_;
+  auto it = s.entries.find(KeyOf(w));
+  if (it == s.entries.end()) return absl::NotFoundError(absl::StrCat("workload ", Name(KeyOf(w)), " is not tracked"));
+  Entry* e = it->second.get();
+  if (HoldsQuota(e->info.phase)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("workload ", Name(e->info.key), " holds quota; its pod sets cannot change until it is suspended"));
+  }
+  Dequeue(s, e);  // the queue order may change with the priority
+  auto updated = std::make_shared<workload::Workload>(w);
+  if (!w.pod_group_name.empty()) {
+    // A pod group's shape is its members'; only the queue and priority change.
+    updated->pod_sets = e->info.workload->pod_sets;
+  } else {
+    e->pod_sets = w.pod_sets;
+  }
+  e->info.workload = std::move(updated);
+  e->info.priority = w.priority;
+  e->info.can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
+  e->info.reason = PendingReason{};
+  Enqueue(s, e);
+  StateChange c = Change(StateChange::Type::kUpdated, *e, now);
+  c.workload = e->info.workload;
+  Record(s, std::move(c));
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Remove(const WorkloadKey& key, absl::Time now) {
+  State& s = *state_;
+  auto it = s.entries.find(key);
+  if (it == s.entries.end()) return absl::OkStatus();
+  Entry* e = it->second.get();
+  Dequeue(s, e);
+  if (e->info.admission.has_value()) ReleaseQuota(s, e);
+  Record(s, Change(StateChange::Type::kRemoved, *e, now));
+  s.entries.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Finish(const WorkloadKey& key, absl::Time now) {
+  State& s = *state_;
+  auto it = s.entries.find(key);
+  if (it == s.entries.end()) return absl::OkStatus();
+  Entry* e = it->second.get();
+  Dequeue(s, e);
+  if (e->info.admission.has_value()) ReleaseQuota(s, e);
+  e->info.phase = Phase::kFinished;
+  Record(s, Change(StateChange::Type::kFinished, *e, now));
+  s.entries.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> policies, absl::Time now) {
+  State& s = *state_;
+  if (policies == nullptr) return absl::InvalidArgumentError("policies: null policy set");
+  // ClusterQueues deleted while they still hold quota stay (terminating, as
+  // Kueue keeps them behind a finalizer) until their gangs are gone.
+  std::shared_ptr<const model::PolicySet> effective = policies;
+  std::set<std::string> holding;
+  for (const auto& [key, e] : s.entries) {
+    if (e->info.admission.has_value()) holding.insert(e->info.admission->cluster_queue);
+  }
+  std::vector<std::string> kept;
+  for (const std::string& cq : holding) {
+    if (policies->cluster_queues.count(cq) == 0) kept.push_back(cq);
+  }
+  model::PolicySet with_terminating;
+  if (!kept.empty()) {
+    with_terminating = *policies;
+    for (const std::string& cq : kept) {
+      auto old = s.policies->cluster_queues.find(cq);
+      if (old != s.policies->cluster_queues.end()) with_terminating.cluster_queues.emplace(cq, old->second);
+    }
+  }
+  absl::StatusOr<ResourceTree> tree = ResourceTree::Build(kept.empty() ? *policies : with_terminating);
+  if (!tree.ok()) return tree.status();
+  for (const auto& [key, e] : s.entries) {
+    if (!e->info.admission.has_value()) continue;
+    GK_CHECK_OK(tree->AddUsage(e->info.admission->cluster_queue, e->info.admission->usage));
+  }
+  s.tree = *std::move(tree);
+  s.policies = std::move(effective);
+  // Queues: every live ClusterQueue, plus the terminating ones.
+  std::map<model::ClusterQueueName, Queue> queues;
+  for (const auto& [name, cq] : s.policies->cluster_queues) queues[name];
+  for (auto& [name, q] : s.queues) {
+    if (queues.count(name) != 0 || !q.admitted.empty()) queues[name].admitted = std::move(q.admitted);
+  }
+  std::vector<Entry*> pending;
+  for (auto& [key, e] : s.entries) {
+    if (e->info.phase == Phase::kPending) pending.push_back(e.get());
+  }
+  s.queues = std::move(queues);
+  s.orphans.clear();
+  for (Entry* e : pending) {
+    e->queued_in.clear();
+    e->inadmissible = false;
+    Enqueue(s, e);
+  }
+  // Quota lowered below usage: admitted work keeps running; nothing new is
+  // admitted there until usage falls back (the invariant check knows).
+  s.over_quota_by_policy.clear();
+  for (const auto& [name, q] : s.queues) {
+    const int node = s.tree.ClusterQueueNode(name);
+    if (node < 0) continue;
+    for (const FlavorResource& fr : s.tree.FlavorResources(node)) {
+      if (s.tree.RawAvailable(node, fr).IsNegative()) s.over_quota_by_policy.insert({name, fr});
+    }
+  }
+  Drain(s, now);
+  StateChange c;
+  c.type = StateChange::Type::kPoliciesChanged;
+  c.time = now;
+  Record(s, std::move(c));
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::ReleaseSucceeded(const WorkloadKey& key, const std::string& uid, absl::Time now) {
+  State& s = *state_;
+  auto it = s.entries.find(key);
+  if (it == s.entries.end() || it->second->info.workload->uid != uid || it->second->info.phase != Phase::kReserved) {
+    return absl::OkStatus();
+  }
+  Entry* e = it->second.get();
+  e->info.phase = Phase::kRunning;
+  StateChange c = Change(StateChange::Type::kReleased, *e, now);
+  c.assignment = e->info.admission;
+  Record(s, std::move(c));
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::ReleaseFailed(const WorkloadKey& key, const std::string& uid, const std::string& why,
+                                      absl::Time now) {
+  State& s = *state_;
+  auto it = s.entries.find(key);
+  if (it == s.entries.end() || it->second->info.workload->uid != uid || it->second->info.phase != Phase::kReserved) {
+    return absl::OkStatus();
+  }
+  Entry* e = it->second.get();
+  StateChange c = Change(StateChange::Type::kReleaseFailed, *e, now);
+  c.assignment = e->info.admission;
+  c.message = why;
+  ReleaseQuota(s, e);
+  e->info.phase = Phase::kPending;
+  Enqueue(s, e);
+  if (e->info.reason.code == PendingReason::Code::kQueued) {
+    e->info.reason.code = PendingReason::Code::kReleaseFailed;
+    e->info.reason.message = absl::StrCat("the last release failed (", why, "); it is queued again");
+  }
+  Record(s, std::move(c));
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Stopped(const WorkloadKey& key, const std::string& uid, absl::Time now) {
+  State& s = *state_;
+  auto it = s.entries.find(key);
+  if (it == s.entries.end() || it->second->info.workload->uid != uid || it->second->info.phase != Phase::kEvicting) {
+    return absl::OkStatus();
+  }
+  Entry* e = it->second.get();
+  StateChange c = Change(StateChange::Type::kRequeued, *e, now);
+  c.message = e->info.eviction_reason;
+  ReleaseQuota(s, e);
+  e->info.phase = Phase::kPending;  // queued_at is kept: its original position
+  e->info.reason = PendingReason{};
+  Enqueue(s, e);
+  Record(s, std::move(c));
+  return absl::OkStatus();
+}
+
+ScheduleStats Scheduler::Schedule(absl::Time now) {
+  ScheduleStats stats;
+  for (int i = 0; i < state_->options.max_cycles; ++i) {
+    ++stats.cycles;
+    if (!RunCycle(*state_, now, stats)) break;
+  }
+  return stats;
+}
+
+std::vector<StateChange> Scheduler::TakeChanges() {
+  std::vector<StateChange> out;
+  out.swap(state_->changes);
+  return out;
+}
+
+const model::PolicySet& Scheduler::policies() const { return *state_->policies; }
+std::shared_ptr<const model::PolicySet> Scheduler::shared_policies() const { return state_->policies; }
+
+const WorkloadInfo* Scheduler::Find(const WorkloadKey& key) const {
+  auto it = state_->entries.find(key);
+  return it == state_->entries.end() ? nullptr : &it->second->info;
+}
+
+std::vector<const WorkloadInfo*> Scheduler::Workloads() const {
+  std::vector<const WorkloadInfo*> out;
+  out.reserve(state_->entries.size());
+  for (const auto& [key, e] : state_->entries) out.push_back(&e->info);
+  return out;
+}
+
+size_t Scheduler::size() const { return state_->entries.size(); }
+
+std::vector<const WorkloadInfo*> Scheduler::PendingInQueueOrder(const model::ClusterQueueName& cq) const {
+  std::vector<const WorkloadInfo*> out;
+  auto q = state_->queues.find(cq);
+  if (q == state_->queues.end()) return out;
+  // Active and inadmissible together, in queue order.
+  auto a = q->second.active.begin();
+  auto b = q->second.inadmissible.begin();
+  QueueOrder before;
+  while (a != q->second.active.end() || b != q->second.inadmissible.end()) {
+    if (b == q->second.inadmissible.end() || (a != q->second.active.end() && before(*a, *b))) {
+      out.push_back(&(*a++)->info);
+    } else {
+      out.push_back(&(*b++)->info);
+    }
+  }
+  return out;
+}
+
+std::optional<ClusterQueueStatus> Scheduler::ClusterQueue(const model::ClusterQueueName& name) const {
+  const State& s = *state_;
+  auto q = s.queues.find(name);
+  if (q == s.queues.end()) return std::nullopt;
+  ClusterQueueStatus st;
+  st.name = name;
+  const int node = s.tree.ClusterQueueNode(name);
+  if (const model::ClusterQueue* cq = LiveClusterQueue(s, name)) st.cohort = cq->cohort;
+  st.active = !ClusterQueueBlocked(s, name).has_value();
+  st.pending = static_cast<int64_t>(q->second.active.size() + q->second.inadmissible.size());
+  st.admitted = static_cast<int64_t>(q->second.admitted.size());
+  if (node >= 0) {
+    for (const FlavorResource& fr : s.tree.FlavorResources(node)) {
+      FlavorResourceStatus& r = st.resources[fr];
+      const Quota& quota = s.tree.QuotaAt(node, fr);
+      r.nominal = quota.nominal;
+      r.borrowing_limit = quota.borrowing_limit;
+      r.lending_limit = quota.lending_limit;
+      r.usage = s.tree.UsageAt(node, fr);
+      r.borrowed = s.tree.Borrowing(name, fr);
+      r.available = s.tree.Available(name, fr);
+      absl::StatusOr<Quantity> idle = r.nominal.Sub(r.usage);
+      // Lent: idle nominal quota that other queues of the cohort use now.
+      if (idle.ok() && !idle->IsNegative() && s.tree.Parent(node) >= 0) {
+        const int root = s.tree.Root(node);
+        Quantity others_borrow;
+        for (const auto& [other, oq] : s.queues) {
+          const int on = s.tree.ClusterQueueNode(other);
+          if (on < 0 || on == node || s.tree.Root(on) != root) continue;
+          others_borrow = others_borrow.SaturatingAdd(s.tree.Borrowing(other, fr));
+        }
+        r.lent = std::min(*idle, others_borrow);
+      }
+    }
+    st.weighted_share = static_cast<double>(s.tree.DominantResourceShare(node, {}));
+  }
+  return st;
+}
+
+std::vector<ClusterQueueStatus> Scheduler::ClusterQueues() const {
+  std::vector<ClusterQueueStatus> out;
+  for (const auto& [name, q] : state_->queues) {
+    if (std::optional<ClusterQueueStatus> st = ClusterQueue(name)) out.push_back(*std::move(st));
+  }
+  return out;
+}
+
+absl::Status Scheduler::CheckInvariants() const {
+  const State& s = *state_;
+  if (absl::Status t = s.tree.CheckInvariants(); !t.ok()) return t;
+  std::map<std::string, ResourceAmounts> sums;
+  size_t queued = 0;
+  for (const auto& [key, e] : s.entries) {
+    const WorkloadInfo& info = e->info;
+    const std::string name = Name(key);
+    if (HoldsQuota(info.phase)) {
+      if (!info.admission.has_value()) return absl::InternalError(absl::StrCat(name, " holds quota without an admission"));
+      if (!e->queued_in.empty() || s.orphans.count(e.get()) != 0) {
+        return absl::InternalError(absl::StrCat(name, " is admitted and queued at once"));
+      }
+      const Assignment& a = *info.admission;
+      auto q = s.queues.find(a.cluster_queue);
+      if (q == s.queues.end() || q->second.admitted.count(e.get()) == 0) {
+        return absl::InternalError(absl::StrCat(name, " is admitted but not listed in ClusterQueue ", a.cluster_queue));
+      }
+      // The whole gang: every pod set, every non-zero request, in full.
+      if (a.pod_sets.size() != e->pod_sets.size()) {
+        return absl::InternalError(absl::StrCat(name, " has ", a.pod_sets.size(), " pod sets admitted of ",
+                                                e->pod_sets.size()));
+      }
+      ResourceAmounts total;
+      for (size_t i = 0; i < a.pod_sets.size(); ++i) {
+        const workload::PodSet& ps = e->pod_sets[i];
+        if (a.pod_sets[i].count != ps.count) {
+          return absl::InternalError(absl::StrCat(name, ": pod set ", ps.name, " admitted with ",
+                                                  a.pod_sets[i].count, " of ", ps.count, " pods"));
+        }
+        for (const auto& [res, per_pod] : ps.requests) {
+          absl::StatusOr<Quantity> want = per_pod.MultiplyBy(ps.count);
+          if (!want.ok() || want->IsZero()) continue;
+          auto f = a.pod_sets[i].flavors.find(res);
+          auto u = a.pod_sets[i].usage.find(res);
+          if (f == a.pod_sets[i].flavors.end() || u == a.pod_sets[i].usage.end() || u->second != *want) {
+            return absl::InternalError(absl::StrCat(name, ": pod set ", ps.name, " holds no or partial quota for ", res));
+          }
+        }
+        for (const auto& [res, amount] : a.pod_sets[i].usage) {
+          FlavorResource fr{a.pod_sets[i].flavors.at(res), res};
+          total[fr] = total[fr].SaturatingAdd(amount);
+        }
+      }
+      for (const auto& [fr, amount] : total) {
+        auto u = a.usage.find(fr);
+        if (u == a.usage.end() || u->second != amount) {
+          return absl::InternalError(absl::StrCat(name, ": admission total for ", fr.ToString(),
+                                                  " differs from its pod sets"));
+        }
+      }
+      ResourceAmounts& sum = sums[a.cluster_queue];
+      for (const auto& [fr, amount] : a.usage) sum[fr] = sum[fr].SaturatingAdd(amount);
+    } else {
+      if (info.admission.has_value()) {
+        return absl::InternalError(absl::StrCat(name, " is ", PhaseName(info.phase), " but holds an admission"));
+      }
+      const bool in_queue = !e->queued_in.empty();
+      const bool orphan = s.orphans.count(e.get()) != 0;
+      if (in_queue == orphan) {
+        return absl::InternalError(absl::StrCat(name, " is pending but ", in_queue ? "both queued and parked" : "in no queue"));
+      }
+      if (in_queue) {
+        const Queue& q = s.queues.at(e->queued_in);
+        if ((q.active.count(e.get()) != 0) + (q.inadmissible.count(e.get()) != 0) != 1) {
+          return absl::InternalError(absl::StrCat(name, " is not exactly once in ClusterQueue ", e->queued_in));
+        }
+        ++queued;
+      }
+    }
+  }
+  size_t listed = 0;
+  for (const auto& [name, q] : s.queues) {
+    listed += q.active.size() + q.inadmissible.size();
+    for (const Entry* e : q.admitted) {
+      if (!HoldsQuota(e->info.phase)) return absl::InternalError(absl::StrCat("ClusterQueue ", name, " lists ", Name(e->info.key), " as admitted"));
+    }
+    const int node = s.tree.ClusterQueueNode(name);
+    if (node < 0) {
+      if (!q.admitted.empty()) return absl::InternalError(absl::StrCat("ClusterQueue ", name, " holds quota outside the tree"));
+      continue;
+    }
+    const ResourceAmounts& sum = sums[name];
+    for (const FlavorResource& fr : s.tree.FlavorResources(node)) {
+      auto it = sum.find(fr);
+      const Quantity want = it == sum.end() ? Quantity() : it->second;
+      if (s.tree.UsageAt(node, fr) != want) {
+        return absl::InternalError(absl::StrCat("ClusterQueue ", name, ": recorded usage of ", fr.ToString(), " is ",
+                                                s.tree.UsageAt(node, fr).Format(), " but its admitted workloads hold ",
+                                                want.Format()));
+      }
+      if (s.tree.RawAvailable(node, fr).IsNegative() && s.over_quota_by_policy.count({name, fr}) == 0) {
+        return absl::InternalError(absl::StrCat("ClusterQueue ", name, " is over what the cohort allows on ",
+                                                fr.ToString(), ": usage ", s.tree.UsageAt(node, fr).Format(),
+                                                ", available ", s.tree.RawAvailable(node, fr).Format()));
+      }
+    }
+  }
+  if (listed != queued) return absl::InternalError("a queue lists a workload that is not pending in it");
+  return absl::OkStatus();
+}
+
+}  // namespace gangkeeper::broker

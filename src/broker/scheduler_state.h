@@ -1,0 +1,112 @@
+// gangkeeper broker: the Scheduler's private state, shared by
+// scheduler.cc (events, queues, cycle), flavor_assigner.cc and
+// preemption.cc. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "gangkeeper/broker/scheduler.h"
+#include "src/broker/resource_tree.h"
+
+namespace gangkeeper::broker {
+
+struct WorkloadKeyHash {
+  size_t operator()(const WorkloadKey& k) const { return absl::HashOf(k.namespace_name, k.name); }
+};
+
+// One tracked workload.
+struct Entry {
+  WorkloadInfo info;
+  // Pod sets the scheduler places: the workload's, or a pod group's pods
+  // merged by shape.
+  std::vector<workload::PodSet> pod_sets;
+  std::set<std::string> pod_group_pods;  // names of the pods seen
+  std::string queued_in;                 // the ClusterQueue whose queue holds it ("" = none)
+  bool inadmissible = false;
+  uint64_t seq = 0;  // registration order, the last tie-break
+};
+
+// Queue order: higher priority, earlier queue time, smaller uid, earlier seq.
+struct QueueOrder {
+  bool operator()(const Entry* a, const Entry* b) const {
+    if (a->info.priority != b->info.priority) return a->info.priority > b->info.priority;
+    if (a->info.queued_at != b->info.queued_at) return a->info.queued_at < b->info.queued_at;
+    const std::string& ua = a->info.workload->uid;
+    const std::string& ub = b->info.workload->uid;
+    if (ua != ub) return ua < ub;
+    return a->seq < b->seq;
+  }
+};
+
+using OrderedEntries = std::set<Entry*, QueueOrder>;
+
+struct Queue {
+  OrderedEntries active;
+  OrderedEntries inadmissible;
+  std::set<Entry*> admitted;  // holding quota in this ClusterQueue
+};
+
+// How well a flavor (or a whole gang) fits, worst first (Kueue's granular
+// modes).
+enum class FitMode { kNoFit = 0, kNoCandidates = 1, kPreempt = 2, kReclaim = 3, kFit = 4 };
+
+// The flavor assigner's answer for one workload.
+struct AssignmentResult {
+  FitMode mode = FitMode::kNoFit;
+  Assignment assignment;  // complete when mode != kNoFit
+  // FlavorResources that need preemption (mode kPreempt / kReclaim).
+  std::set<FlavorResource> need_preemption;
+  PendingReason reason;  // the first blocker when mode != kFit
+};
+
+// A preemption victim and the reason it is preempted.
+struct Target {
+  Entry* entry = nullptr;
+  std::string reason;  // InClusterQueue, InCohortReclamation, InCohortReclaimWhileBorrowing, InCohortFairSharing
+};
+
+struct Scheduler::State {
+  SchedulerOptions options;
+  std::shared_ptr<const model::PolicySet> policies;
+  ResourceTree tree;
+  absl::flat_hash_map<WorkloadKey, std::unique_ptr<Entry>, WorkloadKeyHash> entries;
+  std::map<model::ClusterQueueName, Queue> queues;  // every ClusterQueue, plus deleted ones holding quota
+  std::set<Entry*, QueueOrder> orphans;             // pending without a usable ClusterQueue
+  // (ClusterQueue node, FlavorResource) over quota after a policy change;
+  // the invariant check tolerates them until usage falls back.
+  std::set<std::pair<std::string, FlavorResource>> over_quota_by_policy;
+  std::vector<StateChange> changes;
+  uint64_t next_seq = 0;
+
+  // scheduler.cc
+  bool FairSharingFor(const model::ClusterQueueName& cq) const;
+  const model::ClusterQueue* FindClusterQueue(const model::ClusterQueueName& cq) const;
+
+  // flavor_assigner.cc: assigns flavors to every pod set of `e` in its
+  // ClusterQueue `cq` against the tree's current usage.
+  AssignmentResult AssignFlavors(const Entry& e, const model::ClusterQueue& cq) const;
+
+  // preemption.cc: the victims that make room for `e` with `result`, or
+  // empty when none can. Leaves the tree as it found it.
+  std::vector<Target> FindTargets(const Entry& e, const model::ClusterQueue& cq,
+                                  const AssignmentResult& result);
+  // True when the CQ could preempt for `fr` with `amount` (the flavor
+  // assigner's oracle): some target set exists.
+  bool CanPreemptFor(const Entry& e, const model::ClusterQueue& cq, const FlavorResource& fr,
+                     quantity::Quantity amount, bool* only_other_queues);
+};
+
+// Total requests of pod set `ps` (count x per-pod request), plus `pods` when
+// the ClusterQueue covers it. Saturates on overflow.
+std::map<model::ResourceName, quantity::Quantity> PodSetTotals(const workload::PodSet& ps,
+                                                               const model::ClusterQueue& cq);
+
+}  // namespace gangkeeper::broker

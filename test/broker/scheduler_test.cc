@@ -1,0 +1,198 @@
+// gangkeeper: basic tests for the Scheduler's event handling and its
+// read side (positions, statuses, state changes). The Kueue scenarios are
+// in scenario_test.cc, the randomized invariant test in random_test.cc.
+#include "gangkeeper/broker/scheduler.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "gangkeeper/model/manifest.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
+
+namespace gangkeeper::broker {
+namespace {
+
+using ::gangkeeper::quantity::Quantity;
+using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::StatusIs;
+using ::testing::ElementsAre;
+
+constexpr char kPolicies[] = R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  cohort: shared
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 4, borrowingLimit: 0}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-b}
+spec:
+  cohort: shared
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: a}
+spec: {clusterQueue: team-a}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: b}
+spec: {clusterQueue: team-b}
+)";
+
+std::shared_ptr<const model::PolicySet> Policies(const char* yaml) {
+  auto p = std::make_shared<model::PolicySet>();
+  model::Diagnostics d;
+  model::DecodeManifests(yaml, "test.yaml", p.get(), &d);
+  return p;
+}
+
+workload::Workload Gang(const std::string& ns, const std::string& name, int64_t pods, int64_t gpus_per_pod,
+                        int32_t priority = 0) {
+  workload::Workload w;
+  w.namespace_name = ns;
+  w.name = name;
+  w.uid = "uid-" + name;
+  w.queue_name = "q";
+  w.priority = priority;
+  workload::PodSet ps;
+  ps.name = "worker";
+  ps.count = pods;
+  ps.requests["nvidia.com/gpu"] = Quantity::FromUnits(gpus_per_pod);
+  w.pod_sets.push_back(ps);
+  return w;
+}
+
+absl::Time T(int s) { return absl::FromUnixSeconds(1'700'000'000 + s); }
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = Scheduler::Create(Policies(kPolicies));
+    ASSERT_THAT(s.status(), IsOk());
+    s_ = *std::move(s);
+  }
+  Phase PhaseOf(const std::string& ns, const std::string& name) {
+    const WorkloadInfo* w = s_->Find({ns, name});
+    return w == nullptr ? Phase::kFinished : w->phase;
+  }
+  void Schedule(int t) {
+    s_->Schedule(T(t));
+    ASSERT_THAT(s_->CheckInvariants(), IsOk());
+  }
+  std::unique_ptr<Scheduler> s_;
+};
+
+TEST_F(SchedulerTest, AdmitsWholeGangAndReportsItOnce) {
+  ASSERT_THAT(s_->Add(Gang("a", "train", 2, 2), T(1)), IsOk());
+  Schedule(2);
+  EXPECT_EQ(PhaseOf("a", "train"), Phase::kReserved);
+  std::vector<StateChange> changes = s_->TakeChanges();
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].type, StateChange::Type::kRegistered);
+  EXPECT_EQ(changes[1].type, StateChange::Type::kAdmitted);
+  ASSERT_TRUE(changes[1].assignment.has_value());
+  EXPECT_EQ(changes[1].assignment->pod_sets[0].flavors.at("nvidia.com/gpu"), "gpu");
+  EXPECT_EQ(changes[1].assignment->usage.at({"gpu", "nvidia.com/gpu"}), Quantity::FromUnits(4));
+  ASSERT_THAT(s_->ReleaseSucceeded({"a", "train"}, "uid-train", T(3)), IsOk());
+  EXPECT_EQ(PhaseOf("a", "train"), Phase::kRunning);
+}
+
+TEST_F(SchedulerTest, PendingReasonHasTheNumbers) {
+  ASSERT_THAT(s_->Add(Gang("a", "one", 1, 4), T(1)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "two", 1, 2), T(2)), IsOk());
+  Schedule(3);
+  const WorkloadInfo* two = s_->Find({"a", "two"});
+  ASSERT_NE(two, nullptr);
+  EXPECT_EQ(two->phase, Phase::kPending);
+  EXPECT_EQ(two->reason.code, PendingReason::Code::kWaitingForQuota);
+  EXPECT_EQ(two->reason.resource, "nvidia.com/gpu");
+  EXPECT_EQ(two->reason.requested, Quantity::FromUnits(2));
+  EXPECT_EQ(two->reason.available, Quantity());
+  EXPECT_EQ(two->reason.message,
+            "waiting for 2 nvidia.com/gpu in team-a/gpu: 4 of 4 used by 1 workload; borrowing limit 0");
+  EXPECT_THAT(s_->PendingInQueueOrder("team-a"), ElementsAre(two));
+}
+
+TEST_F(SchedulerTest, PreemptsLowerPriorityGangAndAdmitsAfterItStops) {
+  ASSERT_THAT(s_->Add(Gang("a", "low", 2, 2, 10), T(1)), IsOk());
+  Schedule(2);
+  ASSERT_THAT(s_->ReleaseSucceeded({"a", "low"}, "uid-low", T(2)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "high", 1, 4, 100), T(3)), IsOk());
+  (void)s_->TakeChanges();
+  Schedule(4);
+  EXPECT_EQ(PhaseOf("a", "low"), Phase::kEvicting);
+  EXPECT_EQ(PhaseOf("a", "high"), Phase::kPending);
+  std::vector<StateChange> changes = s_->TakeChanges();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].type, StateChange::Type::kEvicted);
+  EXPECT_EQ(changes[0].reason, "InClusterQueue");
+  EXPECT_EQ(changes[0].preemptor.name, "high");
+  ASSERT_THAT(s_->Stopped({"a", "low"}, "uid-low", T(5)), IsOk());
+  Schedule(6);
+  EXPECT_EQ(PhaseOf("a", "high"), Phase::kReserved);
+  EXPECT_EQ(PhaseOf("a", "low"), Phase::kPending);
+}
+
+TEST_F(SchedulerTest, ReleaseFailureFreesQuotaAndRequeues) {
+  ASSERT_THAT(s_->Add(Gang("a", "x", 1, 4), T(1)), IsOk());
+  Schedule(2);
+  ASSERT_THAT(s_->ReleaseFailed({"a", "x"}, "uid-x", "409 Conflict", T(3)), IsOk());
+  EXPECT_EQ(PhaseOf("a", "x"), Phase::kPending);
+  std::optional<ClusterQueueStatus> st = s_->ClusterQueue("team-a");
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->resources.at({"gpu", "nvidia.com/gpu"}).usage, Quantity());
+  EXPECT_THAT(s_->CheckInvariants(), IsOk());
+  Schedule(4);
+  EXPECT_EQ(PhaseOf("a", "x"), Phase::kReserved);
+}
+
+TEST_F(SchedulerTest, BorrowsFromCohortAndIsReclaimed) {
+  ASSERT_THAT(s_->Add(Gang("b", "big", 2, 3, 0), T(1)), IsOk());  // 6 of team-b's 4: borrows 2
+  Schedule(2);
+  EXPECT_EQ(PhaseOf("b", "big"), Phase::kReserved);
+  EXPECT_EQ(s_->ClusterQueue("team-b")->resources.at({"gpu", "nvidia.com/gpu"}).borrowed, Quantity::FromUnits(2));
+  EXPECT_EQ(s_->ClusterQueue("team-a")->resources.at({"gpu", "nvidia.com/gpu"}).lent, Quantity::FromUnits(2));
+  ASSERT_THAT(s_->Add(Gang("a", "mine", 1, 4, 0), T(3)), IsOk());
+  Schedule(4);
+  EXPECT_EQ(PhaseOf("b", "big"), Phase::kEvicting);
+  ASSERT_THAT(s_->Stopped({"b", "big"}, "uid-big", T(5)), IsOk());
+  Schedule(6);
+  EXPECT_EQ(PhaseOf("a", "mine"), Phase::kReserved);
+  EXPECT_EQ(PhaseOf("b", "big"), Phase::kPending);
+}
+
+TEST_F(SchedulerTest, RejectsBadInputAndKeepsState) {
+  workload::Workload w = Gang("", "x", 1, 1);
+  EXPECT_THAT(s_->Add(w, T(1)), StatusIs(absl::StatusCode::kInvalidArgument, "namespace"));
+  ASSERT_THAT(s_->Add(Gang("a", "x", 1, 1), T(1)), IsOk());
+  Schedule(2);
+  EXPECT_THAT(s_->Update(Gang("a", "x", 2, 1), T(3)), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(s_->Update(Gang("a", "nope", 2, 1), T(3)), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(s_->CheckInvariants(), IsOk());
+}
+
+}  // namespace
+}  // namespace gangkeeper::broker
