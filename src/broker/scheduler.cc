@@ -140,6 +140,7 @@ StateChange Change(StateChange::Type type, const Entry& e, absl::Time now) {
 }
 
 void Dequeue(State& s, Entry* e) {
+  s.Touch(*e);
   if (!e->queued_in.empty()) {
     auto q = s.queues.find(e->queued_in);
     if (q != s.queues.end()) {
@@ -184,6 +185,7 @@ void Enqueue(State& s, Entry* e) {
     } else {
       e->queued_in = cq->meta.name;
       s.queues[cq->meta.name].active.insert(e);
+      s.Touch(*e);
       if (e->info.reason.code == PendingReason::Code::kInactive ||
           e->info.reason.code == PendingReason::Code::kStopped ||
           e->info.reason.code == PendingReason::Code::kNamespaceMismatch ||
@@ -195,6 +197,7 @@ void Enqueue(State& s, Entry* e) {
   }
   e->info.reason = r;
   s.orphans.insert(e);
+  s.Touch(*e);
 }
 
 // Something freed quota or changed policy in `cq`'s tree: its inadmissible
@@ -230,6 +233,7 @@ void PruneOverQuota(State& s) {
 // Gives back the quota `e` holds and forgets its admission.
 void ReleaseQuota(State& s, Entry* e) {
   GK_CHECK(e->info.admission.has_value());
+  s.Touch(*e);
   const std::string cq = e->info.admission->cluster_queue;
   GK_CHECK_OK(s.tree.RemoveUsage(cq, e->info.admission->usage));
   auto q = s.queues.find(cq);
@@ -242,6 +246,7 @@ void ReleaseQuota(State& s, Entry* e) {
 void Evict(State& s, Entry* victim, const char* reason, std::string message, const WorkloadKey& preemptor,
            absl::Time now) {
   if (victim->info.phase == Phase::kEvicting) return;
+  s.Touch(*victim);
   victim->info.phase = Phase::kEvicting;
   victim->info.eviction_reason = message;
   ++victim->info.evictions;
@@ -314,6 +319,7 @@ void Describe(const State& s, const std::string& cq, PendingReason& r) {
 void SetReason(State& s, Entry* e, PendingReason r) {
   Describe(s, e->info.cluster_queue, r);
   e->info.reason = std::move(r);
+  s.Touch(*e);
 }
 
 struct Nomination {
@@ -367,6 +373,7 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   e->info.eviction_reason.clear();
   e->info.reason = PendingReason{};
   ++e->info.admissions;
+  s.Touch(*e);
   StateChange c = Change(StateChange::Type::kAdmitted, *e, now);
   c.assignment = assignment;
   Record(s, std::move(c));
@@ -554,6 +561,9 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
         }
       }
       Enqueue(s, e);
+      StateChange c = Change(StateChange::Type::kRegistered, *e, now);
+      c.workload = std::make_shared<const workload::Workload>(w);  // the member pod
+      Record(s, std::move(c));
       return absl::OkStatus();
     }
     if (e->info.workload->uid == w.uid) return absl::OkStatus();  // a retried review
@@ -694,6 +704,7 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
     }
   }
   Drain(s, now);
+  s.all_queues_dirty = true;
   StateChange c;
   c.type = StateChange::Type::kPoliciesChanged;
   c.time = now;
@@ -709,6 +720,7 @@ absl::Status Scheduler::ReleaseSucceeded(const WorkloadKey& key, const std::stri
   }
   Entry* e = it->second.get();
   e->info.phase = Phase::kRunning;
+  s.Touch(*e);
   StateChange c = Change(StateChange::Type::kReleased, *e, now);
   c.assignment = e->info.admission;
   Record(s, std::move(c));
@@ -761,6 +773,17 @@ ScheduleStats Scheduler::Schedule(absl::Time now) {
     if (!RunCycle(*state_, now, stats)) break;
   }
   return stats;
+}
+
+void Scheduler::TakeDirty(std::vector<WorkloadKey>* workloads, std::vector<model::ClusterQueueName>* queues,
+                          bool* all_queues) {
+  State& s = *state_;
+  workloads->assign(s.dirty_workloads.begin(), s.dirty_workloads.end());
+  queues->assign(s.dirty_queues.begin(), s.dirty_queues.end());
+  *all_queues = s.all_queues_dirty;
+  s.dirty_workloads.clear();
+  s.dirty_queues.clear();
+  s.all_queues_dirty = false;
 }
 
 std::vector<StateChange> Scheduler::TakeChanges() {

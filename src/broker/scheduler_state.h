@@ -85,6 +85,17 @@ struct Scheduler::State {
   std::set<std::pair<std::string, FlavorResource>> over_quota_by_policy;
   std::vector<StateChange> changes;
   uint64_t next_seq = 0;
+  // What changed since the last TakeDirty (for incremental snapshots).
+  std::set<WorkloadKey> dirty_workloads;
+  std::set<model::ClusterQueueName> dirty_queues;
+  bool all_queues_dirty = true;
+
+  void Touch(const Entry& e) {
+    dirty_workloads.insert(e.info.key);
+    if (!e.queued_in.empty()) dirty_queues.insert(e.queued_in);
+    if (!e.info.cluster_queue.empty()) dirty_queues.insert(e.info.cluster_queue);
+    if (e.info.admission.has_value()) dirty_queues.insert(e.info.admission->cluster_queue);
+  }
 
   // scheduler.cc
   bool FairSharingFor(const model::ClusterQueueName& cq) const;

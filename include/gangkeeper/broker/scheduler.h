@@ -238,6 +238,12 @@ class Scheduler {
   // The state changes since the last call, in order.
   std::vector<StateChange> TakeChanges();
 
+  // The workloads and ClusterQueues whose state (phase, reason, queue
+  // membership, usage) changed since the last call; `all_queues` when the
+  // policies changed. For incremental snapshots.
+  void TakeDirty(std::vector<WorkloadKey>* workloads, std::vector<model::ClusterQueueName>* queues,
+                 bool* all_queues);
+
   // --- Reads (the Broker copies these into its snapshots). ---
   const model::PolicySet& policies() const;
   std::shared_ptr<const model::PolicySet> shared_policies() const;

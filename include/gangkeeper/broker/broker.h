@@ -1,0 +1,208 @@
+// gangkeeper broker: the quota broker service (DESIGN §2).
+//
+// One writer thread owns a Scheduler (scheduler.h). Everything reaches it as
+// events through a queue: workloads created / updated / deleted / finished
+// (the webhook, through the WorkloadRegistry interface), policy changes,
+// the actuator's answers, clock ticks. The thread takes the queued events in
+// batches; for each batch it applies them, runs scheduling cycles to a fixed
+// point, hands the batch's StateChanges to the StateSink (durable before
+// anything else happens), then tells the Actuator to release admitted gangs
+// and suspend evicted ones, publishes an immutable Snapshot, and only then
+// acknowledges the batch's events. Readers (webhook, API, metrics) use
+// snapshot() and never wait for the writer.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/broker/registry.h"
+#include "gangkeeper/broker/scheduler.h"
+#include "gangkeeper/model/objects.h"
+
+namespace gangkeeper::broker {
+
+// What the actuator must do to let an admitted gang run: unsuspend it (or
+// remove the scheduling gate) with, per pod set, the node labels and
+// tolerations of the flavors it was given.
+struct ReleaseOrder {
+  WorkloadKey key;
+  std::string uid;
+  std::shared_ptr<const workload::Workload> workload;
+  Assignment assignment;
+  struct PodSetPlacement {
+    std::string name;
+    std::map<std::string, std::string> node_selector;  // the flavors' nodeLabels
+    std::vector<model::Toleration> tolerations;        // the flavors' tolerations
+  };
+  std::vector<PodSetPlacement> placements;  // one per pod set, in order
+};
+
+// Suspend (or re-gate) a whole gang: preempted, or its queue is drained.
+struct SuspendOrder {
+  WorkloadKey key;
+  std::string uid;
+  std::shared_ptr<const workload::Workload> workload;
+  std::string reason;   // InClusterQueue, InCohortReclamation, ..., Stopped
+  std::string message;  // for events and the audit log
+  WorkloadKey preemptor;
+};
+
+// Carries out admissions and preemptions in the cluster (issue #6
+// implements it on the Kubernetes API). Called on the broker thread; must
+// not block: do the work elsewhere and report with Broker::ReleaseResult /
+// Broker::GangStopped.
+class Actuator {
+ public:
+  virtual ~Actuator() = default;
+  virtual void Release(const ReleaseOrder& order) = 0;
+  virtual void Suspend(const SuspendOrder& order) = 0;
+};
+
+// Makes state changes durable (issue #8 implements it with a journal). The
+// broker acknowledges no event before Append returned OK for its changes.
+class StateSink {
+ public:
+  virtual ~StateSink() = default;
+  // Durable, in order, when this returns OK.
+  [[nodiscard]] virtual absl::Status Append(const std::vector<StateChange>& changes) = 0;
+};
+
+// A tracked workload as the snapshot shows it.
+struct WorkloadView {
+  WorkloadInfo info;
+};
+
+// 1-based positions among the pending workloads of a ClusterQueue and of
+// the workload's LocalQueue.
+struct QueuePosition {
+  int64_t cluster_queue = 0;
+  int64_t local_queue = 0;
+};
+
+// The pending workloads of one ClusterQueue, in queue order.
+struct PendingOrder {
+  std::vector<WorkloadKey> keys;
+  absl::flat_hash_map<std::string, QueuePosition> positions;  // by "namespace/name"
+  std::map<std::string, int64_t> local_queue_pending;         // by "namespace/localqueue"
+};
+
+struct ClusterQueueView {
+  ClusterQueueStatus status;
+  std::shared_ptr<const PendingOrder> pending;  // never null
+  std::map<model::ResourceName, quantity::Quantity> admitted_usage;  // summed over flavors
+};
+
+// An immutable view of the broker's state, published after every batch.
+class Snapshot {
+ public:
+  uint64_t version() const { return version_; }
+  absl::Time time() const { return time_; }
+  const model::PolicySet& policies() const { return *policies_; }
+  const std::shared_ptr<const model::PolicySet>& shared_policies() const { return policies_; }
+  // nullptr when unknown (or finished).
+  const WorkloadView* Find(const WorkloadKey& key) const;
+  // Where a pending workload stands in its queues; nullopt when not queued.
+  std::optional<QueuePosition> Position(const WorkloadKey& key) const;
+  // nullptr for an unknown ClusterQueue.
+  const ClusterQueueView* FindClusterQueue(const model::ClusterQueueName& cq) const;
+  const std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>>& cluster_queues() const {
+    return queues_;
+  }
+  // Calls `f` for every tracked workload (unordered).
+  void ForEachWorkload(const std::function<void(const WorkloadView&)>& f) const;
+  size_t workload_count() const { return workload_count_; }
+
+  static constexpr size_t kShards = 64;
+
+ private:
+  friend class Broker;
+  using Shard = absl::flat_hash_map<std::string, std::shared_ptr<const WorkloadView>>;  // "ns/name"
+  uint64_t version_ = 0;
+  absl::Time time_;
+  std::shared_ptr<const model::PolicySet> policies_;
+  std::vector<std::shared_ptr<const Shard>> shards_;
+  std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues_;
+  size_t workload_count_ = 0;
+};
+
+struct BrokerOptions {
+  SchedulerOptions scheduler;
+  // How long a registering caller waits for its event to be applied and
+  // made durable before it gets Unavailable.
+  absl::Duration ack_timeout = absl::Seconds(5);
+  // Events taken per batch at most.
+  size_t max_batch = 4096;
+  // Period of clock ticks (a scheduling pass even without events).
+  absl::Duration tick = absl::Seconds(1);
+};
+
+struct BrokerStats {
+  uint64_t batches = 0;
+  uint64_t events = 0;
+  uint64_t admitted = 0;
+  uint64_t preempted = 0;
+  uint64_t sink_failures = 0;
+  uint64_t queue_depth = 0;
+};
+
+class Broker final : public WorkloadRegistry {
+ public:
+  // `actuator` and `sink` must outlive the broker; either may be null
+  // (no actuation / nothing made durable). `clock` stamps events.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Broker>> Create(
+      std::shared_ptr<const model::PolicySet> policies, BrokerOptions options, Actuator* actuator,
+      StateSink* sink, const base::Clock* clock);
+  ~Broker() override;  // stops the thread
+  Broker(const Broker&) = delete;
+  Broker& operator=(const Broker&) = delete;
+
+  // Starts the writer thread. Events sent before Start wait in the queue.
+  void Start();
+  // Applies what is queued, then stops the thread. Idempotent.
+  void Stop();
+
+  // --- WorkloadRegistry (the webhook): each waits until applied and durable.
+  absl::Status Register(const workload::Workload& w, const std::string& cluster_queue) override;
+  absl::Status Update(const workload::Workload& w) override;
+  absl::Status Remove(const WorkloadKey& key) override;
+  absl::Status Finish(const WorkloadKey& key) override;
+  std::optional<WorkloadRecord> Find(const WorkloadKey& key) const override;
+  int64_t PendingIn(const std::string& cluster_queue) const override;
+  std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const override;
+
+  // Replaces the policies; waits until applied. InvalidArgument when they
+  // cannot form a quota tree (nothing changes).
+  [[nodiscard]] absl::Status SetPolicies(std::shared_ptr<const model::PolicySet> policies);
+  // The actuator's answers (do not wait).
+  void ReleaseResult(const WorkloadKey& key, const std::string& uid, absl::Status result);
+  void GangStopped(const WorkloadKey& key, const std::string& uid);
+
+  // The latest snapshot; never null.
+  std::shared_ptr<const Snapshot> snapshot() const;
+  // Waits until every event queued before the call is applied. For tests
+  // and shutdown; false on timeout.
+  bool Flush(absl::Duration timeout);
+  BrokerStats stats() const;
+  // Current policies (for the webhook's PolicyProvider).
+  std::shared_ptr<const model::PolicySet> policies() const { return snapshot()->shared_policies(); }
+
+  struct Impl;
+
+ private:
+  explicit Broker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gangkeeper::broker

@@ -1,0 +1,471 @@
+// gangkeeper broker: Broker (see broker.h) — the writer thread, its event
+// queue, durability before acknowledgement, actuation and snapshots.
+#include "gangkeeper/broker/broker.h"
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gangkeeper/base/check.h"
+#include "gangkeeper/base/log.h"
+
+namespace gangkeeper::broker {
+namespace {
+
+using quantity::Quantity;
+
+std::string KeyString(const WorkloadKey& k) { return absl::StrCat(k.namespace_name, "/", k.name); }
+
+size_t ShardOf(const std::string& key) { return absl::HashOf(key) % Snapshot::kShards; }
+
+struct Waiter {
+  absl::Notification done;
+  absl::Status status;
+};
+
+struct Event {
+  enum class Type { kAdd, kUpdate, kRemove, kFinish, kPolicies, kReleaseOk, kReleaseFailed, kStopped, kFlush };
+  Type type = Type::kFlush;
+  workload::Workload workload;
+  WorkloadKey key;
+  std::string uid;
+  std::string message;
+  std::shared_ptr<const model::PolicySet> policies;
+  std::shared_ptr<Waiter> waiter;  // null: nobody waits
+};
+
+}  // namespace
+
+// --- Snapshot reads. ---
+
+const WorkloadView* Snapshot::Find(const WorkloadKey& key) const {
+  if (shards_.empty()) return nullptr;
+  const std::string k = KeyString(key);
+  const Shard& shard = *shards_[ShardOf(k)];
+  auto it = shard.find(k);
+  return it == shard.end() ? nullptr : it->second.get();
+}
+
+std::optional<QueuePosition> Snapshot::Position(const WorkloadKey& key) const {
+  const WorkloadView* w = Find(key);
+  if (w == nullptr || w->info.phase != Phase::kPending) return std::nullopt;
+  const ClusterQueueView* q = FindClusterQueue(w->info.cluster_queue);
+  if (q == nullptr) return std::nullopt;
+  auto it = q->pending->positions.find(KeyString(key));
+  if (it == q->pending->positions.end()) return std::nullopt;
+  return it->second;
+}
+
+const ClusterQueueView* Snapshot::FindClusterQueue(const model::ClusterQueueName& cq) const {
+  auto it = queues_.find(cq);
+  return it == queues_.end() ? nullptr : it->second.get();
+}
+
+void Snapshot::ForEachWorkload(const std::function<void(const WorkloadView&)>& f) const {
+  for (const auto& shard : shards_) {
+    for (const auto& [key, view] : *shard) f(*view);
+  }
+}
+
+// --- The broker. ---
+
+struct Broker::Impl {
+  BrokerOptions options;
+  Actuator* actuator = nullptr;
+  StateSink* sink = nullptr;
+  const base::Clock* clock = nullptr;
+  std::unique_ptr<Scheduler> scheduler;  // the writer thread's alone
+
+  mutable absl::Mutex mu;
+  std::deque<Event> queue ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  bool started ABSL_GUARDED_BY(mu) = false;
+  std::thread thread;
+
+  std::atomic<std::shared_ptr<const Snapshot>> current;
+  // Changes not yet durable (the sink failed): retried before anything new
+  // is acknowledged or actuated.
+  std::vector<StateChange> unsynced;
+
+  mutable absl::Mutex stats_mu;
+  BrokerStats stats ABSL_GUARDED_BY(stats_mu);
+
+  absl::Status Send(Event e, bool wait) {
+    std::shared_ptr<Waiter> waiter;
+    if (wait) {
+      waiter = std::make_shared<Waiter>();
+      e.waiter = waiter;
+    }
+    {
+      absl::MutexLock lock(&mu);
+      if (stopping) return absl::UnavailableError("the broker is shutting down; retry");
+      queue.push_back(std::move(e));
+    }
+    if (!wait) return absl::OkStatus();
+    if (!waiter->done.WaitForNotificationWithTimeout(options.ack_timeout)) {
+      return absl::UnavailableError(
+          absl::StrCat("the broker did not confirm within ", absl::FormatDuration(options.ack_timeout), "; retry"));
+    }
+    return waiter->status;
+  }
+
+  absl::Status Apply(Event& e, absl::Time now) {
+    switch (e.type) {
+      case Event::Type::kAdd: return scheduler->Add(e.workload, now);
+      case Event::Type::kUpdate: return scheduler->Update(e.workload, now);
+      case Event::Type::kRemove: return scheduler->Remove(e.key, now);
+      case Event::Type::kFinish: return scheduler->Finish(e.key, now);
+      case Event::Type::kPolicies: return scheduler->SetPolicies(e.policies, now);
+      case Event::Type::kReleaseOk: return scheduler->ReleaseSucceeded(e.key, e.uid, now);
+      case Event::Type::kReleaseFailed: return scheduler->ReleaseFailed(e.key, e.uid, e.message, now);
+      case Event::Type::kStopped: return scheduler->Stopped(e.key, e.uid, now);
+      case Event::Type::kFlush: return absl::OkStatus();
+    }
+    return absl::OkStatus();
+  }
+
+  ReleaseOrder MakeRelease(const StateChange& c) const {
+    ReleaseOrder o;
+    o.key = c.key;
+    o.uid = c.uid;
+    if (const WorkloadInfo* info = scheduler->Find(c.key)) o.workload = info->workload;
+    o.assignment = *c.assignment;
+    const model::PolicySet& p = scheduler->policies();
+    for (const PodSetAssignment& ps : c.assignment->pod_sets) {
+      ReleaseOrder::PodSetPlacement placement;
+      placement.name = ps.name;
+      std::set<std::string> seen;
+      for (const auto& [res, flavor] : ps.flavors) {
+        if (!seen.insert(flavor).second) continue;
+        auto f = p.flavors.find(flavor);
+        if (f == p.flavors.end()) continue;
+        for (const auto& [k, v] : f->second.node_labels) placement.node_selector[k] = v;
+        placement.tolerations.insert(placement.tolerations.end(), f->second.tolerations.begin(),
+                                     f->second.tolerations.end());
+      }
+      o.placements.push_back(std::move(placement));
+    }
+    return o;
+  }
+
+  // After the changes are durable: tell the cluster. Without an actuator
+  // (no cluster to talk to) a release is done at once and an evicted gang
+  // is stopped at once.
+  void Actuate(const std::vector<StateChange>& changes) {
+    for (const StateChange& c : changes) {
+      if (c.type == StateChange::Type::kAdmitted) {
+        if (actuator != nullptr) {
+          actuator->Release(MakeRelease(c));
+        } else {
+          Event e;
+          e.type = Event::Type::kReleaseOk;
+          e.key = c.key;
+          e.uid = c.uid;
+          absl::MutexLock lock(&mu);
+          queue.push_back(std::move(e));
+        }
+      } else if (c.type == StateChange::Type::kEvicted) {
+        if (actuator != nullptr) {
+          SuspendOrder o;
+          o.key = c.key;
+          o.uid = c.uid;
+          if (const WorkloadInfo* info = scheduler->Find(c.key)) o.workload = info->workload;
+          o.reason = c.reason;
+          o.message = c.message;
+          o.preemptor = c.preemptor;
+          actuator->Suspend(o);
+        } else {
+          Event e;
+          e.type = Event::Type::kStopped;
+          e.key = c.key;
+          e.uid = c.uid;
+          absl::MutexLock lock(&mu);
+          queue.push_back(std::move(e));
+        }
+      }
+    }
+  }
+
+  std::shared_ptr<const PendingOrder> BuildOrder(const model::ClusterQueueName& cq) const {
+    auto order = std::make_shared<PendingOrder>();
+    std::vector<const WorkloadInfo*> pending = scheduler->PendingInQueueOrder(cq);
+    order->keys.reserve(pending.size());
+    order->positions.reserve(pending.size());
+    int64_t pos = 0;
+    for (const WorkloadInfo* w : pending) {
+      order->keys.push_back(w->key);
+      const std::string lq = absl::StrCat(w->key.namespace_name, "/", w->local_queue);
+      const int64_t lq_pos = ++order->local_queue_pending[lq];
+      order->positions[KeyString(w->key)] = QueuePosition{++pos, lq_pos};
+    }
+    return order;
+  }
+
+  void Publish(absl::Time now) {
+    std::shared_ptr<const Snapshot> old = current.load();
+    auto snap = std::make_shared<Snapshot>();
+    snap->version_ = old->version_ + 1;
+    snap->time_ = now;
+    snap->policies_ = scheduler->shared_policies();
+    snap->shards_ = old->shards_;
+    snap->queues_ = old->queues_;
+    std::vector<WorkloadKey> keys;
+    std::vector<model::ClusterQueueName> dirty_queues;
+    bool all = false;
+    scheduler->TakeDirty(&keys, &dirty_queues, &all);
+    // Workloads: copy-on-write per shard.
+    std::map<size_t, std::shared_ptr<Snapshot::Shard>> copies;
+    for (const WorkloadKey& key : keys) {
+      const std::string k = KeyString(key);
+      const size_t shard = ShardOf(k);
+      auto& copy = copies[shard];
+      if (copy == nullptr) copy = std::make_shared<Snapshot::Shard>(*snap->shards_[shard]);
+      const WorkloadInfo* info = scheduler->Find(key);
+      if (info == nullptr) {
+        copy->erase(k);
+      } else {
+        auto view = std::make_shared<WorkloadView>();
+        view->info = *info;
+        (*copy)[k] = std::move(view);
+      }
+    }
+    for (auto& [shard, copy] : copies) snap->shards_[shard] = std::move(copy);
+    snap->workload_count_ = scheduler->size();
+    // ClusterQueues: new pending order where the queue changed, new status
+    // for every queue of a tree in which something changed.
+    std::set<model::ClusterQueueName> reorder(dirty_queues.begin(), dirty_queues.end());
+    std::vector<ClusterQueueStatus> statuses = scheduler->ClusterQueues();
+    std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues;
+    std::set<std::string> dirty_cohorts;
+    for (const ClusterQueueStatus& st : statuses) {
+      if (all || reorder.count(st.name) != 0) dirty_cohorts.insert(st.cohort.empty() ? "/" + st.name : st.cohort);
+    }
+    for (ClusterQueueStatus& st : statuses) {
+      auto old_view = old->queues_.find(st.name);
+      const bool refresh = all || old_view == old->queues_.end() ||
+                           dirty_cohorts.count(st.cohort.empty() ? "/" + st.name : st.cohort) != 0;
+      if (!refresh) {
+        queues[st.name] = old_view->second;
+        continue;
+      }
+      auto view = std::make_shared<ClusterQueueView>();
+      view->pending = (all || reorder.count(st.name) != 0 || old_view == old->queues_.end())
+                          ? BuildOrder(st.name)
+                          : old_view->second->pending;
+      for (const auto& [fr, r] : st.resources) {
+        view->admitted_usage[fr.resource] = view->admitted_usage[fr.resource].SaturatingAdd(r.usage);
+      }
+      view->status = std::move(st);
+      queues[view->status.name] = std::move(view);
+    }
+    snap->queues_ = std::move(queues);
+    current.store(std::move(snap));
+  }
+
+  void Run() {
+    std::vector<Event> batch;
+    while (true) {
+      bool stop = false;
+      {
+        absl::MutexLock lock(&mu);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || !queue.empty(); };
+        mu.AwaitWithTimeout(absl::Condition(&ready), options.tick);
+        const size_t n = std::min(queue.size(), options.max_batch);
+        batch.clear();
+        for (size_t i = 0; i < n; ++i) {
+          batch.push_back(std::move(queue.front()));
+          queue.pop_front();
+        }
+        stop = stopping && queue.empty();
+        absl::MutexLock stats_lock(&stats_mu);
+        stats.queue_depth = queue.size();
+      }
+      ProcessBatch(batch);
+      if (stop) return;
+    }
+  }
+
+  void ProcessBatch(std::vector<Event>& batch) {
+    const absl::Time now = clock->Now();
+    std::vector<absl::Status> results;
+    results.reserve(batch.size());
+    for (Event& e : batch) results.push_back(Apply(e, now));
+    const ScheduleStats sched = scheduler->Schedule(now);
+    std::vector<StateChange> changes = scheduler->TakeChanges();
+    absl::Status durable = absl::OkStatus();
+    if (!unsynced.empty()) {
+      unsynced.insert(unsynced.end(), std::make_move_iterator(changes.begin()), std::make_move_iterator(changes.end()));
+      changes = std::move(unsynced);
+      unsynced.clear();
+    }
+    if (sink != nullptr && !changes.empty()) durable = sink->Append(changes);
+    if (durable.ok()) {
+      Actuate(changes);
+    } else {
+      base::GetLogger("broker")->error("broker: state store unavailable, {} change(s) kept to retry: {}", changes.size(),
+                         durable.message());
+      unsynced = std::move(changes);
+    }
+    Publish(now);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].waiter == nullptr) continue;
+      batch[i].waiter->status =
+          !durable.ok() ? absl::UnavailableError(absl::StrCat("the state store is unavailable (", durable.message(),
+                                                              "); retry"))
+                        : results[i];
+      batch[i].waiter->done.Notify();
+    }
+    absl::MutexLock lock(&stats_mu);
+    ++stats.batches;
+    stats.events += batch.size();
+    stats.admitted += static_cast<uint64_t>(sched.admitted);
+    stats.preempted += static_cast<uint64_t>(sched.preempted);
+    if (!durable.ok()) ++stats.sink_failures;
+  }
+};
+
+Broker::Broker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Broker::~Broker() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<Broker>> Broker::Create(std::shared_ptr<const model::PolicySet> policies,
+                                                       BrokerOptions options, Actuator* actuator, StateSink* sink,
+                                                       const base::Clock* clock) {
+  if (clock == nullptr) return absl::InvalidArgumentError("broker: a clock is required");
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(std::move(policies), options.scheduler);
+  if (!scheduler.ok()) return scheduler.status();
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->actuator = actuator;
+  impl->sink = sink;
+  impl->clock = clock;
+  impl->scheduler = *std::move(scheduler);
+  auto first = std::make_shared<Snapshot>();
+  first->policies_ = impl->scheduler->shared_policies();
+  first->time_ = clock->Now();
+  for (size_t i = 0; i < Snapshot::kShards; ++i) first->shards_.push_back(std::make_shared<const Snapshot::Shard>());
+  impl->current.store(std::move(first));
+  impl->Publish(clock->Now());
+  return std::unique_ptr<Broker>(new Broker(std::move(impl)));
+}
+
+void Broker::Start() {
+  absl::MutexLock lock(&impl_->mu);
+  if (impl_->started || impl_->stopping) return;
+  impl_->started = true;
+  impl_->thread = std::thread([this] { impl_->Run(); });
+}
+
+void Broker::Stop() {
+  bool join = false;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->stopping) return;
+    impl_->stopping = true;
+    join = impl_->started;
+  }
+  if (join) impl_->thread.join();
+}
+
+absl::Status Broker::Register(const workload::Workload& w, const std::string& /*cluster_queue*/) {
+  Event e;
+  e.type = Event::Type::kAdd;
+  e.workload = w;
+  return impl_->Send(std::move(e), true);
+}
+
+absl::Status Broker::Update(const workload::Workload& w) {
+  Event e;
+  e.type = Event::Type::kUpdate;
+  e.workload = w;
+  return impl_->Send(std::move(e), true);
+}
+
+absl::Status Broker::Remove(const WorkloadKey& key) {
+  Event e;
+  e.type = Event::Type::kRemove;
+  e.key = key;
+  return impl_->Send(std::move(e), true);
+}
+
+absl::Status Broker::Finish(const WorkloadKey& key) {
+  Event e;
+  e.type = Event::Type::kFinish;
+  e.key = key;
+  return impl_->Send(std::move(e), true);
+}
+
+absl::Status Broker::SetPolicies(std::shared_ptr<const model::PolicySet> policies) {
+  Event e;
+  e.type = Event::Type::kPolicies;
+  e.policies = std::move(policies);
+  return impl_->Send(std::move(e), true);
+}
+
+void Broker::ReleaseResult(const WorkloadKey& key, const std::string& uid, absl::Status result) {
+  Event e;
+  e.type = result.ok() ? Event::Type::kReleaseOk : Event::Type::kReleaseFailed;
+  e.key = key;
+  e.uid = uid;
+  e.message = std::string(result.message());
+  (void)impl_->Send(std::move(e), false);
+}
+
+void Broker::GangStopped(const WorkloadKey& key, const std::string& uid) {
+  Event e;
+  e.type = Event::Type::kStopped;
+  e.key = key;
+  e.uid = uid;
+  (void)impl_->Send(std::move(e), false);
+}
+
+bool Broker::Flush(absl::Duration timeout) {
+  auto waiter = std::make_shared<Waiter>();
+  Event e;
+  e.type = Event::Type::kFlush;
+  e.waiter = waiter;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->stopping) return false;
+    impl_->queue.push_back(std::move(e));
+  }
+  return waiter->done.WaitForNotificationWithTimeout(timeout);
+}
+
+std::shared_ptr<const Snapshot> Broker::snapshot() const { return impl_->current.load(); }
+
+BrokerStats Broker::stats() const {
+  absl::MutexLock lock(&impl_->stats_mu);
+  return impl_->stats;
+}
+
+std::optional<WorkloadRecord> Broker::Find(const WorkloadKey& key) const {
+  std::shared_ptr<const Snapshot> snap = snapshot();
+  const WorkloadView* view = snap->Find(key);
+  if (view == nullptr) return std::nullopt;
+  WorkloadRecord r;
+  r.workload = *view->info.workload;
+  r.cluster_queue = view->info.cluster_queue;
+  r.state = StateOf(view->info.phase);
+  r.pod_group_members = view->info.pod_group_members;
+  return r;
+}
+
+int64_t Broker::PendingIn(const std::string& cluster_queue) const {
+  std::shared_ptr<const Snapshot> snap = snapshot();
+  const ClusterQueueView* q = snap->FindClusterQueue(cluster_queue);
+  return q == nullptr ? 0 : q->status.pending;
+}
+
+std::map<std::string, Quantity> Broker::AdmittedUsage(const std::string& cluster_queue) const {
+  std::shared_ptr<const Snapshot> snap = snapshot();
+  const ClusterQueueView* q = snap->FindClusterQueue(cluster_queue);
+  return q == nullptr ? std::map<std::string, Quantity>{} : q->admitted_usage;
+}
+
+}  // namespace gangkeeper::broker

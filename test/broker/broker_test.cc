@@ -1,0 +1,263 @@
+// gangkeeper: tests for the Broker service — events through the writer
+// thread, durability before acknowledgement, actuation of whole gangs,
+// snapshots that readers use without locks.
+#include "gangkeeper/broker/broker.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/model/manifest.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
+
+namespace gangkeeper::broker {
+namespace {
+
+using ::gangkeeper::quantity::Quantity;
+using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::StatusIs;
+
+constexpr char kPolicies[] = R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: a100}
+spec:
+  nodeLabels: {gpu: a100}
+  nodeTaints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: a}
+spec: {clusterQueue: team-a}
+)";
+
+std::shared_ptr<const model::PolicySet> Policies(const std::string& yaml) {
+  auto p = std::make_shared<model::PolicySet>();
+  model::Diagnostics d;
+  model::DecodeManifests(yaml, "test.yaml", p.get(), &d);
+  return p;
+}
+
+workload::Workload Gang(const std::string& name, int64_t pods, int64_t gpus, int32_t priority = 0) {
+  workload::Workload w;
+  w.namespace_name = "a";
+  w.name = name;
+  w.uid = "uid-" + name;
+  w.queue_name = "q";
+  w.priority = priority;
+  for (const char* set : {"launcher", "worker"}) {
+    workload::PodSet ps;
+    ps.name = set;
+    ps.count = std::string(set) == "launcher" ? 1 : pods;
+    ps.requests["nvidia.com/gpu"] = Quantity::FromUnits(std::string(set) == "launcher" ? 0 : gpus);
+    w.pod_sets.push_back(ps);
+  }
+  return w;
+}
+
+class FakeActuator : public Actuator {
+ public:
+  void Release(const ReleaseOrder& order) override {
+    absl::MutexLock lock(&mu_);
+    releases_.push_back(order);
+  }
+  void Suspend(const SuspendOrder& order) override {
+    absl::MutexLock lock(&mu_);
+    suspends_.push_back(order);
+  }
+  std::vector<ReleaseOrder> releases() {
+    absl::MutexLock lock(&mu_);
+    return releases_;
+  }
+  std::vector<SuspendOrder> suspends() {
+    absl::MutexLock lock(&mu_);
+    return suspends_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<ReleaseOrder> releases_;
+  std::vector<SuspendOrder> suspends_;
+};
+
+class FakeSink : public StateSink {
+ public:
+  absl::Status Append(const std::vector<StateChange>& changes) override {
+    absl::MutexLock lock(&mu_);
+    if (fail_) return absl::UnavailableError("disk full");
+    for (const StateChange& c : changes) types_.push_back(c.type);
+    return absl::OkStatus();
+  }
+  void set_fail(bool fail) {
+    absl::MutexLock lock(&mu_);
+    fail_ = fail;
+  }
+  std::vector<StateChange::Type> types() {
+    absl::MutexLock lock(&mu_);
+    return types_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool fail_ = false;
+  std::vector<StateChange::Type> types_;
+};
+
+class BrokerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BrokerOptions options;
+    options.ack_timeout = absl::Seconds(10);
+    auto b = Broker::Create(Policies(kPolicies), options, &actuator_, &sink_, &clock_);
+    ASSERT_THAT(b.status(), IsOk());
+    broker_ = *std::move(b);
+    broker_->Start();
+  }
+  base::SimulatedClock clock_{absl::FromUnixSeconds(1'700'000'000)};
+  FakeActuator actuator_;
+  FakeSink sink_;
+  std::unique_ptr<Broker> broker_;
+};
+
+TEST_F(BrokerTest, RegisterAdmitsAndReleasesTheWholeGangWithFlavorPlacement) {
+  ASSERT_THAT(broker_->Register(Gang("train", 4, 2), "team-a"), IsOk());
+  // Acknowledged only after the sink has the changes.
+  EXPECT_THAT(sink_.types(), ::testing::ElementsAre(StateChange::Type::kRegistered, StateChange::Type::kAdmitted));
+  std::vector<ReleaseOrder> releases = actuator_.releases();
+  ASSERT_EQ(releases.size(), 1u);
+  EXPECT_EQ(releases[0].key.name, "train");
+  ASSERT_EQ(releases[0].placements.size(), 2u);
+  EXPECT_EQ(releases[0].placements[1].node_selector.at("gpu"), "a100");
+  ASSERT_EQ(releases[0].placements[1].tolerations.size(), 1u);
+  EXPECT_EQ(releases[0].placements[1].tolerations[0].key, "nvidia.com/gpu");
+  // The launcher asks for no GPU: it has no flavor and no placement.
+  EXPECT_TRUE(releases[0].placements[0].node_selector.empty());
+  std::optional<WorkloadRecord> r = broker_->Find({"a", "train"});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->state, WorkloadState::kAdmitted);
+  EXPECT_EQ(broker_->AdmittedUsage("team-a").at("nvidia.com/gpu"), Quantity::FromUnits(8));
+  broker_->ReleaseResult({"a", "train"}, "uid-train", absl::OkStatus());
+  ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "train"})->info.phase, Phase::kRunning);
+}
+
+TEST_F(BrokerTest, SnapshotShowsPositionsAndReasons) {
+  ASSERT_THAT(broker_->Register(Gang("big", 4, 2), "team-a"), IsOk());
+  clock_.AdvanceTime(absl::Seconds(1));
+  ASSERT_THAT(broker_->Register(Gang("next", 1, 4), "team-a"), IsOk());
+  clock_.AdvanceTime(absl::Seconds(1));  // queue order: creation time, then uid
+  ASSERT_THAT(broker_->Register(Gang("last", 1, 1), "team-a"), IsOk());
+  std::shared_ptr<const Snapshot> snap = broker_->snapshot();
+  EXPECT_EQ(broker_->PendingIn("team-a"), 2);
+  std::optional<QueuePosition> next = snap->Position({"a", "next"});
+  std::optional<QueuePosition> last = snap->Position({"a", "last"});
+  ASSERT_TRUE(next.has_value() && last.has_value());
+  EXPECT_EQ(next->cluster_queue, 1);
+  EXPECT_EQ(last->cluster_queue, 2);
+  EXPECT_EQ(last->local_queue, 2);
+  const WorkloadView* v = snap->Find({"a", "next"});
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->info.reason.code, PendingReason::Code::kWaitingForQuota);
+  EXPECT_THAT(v->info.reason.message, ::testing::HasSubstr("waiting for 4 nvidia.com/gpu in team-a/a100"));
+  // The old snapshot stays valid and unchanged while the broker moves on.
+  ASSERT_THAT(broker_->Finish({"a", "big"}), IsOk());
+  EXPECT_EQ(snap->Find({"a", "next"})->info.phase, Phase::kPending);
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "next"})->info.phase, Phase::kReserved);
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "big"}), nullptr);
+}
+
+TEST_F(BrokerTest, SinkFailureIsNotAcknowledgedAndNothingIsReleased) {
+  sink_.set_fail(true);
+  EXPECT_THAT(broker_->Register(Gang("x", 1, 1), "team-a"), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_TRUE(actuator_.releases().empty());
+  sink_.set_fail(false);
+  // The retried registration is idempotent; the kept changes are written first.
+  ASSERT_THAT(broker_->Register(Gang("x", 1, 1), "team-a"), IsOk());
+  EXPECT_THAT(sink_.types(), ::testing::ElementsAre(StateChange::Type::kRegistered, StateChange::Type::kAdmitted));
+  EXPECT_EQ(actuator_.releases().size(), 1u);
+  EXPECT_EQ(broker_->stats().sink_failures, 1u);
+}
+
+TEST_F(BrokerTest, ReleaseFailureRequeuesAndFreesQuota) {
+  ASSERT_THAT(broker_->Register(Gang("x", 4, 2), "team-a"), IsOk());
+  broker_->ReleaseResult({"a", "x"}, "uid-x", absl::UnavailableError("apiserver down"));
+  ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  // Requeued and (quota being free) admitted again in the same batch.
+  EXPECT_EQ(actuator_.releases().size(), 2u);
+  std::vector<StateChange::Type> types = sink_.types();
+  EXPECT_NE(std::find(types.begin(), types.end(), StateChange::Type::kReleaseFailed), types.end());
+}
+
+TEST_F(BrokerTest, PreemptionSuspendsTheVictimAndWaitsForItToStop) {
+  ASSERT_THAT(broker_->Register(Gang("low", 4, 2, 1), "team-a"), IsOk());
+  broker_->ReleaseResult({"a", "low"}, "uid-low", absl::OkStatus());
+  ASSERT_THAT(broker_->Register(Gang("high", 2, 2, 100), "team-a"), IsOk());
+  std::vector<SuspendOrder> suspends = actuator_.suspends();
+  ASSERT_EQ(suspends.size(), 1u);
+  EXPECT_EQ(suspends[0].key.name, "low");
+  EXPECT_EQ(suspends[0].preemptor.name, "high");
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "high"})->info.phase, Phase::kPending);
+  broker_->GangStopped({"a", "low"}, "uid-low");
+  ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "high"})->info.phase, Phase::kReserved);
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "low"})->info.phase, Phase::kPending);
+}
+
+TEST_F(BrokerTest, BadPoliciesAreRefusedAndTheOldOnesStay) {
+  auto bad = std::make_shared<model::PolicySet>(*Policies(kPolicies));
+  bad->cluster_queues["team-a"].resource_groups[0].flavors[0].resources[0].nominal = Quantity::FromUnits(-1);
+  EXPECT_THAT(broker_->SetPolicies(bad), StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_THAT(broker_->Register(Gang("x", 1, 1), "team-a"), IsOk());
+  EXPECT_EQ(broker_->Find({"a", "x"})->state, WorkloadState::kAdmitted);
+}
+
+TEST_F(BrokerTest, ManyConcurrentWritersAndReaders) {
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    for (int i = 0; i < 100000 && !done.load(); ++i) {
+      std::shared_ptr<const Snapshot> s = broker_->snapshot();
+      int64_t n = 0;
+      s->ForEachWorkload([&](const WorkloadView&) { ++n; });
+      ASSERT_EQ(static_cast<size_t>(n), s->workload_count());
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        ASSERT_THAT(broker_->Register(Gang("w" + std::to_string(t) + "-" + std::to_string(i), 1, 1), "team-a"),
+                    IsOk());
+      }
+    });
+  }
+  for (std::thread& w : writers) w.join();
+  done = true;
+  reader.join();
+  ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  std::shared_ptr<const Snapshot> s = broker_->snapshot();
+  EXPECT_EQ(s->workload_count(), 200u);
+  EXPECT_EQ(s->FindClusterQueue("team-a")->status.admitted, 8);
+  EXPECT_EQ(s->FindClusterQueue("team-a")->status.pending, 192);
+}
+
+}  // namespace
+}  // namespace gangkeeper::broker
