@@ -16,7 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/admission/webhook.h"
-#include "gangkeeper/broker/registry.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/broker/broker.h"
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/server/server.h"
@@ -37,6 +38,7 @@ struct ServeFlags {
   std::string log_format = "text";
   std::string log_level = "info";
   absl::Duration shutdown_grace = absl::Seconds(25);
+  broker::BrokerOptions broker;
 };
 
 struct WebhookMetrics {
@@ -95,6 +97,11 @@ int RunServe(const std::vector<std::string>& args) {
              "queue workloads without a queue-name label in the namespace's LocalQueue named default");
   flags.String("controller-username", &f.webhook.controller_username,
                "the only user allowed to un-suspend workloads gangkeeper has not admitted");
+  flags.Bool("fair-sharing", &f.broker.scheduler.fair_sharing,
+             "fair sharing in every cohort (Kueue's fairSharing.enable); a root Cohort labelled "
+             "gangkeeper.io/fair-sharing=true enables it for its tree alone");
+  flags.Bool("one-head-per-cycle", &f.broker.scheduler.one_head_per_cycle,
+             "admit at most one workload per ClusterQueue per cycle, as Kueue does (slower)");
   flags.String("data-dir", &f.data_dir, "directory for gangkeeper's durable state");
   flags.Bool("dev", &f.dev, "generate a CA and serving certificate into --dev-certs-dir if missing and use them");
   flags.String("dev-certs-dir", &f.dev_certs_dir, "where --dev keeps its certificates");
@@ -200,11 +207,18 @@ int RunServe(const std::vector<std::string>& args) {
   if (absl::Status m = metrics::RegisterProcessMetrics(registry); !m.ok()) {
     log->warn("process metrics unavailable: {}", m.message());
   }
-  // TODO(#5): the broker replaces the in-memory registry and publishes the
-  // policies in its snapshots.
-  std::unique_ptr<broker::WorkloadRegistry> workloads = broker::NewInMemoryRegistry();
-  std::shared_ptr<const model::PolicySet> frozen = policies;
-  admission::Webhook webhook([frozen] { return frozen; }, *workloads, f.webhook);
+  // TODO(#6): the Kubernetes actuator; TODO(#8): the journal as StateSink.
+  // Until then releases are recorded (and shown) but not sent, and state
+  // lives in memory.
+  absl::StatusOr<std::unique_ptr<broker::Broker>> workloads =
+      broker::Broker::Create(policies, f.broker, /*actuator=*/nullptr, /*sink=*/nullptr, &base::RealClock());
+  if (!workloads.ok()) {
+    log->error("--policies {}: {}", f.policies_dir, workloads.status().message());
+    return 1;
+  }
+  (*workloads)->Start();
+  broker::Broker& broker = **workloads;
+  admission::Webhook webhook([&broker] { return broker.policies(); }, broker, f.webhook);
   absl::StatusOr<WebhookMetrics> webhook_metrics = RegisterWebhookMetrics(registry);
   if (!webhook_metrics.ok()) {
     log->error("{}", webhook_metrics.status().message());
@@ -254,6 +268,7 @@ int RunServe(const std::vector<std::string>& args) {
       base::FlushLogs();
       return 1;
     }
+    broker.Stop();
     log->info("stopped cleanly");
     base::FlushLogs();
     return 0;
