@@ -115,6 +115,7 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
   out.assignment.cluster_queue = cq.meta.name;
   const int cq_node = tree.ClusterQueueNode(cq.meta.name);
   ResourceAmounts assumed;  // quota taken by the earlier pod sets
+  std::vector<Target> last_targets;
 
   auto fail = [&out](PendingReason reason) {
     out.mode = FitMode::kNoFit;
@@ -160,6 +161,7 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
         int borrow = 0;
         const model::FlavorQuotas* flavor = nullptr;
         std::set<FlavorResource> need_preemption;
+        std::vector<Target> targets;  // the oracle's, for need_preemption's one FlavorResource
         PendingReason reason;
       };
       Candidate best;
@@ -187,8 +189,12 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
             FlavorResource fr{fq.name, res};
             Quantity val = totals.at(res);
             if (auto a = assumed.find(fr); a != assumed.end()) val = val.SaturatingAdd(a->second);
-            const Quantity max = tree.PotentialAvailable(cq.meta.name, fr);
-            const Quantity avail = tree.Available(cq.meta.name, fr);
+            const Quantity max = tree.PotentialAvailable(cq_node, fr);
+            const Quantity avail = tree.Available(cq_node, fr);
+            if (val <= avail && val <= max) {
+              c.borrow = std::max(c.borrow, tree.BorrowingHeight(cq_node, fr, val));
+              continue;  // fits: nothing to explain
+            }
             PendingReason r;
             r.pod_set = ps.name;
             r.flavor = fq.name;
@@ -196,9 +202,9 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
             r.requested = val;
             r.available = avail;
             r.max_capacity = max;
-            r.nominal = tree.Nominal(cq.meta.name, fr);
-            r.used = tree.Usage(cq.meta.name, fr);
-            if (cq_node >= 0) r.borrowing_limit = tree.QuotaAt(cq_node, fr).borrowing_limit;
+            r.nominal = tree.QuotaAt(cq_node, fr).nominal;
+            r.used = tree.UsageAt(cq_node, fr);
+            r.borrowing_limit = tree.QuotaAt(cq_node, fr).borrowing_limit;
             FitMode m;
             if (val > max) {
               m = FitMode::kNoFit;
@@ -226,7 +232,7 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
                 bool only_other_queues = false;
                 // The oracle mutates the tree while searching and restores it.
                 auto* self = const_cast<Scheduler::State*>(this);
-                if (self->CanPreemptFor(e, cq, fr, val, &only_other_queues)) {
+                if (self->CanPreemptFor(e, cq, fr, val, &only_other_queues, &c.targets)) {
                   m = only_other_queues ? FitMode::kReclaim : FitMode::kPreempt;
                   c.need_preemption.insert(fr);
                   if (r.nominal < val) c.borrow = std::max(c.borrow, tree.BorrowingHeight(cq_node, fr, val));
@@ -253,11 +259,12 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
             have_reason = true;
           }
         }
+        const bool try_next = TryNextFlavor(c.mode, c.borrow, cq.flavor_fungibility);
         if (!have_best || Preferred(c.mode, c.borrow, best.mode, best.borrow, cq.flavor_fungibility.preference)) {
-          best = c;
+          best = std::move(c);
           have_best = true;
         }
-        if (!TryNextFlavor(c.mode, c.borrow, cq.flavor_fungibility)) break;
+        if (!try_next) break;
       }
       if (!have_best || best.mode == FitMode::kNoFit || best.mode == FitMode::kNoCandidates) {
         PendingReason r = have_reason ? group_reason : best.reason;
@@ -285,12 +292,20 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
         out.reason = best.reason;
       }
       out.need_preemption.insert(best.need_preemption.begin(), best.need_preemption.end());
+      if (best.need_preemption.size() == 1) last_targets = std::move(best.targets);
       out.assignment.borrowing_level = std::max(out.assignment.borrowing_level, best.borrow);
     }
     out.assignment.pod_sets.push_back(std::move(psa));
   }
   out.assignment.usage = std::move(assumed);
   if (out.mode == FitMode::kFit) out.need_preemption.clear();
+  // The oracle already ran FindTargets' search when the gang's usage is
+  // exactly the one FlavorResource it searched for.
+  if ((out.mode == FitMode::kPreempt || out.mode == FitMode::kReclaim) && out.need_preemption.size() == 1 &&
+      out.assignment.usage.size() == 1 && out.assignment.usage.begin()->first == *out.need_preemption.begin() &&
+      !last_targets.empty()) {
+    out.targets = std::move(last_targets);
+  }
   return out;
 }
 

@@ -34,7 +34,12 @@ struct Candidate {
 bool UsesAny(const Entry& e, const std::set<FlavorResource>& frs) {
   if (!e.info.admission.has_value()) return false;
   for (const auto& [fr, q] : e.info.admission->usage) {
-    if (!q.IsZero() && frs.count(fr) != 0) return true;
+    if (q.IsZero()) continue;
+    for (const FlavorResource& want : frs) {  // usually one: a linear scan beats a lookup
+      if (fr.resource.size() == want.resource.size() && fr.flavor == want.flavor && fr.resource == want.resource) {
+        return true;
+      }
+    }
   }
   return false;
 }
@@ -118,7 +123,7 @@ class Search {
  private:
   bool Fits(bool allow_borrowing) const {
     for (const auto& [fr, amount] : request_) {
-      if (amount > tree_.Available(cq_.meta.name, fr)) return false;
+      if (amount > tree_.Available(cq_node_, fr)) return false;
       if (!allow_borrowing && tree_.BorrowingWith(cq_node_, fr, amount)) return false;
     }
     return true;
@@ -153,6 +158,25 @@ class Search {
   void CohortCandidates(std::vector<Candidate>* out) const;
   void Collect(int node, bool advantage, std::vector<Candidate>* out) const;
   bool StillUseful(const Candidate& c) const;
+  // A necessary condition, cheap to check: evicting every candidate frees
+  // at least what is missing on every FlavorResource that needs it.
+  bool Freeable(const std::vector<Candidate>& cands) const {
+    for (const FlavorResource& fr : frs_) {
+      auto want = request_.find(fr);
+      if (want == request_.end()) continue;
+      absl::StatusOr<Quantity> m = want->second.Sub(tree_.Available(cq_node_, fr));
+      const Quantity missing = m.ok() ? *m : want->second;
+      if (missing.IsZero() || missing.IsNegative()) continue;
+      Quantity freed;
+      for (const Candidate& c : cands) {
+        auto u = c.entry->info.admission->usage.find(fr);
+        if (u != c.entry->info.admission->usage.end()) freed = freed.SaturatingAdd(u->second);
+        if (freed >= missing) break;
+      }
+      if (freed < missing) return false;
+    }
+    return true;
+  }
 
   Scheduler::State& s_;
   ResourceTree& tree_;
@@ -168,8 +192,9 @@ std::vector<Candidate> Search::SameQueueCandidates() const {
   auto q = s_.queues.find(cq_.meta.name);
   if (q == s_.queues.end()) return out;
   for (Entry* e : q->second.admitted) {
-    if (e == &in_ || !UsesAny(*e, frs_)) continue;
+    if (e == &in_) continue;
     if (e->info.phase != Phase::kEvicting && !Within(cq_.preemption.within_cluster_queue, *e, in_)) continue;
+    if (!UsesAny(*e, frs_)) continue;
     out.push_back(Candidate{e, Class::kSameQueue, false, cq_node_, "InClusterQueue"});
   }
   return out;
@@ -181,11 +206,11 @@ void Search::Collect(int node, bool advantage, std::vector<Candidate>* out) cons
     for (int child : tree_.Children(node)) Collect(child, advantage, out);
     return;
   }
-  auto q = s_.queues.find(tree_.NodeName(node));
-  if (q == s_.queues.end()) return;
-  for (Entry* e : q->second.admitted) {
-    if (!UsesAny(*e, frs_)) continue;
+  const Queue* q = s_.queue_by_node[static_cast<size_t>(node)];
+  if (q == nullptr) return;
+  for (Entry* e : q->admitted) {
     if (e->info.phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
+    if (!UsesAny(*e, frs_)) continue;
     Candidate c{e, advantage ? Class::kHierarchical : Class::kCohort, false, node, "InCohortReclamation"};
     if (!advantage) {
       const auto& p = cq_.preemption;
@@ -234,7 +259,7 @@ bool Search::StillUseful(const Candidate& c) const {
 std::vector<Target> Search::Classical() {
   std::vector<Candidate> cands = SameQueueCandidates();
   CohortCandidates(&cands);
-  if (cands.empty()) return {};
+  if (cands.empty() || !Freeable(cands)) return {};
   std::sort(cands.begin(), cands.end(), CandidateBefore);
   bool has_other = false;
   bool has_hier = false;
@@ -371,13 +396,15 @@ std::vector<Target> Scheduler::State::FindTargets(const Entry& e, const model::C
 }
 
 bool Scheduler::State::CanPreemptFor(const Entry& e, const model::ClusterQueue& cq,
-                                     const FlavorResource& fr, Quantity amount, bool* only_other_queues) {
+                                     const FlavorResource& fr, Quantity amount, bool* only_other_queues,
+                                     std::vector<Target>* targets) {
   *only_other_queues = false;
+  targets->clear();
   if (!e.info.can_preempt || tree.ClusterQueueNode(cq.meta.name) < 0) return false;
   Search search(*this, e, cq, ResourceAmounts{{fr, amount}}, std::set<FlavorResource>{fr});
-  std::vector<Target> targets = FairSharingFor(cq.meta.name) ? search.Fair() : search.Classical();
-  if (targets.empty()) return false;
-  *only_other_queues = std::all_of(targets.begin(), targets.end(), [&](const Target& t) {
+  *targets = FairSharingFor(cq.meta.name) ? search.Fair() : search.Classical();
+  if (targets->empty()) return false;
+  *only_other_queues = std::all_of(targets->begin(), targets->end(), [&](const Target& t) {
     return t.entry->info.admission->cluster_queue != cq.meta.name;
   });
   return true;

@@ -223,6 +223,16 @@ Quantity ResourceTree::Available(const model::ClusterQueueName& cq,
   return ClampZero(AvailableAt(n, fr));
 }
 
+Quantity ResourceTree::Available(int n, const FlavorResource& fr) const {
+  if (n < 0 || nodes_[n].disabled) return Quantity();
+  return ClampZero(AvailableAt(n, fr));
+}
+
+Quantity ResourceTree::PotentialAvailable(int n, const FlavorResource& fr) const {
+  if (n < 0 || nodes_[n].disabled) return Quantity();
+  return ClampZero(PotentialAvailableAt(n, fr));
+}
+
 Quantity ResourceTree::PotentialAvailable(const model::ClusterQueueName& cq,
                                           const FlavorResource& fr) const {
   int n = FindClusterQueue(cq);

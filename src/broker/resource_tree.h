@@ -56,6 +56,10 @@ class ResourceTree {
   // Zero for unknown or disabled ClusterQueues, and when quota was lowered
   // below usage.
   quantity::Quantity Available(const model::ClusterQueueName& cq, const FlavorResource& fr) const;
+  // The same by node (a ClusterQueue's node from ClusterQueueNode()), for
+  // the hot path.
+  quantity::Quantity Available(int cq_node, const FlavorResource& fr) const;
+  quantity::Quantity PotentialAvailable(int cq_node, const FlavorResource& fr) const;
   // What `cq` could use on `fr` if every other queue were idle.
   quantity::Quantity PotentialAvailable(const model::ClusterQueueName& cq,
                                         const FlavorResource& fr) const;

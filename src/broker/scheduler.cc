@@ -146,6 +146,7 @@ void Dequeue(State& s, Entry* e) {
     if (q != s.queues.end()) {
       q->second.active.erase(e);
       q->second.inadmissible.erase(e);
+      q->second.blocked = false;  // the head may have changed
     }
     e->queued_in.clear();
   }
@@ -184,7 +185,9 @@ void Enqueue(State& s, Entry* e) {
                                w.pod_group_total_count, " pods; the gang is released when all exist");
     } else {
       e->queued_in = cq->meta.name;
-      s.queues[cq->meta.name].active.insert(e);
+      Queue& q = s.queues[cq->meta.name];
+      q.active.insert(e);
+      q.blocked = false;
       s.Touch(*e);
       if (e->info.reason.code == PendingReason::Code::kInactive ||
           e->info.reason.code == PendingReason::Code::kStopped ||
@@ -206,7 +209,7 @@ void RequeueInadmissible(State& s, const std::string& cq) {
   const int node = s.tree.ClusterQueueNode(cq);
   const int root = node >= 0 ? s.tree.Root(node) : -1;
   for (auto& [name, q] : s.queues) {
-    if (q.inadmissible.empty()) continue;
+    if (q.inadmissible.empty() && !q.blocked) continue;
     if (name != cq) {
       const int n = s.tree.ClusterQueueNode(name);
       if (root < 0 || n < 0 || s.tree.Root(n) != root) continue;
@@ -214,6 +217,7 @@ void RequeueInadmissible(State& s, const std::string& cq) {
     for (Entry* e : q.inadmissible) e->inadmissible = false;
     q.active.merge(q.inadmissible);
     q.inadmissible.clear();
+    q.blocked = false;
   }
 }
 
@@ -317,6 +321,12 @@ void Describe(const State& s, const std::string& cq, PendingReason& r) {
 }
 
 void SetReason(State& s, Entry* e, PendingReason r) {
+  const PendingReason& old = e->info.reason;
+  if (r.message.empty() && old.code == r.code && old.pod_set == r.pod_set && old.flavor == r.flavor &&
+      old.resource == r.resource && old.requested == r.requested && old.available == r.available &&
+      old.used == r.used && old.nominal == r.nominal && old.max_capacity == r.max_capacity) {
+    return;  // the same numbers: keep the sentence (and the snapshot) as they are
+  }
   Describe(s, e->info.cluster_queue, r);
   e->info.reason = std::move(r);
   s.Touch(*e);
@@ -387,7 +397,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats) {
   while (true) {
     std::vector<Nomination> noms;
     for (auto& [name, q] : s.queues) {
-      if (q.active.empty() || done.count(name) != 0) continue;
+      if (q.active.empty() || q.blocked || done.count(name) != 0) continue;
       const model::ClusterQueue* cq = LiveClusterQueue(s, name);
       if (cq == nullptr || ClusterQueueBlocked(s, name).has_value()) {
         // The policy changed under it; Enqueue re-files the entries.
@@ -402,7 +412,8 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats) {
       n.result = s.AssignFlavors(*n.entry, *cq);
       ++stats.nominated;
       if (n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) {
-        n.targets = s.FindTargets(*n.entry, *cq, n.result);
+        n.targets = n.result.targets.has_value() ? *std::move(n.result.targets)
+                                                 : s.FindTargets(*n.entry, *cq, n.result);
       }
       noms.push_back(std::move(n));
     }
@@ -466,6 +477,9 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats) {
           ++stats.preempted;
           progress = round_progress = true;
         }
+        // Until a victim stops (which frees quota in this tree and wakes
+        // the queue) another try would choose the same victims.
+        s.queues[cq].blocked = true;
         PendingReason r;
         r.code = PendingReason::Code::kWaitingForPreemption;
         r.message = absl::StrCat("waiting for ", names.size(), " preempted workload(s) to stop: ",
@@ -483,7 +497,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats) {
       }
       SetReason(s, e, r);
       if (strict) {
-        done.insert(cq);  // the head blocks the queue
+        s.queues[cq].blocked = true;  // the head blocks the queue until something changes
       } else {
         auto& q = s.queues[cq];
         q.active.erase(e);
@@ -530,6 +544,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<con
   state->policies = std::move(policies);
   state->tree = *std::move(tree);
   for (const auto& [name, cq] : state->policies->cluster_queues) state->queues[name];
+  state->IndexQueues();
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(state)));
 }
 
@@ -687,6 +702,7 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
     if (e->info.phase == Phase::kPending) pending.push_back(e.get());
   }
   s.queues = std::move(queues);
+  s.IndexQueues();
   s.orphans.clear();
   for (Entry* e : pending) {
     e->queued_in.clear();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "gangkeeper/broker/scheduler.h"
 #include "src/broker/resource_tree.h"
@@ -52,11 +53,21 @@ struct Queue {
   OrderedEntries active;
   OrderedEntries inadmissible;
   std::set<Entry*> admitted;  // holding quota in this ClusterQueue
+  // StrictFIFO: the head did not fit and nothing has changed since; the
+  // queue is skipped until something does (quota freed in its tree, policy
+  // change, a new workload in it). Trying again would give the same answer.
+  bool blocked = false;
 };
 
 // How well a flavor (or a whole gang) fits, worst first (Kueue's granular
 // modes).
 enum class FitMode { kNoFit = 0, kNoCandidates = 1, kPreempt = 2, kReclaim = 3, kFit = 4 };
+
+// A preemption victim and the reason it is preempted.
+struct Target {
+  Entry* entry = nullptr;
+  std::string reason;  // InClusterQueue, InCohortReclamation, InCohortReclaimWhileBorrowing, InCohortFairSharing
+};
 
 // The flavor assigner's answer for one workload.
 struct AssignmentResult {
@@ -65,12 +76,10 @@ struct AssignmentResult {
   // FlavorResources that need preemption (mode kPreempt / kReclaim).
   std::set<FlavorResource> need_preemption;
   PendingReason reason;  // the first blocker when mode != kFit
-};
-
-// A preemption victim and the reason it is preempted.
-struct Target {
-  Entry* entry = nullptr;
-  std::string reason;  // InClusterQueue, InCohortReclamation, InCohortReclaimWhileBorrowing, InCohortFairSharing
+  // The victims the preemption oracle found, when its search was the one
+  // FindTargets would run (one FlavorResource needs preemption and it is
+  // the gang's only one): saves repeating it.
+  std::optional<std::vector<Target>> targets;
 };
 
 struct Scheduler::State {
@@ -79,6 +88,7 @@ struct Scheduler::State {
   ResourceTree tree;
   absl::flat_hash_map<WorkloadKey, std::unique_ptr<Entry>, WorkloadKeyHash> entries;
   std::map<model::ClusterQueueName, Queue> queues;  // every ClusterQueue, plus deleted ones holding quota
+  std::vector<Queue*> queue_by_node;                 // by ResourceTree node (nullptr for cohorts)
   std::set<Entry*, QueueOrder> orphans;             // pending without a usable ClusterQueue
   // (ClusterQueue node, FlavorResource) over quota after a policy change;
   // the invariant check tolerates them until usage falls back.
@@ -86,8 +96,8 @@ struct Scheduler::State {
   std::vector<StateChange> changes;
   uint64_t next_seq = 0;
   // What changed since the last TakeDirty (for incremental snapshots).
-  std::set<WorkloadKey> dirty_workloads;
-  std::set<model::ClusterQueueName> dirty_queues;
+  absl::flat_hash_set<WorkloadKey, WorkloadKeyHash> dirty_workloads;
+  absl::flat_hash_set<model::ClusterQueueName> dirty_queues;
   bool all_queues_dirty = true;
 
   void Touch(const Entry& e) {
@@ -98,6 +108,13 @@ struct Scheduler::State {
   }
 
   // scheduler.cc
+  void IndexQueues() {
+    queue_by_node.assign(static_cast<size_t>(tree.node_count()), nullptr);
+    for (auto& [name, q] : queues) {
+      const int node = tree.ClusterQueueNode(name);
+      if (node >= 0) queue_by_node[static_cast<size_t>(node)] = &q;
+    }
+  }
   bool FairSharingFor(const model::ClusterQueueName& cq) const;
   const model::ClusterQueue* FindClusterQueue(const model::ClusterQueueName& cq) const;
 
@@ -112,7 +129,7 @@ struct Scheduler::State {
   // True when the CQ could preempt for `fr` with `amount` (the flavor
   // assigner's oracle): some target set exists.
   bool CanPreemptFor(const Entry& e, const model::ClusterQueue& cq, const FlavorResource& fr,
-                     quantity::Quantity amount, bool* only_other_queues);
+                     quantity::Quantity amount, bool* only_other_queues, std::vector<Target>* targets);
 };
 
 // Total requests of pod set `ps` (count x per-pod request), plus `pods` when
