@@ -23,6 +23,22 @@ std::string KeyString(const WorkloadKey& k) { return absl::StrCat(k.namespace_na
 
 size_t ShardOf(const std::string& key) { return absl::HashOf(key) % Snapshot::kShards; }
 
+// The broker keeps only the annotations it may need (Kueue's and its own):
+// a workload's others (kubectl's last-applied configuration, ...) would
+// cost memory for every tracked workload.
+workload::Workload Lean(const workload::Workload& w) {
+  workload::Workload out = w;
+  for (auto it = out.annotations.begin(); it != out.annotations.end();) {
+    const std::string& k = it->first;
+    if (k.rfind("kueue.x-k8s.io/", 0) == 0 || k.rfind("gangkeeper.io/", 0) == 0) {
+      ++it;
+    } else {
+      it = out.annotations.erase(it);
+    }
+  }
+  return out;
+}
+
 struct Waiter {
   absl::Notification done;
   absl::Status status;
@@ -56,9 +72,25 @@ std::optional<QueuePosition> Snapshot::Position(const WorkloadKey& key) const {
   if (w == nullptr || w->info.phase != Phase::kPending) return std::nullopt;
   const ClusterQueueView* q = FindClusterQueue(w->info.cluster_queue);
   if (q == nullptr) return std::nullopt;
-  auto it = q->pending->positions.find(KeyString(key));
-  if (it == q->pending->positions.end()) return std::nullopt;
-  return it->second;
+  QueuePosition pos;
+  for (const PendingOrder::Item& item : q->pending->items) {
+    ++pos.cluster_queue;
+    if (item.key.namespace_name == key.namespace_name && item.local_queue == w->info.local_queue) ++pos.local_queue;
+    if (item.key == key) return pos;
+  }
+  return std::nullopt;
+}
+
+std::map<WorkloadKey, QueuePosition> Snapshot::Positions(const model::ClusterQueueName& cq) const {
+  std::map<WorkloadKey, QueuePosition> out;
+  const ClusterQueueView* q = FindClusterQueue(cq);
+  if (q == nullptr) return out;
+  std::map<std::pair<std::string, std::string>, int64_t> per_local_queue;
+  int64_t n = 0;
+  for (const PendingOrder::Item& item : q->pending->items) {
+    out[item.key] = QueuePosition{++n, ++per_local_queue[{item.key.namespace_name, item.local_queue}]};
+  }
+  return out;
 }
 
 const ClusterQueueView* Snapshot::FindClusterQueue(const model::ClusterQueueName& cq) const {
@@ -85,12 +117,22 @@ struct Broker::Impl {
   std::deque<Event> queue ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
   bool started ABSL_GUARDED_BY(mu) = false;
+  bool more_work ABSL_GUARDED_BY(mu) = false;  // Schedule() stopped at its time budget
   std::thread thread;
 
   std::atomic<std::shared_ptr<const Snapshot>> current;
   // Changes not yet durable (the sink failed): retried before anything new
   // is acknowledged or actuated.
   std::vector<StateChange> unsynced;
+
+  // Snapshot bookkeeping (writer thread only).
+  static constexpr int64_t kSmallQueue = 256;
+  static constexpr absl::Duration kOrderRefresh = absl::Milliseconds(100);
+  base::Stopwatch since_start;
+  std::map<model::ClusterQueueName, std::string> tree_of;
+  std::map<std::string, std::vector<model::ClusterQueueName>> tree_members;
+  std::set<model::ClusterQueueName> stale_orders;  // pending order older than the queue
+  std::map<model::ClusterQueueName, int64_t> order_built_ms;
 
   mutable absl::Mutex stats_mu;
   BrokerStats stats ABSL_GUARDED_BY(stats_mu);
@@ -194,15 +236,8 @@ struct Broker::Impl {
   std::shared_ptr<const PendingOrder> BuildOrder(const model::ClusterQueueName& cq) const {
     auto order = std::make_shared<PendingOrder>();
     std::vector<const WorkloadInfo*> pending = scheduler->PendingInQueueOrder(cq);
-    order->keys.reserve(pending.size());
-    order->positions.reserve(pending.size());
-    int64_t pos = 0;
-    for (const WorkloadInfo* w : pending) {
-      order->keys.push_back(w->key);
-      const std::string lq = absl::StrCat(w->key.namespace_name, "/", w->local_queue);
-      const int64_t lq_pos = ++order->local_queue_pending[lq];
-      order->positions[KeyString(w->key)] = QueuePosition{++pos, lq_pos};
-    }
+    order->items.reserve(pending.size());
+    for (const WorkloadInfo* w : pending) order->items.push_back(PendingOrder::Item{w->key, w->local_queue});
     return order;
   }
 
@@ -236,32 +271,62 @@ struct Broker::Impl {
     }
     for (auto& [shard, copy] : copies) snap->shards_[shard] = std::move(copy);
     snap->workload_count_ = scheduler->size();
-    // ClusterQueues: new pending order where the queue changed, new status
-    // for every queue of a tree in which something changed.
-    std::set<model::ClusterQueueName> reorder(dirty_queues.begin(), dirty_queues.end());
-    std::vector<ClusterQueueStatus> statuses = scheduler->ClusterQueues();
+    // ClusterQueues: a new status for every queue of a tree in which
+    // something changed; a new pending order where the queue changed (for
+    // long queues at most every kOrderRefresh, so that a burst of arrivals
+    // does not rebuild a 10,000-entry order per batch).
+    const int64_t now_ms = absl::ToInt64Milliseconds(since_start.Elapsed());
     std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues;
-    std::set<std::string> dirty_cohorts;
-    for (const ClusterQueueStatus& st : statuses) {
-      if (all || reorder.count(st.name) != 0) dirty_cohorts.insert(st.cohort.empty() ? "/" + st.name : st.cohort);
+    std::vector<model::ClusterQueueName> refresh;
+    if (all) {
+      tree_members.clear();
+      tree_of.clear();
+      stale_orders.clear();
+      for (const ClusterQueueStatus& st : scheduler->ClusterQueues()) {
+        const std::string tree = scheduler->TreeOf(st.name);
+        tree_of[st.name] = tree;
+        tree_members[tree.empty() ? "/" + st.name : tree].push_back(st.name);
+        refresh.push_back(st.name);
+      }
+    } else {
+      queues = old->queues_;
+      std::set<std::string> trees;
+      for (const model::ClusterQueueName& q : dirty_queues) {
+        auto t = tree_of.find(q);
+        if (t == tree_of.end()) continue;
+        trees.insert(t->second.empty() ? "/" + q : t->second);
+        stale_orders.insert(q);
+      }
+      for (const std::string& t : trees) {
+        for (const std::string& q : tree_members[t]) refresh.push_back(q);
+      }
+      for (const std::string& q : stale_orders) refresh.push_back(q);
+      std::sort(refresh.begin(), refresh.end());
+      refresh.erase(std::unique(refresh.begin(), refresh.end()), refresh.end());
     }
-    for (ClusterQueueStatus& st : statuses) {
-      auto old_view = old->queues_.find(st.name);
-      const bool refresh = all || old_view == old->queues_.end() ||
-                           dirty_cohorts.count(st.cohort.empty() ? "/" + st.name : st.cohort) != 0;
-      if (!refresh) {
-        queues[st.name] = old_view->second;
+    for (const model::ClusterQueueName& name : refresh) {
+      std::optional<ClusterQueueStatus> st = scheduler->ClusterQueue(name);
+      if (!st.has_value()) {
+        queues.erase(name);
+        stale_orders.erase(name);
         continue;
       }
+      auto old_view = queues.find(name);
       auto view = std::make_shared<ClusterQueueView>();
-      view->pending = (all || reorder.count(st.name) != 0 || old_view == old->queues_.end())
-                          ? BuildOrder(st.name)
-                          : old_view->second->pending;
-      for (const auto& [fr, r] : st.resources) {
+      const bool due = all || old_view == queues.end() || st->pending <= kSmallQueue ||
+                       now_ms - order_built_ms[name] >= absl::ToInt64Milliseconds(kOrderRefresh);
+      if (due && (all || stale_orders.count(name) != 0 || old_view == queues.end())) {
+        view->pending = BuildOrder(name);
+        order_built_ms[name] = now_ms;
+        stale_orders.erase(name);
+      } else {
+        view->pending = old_view->second->pending;
+      }
+      for (const auto& [fr, r] : st->resources) {
         view->admitted_usage[fr.resource] = view->admitted_usage[fr.resource].SaturatingAdd(r.usage);
       }
-      view->status = std::move(st);
-      queues[view->status.name] = std::move(view);
+      view->status = *std::move(st);
+      queues[name] = std::move(view);
     }
     snap->queues_ = std::move(queues);
     current.store(std::move(snap));
@@ -273,8 +338,9 @@ struct Broker::Impl {
       bool stop = false;
       {
         absl::MutexLock lock(&mu);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || !queue.empty(); };
-        mu.AwaitWithTimeout(absl::Condition(&ready), options.tick);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || !queue.empty() || more_work; };
+        mu.AwaitWithTimeout(absl::Condition(&ready),
+                            stale_orders.empty() ? options.tick : std::min(options.tick, kOrderRefresh));
         const size_t n = std::min(queue.size(), options.max_batch);
         batch.clear();
         for (size_t i = 0; i < n; ++i) {
@@ -296,6 +362,10 @@ struct Broker::Impl {
     results.reserve(batch.size());
     for (Event& e : batch) results.push_back(Apply(e, now));
     const ScheduleStats sched = scheduler->Schedule(now);
+    {
+      absl::MutexLock lock(&mu);
+      more_work = sched.more;
+    }
     std::vector<StateChange> changes = scheduler->TakeChanges();
     absl::Status durable = absl::OkStatus();
     if (!unsynced.empty()) {
@@ -375,14 +445,14 @@ void Broker::Stop() {
 absl::Status Broker::Register(const workload::Workload& w, const std::string& /*cluster_queue*/) {
   Event e;
   e.type = Event::Type::kAdd;
-  e.workload = w;
+  e.workload = Lean(w);
   return impl_->Send(std::move(e), true);
 }
 
 absl::Status Broker::Update(const workload::Workload& w) {
   Event e;
   e.type = Event::Type::kUpdate;
-  e.workload = w;
+  e.workload = Lean(w);
   return impl_->Send(std::move(e), true);
 }
 

@@ -124,7 +124,7 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
     return out;
   };
 
-  for (const workload::PodSet& ps : e.pod_sets) {
+  for (const workload::PodSet& ps : e.PodSets()) {
     PodSetAssignment psa;
     psa.name = ps.name;
     psa.count = ps.count;

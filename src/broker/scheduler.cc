@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gangkeeper/base/check.h"
+#include "gangkeeper/base/clock.h"
 #include "src/broker/scheduler_state.h"
 
 namespace gangkeeper::broker {
@@ -333,6 +334,7 @@ void SetReason(State& s, Entry* e, PendingReason r) {
 }
 
 struct Nomination {
+  size_t slot = 0;  // RunCycle's queue slot
   Entry* entry = nullptr;
   const model::ClusterQueue* cq = nullptr;
   AssignmentResult result;
@@ -389,24 +391,71 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   Record(s, std::move(c));
 }
 
+// What decides a gang's fate besides the queue state: its pod sets and
+// its priority.
+size_t ShapeOf(const Entry& e) {
+  size_t h = absl::HashOf(e.info.priority, e.info.can_preempt);
+  for (const workload::PodSet& ps : e.PodSets()) {
+    h = absl::HashOf(h, ps.count, ps.tolerations.size());
+    for (const auto& [res, q] : ps.requests) h = absl::HashOf(h, res, q);
+    for (const auto& [k, v] : ps.node_selector) h = absl::HashOf(h, k, v);
+    for (const model::Toleration& t : ps.tolerations) h = absl::HashOf(h, t.key, t.op, t.value, t.effect);
+  }
+  return h;
+}
+
 // One scheduling cycle. Returns true when it admitted or preempted.
-bool RunCycle(State& s, absl::Time now, ScheduleStats& stats) {
-  std::set<std::string> done;  // queues finished for this cycle
+bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwatch& watch) {
+  // The queues with something to try, looked up once per cycle.
+  struct Slot {
+    const std::string* name;
+    Queue* q;
+    const model::ClusterQueue* cq;
+    bool done = false;  // finished for this cycle
+    // BestEffortFIFO: shapes that found no room in this cycle.
+    absl::flat_hash_map<size_t, PendingReason> failed_shapes;
+  };
+  std::vector<Slot> slots;
+  for (auto& [name, q] : s.queues) {
+    if (q.active.empty() || q.blocked) continue;
+    const model::ClusterQueue* cq = LiveClusterQueue(s, name);
+    if (cq == nullptr || ClusterQueueBlocked(s, name).has_value()) {
+      // The policy changed under it; Enqueue re-files the entries.
+      std::vector<Entry*> moved(q.active.begin(), q.active.end());
+      for (Entry* e : moved) Enqueue(s, e);
+      continue;
+    }
+    slots.push_back(Slot{&name, &q, cq});
+  }
   std::set<const Entry*> victims;
   bool progress = false;
   while (true) {
     std::vector<Nomination> noms;
-    for (auto& [name, q] : s.queues) {
-      if (q.active.empty() || q.blocked || done.count(name) != 0) continue;
-      const model::ClusterQueue* cq = LiveClusterQueue(s, name);
-      if (cq == nullptr || ClusterQueueBlocked(s, name).has_value()) {
-        // The policy changed under it; Enqueue re-files the entries.
-        std::vector<Entry*> moved(q.active.begin(), q.active.end());
-        for (Entry* e : moved) Enqueue(s, e);
-        done.insert(name);
-        continue;
+    for (size_t slot_index = 0; slot_index < slots.size(); ++slot_index) {
+      Slot& slot = slots[slot_index];
+      Queue& q = *slot.q;
+      if (slot.done || q.active.empty() || q.blocked) continue;
+      const model::ClusterQueue* cq = slot.cq;
+      // Scheduling equivalence (Kueue's SchedulingEquivalenceHashing): in a
+      // BestEffortFIFO queue, a head shaped exactly like one that found no
+      // room earlier in this cycle finds none either; it is set aside
+      // without trying.
+      if (cq->queueing_strategy == model::QueueingStrategy::kBestEffortFIFO &&
+          cq->preemption.within_cluster_queue != model::WithinClusterQueuePolicy::kLowerOrNewerEqualPriority) {
+        while (!slot.failed_shapes.empty() && !q.active.empty()) {
+          Entry* head = *q.active.begin();
+          auto same = slot.failed_shapes.find(ShapeOf(*head));
+          if (same == slot.failed_shapes.end()) break;
+          SetReason(s, head, same->second);
+          q.active.erase(q.active.begin());
+          q.inadmissible.insert(head);
+          head->inadmissible = true;
+          ++stats.equivalent;
+        }
+        if (q.active.empty()) continue;
       }
       Nomination n;
+      n.slot = slot_index;
       n.entry = *q.active.begin();
       n.cq = cq;
       n.result = s.AssignFlavors(*n.entry, *cq);
@@ -443,7 +492,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats) {
           r.code = PendingReason::Code::kWaitingForQuota;
           r.message = "the quota it fitted in was taken by another workload in the same cycle; retried next cycle";
           SetReason(s, e, r);
-          done.insert(cq);
+          slots[n.slot].done = true;
         }
         continue;
       }
@@ -452,7 +501,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats) {
         for (const Target& t : n.targets) {
           overlap = overlap || (victims.count(t.entry) != 0 && t.entry->info.phase != Phase::kEvicting);
         }
-        done.insert(cq);  // the preemptor stays the head while it waits
+        slots[n.slot].done = true;  // the preemptor stays the head while it waits
         if (overlap) {
           PendingReason r;
           r.code = PendingReason::Code::kWaitingForQuota;
@@ -479,7 +528,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats) {
         }
         // Until a victim stops (which frees quota in this tree and wakes
         // the queue) another try would choose the same victims.
-        s.queues[cq].blocked = true;
+        slots[n.slot].q->blocked = true;
         PendingReason r;
         r.code = PendingReason::Code::kWaitingForPreemption;
         r.message = absl::StrCat("waiting for ", names.size(), " preempted workload(s) to stop: ",
@@ -497,16 +546,36 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats) {
       }
       SetReason(s, e, r);
       if (strict) {
-        s.queues[cq].blocked = true;  // the head blocks the queue until something changes
+        Queue& q = *slots[n.slot].q;
+        q.blocked = true;  // the head blocks the queue until something changes
+        // Everything behind it waits for it (KUEUE-SEMANTICS §3.2).
+        for (auto it = std::next(q.active.begin()); it != q.active.end(); ++it) {
+          Entry* behind = *it;
+          const PendingReason::Code code = behind->info.reason.code;
+          if (code != PendingReason::Code::kQueued && code != PendingReason::Code::kBlockedByHead) continue;
+          std::string message = absl::StrCat("waiting behind ", Name(e->info.key),
+                                             ", the head of StrictFIFO ClusterQueue ", cq, ", which does not fit yet");
+          if (code == PendingReason::Code::kBlockedByHead && behind->info.reason.message == message) continue;
+          PendingReason b;
+          b.code = PendingReason::Code::kBlockedByHead;
+          b.message = std::move(message);
+          behind->info.reason = std::move(b);
+          s.Touch(*behind);
+        }
       } else {
-        auto& q = s.queues[cq];
+        Queue& q = *slots[n.slot].q;
         q.active.erase(e);
         q.inadmissible.insert(e);
         e->inadmissible = true;
+        slots[n.slot].failed_shapes.emplace(ShapeOf(*e), e->info.reason);
         round_progress = true;
       }
     }
     if (s.options.one_head_per_cycle || !round_progress) break;
+    if (watch.Elapsed() >= s.options.time_budget) {
+      stats.more = true;  // the rest next time; the queues keep their state
+      break;
+    }
   }
   return progress;
 }
@@ -566,13 +635,13 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
       }
       ++e->info.pod_group_members;
       for (const workload::PodSet& ps : w.pod_sets) {
-        auto same = std::find_if(e->pod_sets.begin(), e->pod_sets.end(),
+        auto same = std::find_if(e->group_pod_sets.begin(), e->group_pod_sets.end(),
                                  [&](const workload::PodSet& p) { return SameShape(p, ps); });
-        if (same != e->pod_sets.end()) {
+        if (same != e->group_pod_sets.end()) {
           same->count += ps.count;
         } else {
-          e->pod_sets.push_back(ps);
-          e->pod_sets.back().name = absl::StrCat("group-", e->pod_sets.size() - 1);
+          e->group_pod_sets.push_back(ps);
+          e->group_pod_sets.back().name = absl::StrCat("group-", e->group_pod_sets.size() - 1);
         }
       }
       Enqueue(s, e);
@@ -582,7 +651,15 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
       return absl::OkStatus();
     }
     if (e->info.workload->uid == w.uid) return absl::OkStatus();  // a retried review
-    // Same name, new uid: the old object is gone (we missed its deletion).
+    // Same name, new uid: the old object was deleted and we missed it. A
+    // pending one is simply replaced; one that holds quota keeps it until
+    // its end is seen (its pods may still run), and the new one must wait.
+    if (HoldsQuota(e->info.phase)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "workload ", Name(key), " (uid ", e->info.workload->uid, ") still holds quota in ClusterQueue ",
+          e->info.admission->cluster_queue, "; the new object (uid ", w.uid,
+          ") can be queued once gangkeeper sees the old one end: retry shortly"));
+    }
     GK_CHECK_OK(Remove(key, now));
   }
   auto entry = std::make_unique<Entry>();
@@ -594,11 +671,12 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   e->info.can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
   e->info.created_at = now;
   e->info.queued_at = now;
-  e->pod_sets = w.pod_sets;
   if (!w.pod_group_name.empty()) {
+    e->is_pod_group = true;
+    e->group_pod_sets = w.pod_sets;
     e->pod_group_pods.insert(w.name);
     e->info.pod_group_members = 1;
-    for (size_t i = 0; i < e->pod_sets.size(); ++i) e->pod_sets[i].name = absl::StrCat("group-", i);
+    for (size_t i = 0; i < e->group_pod_sets.size(); ++i) e->group_pod_sets[i].name = absl::StrCat("group-", i);
   }
   s.entries.emplace(key, std::move(entry));
   Enqueue(s, e);
@@ -622,8 +700,6 @@ absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
   if (!w.pod_group_name.empty()) {
     // A pod group's shape is its members'; only the queue and priority change.
     updated->pod_sets = e->info.workload->pod_sets;
-  } else {
-    e->pod_sets = w.pod_sets;
   }
   e->info.workload = std::move(updated);
   e->info.priority = w.priority;
@@ -784,9 +860,16 @@ absl::Status Scheduler::Stopped(const WorkloadKey& key, const std::string& uid, 
 
 ScheduleStats Scheduler::Schedule(absl::Time now) {
   ScheduleStats stats;
+  const base::Stopwatch watch;
   for (int i = 0; i < state_->options.max_cycles; ++i) {
     ++stats.cycles;
-    if (!RunCycle(*state_, now, stats)) break;
+    const bool progress = RunCycle(*state_, now, stats, watch);
+    if (stats.more) break;
+    if (!progress) break;
+    if (watch.Elapsed() >= state_->options.time_budget) {
+      stats.more = true;
+      break;
+    }
   }
   return stats;
 }
@@ -867,12 +950,19 @@ std::optional<ClusterQueueStatus> Scheduler::ClusterQueue(const model::ClusterQu
       absl::StatusOr<Quantity> idle = r.nominal.Sub(r.usage);
       // Lent: idle nominal quota that other queues of the cohort use now.
       if (idle.ok() && !idle->IsNegative() && s.tree.Parent(node) >= 0) {
-        const int root = s.tree.Root(node);
+        // What the other ClusterQueues of the tree borrow, walked down from the root.
         Quantity others_borrow;
-        for (const auto& [other, oq] : s.queues) {
-          const int on = s.tree.ClusterQueueNode(other);
-          if (on < 0 || on == node || s.tree.Root(on) != root) continue;
-          others_borrow = others_borrow.SaturatingAdd(s.tree.Borrowing(other, fr));
+        std::vector<int> stack{s.tree.Root(node)};
+        while (!stack.empty()) {
+          const int n = stack.back();
+          stack.pop_back();
+          if (s.tree.IsClusterQueue(n)) {
+            if (n == node) continue;
+            absl::StatusOr<Quantity> b = s.tree.UsageAt(n, fr).Sub(s.tree.QuotaAt(n, fr).nominal);
+            if (b.ok() && !b->IsNegative()) others_borrow = others_borrow.SaturatingAdd(*b);
+            continue;
+          }
+          for (int c : s.tree.Children(n)) stack.push_back(c);
         }
         r.lent = std::min(*idle, others_borrow);
       }
@@ -880,6 +970,12 @@ std::optional<ClusterQueueStatus> Scheduler::ClusterQueue(const model::ClusterQu
     st.weighted_share = static_cast<double>(s.tree.DominantResourceShare(node, {}));
   }
   return st;
+}
+
+std::string Scheduler::TreeOf(const model::ClusterQueueName& cq) const {
+  const int node = state_->tree.ClusterQueueNode(cq);
+  if (node < 0 || state_->tree.Parent(node) < 0) return "";
+  return state_->tree.NodeName(state_->tree.Root(node));
 }
 
 std::vector<ClusterQueueStatus> Scheduler::ClusterQueues() const {
@@ -909,13 +1005,13 @@ absl::Status Scheduler::CheckInvariants() const {
         return absl::InternalError(absl::StrCat(name, " is admitted but not listed in ClusterQueue ", a.cluster_queue));
       }
       // The whole gang: every pod set, every non-zero request, in full.
-      if (a.pod_sets.size() != e->pod_sets.size()) {
+      if (a.pod_sets.size() != e->PodSets().size()) {
         return absl::InternalError(absl::StrCat(name, " has ", a.pod_sets.size(), " pod sets admitted of ",
-                                                e->pod_sets.size()));
+                                                e->PodSets().size()));
       }
       ResourceAmounts total;
       for (size_t i = 0; i < a.pod_sets.size(); ++i) {
-        const workload::PodSet& ps = e->pod_sets[i];
+        const workload::PodSet& ps = e->PodSets()[i];
         if (a.pod_sets[i].count != ps.count) {
           return absl::InternalError(absl::StrCat(name, ": pod set ", ps.name, " admitted with ",
                                                   a.pod_sets[i].count, " of ", ps.count, " pods"));

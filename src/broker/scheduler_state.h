@@ -26,9 +26,13 @@ struct WorkloadKeyHash {
 // One tracked workload.
 struct Entry {
   WorkloadInfo info;
-  // Pod sets the scheduler places: the workload's, or a pod group's pods
-  // merged by shape.
-  std::vector<workload::PodSet> pod_sets;
+  // A pod group's pods merged by shape (other workloads use their own).
+  std::vector<workload::PodSet> group_pod_sets;
+  bool is_pod_group = false;
+  // The pod sets the scheduler places.
+  const std::vector<workload::PodSet>& PodSets() const {
+    return is_pod_group ? group_pod_sets : info.workload->pod_sets;
+  }
   std::set<std::string> pod_group_pods;  // names of the pods seen
   std::string queued_in;                 // the ClusterQueue whose queue holds it ("" = none)
   bool inadmissible = false;

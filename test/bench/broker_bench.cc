@@ -13,6 +13,7 @@
 // Run: build/dev/test/bench/gangkeeper_broker_bench (built with
 // -DGK_BUILD_BENCH=ON).
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,7 +47,7 @@ model::ResourceQuota RQ(const std::string& name, int64_t nominal, std::optional<
 }
 
 // 100 ClusterQueues in 10 cohorts; GPUs in two flavors, MIG in a third.
-std::shared_ptr<const model::PolicySet> GpuShape(int cohorts, int per_cohort) {
+std::shared_ptr<const model::PolicySet> GpuShape(int cohorts, int per_cohort, bool preemption = true) {
   auto p = std::make_shared<model::PolicySet>();
   for (const char* f : {"a100", "h100", "a100-mig"}) p->flavors[f].meta.name = f;
   for (int c = 0; c < cohorts; ++c) {
@@ -57,8 +58,10 @@ std::shared_ptr<const model::PolicySet> GpuShape(int cohorts, int per_cohort) {
       cq.cohort = absl::StrCat("cohort-", c);
       cq.namespace_selector = model::LabelSelector{};
       cq.queueing_strategy = i % 2 == 0 ? model::QueueingStrategy::kBestEffortFIFO : model::QueueingStrategy::kStrictFIFO;
-      cq.preemption.within_cluster_queue = model::WithinClusterQueuePolicy::kLowerPriority;
-      cq.preemption.reclaim_within_cohort = model::ReclaimWithinCohortPolicy::kAny;
+      if (preemption) {
+        cq.preemption.within_cluster_queue = model::WithinClusterQueuePolicy::kLowerPriority;
+        cq.preemption.reclaim_within_cohort = model::ReclaimWithinCohortPolicy::kAny;
+      }
       model::ResourceGroup gpus;
       gpus.covered_resources = {"nvidia.com/gpu"};
       gpus.flavors.push_back({"a100", {RQ("nvidia.com/gpu", 16, 16)}});
@@ -339,10 +342,12 @@ void BM_Memory100k(benchmark::State& state) {
     const int64_t before = RssBytes();
     base::SimulatedClock clock(absl::FromUnixSeconds(1'700'000'000));
     BrokerOptions options;
-    auto broker = Broker::Create(GpuShape(10, 10), options, nullptr, nullptr, &clock);
+    // No preemption: this measures memory, not preemption storms (every
+    // stopped victim wakes its whole cohort's queue, as in Kueue).
+    auto broker = Broker::Create(GpuShape(10, 10, false), options, nullptr, nullptr, &clock);
     GK_CHECK(broker.ok());
     (*broker)->Start();
-    std::mt19937_64 rng(5);
+    base::Stopwatch watch;
     std::vector<std::thread> writers;
     for (int t = 0; t < 8; ++t) {
       writers.emplace_back([&, t] {
@@ -350,7 +355,14 @@ void BM_Memory100k(benchmark::State& state) {
         for (int i = t; i < 100'000; i += 8) {
           workload::Workload w = RandomGang(local, absl::StrCat("cq-", i % 10, "-", (i / 10) % 10), i);
           w.labels["app"] = "trainer";
+          w.labels["team"] = absl::StrCat("team-", i % 10);
+          w.annotations["kubectl.kubernetes.io/last-applied-configuration"] = std::string(600, 'x');
           GK_CHECK_OK((*broker)->Register(w, ""));
+          if (t == 0 && i % 8000 == 0) {
+            std::fprintf(stderr, "registered %d: %.1f s, rss %.0f MB, batches %llu\n", i,
+                         absl::ToDoubleSeconds(watch.Elapsed()), static_cast<double>(RssBytes()) / (1 << 20),
+                         static_cast<unsigned long long>((*broker)->stats().batches));
+          }
         }
       });
     }
@@ -361,6 +373,8 @@ void BM_Memory100k(benchmark::State& state) {
     state.counters["rss_mb"] = static_cast<double>(after) / (1 << 20);
     state.counters["rss_growth_mb"] = static_cast<double>(after - before) / (1 << 20);
     state.counters["batches"] = static_cast<double>((*broker)->stats().batches);
+    malloc_trim(0);
+    state.counters["rss_after_trim_mb"] = static_cast<double>(RssBytes()) / (1 << 20);
   }
 }
 BENCHMARK(BM_Memory100k)->Unit(benchmark::kSecond)->Iterations(1);

@@ -91,11 +91,15 @@ struct QueuePosition {
   int64_t local_queue = 0;
 };
 
-// The pending workloads of one ClusterQueue, in queue order.
+// The pending workloads of one ClusterQueue, in queue order, each with its
+// LocalQueue. Kept lean (it is rebuilt as the queue changes); positions are
+// worked out when asked for.
 struct PendingOrder {
-  std::vector<WorkloadKey> keys;
-  absl::flat_hash_map<std::string, QueuePosition> positions;  // by "namespace/name"
-  std::map<std::string, int64_t> local_queue_pending;         // by "namespace/localqueue"
+  struct Item {
+    WorkloadKey key;
+    std::string local_queue;
+  };
+  std::vector<Item> items;
 };
 
 struct ClusterQueueView {
@@ -114,7 +118,10 @@ class Snapshot {
   // nullptr when unknown (or finished).
   const WorkloadView* Find(const WorkloadKey& key) const;
   // Where a pending workload stands in its queues; nullopt when not queued.
+  // Linear in the queue's length: to list many, use Positions().
   std::optional<QueuePosition> Position(const WorkloadKey& key) const;
+  // The positions of every pending workload of `cq`, in one pass.
+  std::map<WorkloadKey, QueuePosition> Positions(const model::ClusterQueueName& cq) const;
   // nullptr for an unknown ClusterQueue.
   const ClusterQueueView* FindClusterQueue(const model::ClusterQueueName& cq) const;
   const std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>>& cluster_queues() const {
@@ -124,7 +131,7 @@ class Snapshot {
   void ForEachWorkload(const std::function<void(const WorkloadView&)>& f) const;
   size_t workload_count() const { return workload_count_; }
 
-  static constexpr size_t kShards = 64;
+  static constexpr size_t kShards = 1024;
 
  private:
   friend class Broker;
@@ -138,7 +145,8 @@ class Snapshot {
 };
 
 struct BrokerOptions {
-  SchedulerOptions scheduler;
+  // time_budget defaults to 50 ms here: acknowledgements wait for the batch.
+  SchedulerOptions scheduler{.time_budget = absl::Milliseconds(50)};
   // How long a registering caller waits for its event to be applied and
   // made durable before it gets Unavailable.
   absl::Duration ack_timeout = absl::Seconds(5);

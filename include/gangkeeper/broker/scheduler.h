@@ -182,13 +182,19 @@ struct SchedulerOptions {
   // Upper bound on cycles per Schedule() call (each admits or preempts
   // something, or the fixed point is reached).
   int max_cycles = 1'000'000;
+  // Schedule() returns (with ScheduleStats::more) once it has run this long,
+  // between rounds, so that a storm of retries cannot hold up the broker;
+  // the next call goes on. Only how the work is split depends on it.
+  absl::Duration time_budget = absl::InfiniteDuration();
 };
 
 struct ScheduleStats {
   int64_t cycles = 0;
   int64_t admitted = 0;
   int64_t preempted = 0;  // victims chosen
-  int64_t nominated = 0;  // scheduling decisions taken
+  int64_t nominated = 0;   // scheduling decisions taken
+  int64_t equivalent = 0;  // set aside without trying: same shape as one that did not fit
+  bool more = false;       // stopped at the time budget with work left
 };
 
 class Scheduler {
@@ -205,8 +211,9 @@ class Scheduler {
 
   // Tracks a new pending workload in its LocalQueue (workload.queue_name).
   // The same uid again is a no-op; a new pod of a known pod group adds a
-  // member. AlreadyExists when the key is tracked with another uid and has
-  // not finished; InvalidArgument for a workload without namespace or name.
+  // member. A tracked pending workload of the same key with another uid is
+  // replaced (the old object is gone); AlreadyExists when that one still
+  // holds quota. InvalidArgument for a workload without namespace or name.
   [[nodiscard]] absl::Status Add(const workload::Workload& w, absl::Time now);
   // New pod sets or priority for a pending workload. FailedPrecondition when
   // it holds quota, NotFound when unknown.
@@ -256,6 +263,10 @@ class Scheduler {
   // Every ClusterQueue of the policies, plus deleted ones that still hold quota.
   std::vector<ClusterQueueStatus> ClusterQueues() const;
   std::optional<ClusterQueueStatus> ClusterQueue(const model::ClusterQueueName& cq) const;
+  // The root of `cq`'s cohort tree ("" for a ClusterQueue without a cohort,
+  // or unknown): usage anywhere in a tree changes what all its queues can
+  // admit.
+  std::string TreeOf(const model::ClusterQueueName& cq) const;
 
   // Checks the invariants: usage within what the cohort arithmetic allows
   // for every admission made; no gang partly reserved; recorded usage equals
