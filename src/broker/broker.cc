@@ -59,7 +59,7 @@ struct Event {
 
 // --- Snapshot reads. ---
 
-const WorkloadView* Snapshot::Find(const WorkloadKey& key) const {
+const WorkloadInfo* Snapshot::Find(const WorkloadKey& key) const {
   if (shards_.empty()) return nullptr;
   const std::string k = KeyString(key);
   const Shard& shard = *shards_[ShardOf(k)];
@@ -68,14 +68,14 @@ const WorkloadView* Snapshot::Find(const WorkloadKey& key) const {
 }
 
 std::optional<QueuePosition> Snapshot::Position(const WorkloadKey& key) const {
-  const WorkloadView* w = Find(key);
-  if (w == nullptr || w->info.phase != Phase::kPending) return std::nullopt;
-  const ClusterQueueView* q = FindClusterQueue(w->info.cluster_queue);
+  const WorkloadInfo* w = Find(key);
+  if (w == nullptr || w->phase != Phase::kPending) return std::nullopt;
+  const ClusterQueueView* q = FindClusterQueue(w->cluster_queue);
   if (q == nullptr) return std::nullopt;
   QueuePosition pos;
   for (const PendingOrder::Item& item : q->pending->items) {
     ++pos.cluster_queue;
-    if (item.key.namespace_name == key.namespace_name && item.local_queue == w->info.local_queue) ++pos.local_queue;
+    if (item.key.namespace_name == key.namespace_name && item.local_queue == w->local_queue) ++pos.local_queue;
     if (item.key == key) return pos;
   }
   return std::nullopt;
@@ -98,7 +98,7 @@ const ClusterQueueView* Snapshot::FindClusterQueue(const model::ClusterQueueName
   return it == queues_.end() ? nullptr : it->second.get();
 }
 
-void Snapshot::ForEachWorkload(const std::function<void(const WorkloadView&)>& f) const {
+void Snapshot::ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const {
   for (const auto& shard : shards_) {
     for (const auto& [key, view] : *shard) f(*view);
   }
@@ -126,8 +126,8 @@ struct Broker::Impl {
   std::vector<StateChange> unsynced;
 
   // Snapshot bookkeeping (writer thread only).
-  static constexpr int64_t kSmallQueue = 256;
-  static constexpr absl::Duration kOrderRefresh = absl::Milliseconds(100);
+  static constexpr int64_t kSmallQueue = 128;
+  static constexpr absl::Duration kOrderRefresh = absl::Seconds(1);
   base::Stopwatch since_start;
   std::map<model::ClusterQueueName, std::string> tree_of;
   std::map<std::string, std::vector<model::ClusterQueueName>> tree_members;
@@ -260,13 +260,11 @@ struct Broker::Impl {
       const size_t shard = ShardOf(k);
       auto& copy = copies[shard];
       if (copy == nullptr) copy = std::make_shared<Snapshot::Shard>(*snap->shards_[shard]);
-      const WorkloadInfo* info = scheduler->Find(key);
+      std::shared_ptr<const WorkloadInfo> info = scheduler->Share(key);
       if (info == nullptr) {
         copy->erase(k);
       } else {
-        auto view = std::make_shared<WorkloadView>();
-        view->info = *info;
-        (*copy)[k] = std::move(view);
+        (*copy)[k] = std::move(info);
       }
     }
     for (auto& [shard, copy] : copies) snap->shards_[shard] = std::move(copy);
@@ -516,13 +514,13 @@ BrokerStats Broker::stats() const {
 
 std::optional<WorkloadRecord> Broker::Find(const WorkloadKey& key) const {
   std::shared_ptr<const Snapshot> snap = snapshot();
-  const WorkloadView* view = snap->Find(key);
-  if (view == nullptr) return std::nullopt;
+  const WorkloadInfo* info = snap->Find(key);
+  if (info == nullptr) return std::nullopt;
   WorkloadRecord r;
-  r.workload = *view->info.workload;
-  r.cluster_queue = view->info.cluster_queue;
-  r.state = StateOf(view->info.phase);
-  r.pod_group_members = view->info.pod_group_members;
+  r.workload = *info->workload;
+  r.cluster_queue = info->cluster_queue;
+  r.state = StateOf(info->phase);
+  r.pod_group_members = info->pod_group_members;
   return r;
 }
 

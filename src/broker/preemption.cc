@@ -32,8 +32,8 @@ struct Candidate {
 };
 
 bool UsesAny(const Entry& e, const std::set<FlavorResource>& frs) {
-  if (!e.info.admission.has_value()) return false;
-  for (const auto& [fr, q] : e.info.admission->usage) {
+  if (!e.cinfo().admission.has_value()) return false;
+  for (const auto& [fr, q] : e.cinfo().admission->usage) {
     if (q.IsZero()) continue;
     for (const FlavorResource& want : frs) {  // usually one: a linear scan beats a lookup
       if (fr.resource.size() == want.resource.size() && fr.flavor == want.flavor && fr.resource == want.resource) {
@@ -45,14 +45,14 @@ bool UsesAny(const Entry& e, const std::set<FlavorResource>& frs) {
 }
 
 bool LowerOrNewerEqual(const Entry& cand, const Entry& in) {
-  return cand.info.priority < in.info.priority ||
-         (cand.info.priority == in.info.priority && in.info.queued_at < cand.info.queued_at);
+  return cand.cinfo().priority < in.cinfo().priority ||
+         (cand.cinfo().priority == in.cinfo().priority && in.cinfo().queued_at < cand.cinfo().queued_at);
 }
 
 bool Within(model::WithinClusterQueuePolicy p, const Entry& cand, const Entry& in) {
   switch (p) {
     case model::WithinClusterQueuePolicy::kNever: return false;
-    case model::WithinClusterQueuePolicy::kLowerPriority: return cand.info.priority < in.info.priority;
+    case model::WithinClusterQueuePolicy::kLowerPriority: return cand.cinfo().priority < in.cinfo().priority;
     case model::WithinClusterQueuePolicy::kLowerOrNewerEqualPriority: return LowerOrNewerEqual(cand, in);
   }
   return false;
@@ -61,7 +61,7 @@ bool Within(model::WithinClusterQueuePolicy p, const Entry& cand, const Entry& i
 bool Reclaim(model::ReclaimWithinCohortPolicy p, const Entry& cand, const Entry& in) {
   switch (p) {
     case model::ReclaimWithinCohortPolicy::kNever: return false;
-    case model::ReclaimWithinCohortPolicy::kLowerPriority: return cand.info.priority < in.info.priority;
+    case model::ReclaimWithinCohortPolicy::kLowerPriority: return cand.cinfo().priority < in.cinfo().priority;
     case model::ReclaimWithinCohortPolicy::kAny: return true;
   }
   return false;
@@ -71,16 +71,16 @@ bool Reclaim(model::ReclaimWithinCohortPolicy p, const Entry& cand, const Entry&
 // cohort) before the preemptor's own, lower priority, most recently
 // admitted, smaller uid.
 bool CandidateBefore(const Candidate& a, const Candidate& b) {
-  const bool ea = a.entry->info.phase == Phase::kEvicting;
-  const bool eb = b.entry->info.phase == Phase::kEvicting;
+  const bool ea = a.entry->cinfo().phase == Phase::kEvicting;
+  const bool eb = b.entry->cinfo().phase == Phase::kEvicting;
   if (ea != eb) return ea;
   if (a.cls != b.cls) return a.cls < b.cls;
-  if (a.entry->info.priority != b.entry->info.priority) return a.entry->info.priority < b.entry->info.priority;
-  if (a.entry->info.admitted_at != b.entry->info.admitted_at) {
-    return a.entry->info.admitted_at > b.entry->info.admitted_at;
+  if (a.entry->cinfo().priority != b.entry->cinfo().priority) return a.entry->cinfo().priority < b.entry->cinfo().priority;
+  if (a.entry->cinfo().admitted_at != b.entry->cinfo().admitted_at) {
+    return a.entry->cinfo().admitted_at > b.entry->cinfo().admitted_at;
   }
-  if (a.entry->info.workload->uid != b.entry->info.workload->uid) {
-    return a.entry->info.workload->uid < b.entry->info.workload->uid;
+  if (a.entry->cinfo().workload->uid != b.entry->cinfo().workload->uid) {
+    return a.entry->cinfo().workload->uid < b.entry->cinfo().workload->uid;
   }
   return a.entry->seq < b.entry->seq;
 }
@@ -129,10 +129,10 @@ class Search {
     return true;
   }
   void Take(const Candidate& c) {
-    GK_CHECK_OK(tree_.RemoveUsage(s_.tree.NodeName(c.cq_node), c.entry->info.admission->usage));
+    GK_CHECK_OK(tree_.RemoveUsage(s_.tree.NodeName(c.cq_node), c.entry->cinfo().admission->usage));
   }
   void Give(const Candidate& c) {
-    GK_CHECK_OK(tree_.AddUsage(s_.tree.NodeName(c.cq_node), c.entry->info.admission->usage));
+    GK_CHECK_OK(tree_.AddUsage(s_.tree.NodeName(c.cq_node), c.entry->cinfo().admission->usage));
   }
   // Fill back, restore the tree, and return the victims.
   std::vector<Target> Finish(std::vector<Candidate> taken, bool allow_borrowing) {
@@ -169,8 +169,8 @@ class Search {
       if (missing.IsZero() || missing.IsNegative()) continue;
       Quantity freed;
       for (const Candidate& c : cands) {
-        auto u = c.entry->info.admission->usage.find(fr);
-        if (u != c.entry->info.admission->usage.end()) freed = freed.SaturatingAdd(u->second);
+        auto u = c.entry->cinfo().admission->usage.find(fr);
+        if (u != c.entry->cinfo().admission->usage.end()) freed = freed.SaturatingAdd(u->second);
         if (freed >= missing) break;
       }
       if (freed < missing) return false;
@@ -193,7 +193,7 @@ std::vector<Candidate> Search::SameQueueCandidates() const {
   if (q == s_.queues.end()) return out;
   for (Entry* e : q->second.admitted) {
     if (e == &in_) continue;
-    if (e->info.phase != Phase::kEvicting && !Within(cq_.preemption.within_cluster_queue, *e, in_)) continue;
+    if (e->cinfo().phase != Phase::kEvicting && !Within(cq_.preemption.within_cluster_queue, *e, in_)) continue;
     if (!UsesAny(*e, frs_)) continue;
     out.push_back(Candidate{e, Class::kSameQueue, false, cq_node_, "InClusterQueue"});
   }
@@ -209,14 +209,14 @@ void Search::Collect(int node, bool advantage, std::vector<Candidate>* out) cons
   const Queue* q = s_.queue_by_node[static_cast<size_t>(node)];
   if (q == nullptr) return;
   for (Entry* e : q->admitted) {
-    if (e->info.phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
+    if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
     if (!UsesAny(*e, frs_)) continue;
     Candidate c{e, advantage ? Class::kHierarchical : Class::kCohort, false, node, "InCohortReclamation"};
     if (!advantage) {
       const auto& p = cq_.preemption;
       if (p.borrow_within_cohort == model::BorrowWithinCohortPolicy::kNever ||
-          e->info.priority >= in_.info.priority ||
-          (p.borrow_max_priority_threshold.has_value() && e->info.priority > *p.borrow_max_priority_threshold)) {
+          e->cinfo().priority >= in_.cinfo().priority ||
+          (p.borrow_max_priority_threshold.has_value() && e->cinfo().priority > *p.borrow_max_priority_threshold)) {
         c.reclaim_without_borrowing = true;
       } else {
         c.reason = "InCohortReclaimWhileBorrowing";
@@ -306,7 +306,7 @@ std::vector<Target> Search::Fair() {
       if (node < 0 || node == cq_node_ || tree_.Root(node) != root || !OverNominalAny(tree_, node, frs_)) continue;
       for (Entry* e : q.admitted) {
         if (!UsesAny(*e, frs_)) continue;
-        if (e->info.phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
+        if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
         others[node].push_back(Candidate{e, Class::kCohort, false, node, "InCohortFairSharing"});
       }
     }
@@ -390,7 +390,7 @@ std::vector<Target> Search::Fair() {
 
 std::vector<Target> Scheduler::State::FindTargets(const Entry& e, const model::ClusterQueue& cq,
                                                   const AssignmentResult& result) {
-  if (!e.info.can_preempt || tree.ClusterQueueNode(cq.meta.name) < 0) return {};
+  if (!e.cinfo().can_preempt || tree.ClusterQueueNode(cq.meta.name) < 0) return {};
   Search search(*this, e, cq, result.assignment.usage, result.need_preemption);
   return FairSharingFor(cq.meta.name) ? search.Fair() : search.Classical();
 }
@@ -400,12 +400,12 @@ bool Scheduler::State::CanPreemptFor(const Entry& e, const model::ClusterQueue& 
                                      std::vector<Target>* targets) {
   *only_other_queues = false;
   targets->clear();
-  if (!e.info.can_preempt || tree.ClusterQueueNode(cq.meta.name) < 0) return false;
+  if (!e.cinfo().can_preempt || tree.ClusterQueueNode(cq.meta.name) < 0) return false;
   Search search(*this, e, cq, ResourceAmounts{{fr, amount}}, std::set<FlavorResource>{fr});
   *targets = FairSharingFor(cq.meta.name) ? search.Fair() : search.Classical();
   if (targets->empty()) return false;
   *only_other_queues = std::all_of(targets->begin(), targets->end(), [&](const Target& t) {
-    return t.entry->info.admission->cluster_queue != cq.meta.name;
+    return t.entry->cinfo().admission->cluster_queue != cq.meta.name;
   });
   return true;
 }

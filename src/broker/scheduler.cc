@@ -134,9 +134,9 @@ StateChange Change(StateChange::Type type, const Entry& e, absl::Time now) {
   StateChange c;
   c.type = type;
   c.time = now;
-  c.key = e.info.key;
-  c.uid = e.info.workload->uid;
-  c.cluster_queue = e.info.cluster_queue;
+  c.key = e.cinfo().key;
+  c.uid = e.cinfo().workload->uid;
+  c.cluster_queue = e.cinfo().cluster_queue;
   return c;
 }
 
@@ -159,16 +159,16 @@ void Dequeue(State& s, Entry* e) {
 // orphans with the reason it cannot be queued.
 void Enqueue(State& s, Entry* e) {
   Dequeue(s, e);
-  const workload::Workload& w = *e->info.workload;
-  e->info.local_queue = w.queue_name;
+  const workload::Workload& w = *e->cinfo().workload;
+  if (e->cinfo().local_queue != w.queue_name) e->info().local_queue = w.queue_name;
   auto lq = s.policies->local_queues.find({w.namespace_name, w.queue_name});
   PendingReason r;
   if (lq == s.policies->local_queues.end()) {
-    e->info.cluster_queue.clear();
+    if (!e->cinfo().cluster_queue.empty()) e->info().cluster_queue.clear();
     r.code = PendingReason::Code::kInactive;
     r.message = absl::StrCat("LocalQueue ", w.queue_name, " does not exist in namespace ", w.namespace_name);
   } else {
-    e->info.cluster_queue = lq->second.cluster_queue;
+    if (e->cinfo().cluster_queue != lq->second.cluster_queue) e->info().cluster_queue = lq->second.cluster_queue;
     const model::ClusterQueue* cq = LiveClusterQueue(s, lq->second.cluster_queue);
     if (lq->second.stop_policy != model::StopPolicy::kNone) {
       r.code = PendingReason::Code::kStopped;
@@ -180,9 +180,9 @@ void Enqueue(State& s, Entry* e) {
                !cq->namespace_selector->Matches(s.policies->NamespaceLabels(w.namespace_name))) {
       r.code = PendingReason::Code::kNamespaceMismatch;
       r.message = absl::StrCat("ClusterQueue ", cq->meta.name, " does not select namespace ", w.namespace_name);
-    } else if (!w.pod_group_name.empty() && e->info.pod_group_members < w.pod_group_total_count) {
+    } else if (!w.pod_group_name.empty() && e->cinfo().pod_group_members < w.pod_group_total_count) {
       r.code = PendingReason::Code::kIncompletePodGroup;
-      r.message = absl::StrCat("pod group ", w.pod_group_name, " has ", e->info.pod_group_members, " of ",
+      r.message = absl::StrCat("pod group ", w.pod_group_name, " has ", e->cinfo().pod_group_members, " of ",
                                w.pod_group_total_count, " pods; the gang is released when all exist");
     } else {
       e->queued_in = cq->meta.name;
@@ -190,16 +190,16 @@ void Enqueue(State& s, Entry* e) {
       q.active.insert(e);
       q.blocked = false;
       s.Touch(*e);
-      if (e->info.reason.code == PendingReason::Code::kInactive ||
-          e->info.reason.code == PendingReason::Code::kStopped ||
-          e->info.reason.code == PendingReason::Code::kNamespaceMismatch ||
-          e->info.reason.code == PendingReason::Code::kIncompletePodGroup) {
-        e->info.reason = PendingReason{};
+      if (e->cinfo().reason.code == PendingReason::Code::kInactive ||
+          e->cinfo().reason.code == PendingReason::Code::kStopped ||
+          e->cinfo().reason.code == PendingReason::Code::kNamespaceMismatch ||
+          e->cinfo().reason.code == PendingReason::Code::kIncompletePodGroup) {
+        e->info().reason = PendingReason{};
       }
       return;
     }
   }
-  e->info.reason = r;
+  e->info().reason = r;
   s.orphans.insert(e);
   s.Touch(*e);
 }
@@ -237,27 +237,27 @@ void PruneOverQuota(State& s) {
 
 // Gives back the quota `e` holds and forgets its admission.
 void ReleaseQuota(State& s, Entry* e) {
-  GK_CHECK(e->info.admission.has_value());
+  GK_CHECK(e->cinfo().admission.has_value());
   s.Touch(*e);
-  const std::string cq = e->info.admission->cluster_queue;
-  GK_CHECK_OK(s.tree.RemoveUsage(cq, e->info.admission->usage));
+  const std::string cq = e->cinfo().admission->cluster_queue;
+  GK_CHECK_OK(s.tree.RemoveUsage(cq, e->cinfo().admission->usage));
   auto q = s.queues.find(cq);
   if (q != s.queues.end()) q->second.admitted.erase(e);
-  e->info.admission.reset();
+  e->info().admission.reset();
   PruneOverQuota(s);
   RequeueInadmissible(s, cq);
 }
 
 void Evict(State& s, Entry* victim, const char* reason, std::string message, const WorkloadKey& preemptor,
            absl::Time now) {
-  if (victim->info.phase == Phase::kEvicting) return;
+  if (victim->cinfo().phase == Phase::kEvicting) return;
   s.Touch(*victim);
-  victim->info.phase = Phase::kEvicting;
-  victim->info.eviction_reason = message;
-  ++victim->info.evictions;
+  victim->info().phase = Phase::kEvicting;
+  victim->info().eviction_reason = message;
+  ++victim->info().evictions;
   StateChange c = Change(StateChange::Type::kEvicted, *victim, now);
-  c.cluster_queue = victim->info.admission->cluster_queue;
-  c.assignment = victim->info.admission;
+  c.cluster_queue = victim->cinfo().admission->cluster_queue;
+  c.assignment = victim->cinfo().admission;
   c.reason = reason;
   c.message = std::move(message);
   c.preemptor = preemptor;
@@ -271,14 +271,14 @@ void Drain(State& s, absl::Time now) {
     const model::ClusterQueue* cq = LiveClusterQueue(s, name);
     const bool cq_drain = cq != nullptr && cq->stop_policy == model::StopPolicy::kHoldAndDrain;
     for (Entry* e : q.admitted) {
-      if (e->info.phase == Phase::kEvicting) continue;
+      if (e->cinfo().phase == Phase::kEvicting) continue;
       bool drain = cq_drain;
       std::string why = absl::StrCat("ClusterQueue ", name, " is stopped with stopPolicy HoldAndDrain");
       if (!drain) {
-        auto lq = s.policies->local_queues.find({e->info.key.namespace_name, e->info.local_queue});
+        auto lq = s.policies->local_queues.find({e->cinfo().key.namespace_name, e->cinfo().local_queue});
         if (lq != s.policies->local_queues.end() && lq->second.stop_policy == model::StopPolicy::kHoldAndDrain) {
           drain = true;
-          why = absl::StrCat("LocalQueue ", e->info.key.namespace_name, "/", e->info.local_queue,
+          why = absl::StrCat("LocalQueue ", e->cinfo().key.namespace_name, "/", e->cinfo().local_queue,
                              " is stopped with stopPolicy HoldAndDrain");
         }
       }
@@ -296,8 +296,8 @@ void Describe(const State& s, const std::string& cq, PendingReason& r) {
     r.used_by = 0;
     if (auto q = s.queues.find(cq); q != s.queues.end()) {
       for (const Entry* e : q->second.admitted) {
-        auto u = e->info.admission->usage.find(fr);
-        if (u != e->info.admission->usage.end() && !u->second.IsZero()) ++r.used_by;
+        auto u = e->cinfo().admission->usage.find(fr);
+        if (u != e->cinfo().admission->usage.end() && !u->second.IsZero()) ++r.used_by;
       }
     }
     const std::string limit = r.borrowing_limit.has_value()
@@ -322,14 +322,14 @@ void Describe(const State& s, const std::string& cq, PendingReason& r) {
 }
 
 void SetReason(State& s, Entry* e, PendingReason r) {
-  const PendingReason& old = e->info.reason;
+  const PendingReason& old = e->cinfo().reason;
   if (r.message.empty() && old.code == r.code && old.pod_set == r.pod_set && old.flavor == r.flavor &&
       old.resource == r.resource && old.requested == r.requested && old.available == r.available &&
       old.used == r.used && old.nominal == r.nominal && old.max_capacity == r.max_capacity) {
     return;  // the same numbers: keep the sentence (and the snapshot) as they are
   }
-  Describe(s, e->info.cluster_queue, r);
-  e->info.reason = std::move(r);
+  Describe(s, e->cinfo().cluster_queue, r);
+  e->info().reason = std::move(r);
   s.Touch(*e);
 }
 
@@ -362,7 +362,7 @@ bool FairBefore(const State& s, const Nomination& a, const Nomination& b) {
     const int64_t db = s.tree.DominantResourceShare(child(nb), b.result.assignment.usage);
     if (da != db) return da < db;
   }
-  if (a.entry->info.priority != b.entry->info.priority) return a.entry->info.priority > b.entry->info.priority;
+  if (a.entry->cinfo().priority != b.entry->cinfo().priority) return a.entry->cinfo().priority > b.entry->cinfo().priority;
   return QueueOrder()(a.entry, b.entry);
 }
 
@@ -370,7 +370,7 @@ bool ClassicalBefore(const Nomination& a, const Nomination& b) {
   if (a.result.assignment.borrowing_level != b.result.assignment.borrowing_level) {
     return a.result.assignment.borrowing_level < b.result.assignment.borrowing_level;
   }
-  if (a.entry->info.priority != b.entry->info.priority) return a.entry->info.priority > b.entry->info.priority;
+  if (a.entry->cinfo().priority != b.entry->cinfo().priority) return a.entry->cinfo().priority > b.entry->cinfo().priority;
   return QueueOrder()(a.entry, b.entry);
 }
 
@@ -378,13 +378,13 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   GK_CHECK_OK(s.tree.AddUsage(assignment.cluster_queue, assignment.usage));
   Dequeue(s, e);
   s.queues[assignment.cluster_queue].admitted.insert(e);
-  e->info.phase = Phase::kReserved;
-  e->info.admission = assignment;
-  e->info.cluster_queue = assignment.cluster_queue;
-  e->info.admitted_at = now;
-  e->info.eviction_reason.clear();
-  e->info.reason = PendingReason{};
-  ++e->info.admissions;
+  e->info().phase = Phase::kReserved;
+  e->info().admission = assignment;
+  e->info().cluster_queue = assignment.cluster_queue;
+  e->info().admitted_at = now;
+  e->info().eviction_reason.clear();
+  e->info().reason = PendingReason{};
+  ++e->info().admissions;
   s.Touch(*e);
   StateChange c = Change(StateChange::Type::kAdmitted, *e, now);
   c.assignment = assignment;
@@ -394,7 +394,7 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
 // What decides a gang's fate besides the queue state: its pod sets and
 // its priority.
 size_t ShapeOf(const Entry& e) {
-  size_t h = absl::HashOf(e.info.priority, e.info.can_preempt);
+  size_t h = absl::HashOf(e.cinfo().priority, e.cinfo().can_preempt);
   for (const workload::PodSet& ps : e.PodSets()) {
     h = absl::HashOf(h, ps.count, ps.tolerations.size());
     for (const auto& [res, q] : ps.requests) h = absl::HashOf(h, res, q);
@@ -499,7 +499,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
       if ((n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) && !n.targets.empty()) {
         bool overlap = false;
         for (const Target& t : n.targets) {
-          overlap = overlap || (victims.count(t.entry) != 0 && t.entry->info.phase != Phase::kEvicting);
+          overlap = overlap || (victims.count(t.entry) != 0 && t.entry->cinfo().phase != Phase::kEvicting);
         }
         slots[n.slot].done = true;  // the preemptor stays the head while it waits
         if (overlap) {
@@ -511,18 +511,18 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         }
         std::vector<std::string> names;
         for (const Target& t : n.targets) {
-          names.push_back(Name(t.entry->info.key));
+          names.push_back(Name(t.entry->cinfo().key));
           victims.insert(t.entry);
-          if (t.entry->info.phase == Phase::kEvicting) continue;
+          if (t.entry->cinfo().phase == Phase::kEvicting) continue;
           const char* why = t.reason == std::string("InClusterQueue") ? "prioritization in the ClusterQueue"
                             : t.reason == std::string("InCohortReclaimWhileBorrowing")
                                 ? "reclamation within the cohort while borrowing"
                             : t.reason == std::string("InCohortFairSharing") ? "fair sharing within the cohort"
                                                                             : "reclamation within the cohort";
           Evict(s, t.entry, t.reason.c_str(),
-                absl::StrCat("preempted to accommodate ", Name(e->info.key), " (priority ", e->info.priority,
+                absl::StrCat("preempted to accommodate ", Name(e->cinfo().key), " (priority ", e->cinfo().priority,
                              ", ClusterQueue ", cq, ") due to ", why),
-                e->info.key, now);
+                e->cinfo().key, now);
           ++stats.preempted;
           progress = round_progress = true;
         }
@@ -541,7 +541,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
       if (n.result.mode != FitMode::kNoFit && r.code == PendingReason::Code::kPreemptionNoCandidates) {
         // Like Kueue's QuotaReserved reason: it waits for quota. Only a
         // workload that may never preempt is told so.
-        r.code = e->info.can_preempt ? PendingReason::Code::kWaitingForQuota
+        r.code = e->cinfo().can_preempt ? PendingReason::Code::kWaitingForQuota
                                      : PendingReason::Code::kPreemptionNoCandidates;
       }
       SetReason(s, e, r);
@@ -551,15 +551,15 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         // Everything behind it waits for it (KUEUE-SEMANTICS §3.2).
         for (auto it = std::next(q.active.begin()); it != q.active.end(); ++it) {
           Entry* behind = *it;
-          const PendingReason::Code code = behind->info.reason.code;
+          const PendingReason::Code code = behind->cinfo().reason.code;
           if (code != PendingReason::Code::kQueued && code != PendingReason::Code::kBlockedByHead) continue;
-          std::string message = absl::StrCat("waiting behind ", Name(e->info.key),
+          std::string message = absl::StrCat("waiting behind ", Name(e->cinfo().key),
                                              ", the head of StrictFIFO ClusterQueue ", cq, ", which does not fit yet");
-          if (code == PendingReason::Code::kBlockedByHead && behind->info.reason.message == message) continue;
+          if (code == PendingReason::Code::kBlockedByHead && behind->cinfo().reason.message == message) continue;
           PendingReason b;
           b.code = PendingReason::Code::kBlockedByHead;
           b.message = std::move(message);
-          behind->info.reason = std::move(b);
+          behind->info().reason = std::move(b);
           s.Touch(*behind);
         }
       } else {
@@ -567,7 +567,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         q.active.erase(e);
         q.inadmissible.insert(e);
         e->inadmissible = true;
-        slots[n.slot].failed_shapes.emplace(ShapeOf(*e), e->info.reason);
+        slots[n.slot].failed_shapes.emplace(ShapeOf(*e), e->cinfo().reason);
         round_progress = true;
       }
     }
@@ -630,10 +630,10 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
     if (!w.pod_group_name.empty()) {
       // Another pod of a known group (a retried review repeats a name).
       if (!e->pod_group_pods.insert(w.name).second) return absl::OkStatus();
-      if (e->info.phase != Phase::kPending) {
+      if (e->cinfo().phase != Phase::kPending) {
         return absl::OkStatus();  // a replacement pod of a running group
       }
-      ++e->info.pod_group_members;
+      ++e->info().pod_group_members;
       for (const workload::PodSet& ps : w.pod_sets) {
         auto same = std::find_if(e->group_pod_sets.begin(), e->group_pod_sets.end(),
                                  [&](const workload::PodSet& p) { return SameShape(p, ps); });
@@ -650,14 +650,14 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
       Record(s, std::move(c));
       return absl::OkStatus();
     }
-    if (e->info.workload->uid == w.uid) return absl::OkStatus();  // a retried review
+    if (e->cinfo().workload->uid == w.uid) return absl::OkStatus();  // a retried review
     // Same name, new uid: the old object was deleted and we missed it. A
     // pending one is simply replaced; one that holds quota keeps it until
     // its end is seen (its pods may still run), and the new one must wait.
-    if (HoldsQuota(e->info.phase)) {
+    if (HoldsQuota(e->cinfo().phase)) {
       return absl::AlreadyExistsError(absl::StrCat(
-          "workload ", Name(key), " (uid ", e->info.workload->uid, ") still holds quota in ClusterQueue ",
-          e->info.admission->cluster_queue, "; the new object (uid ", w.uid,
+          "workload ", Name(key), " (uid ", e->cinfo().workload->uid, ") still holds quota in ClusterQueue ",
+          e->cinfo().admission->cluster_queue, "; the new object (uid ", w.uid,
           ") can be queued once gangkeeper sees the old one end: retry shortly"));
     }
     GK_CHECK_OK(Remove(key, now));
@@ -665,23 +665,24 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   auto entry = std::make_unique<Entry>();
   Entry* e = entry.get();
   e->seq = s.next_seq++;
-  e->info.key = key;
-  e->info.workload = std::make_shared<const workload::Workload>(w);
-  e->info.priority = w.priority;
-  e->info.can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
-  e->info.created_at = now;
-  e->info.queued_at = now;
+  e->dirty = &s.dirty_workloads;
+  e->info().key = key;
+  e->info().workload = std::make_shared<const workload::Workload>(w);
+  e->info().priority = w.priority;
+  e->info().can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
+  e->info().created_at = now;
+  e->info().queued_at = now;
   if (!w.pod_group_name.empty()) {
     e->is_pod_group = true;
     e->group_pod_sets = w.pod_sets;
     e->pod_group_pods.insert(w.name);
-    e->info.pod_group_members = 1;
+    e->info().pod_group_members = 1;
     for (size_t i = 0; i < e->group_pod_sets.size(); ++i) e->group_pod_sets[i].name = absl::StrCat("group-", i);
   }
   s.entries.emplace(key, std::move(entry));
   Enqueue(s, e);
   StateChange c = Change(StateChange::Type::kRegistered, *e, now);
-  c.workload = e->info.workload;
+  c.workload = e->cinfo().workload;
   Record(s, std::move(c));
   return absl::OkStatus();
 }
@@ -691,23 +692,23 @@ absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
   auto it = s.entries.find(KeyOf(w));
   if (it == s.entries.end()) return absl::NotFoundError(absl::StrCat("workload ", Name(KeyOf(w)), " is not tracked"));
   Entry* e = it->second.get();
-  if (HoldsQuota(e->info.phase)) {
+  if (HoldsQuota(e->cinfo().phase)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("workload ", Name(e->info.key), " holds quota; its pod sets cannot change until it is suspended"));
+        absl::StrCat("workload ", Name(e->cinfo().key), " holds quota; its pod sets cannot change until it is suspended"));
   }
   Dequeue(s, e);  // the queue order may change with the priority
   auto updated = std::make_shared<workload::Workload>(w);
   if (!w.pod_group_name.empty()) {
     // A pod group's shape is its members'; only the queue and priority change.
-    updated->pod_sets = e->info.workload->pod_sets;
+    updated->pod_sets = e->cinfo().workload->pod_sets;
   }
-  e->info.workload = std::move(updated);
-  e->info.priority = w.priority;
-  e->info.can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
-  e->info.reason = PendingReason{};
+  e->info().workload = std::move(updated);
+  e->info().priority = w.priority;
+  e->info().can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
+  e->info().reason = PendingReason{};
   Enqueue(s, e);
   StateChange c = Change(StateChange::Type::kUpdated, *e, now);
-  c.workload = e->info.workload;
+  c.workload = e->cinfo().workload;
   Record(s, std::move(c));
   return absl::OkStatus();
 }
@@ -718,7 +719,7 @@ absl::Status Scheduler::Remove(const WorkloadKey& key, absl::Time now) {
   if (it == s.entries.end()) return absl::OkStatus();
   Entry* e = it->second.get();
   Dequeue(s, e);
-  if (e->info.admission.has_value()) ReleaseQuota(s, e);
+  if (e->cinfo().admission.has_value()) ReleaseQuota(s, e);
   Record(s, Change(StateChange::Type::kRemoved, *e, now));
   s.entries.erase(it);
   return absl::OkStatus();
@@ -730,8 +731,8 @@ absl::Status Scheduler::Finish(const WorkloadKey& key, absl::Time now) {
   if (it == s.entries.end()) return absl::OkStatus();
   Entry* e = it->second.get();
   Dequeue(s, e);
-  if (e->info.admission.has_value()) ReleaseQuota(s, e);
-  e->info.phase = Phase::kFinished;
+  if (e->cinfo().admission.has_value()) ReleaseQuota(s, e);
+  e->info().phase = Phase::kFinished;
   Record(s, Change(StateChange::Type::kFinished, *e, now));
   s.entries.erase(it);
   return absl::OkStatus();
@@ -745,7 +746,7 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
   std::shared_ptr<const model::PolicySet> effective = policies;
   std::set<std::string> holding;
   for (const auto& [key, e] : s.entries) {
-    if (e->info.admission.has_value()) holding.insert(e->info.admission->cluster_queue);
+    if (e->cinfo().admission.has_value()) holding.insert(e->cinfo().admission->cluster_queue);
   }
   std::vector<std::string> kept;
   for (const std::string& cq : holding) {
@@ -762,8 +763,8 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
   absl::StatusOr<ResourceTree> tree = ResourceTree::Build(kept.empty() ? *policies : with_terminating);
   if (!tree.ok()) return tree.status();
   for (const auto& [key, e] : s.entries) {
-    if (!e->info.admission.has_value()) continue;
-    GK_CHECK_OK(tree->AddUsage(e->info.admission->cluster_queue, e->info.admission->usage));
+    if (!e->cinfo().admission.has_value()) continue;
+    GK_CHECK_OK(tree->AddUsage(e->cinfo().admission->cluster_queue, e->cinfo().admission->usage));
   }
   s.tree = *std::move(tree);
   s.policies = std::move(effective);
@@ -775,7 +776,7 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
   }
   std::vector<Entry*> pending;
   for (auto& [key, e] : s.entries) {
-    if (e->info.phase == Phase::kPending) pending.push_back(e.get());
+    if (e->cinfo().phase == Phase::kPending) pending.push_back(e.get());
   }
   s.queues = std::move(queues);
   s.IndexQueues();
@@ -807,14 +808,14 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
 absl::Status Scheduler::ReleaseSucceeded(const WorkloadKey& key, const std::string& uid, absl::Time now) {
   State& s = *state_;
   auto it = s.entries.find(key);
-  if (it == s.entries.end() || it->second->info.workload->uid != uid || it->second->info.phase != Phase::kReserved) {
+  if (it == s.entries.end() || it->second->cinfo().workload->uid != uid || it->second->cinfo().phase != Phase::kReserved) {
     return absl::OkStatus();
   }
   Entry* e = it->second.get();
-  e->info.phase = Phase::kRunning;
+  e->info().phase = Phase::kRunning;
   s.Touch(*e);
   StateChange c = Change(StateChange::Type::kReleased, *e, now);
-  c.assignment = e->info.admission;
+  c.assignment = e->cinfo().admission;
   Record(s, std::move(c));
   return absl::OkStatus();
 }
@@ -823,19 +824,19 @@ absl::Status Scheduler::ReleaseFailed(const WorkloadKey& key, const std::string&
                                       absl::Time now) {
   State& s = *state_;
   auto it = s.entries.find(key);
-  if (it == s.entries.end() || it->second->info.workload->uid != uid || it->second->info.phase != Phase::kReserved) {
+  if (it == s.entries.end() || it->second->cinfo().workload->uid != uid || it->second->cinfo().phase != Phase::kReserved) {
     return absl::OkStatus();
   }
   Entry* e = it->second.get();
   StateChange c = Change(StateChange::Type::kReleaseFailed, *e, now);
-  c.assignment = e->info.admission;
+  c.assignment = e->cinfo().admission;
   c.message = why;
   ReleaseQuota(s, e);
-  e->info.phase = Phase::kPending;
+  e->info().phase = Phase::kPending;
   Enqueue(s, e);
-  if (e->info.reason.code == PendingReason::Code::kQueued) {
-    e->info.reason.code = PendingReason::Code::kReleaseFailed;
-    e->info.reason.message = absl::StrCat("the last release failed (", why, "); it is queued again");
+  if (e->cinfo().reason.code == PendingReason::Code::kQueued) {
+    e->info().reason.code = PendingReason::Code::kReleaseFailed;
+    e->info().reason.message = absl::StrCat("the last release failed (", why, "); it is queued again");
   }
   Record(s, std::move(c));
   return absl::OkStatus();
@@ -844,15 +845,15 @@ absl::Status Scheduler::ReleaseFailed(const WorkloadKey& key, const std::string&
 absl::Status Scheduler::Stopped(const WorkloadKey& key, const std::string& uid, absl::Time now) {
   State& s = *state_;
   auto it = s.entries.find(key);
-  if (it == s.entries.end() || it->second->info.workload->uid != uid || it->second->info.phase != Phase::kEvicting) {
+  if (it == s.entries.end() || it->second->cinfo().workload->uid != uid || it->second->cinfo().phase != Phase::kEvicting) {
     return absl::OkStatus();
   }
   Entry* e = it->second.get();
   StateChange c = Change(StateChange::Type::kRequeued, *e, now);
-  c.message = e->info.eviction_reason;
+  c.message = e->cinfo().eviction_reason;
   ReleaseQuota(s, e);
-  e->info.phase = Phase::kPending;  // queued_at is kept: its original position
-  e->info.reason = PendingReason{};
+  e->info().phase = Phase::kPending;  // queued_at is kept: its original position
+  e->info().reason = PendingReason{};
   Enqueue(s, e);
   Record(s, std::move(c));
   return absl::OkStatus();
@@ -894,15 +895,21 @@ std::vector<StateChange> Scheduler::TakeChanges() {
 const model::PolicySet& Scheduler::policies() const { return *state_->policies; }
 std::shared_ptr<const model::PolicySet> Scheduler::shared_policies() const { return state_->policies; }
 
+std::shared_ptr<const WorkloadInfo> Scheduler::Share(const WorkloadKey& key) const {
+  auto it = state_->entries.find(key);
+  if (it == state_->entries.end()) return nullptr;
+  return it->second->info_ptr;
+}
+
 const WorkloadInfo* Scheduler::Find(const WorkloadKey& key) const {
   auto it = state_->entries.find(key);
-  return it == state_->entries.end() ? nullptr : &it->second->info;
+  return it == state_->entries.end() ? nullptr : &it->second->cinfo();
 }
 
 std::vector<const WorkloadInfo*> Scheduler::Workloads() const {
   std::vector<const WorkloadInfo*> out;
   out.reserve(state_->entries.size());
-  for (const auto& [key, e] : state_->entries) out.push_back(&e->info);
+  for (const auto& [key, e] : state_->entries) out.push_back(&e->cinfo());
   return out;
 }
 
@@ -918,9 +925,9 @@ std::vector<const WorkloadInfo*> Scheduler::PendingInQueueOrder(const model::Clu
   QueueOrder before;
   while (a != q->second.active.end() || b != q->second.inadmissible.end()) {
     if (b == q->second.inadmissible.end() || (a != q->second.active.end() && before(*a, *b))) {
-      out.push_back(&(*a++)->info);
+      out.push_back(&(*a++)->cinfo());
     } else {
-      out.push_back(&(*b++)->info);
+      out.push_back(&(*b++)->cinfo());
     }
   }
   return out;
@@ -992,7 +999,7 @@ absl::Status Scheduler::CheckInvariants() const {
   std::map<std::string, ResourceAmounts> sums;
   size_t queued = 0;
   for (const auto& [key, e] : s.entries) {
-    const WorkloadInfo& info = e->info;
+    const WorkloadInfo& info = e->cinfo();
     const std::string name = Name(key);
     if (HoldsQuota(info.phase)) {
       if (!info.admission.has_value()) return absl::InternalError(absl::StrCat(name, " holds quota without an admission"));
@@ -1061,7 +1068,7 @@ absl::Status Scheduler::CheckInvariants() const {
   for (const auto& [name, q] : s.queues) {
     listed += q.active.size() + q.inadmissible.size();
     for (const Entry* e : q.admitted) {
-      if (!HoldsQuota(e->info.phase)) return absl::InternalError(absl::StrCat("ClusterQueue ", name, " lists ", Name(e->info.key), " as admitted"));
+      if (!HoldsQuota(e->cinfo().phase)) return absl::InternalError(absl::StrCat("ClusterQueue ", name, " lists ", Name(e->cinfo().key), " as admitted"));
     }
     const int node = s.tree.ClusterQueueNode(name);
     if (node < 0) {

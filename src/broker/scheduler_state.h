@@ -25,13 +25,27 @@ struct WorkloadKeyHash {
 
 // One tracked workload.
 struct Entry {
-  WorkloadInfo info;
+  // Copy-on-write: the broker's snapshots share the WorkloadInfo until it
+  // changes, so a tracked workload costs one copy, not two. info() is for
+  // changes (it copies a shared one first and marks the workload dirty so
+  // the next snapshot takes the copy); cinfo() is for reads.
+  std::shared_ptr<WorkloadInfo> info_ptr = std::make_shared<WorkloadInfo>();
+  absl::flat_hash_set<WorkloadKey, WorkloadKeyHash>* dirty = nullptr;
+  WorkloadInfo& info() {
+    if (info_ptr.use_count() > 1) {
+      info_ptr = std::make_shared<WorkloadInfo>(*info_ptr);
+      if (dirty != nullptr) dirty->insert(info_ptr->key);
+    }
+    return *info_ptr;
+  }
+  const WorkloadInfo& info() const { return *info_ptr; }
+  const WorkloadInfo& cinfo() const { return *info_ptr; }
   // A pod group's pods merged by shape (other workloads use their own).
   std::vector<workload::PodSet> group_pod_sets;
   bool is_pod_group = false;
   // The pod sets the scheduler places.
   const std::vector<workload::PodSet>& PodSets() const {
-    return is_pod_group ? group_pod_sets : info.workload->pod_sets;
+    return is_pod_group ? group_pod_sets : info_ptr->workload->pod_sets;
   }
   std::set<std::string> pod_group_pods;  // names of the pods seen
   std::string queued_in;                 // the ClusterQueue whose queue holds it ("" = none)
@@ -42,10 +56,10 @@ struct Entry {
 // Queue order: higher priority, earlier queue time, smaller uid, earlier seq.
 struct QueueOrder {
   bool operator()(const Entry* a, const Entry* b) const {
-    if (a->info.priority != b->info.priority) return a->info.priority > b->info.priority;
-    if (a->info.queued_at != b->info.queued_at) return a->info.queued_at < b->info.queued_at;
-    const std::string& ua = a->info.workload->uid;
-    const std::string& ub = b->info.workload->uid;
+    if (a->cinfo().priority != b->cinfo().priority) return a->cinfo().priority > b->cinfo().priority;
+    if (a->cinfo().queued_at != b->cinfo().queued_at) return a->cinfo().queued_at < b->cinfo().queued_at;
+    const std::string& ua = a->cinfo().workload->uid;
+    const std::string& ub = b->cinfo().workload->uid;
     if (ua != ub) return ua < ub;
     return a->seq < b->seq;
   }
@@ -105,10 +119,10 @@ struct Scheduler::State {
   bool all_queues_dirty = true;
 
   void Touch(const Entry& e) {
-    dirty_workloads.insert(e.info.key);
+    dirty_workloads.insert(e.cinfo().key);
     if (!e.queued_in.empty()) dirty_queues.insert(e.queued_in);
-    if (!e.info.cluster_queue.empty()) dirty_queues.insert(e.info.cluster_queue);
-    if (e.info.admission.has_value()) dirty_queues.insert(e.info.admission->cluster_queue);
+    if (!e.cinfo().cluster_queue.empty()) dirty_queues.insert(e.cinfo().cluster_queue);
+    if (e.cinfo().admission.has_value()) dirty_queues.insert(e.cinfo().admission->cluster_queue);
   }
 
   // scheduler.cc

@@ -157,7 +157,7 @@ TEST_F(BrokerTest, RegisterAdmitsAndReleasesTheWholeGangWithFlavorPlacement) {
   EXPECT_EQ(broker_->AdmittedUsage("team-a").at("nvidia.com/gpu"), Quantity::FromUnits(8));
   broker_->ReleaseResult({"a", "train"}, "uid-train", absl::OkStatus());
   ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
-  EXPECT_EQ(broker_->snapshot()->Find({"a", "train"})->info.phase, Phase::kRunning);
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "train"})->phase, Phase::kRunning);
 }
 
 TEST_F(BrokerTest, SnapshotShowsPositionsAndReasons) {
@@ -174,14 +174,14 @@ TEST_F(BrokerTest, SnapshotShowsPositionsAndReasons) {
   EXPECT_EQ(next->cluster_queue, 1);
   EXPECT_EQ(last->cluster_queue, 2);
   EXPECT_EQ(last->local_queue, 2);
-  const WorkloadView* v = snap->Find({"a", "next"});
+  const WorkloadInfo* v = snap->Find({"a", "next"});
   ASSERT_NE(v, nullptr);
-  EXPECT_EQ(v->info.reason.code, PendingReason::Code::kWaitingForQuota);
-  EXPECT_THAT(v->info.reason.message, ::testing::HasSubstr("waiting for 4 nvidia.com/gpu in team-a/a100"));
+  EXPECT_EQ(v->reason.code, PendingReason::Code::kWaitingForQuota);
+  EXPECT_THAT(v->reason.message, ::testing::HasSubstr("waiting for 4 nvidia.com/gpu in team-a/a100"));
   // The old snapshot stays valid and unchanged while the broker moves on.
   ASSERT_THAT(broker_->Finish({"a", "big"}), IsOk());
-  EXPECT_EQ(snap->Find({"a", "next"})->info.phase, Phase::kPending);
-  EXPECT_EQ(broker_->snapshot()->Find({"a", "next"})->info.phase, Phase::kReserved);
+  EXPECT_EQ(snap->Find({"a", "next"})->phase, Phase::kPending);
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "next"})->phase, Phase::kReserved);
   EXPECT_EQ(broker_->snapshot()->Find({"a", "big"}), nullptr);
 }
 
@@ -215,11 +215,11 @@ TEST_F(BrokerTest, PreemptionSuspendsTheVictimAndWaitsForItToStop) {
   ASSERT_EQ(suspends.size(), 1u);
   EXPECT_EQ(suspends[0].key.name, "low");
   EXPECT_EQ(suspends[0].preemptor.name, "high");
-  EXPECT_EQ(broker_->snapshot()->Find({"a", "high"})->info.phase, Phase::kPending);
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "high"})->phase, Phase::kPending);
   broker_->GangStopped({"a", "low"}, "uid-low");
   ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
-  EXPECT_EQ(broker_->snapshot()->Find({"a", "high"})->info.phase, Phase::kReserved);
-  EXPECT_EQ(broker_->snapshot()->Find({"a", "low"})->info.phase, Phase::kPending);
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "high"})->phase, Phase::kReserved);
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "low"})->phase, Phase::kPending);
 }
 
 TEST_F(BrokerTest, BadPoliciesAreRefusedAndTheOldOnesStay) {
@@ -236,7 +236,7 @@ TEST_F(BrokerTest, ManyConcurrentWritersAndReaders) {
     for (int i = 0; i < 100000 && !done.load(); ++i) {
       std::shared_ptr<const Snapshot> s = broker_->snapshot();
       int64_t n = 0;
-      s->ForEachWorkload([&](const WorkloadView&) { ++n; });
+      s->ForEachWorkload([&](const WorkloadInfo&) { ++n; });
       ASSERT_EQ(static_cast<size_t>(n), s->workload_count());
     }
   });

@@ -79,11 +79,6 @@ class StateSink {
   [[nodiscard]] virtual absl::Status Append(const std::vector<StateChange>& changes) = 0;
 };
 
-// A tracked workload as the snapshot shows it.
-struct WorkloadView {
-  WorkloadInfo info;
-};
-
 // 1-based positions among the pending workloads of a ClusterQueue and of
 // the workload's LocalQueue.
 struct QueuePosition {
@@ -116,7 +111,7 @@ class Snapshot {
   const model::PolicySet& policies() const { return *policies_; }
   const std::shared_ptr<const model::PolicySet>& shared_policies() const { return policies_; }
   // nullptr when unknown (or finished).
-  const WorkloadView* Find(const WorkloadKey& key) const;
+  const WorkloadInfo* Find(const WorkloadKey& key) const;
   // Where a pending workload stands in its queues; nullopt when not queued.
   // Linear in the queue's length: to list many, use Positions().
   std::optional<QueuePosition> Position(const WorkloadKey& key) const;
@@ -128,14 +123,14 @@ class Snapshot {
     return queues_;
   }
   // Calls `f` for every tracked workload (unordered).
-  void ForEachWorkload(const std::function<void(const WorkloadView&)>& f) const;
+  void ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const;
   size_t workload_count() const { return workload_count_; }
 
   static constexpr size_t kShards = 1024;
 
  private:
   friend class Broker;
-  using Shard = absl::flat_hash_map<std::string, std::shared_ptr<const WorkloadView>>;  // "ns/name"
+  using Shard = absl::flat_hash_map<std::string, std::shared_ptr<const WorkloadInfo>>;  // "ns/name"
   uint64_t version_ = 0;
   absl::Time time_;
   std::shared_ptr<const model::PolicySet> policies_;

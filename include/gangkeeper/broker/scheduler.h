@@ -255,6 +255,9 @@ class Scheduler {
   const model::PolicySet& policies() const;
   std::shared_ptr<const model::PolicySet> shared_policies() const;
   const WorkloadInfo* Find(const WorkloadKey& key) const;
+  // The same, shared: the Scheduler copies it before its next change (the
+  // Broker's snapshots hold these).
+  std::shared_ptr<const WorkloadInfo> Share(const WorkloadKey& key) const;
   // Every tracked workload (finished ones are forgotten after Finish).
   std::vector<const WorkloadInfo*> Workloads() const;
   size_t size() const;
