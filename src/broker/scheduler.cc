@@ -130,6 +130,11 @@ std::optional<PendingReason> ClusterQueueBlocked(const State& s, const std::stri
 
 void Record(State& s, StateChange c) { s.changes.push_back(std::move(c)); }
 
+std::string BlockedMessage(const std::string& head, const std::string& cq) {
+  return absl::StrCat("waiting behind ", head, ", the head of StrictFIFO ClusterQueue ", cq,
+                      ", which does not fit yet");
+}
+
 StateChange Change(StateChange::Type type, const Entry& e, absl::Time now) {
   StateChange c;
   c.type = type;
@@ -189,6 +194,13 @@ void Enqueue(State& s, Entry* e) {
       Queue& q = s.queues[cq->meta.name];
       q.active.insert(e);
       q.blocked = false;
+      if (!q.blocked_by.empty() && *q.active.begin() != e && e->cinfo().reason.code == PendingReason::Code::kQueued &&
+          cq->queueing_strategy == model::QueueingStrategy::kStrictFIFO) {
+        PendingReason b;
+        b.code = PendingReason::Code::kBlockedByHead;
+        b.message = BlockedMessage(q.blocked_by, cq->meta.name);
+        e->info().reason = std::move(b);
+      }
       s.Touch(*e);
       if (e->cinfo().reason.code == PendingReason::Code::kInactive ||
           e->cinfo().reason.code == PendingReason::Code::kStopped ||
@@ -548,19 +560,22 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
       if (strict) {
         Queue& q = *slots[n.slot].q;
         q.blocked = true;  // the head blocks the queue until something changes
-        // Everything behind it waits for it (KUEUE-SEMANTICS §3.2).
-        for (auto it = std::next(q.active.begin()); it != q.active.end(); ++it) {
-          Entry* behind = *it;
-          const PendingReason::Code code = behind->cinfo().reason.code;
-          if (code != PendingReason::Code::kQueued && code != PendingReason::Code::kBlockedByHead) continue;
-          std::string message = absl::StrCat("waiting behind ", Name(e->cinfo().key),
-                                             ", the head of StrictFIFO ClusterQueue ", cq, ", which does not fit yet");
-          if (code == PendingReason::Code::kBlockedByHead && behind->cinfo().reason.message == message) continue;
-          PendingReason b;
-          b.code = PendingReason::Code::kBlockedByHead;
-          b.message = std::move(message);
-          behind->info().reason = std::move(b);
-          s.Touch(*behind);
+        // Everything behind it waits for it (KUEUE-SEMANTICS §3.2). They are
+        // told once per blocking head; later arrivals when they are queued.
+        const std::string head = Name(e->cinfo().key);
+        if (q.blocked_by != head) {
+          q.blocked_by = head;
+          const std::string message = BlockedMessage(head, cq);
+          for (auto it = std::next(q.active.begin()); it != q.active.end(); ++it) {
+            Entry* behind = *it;
+            const PendingReason::Code code = behind->cinfo().reason.code;
+            if (code != PendingReason::Code::kQueued && code != PendingReason::Code::kBlockedByHead) continue;
+            PendingReason b;
+            b.code = PendingReason::Code::kBlockedByHead;
+            b.message = message;
+            behind->info().reason = std::move(b);
+            s.Touch(*behind);
+          }
         }
       } else {
         Queue& q = *slots[n.slot].q;
@@ -672,6 +687,7 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   e->info().can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
   e->info().created_at = now;
   e->info().queued_at = now;
+  e->SetOrderKey();
   if (!w.pod_group_name.empty()) {
     e->is_pod_group = true;
     e->group_pod_sets = w.pod_sets;
@@ -706,6 +722,7 @@ absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
   e->info().priority = w.priority;
   e->info().can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
   e->info().reason = PendingReason{};
+  e->SetOrderKey();
   Enqueue(s, e);
   StateChange c = Change(StateChange::Type::kUpdated, *e, now);
   c.workload = e->cinfo().workload;

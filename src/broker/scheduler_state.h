@@ -49,6 +49,16 @@ struct Entry {
   }
   std::set<std::string> pod_group_pods;  // names of the pods seen
   std::string queued_in;                 // the ClusterQueue whose queue holds it ("" = none)
+  // The queue-order key, kept beside the entry (not behind info_ptr) for
+  // cache-friendly comparisons; set by SetOrderKey whenever they change.
+  int32_t order_priority = 0;
+  absl::Time order_time;
+  const std::string* order_uid = nullptr;
+  void SetOrderKey() {
+    order_priority = info_ptr->priority;
+    order_time = info_ptr->queued_at;
+    order_uid = &info_ptr->workload->uid;
+  }
   bool inadmissible = false;
   uint64_t seq = 0;  // registration order, the last tie-break
 };
@@ -56,10 +66,10 @@ struct Entry {
 // Queue order: higher priority, earlier queue time, smaller uid, earlier seq.
 struct QueueOrder {
   bool operator()(const Entry* a, const Entry* b) const {
-    if (a->cinfo().priority != b->cinfo().priority) return a->cinfo().priority > b->cinfo().priority;
-    if (a->cinfo().queued_at != b->cinfo().queued_at) return a->cinfo().queued_at < b->cinfo().queued_at;
-    const std::string& ua = a->cinfo().workload->uid;
-    const std::string& ub = b->cinfo().workload->uid;
+    if (a->order_priority != b->order_priority) return a->order_priority > b->order_priority;
+    if (a->order_time != b->order_time) return a->order_time < b->order_time;
+    const std::string& ua = *a->order_uid;
+    const std::string& ub = *b->order_uid;
     if (ua != ub) return ua < ub;
     return a->seq < b->seq;
   }
@@ -75,6 +85,9 @@ struct Queue {
   // queue is skipped until something does (quota freed in its tree, policy
   // change, a new workload in it). Trying again would give the same answer.
   bool blocked = false;
+  // StrictFIFO: the head whose no-fit the entries behind it were last told
+  // about (their reasons name it), "" when none.
+  std::string blocked_by;
 };
 
 // How well a flavor (or a whole gang) fits, worst first (Kueue's granular
