@@ -403,6 +403,12 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   Record(s, std::move(c));
 }
 
+// max(0, a - b).
+Quantity Sub0(Quantity a, Quantity b) {
+  absl::StatusOr<Quantity> d = a.Sub(b);
+  return d.ok() && !d->IsNegative() ? *d : Quantity();
+}
+
 // What decides a gang's fate besides the queue state: its pod sets and
 // its priority.
 size_t ShapeOf(const Entry& e) {
@@ -440,6 +446,8 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
     slots.push_back(Slot{&name, &q, cq});
   }
   std::set<const Entry*> victims;
+  // Capacity held for preemptors without victims, given back at the end.
+  std::vector<std::pair<std::string, ResourceAmounts>> held;
   bool progress = false;
   while (true) {
     std::vector<Nomination> noms;
@@ -549,6 +557,29 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         continue;
       }
       // No fit (or preemption without victims).
+      if ((n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) &&
+          n.cq->preemption.reclaim_within_cohort != model::ReclaimWithinCohortPolicy::kAny) {
+        // Kueue's reserveCapacityForUnreclaimablePreempt: hold, for the rest
+        // of this cycle, the capacity this workload waits for, so that
+        // lower-ranked workloads of other queues cannot take it first.
+        ResourceAmounts hold;
+        const int node = s.tree.ClusterQueueNode(cq);
+        for (const auto& [fr, amount] : n.result.assignment.usage) {
+          const Quota& quota = s.tree.QuotaAt(node, fr);
+          const Quantity usage = s.tree.UsageAt(node, fr);
+          Quantity room;
+          if (s.tree.BorrowingWith(node, fr, amount)) {
+            room = quota.borrowing_limit.has_value()
+                       ? Sub0(quota.nominal.SaturatingAdd(*quota.borrowing_limit), usage)
+                       : amount;
+          } else {
+            room = Sub0(quota.nominal, usage);
+          }
+          room = std::min(room, amount);
+          if (!room.IsZero() && !room.IsNegative()) hold[fr] = room;
+        }
+        if (!hold.empty() && s.tree.AddUsage(cq, hold).ok()) held.emplace_back(cq, std::move(hold));
+      }
       PendingReason r = n.result.reason;
       if (n.result.mode != FitMode::kNoFit && r.code == PendingReason::Code::kPreemptionNoCandidates) {
         // Like Kueue's QuotaReserved reason: it waits for quota. Only a
@@ -592,6 +623,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
       break;
     }
   }
+  for (const auto& [cq, amounts] : held) GK_CHECK_OK(s.tree.RemoveUsage(cq, amounts));
   return progress;
 }
 
