@@ -129,10 +129,10 @@ class Search {
     return true;
   }
   void Take(const Candidate& c) {
-    GK_CHECK_OK(tree_.RemoveUsage(s_.tree.NodeName(c.cq_node), c.entry->cinfo().admission->usage));
+    GK_CHECK_OK(tree_.RemoveUsage(c.cq_node, c.entry->cinfo().admission->usage));
   }
   void Give(const Candidate& c) {
-    GK_CHECK_OK(tree_.AddUsage(s_.tree.NodeName(c.cq_node), c.entry->cinfo().admission->usage));
+    GK_CHECK_OK(tree_.AddUsage(c.cq_node, c.entry->cinfo().admission->usage));
   }
   // Fill back, restore the tree, and return the victims.
   std::vector<Target> Finish(std::vector<Candidate> taken, bool allow_borrowing) {

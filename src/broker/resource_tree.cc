@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/check.h"
 
@@ -287,13 +288,18 @@ absl::Status ResourceTree::ChangeUsage(const model::ClusterQueueName& cq,
   if (cq_node == -1) {
     return absl::NotFoundError(absl::StrCat("ClusterQueue ", cq, " is not in the policy set"));
   }
+  return ChangeUsageAt(cq_node, amounts, sign);
+}
+
+absl::Status ResourceTree::ChangeUsageAt(int cq_node, const ResourceAmounts& amounts, int sign) {
+  const std::string& cq = nodes_[cq_node].name;
   struct Update {
-    int node;
-    FlavorResource fr;
+    FrState* state;
     Quantity usage;
   };
-  // Stage every new usage first so that an error changes nothing.
-  std::vector<Update> updates;
+  // Stage every new usage first so that an error changes nothing (adding an
+  // empty entry for an undeclared FlavorResource changes nothing either).
+  absl::InlinedVector<Update, 8> updates;
   for (const auto& [fr, amount] : amounts) {
     if (amount.IsNegative()) {
       return absl::InvalidArgumentError(absl::StrCat("ClusterQueue ", cq, ": amount ",
@@ -301,7 +307,8 @@ absl::Status ResourceTree::ChangeUsage(const model::ClusterQueueName& cq,
                                                      " is negative"));
     }
     if (amount.IsZero()) continue;
-    Quantity old_usage = State(cq_node, fr).usage;
+    FrState* st = &nodes_[cq_node].frs[fr];
+    Quantity old_usage = st->usage;
     absl::StatusOr<Quantity> new_usage = sign > 0 ? old_usage.Add(amount) : old_usage.Sub(amount);
     if (!new_usage.ok()) return new_usage.status();
     if (new_usage->IsNegative()) {
@@ -311,7 +318,7 @@ absl::Status ResourceTree::ChangeUsage(const model::ClusterQueueName& cq,
     }
     int node = cq_node;
     while (true) {
-      updates.push_back(Update{node, fr, *new_usage});
+      updates.push_back(Update{st, *new_usage});
       int parent = nodes_[node].parent;
       if (parent == -1) break;
       // addUsage: the parent takes what no longer fits in LocalAvailable;
@@ -321,15 +328,24 @@ absl::Status ResourceTree::ChangeUsage(const model::ClusterQueueName& cq,
       if (old_pass == new_pass) break;
       absl::StatusOr<Quantity> delta = new_pass.Sub(old_pass);
       if (!delta.ok()) return delta.status();
-      old_usage = State(parent, fr).usage;
+      st = &nodes_[parent].frs[fr];
+      old_usage = st->usage;
       new_usage = old_usage.Add(*delta);
       if (!new_usage.ok()) return new_usage.status();
       GK_CHECK_MSG(!new_usage->IsNegative(), "cohort usage below zero");
       node = parent;
     }
   }
-  for (const Update& u : updates) nodes_[u.node].frs[u.fr].usage = u.usage;
+  for (const Update& u : updates) u.state->usage = u.usage;
   return absl::OkStatus();
+}
+
+absl::Status ResourceTree::AddUsage(int cq_node, const ResourceAmounts& amounts) {
+  return ChangeUsageAt(cq_node, amounts, +1);
+}
+
+absl::Status ResourceTree::RemoveUsage(int cq_node, const ResourceAmounts& amounts) {
+  return ChangeUsageAt(cq_node, amounts, -1);
 }
 
 int ResourceTree::CohortNode(const model::CohortName& cohort) const {

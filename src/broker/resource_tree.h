@@ -128,6 +128,10 @@ class ResourceTree {
   int64_t DominantResourceShare(int node, const ResourceAmounts& extra,
                                 std::string* dominant = nullptr) const;
 
+  // The same by node, for the hot path (preemption searches).
+  [[nodiscard]] absl::Status AddUsage(int cq_node, const ResourceAmounts& amounts);
+  [[nodiscard]] absl::Status RemoveUsage(int cq_node, const ResourceAmounts& amounts);
+
   // For tests: every Cohort's usage equals Σ_children max(0, child usage -
   // child localQuota), and no usage is negative. Returns Internal otherwise.
   [[nodiscard]] absl::Status CheckInvariants() const;
@@ -159,6 +163,7 @@ class ResourceTree {
   quantity::Quantity PotentialAvailableAt(int node, const FlavorResource& fr) const;
   int FindClusterQueue(const model::ClusterQueueName& cq) const;
   // Shared by AddUsage (sign +1) and RemoveUsage (sign -1).
+  absl::Status ChangeUsageAt(int cq_node, const ResourceAmounts& amounts, int sign);
   absl::Status ChangeUsage(const model::ClusterQueueName& cq, const ResourceAmounts& amounts,
                            int sign);
 
