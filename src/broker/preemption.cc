@@ -24,11 +24,19 @@ using quantity::Quantity;
 enum class Class { kHierarchical = 0, kCohort = 1, kSameQueue = 2 };
 
 struct Candidate {
+  Candidate(Entry* e, Class c, bool rwb, int node, const char* why)
+      : entry(e), cls(c), reclaim_without_borrowing(rwb), cq_node(node), reason(why),
+        evicting(e->cinfo().phase == Phase::kEvicting), priority(e->cinfo().priority),
+        admitted_at(e->cinfo().admitted_at) {}
   Entry* entry = nullptr;
   Class cls = Class::kSameQueue;
   bool reclaim_without_borrowing = false;  // only usable when the preemptor does not borrow
   int cq_node = -1;
   const char* reason = "InClusterQueue";
+  // Sort keys, copied so that sorting does not chase pointers.
+  bool evicting = false;
+  int32_t priority = 0;
+  absl::Time admitted_at;
 };
 
 bool UsesAny(const Entry& e, const std::set<FlavorResource>& frs) {
@@ -71,14 +79,10 @@ bool Reclaim(model::ReclaimWithinCohortPolicy p, const Entry& cand, const Entry&
 // cohort) before the preemptor's own, lower priority, most recently
 // admitted, smaller uid.
 bool CandidateBefore(const Candidate& a, const Candidate& b) {
-  const bool ea = a.entry->cinfo().phase == Phase::kEvicting;
-  const bool eb = b.entry->cinfo().phase == Phase::kEvicting;
-  if (ea != eb) return ea;
+  if (a.evicting != b.evicting) return a.evicting;
   if (a.cls != b.cls) return a.cls < b.cls;
-  if (a.entry->cinfo().priority != b.entry->cinfo().priority) return a.entry->cinfo().priority < b.entry->cinfo().priority;
-  if (a.entry->cinfo().admitted_at != b.entry->cinfo().admitted_at) {
-    return a.entry->cinfo().admitted_at > b.entry->cinfo().admitted_at;
-  }
+  if (a.priority != b.priority) return a.priority < b.priority;
+  if (a.admitted_at != b.admitted_at) return a.admitted_at > b.admitted_at;
   if (a.entry->cinfo().workload->uid != b.entry->cinfo().workload->uid) {
     return a.entry->cinfo().workload->uid < b.entry->cinfo().workload->uid;
   }
@@ -93,10 +97,11 @@ bool OverNominalAny(const ResourceTree& tree, int node, const std::set<FlavorRes
 }
 
 int LowestCommonAncestor(const ResourceTree& tree, int a, int b) {
-  std::set<int> up;
-  for (int n = a; n != -1; n = tree.Parent(n)) up.insert(n);
-  for (int n = b; n != -1; n = tree.Parent(n)) {
-    if (up.count(n) != 0) return n;
+  // Trees are shallow: walk, do not allocate.
+  for (int x = a; x != -1; x = tree.Parent(x)) {
+    for (int y = b; y != -1; y = tree.Parent(y)) {
+      if (x == y) return x;
+    }
   }
   return -1;
 }

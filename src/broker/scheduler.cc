@@ -390,6 +390,7 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   GK_CHECK_OK(s.tree.AddUsage(assignment.cluster_queue, assignment.usage));
   Dequeue(s, e);
   s.queues[assignment.cluster_queue].admitted.insert(e);
+  e->awaiting.clear();
   e->info().phase = Phase::kReserved;
   e->info().admission = assignment;
   e->info().cluster_queue = assignment.cluster_queue;
@@ -474,6 +475,19 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         }
         if (q.active.empty()) continue;
       }
+      if (Entry* head = *q.active.begin(); !head->awaiting.empty()) {
+        // A preemptor whose victims are all still stopping: nothing to redo.
+        bool waiting = true;
+        for (const WorkloadKey& k : head->awaiting) {
+          auto v = s.entries.find(k);
+          waiting = waiting && v != s.entries.end() && v->second->cinfo().phase == Phase::kEvicting;
+        }
+        if (waiting) {
+          q.blocked = true;
+          continue;
+        }
+        head->awaiting.clear();
+      }
       Nomination n;
       n.slot = slot_index;
       n.entry = *q.active.begin();
@@ -549,6 +563,8 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         // Until a victim stops (which frees quota in this tree and wakes
         // the queue) another try would choose the same victims.
         slots[n.slot].q->blocked = true;
+        e->awaiting.clear();
+        for (const Target& t : n.targets) e->awaiting.push_back(t.entry->cinfo().key);
         PendingReason r;
         r.code = PendingReason::Code::kWaitingForPreemption;
         r.message = absl::StrCat("waiting for ", names.size(), " preempted workload(s) to stop: ",

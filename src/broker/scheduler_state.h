@@ -61,6 +61,9 @@ struct Entry {
   }
   bool inadmissible = false;
   uint64_t seq = 0;  // registration order, the last tie-break
+  // A preemptor: the victims it waits for. While every one of them is still
+  // being evicted, trying it again would only find them again.
+  std::vector<WorkloadKey> awaiting;
 };
 
 // Queue order: higher priority, earlier queue time, smaller uid, earlier seq.
