@@ -195,6 +195,16 @@ struct Broker::Impl {
     return o;
   }
 
+  // Without an actuator the broker gives the answer itself, as an event.
+  void AnswerSelf(Event::Type type, const StateChange& c) {
+    Event e;
+    e.type = type;
+    e.key = c.key;
+    e.uid = c.uid;
+    absl::MutexLock lock(&mu);
+    queue.push_back(std::move(e));
+  }
+
   // After the changes are durable: tell the cluster. Without an actuator
   // (no cluster to talk to) a release is done at once and an evicted gang
   // is stopped at once.
@@ -204,12 +214,7 @@ struct Broker::Impl {
         if (actuator != nullptr) {
           actuator->Release(MakeRelease(c));
         } else {
-          Event e;
-          e.type = Event::Type::kReleaseOk;
-          e.key = c.key;
-          e.uid = c.uid;
-          absl::MutexLock lock(&mu);
-          queue.push_back(std::move(e));
+          AnswerSelf(Event::Type::kReleaseOk, c);
         }
       } else if (c.type == StateChange::Type::kEvicted) {
         if (actuator != nullptr) {
@@ -222,12 +227,7 @@ struct Broker::Impl {
           o.preemptor = c.preemptor;
           actuator->Suspend(o);
         } else {
-          Event e;
-          e.type = Event::Type::kStopped;
-          e.key = c.key;
-          e.uid = c.uid;
-          absl::MutexLock lock(&mu);
-          queue.push_back(std::move(e));
+          AnswerSelf(Event::Type::kStopped, c);
         }
       }
     }

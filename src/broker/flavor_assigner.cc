@@ -209,10 +209,7 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
             if (val > max) {
               m = FitMode::kNoFit;
               r.code = PendingReason::Code::kExceedsMaxQuota;
-            } else if (val <= avail) {
-              m = FitMode::kFit;
-              c.borrow = std::max(c.borrow, tree.BorrowingHeight(cq_node, fr, val));
-            } else {
+            } else {  // val > avail: a fit was handled above
               r.code = PendingReason::Code::kWaitingForQuota;
               m = FitMode::kNoFit;
               // Kueue considers preemption only when it can make room: the

@@ -870,13 +870,23 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
   return absl::OkStatus();
 }
 
+namespace {
+
+// The entry `key` with `uid` when it is in `phase`, else nullptr (the
+// actuator's answer is stale: the workload moved on or was replaced).
+Entry* FindInPhase(State& s, const WorkloadKey& key, const std::string& uid, Phase phase) {
+  auto it = s.entries.find(key);
+  if (it == s.entries.end()) return nullptr;
+  const WorkloadInfo& info = it->second->cinfo();
+  return info.workload->uid == uid && info.phase == phase ? it->second.get() : nullptr;
+}
+
+}  // namespace
+
 absl::Status Scheduler::ReleaseSucceeded(const WorkloadKey& key, const std::string& uid, absl::Time now) {
   State& s = *state_;
-  auto it = s.entries.find(key);
-  if (it == s.entries.end() || it->second->cinfo().workload->uid != uid || it->second->cinfo().phase != Phase::kReserved) {
-    return absl::OkStatus();
-  }
-  Entry* e = it->second.get();
+  Entry* e = FindInPhase(s, key, uid, Phase::kReserved);
+  if (e == nullptr) return absl::OkStatus();  // a stale answer
   e->info().phase = Phase::kRunning;
   s.Touch(*e);
   StateChange c = Change(StateChange::Type::kReleased, *e, now);
@@ -888,11 +898,8 @@ absl::Status Scheduler::ReleaseSucceeded(const WorkloadKey& key, const std::stri
 absl::Status Scheduler::ReleaseFailed(const WorkloadKey& key, const std::string& uid, const std::string& why,
                                       absl::Time now) {
   State& s = *state_;
-  auto it = s.entries.find(key);
-  if (it == s.entries.end() || it->second->cinfo().workload->uid != uid || it->second->cinfo().phase != Phase::kReserved) {
-    return absl::OkStatus();
-  }
-  Entry* e = it->second.get();
+  Entry* e = FindInPhase(s, key, uid, Phase::kReserved);
+  if (e == nullptr) return absl::OkStatus();  // a stale answer
   StateChange c = Change(StateChange::Type::kReleaseFailed, *e, now);
   c.assignment = e->cinfo().admission;
   c.message = why;
@@ -909,11 +916,8 @@ absl::Status Scheduler::ReleaseFailed(const WorkloadKey& key, const std::string&
 
 absl::Status Scheduler::Stopped(const WorkloadKey& key, const std::string& uid, absl::Time now) {
   State& s = *state_;
-  auto it = s.entries.find(key);
-  if (it == s.entries.end() || it->second->cinfo().workload->uid != uid || it->second->cinfo().phase != Phase::kEvicting) {
-    return absl::OkStatus();
-  }
-  Entry* e = it->second.get();
+  Entry* e = FindInPhase(s, key, uid, Phase::kEvicting);
+  if (e == nullptr) return absl::OkStatus();  // a stale answer
   StateChange c = Change(StateChange::Type::kRequeued, *e, now);
   c.message = e->cinfo().eviction_reason;
   ReleaseQuota(s, e);
