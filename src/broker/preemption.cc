@@ -9,6 +9,7 @@
 // A workload whose PriorityClass says preemptionPolicy: Never never
 // preempts (the webhook resolved that into Workload::preemption_policy).
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,7 +28,7 @@ struct Candidate {
   Candidate(Entry* e, Class c, bool rwb, int node, const char* why)
       : entry(e), cls(c), reclaim_without_borrowing(rwb), cq_node(node), reason(why),
         evicting(e->cinfo().phase == Phase::kEvicting), priority(e->cinfo().priority),
-        admitted_at(e->cinfo().admitted_at) {}
+        admitted_at(e->cinfo().admitted_at), uid_prefix(UidPrefix(e->cinfo().workload->uid)) {}
   Entry* entry = nullptr;
   Class cls = Class::kSameQueue;
   bool reclaim_without_borrowing = false;  // only usable when the preemptor does not borrow
@@ -37,6 +38,18 @@ struct Candidate {
   bool evicting = false;
   int32_t priority = 0;
   absl::Time admitted_at;
+  // The uid's first eight bytes in big-endian order: compares like the uid
+  // itself as far as they reach, so the full strings are compared only
+  // when the prefixes tie (rare for real uids, which are random).
+  uint64_t uid_prefix = 0;
+
+  static uint64_t UidPrefix(const std::string& uid) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8; ++i) {
+      v = (v << 8) | (i < uid.size() ? static_cast<unsigned char>(uid[i]) : 0u);
+    }
+    return v;
+  }
 };
 
 bool UsesAny(const Entry& e, const std::set<FlavorResource>& frs) {
@@ -83,6 +96,7 @@ bool CandidateBefore(const Candidate& a, const Candidate& b) {
   if (a.cls != b.cls) return a.cls < b.cls;
   if (a.priority != b.priority) return a.priority < b.priority;
   if (a.admitted_at != b.admitted_at) return a.admitted_at > b.admitted_at;
+  if (a.uid_prefix != b.uid_prefix) return a.uid_prefix < b.uid_prefix;
   if (a.entry->cinfo().workload->uid != b.entry->cinfo().workload->uid) {
     return a.entry->cinfo().workload->uid < b.entry->cinfo().workload->uid;
   }

@@ -175,8 +175,9 @@ void BM_Decision(benchmark::State& state) {
     decisions += st.nominated;
     // Only calls that decided something count (a probe queued behind a
     // preemptor that waits for its victims decides nothing).
-    if (st.nominated > 0) micros.push_back(std::chrono::duration<double, std::micro>(end - start).count());
-    if (getenv("GK_PROBE_DEBUG") != nullptr && micros.back() > 40) {
+    const bool timed = st.nominated > 0;
+    if (timed) micros.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+    if (timed && getenv("GK_PROBE_DEBUG") != nullptr && micros.back() > 40) {
       const WorkloadInfo* info = s->Find(KeyOf(w));
       std::fprintf(stderr, "slow %.1f us prio %d pods %lld res %s phase %s reason %s strict %d admitted %lld preempted %lld nominated %lld equiv %lld cycles %lld\n",
                    micros.back(), w.priority, static_cast<long long>(w.pod_sets[0].count),
