@@ -4,6 +4,7 @@
 // for signals on the main thread: SIGHUP re-checks the certificate files,
 // SIGTERM/SIGINT drain and exit. All signals are blocked in every thread
 // before any thread starts, so only the main thread's sigwait() sees them.
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -84,6 +85,11 @@ std::string DisplayHost(const std::string& addr) {
 }  // namespace
 
 int RunServe(const std::vector<std::string>& args) {
+  // Hand freed memory back to the kernel once 4 MiB lie free at the top of
+  // a heap. glibc's default threshold grows with the largest block freed,
+  // so a server whose request threads allocate and the broker thread frees
+  // kept ~150 MB of dead heap per 100,000 workloads (BM_Memory100k).
+  mallopt(M_TRIM_THRESHOLD, 4 << 20);
   ServeFlags f;
   FlagSet flags("serve", "Runs the admission webhook listener and the API listener over TLS until SIGTERM.");
   flags.String("webhook-addr", &f.server.webhook_addr, "webhook listener address (host:port)");

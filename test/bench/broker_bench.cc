@@ -350,6 +350,7 @@ int64_t RssBytes() {
 }
 
 void BM_Memory100k(benchmark::State& state) {
+  mallopt(M_TRIM_THRESHOLD, 4 << 20);  // as `gangkeeper serve` sets it (src/cli/serve.cc)
   for (auto _ : state) {
     const int64_t before = RssBytes();
     base::SimulatedClock clock(absl::FromUnixSeconds(1'700'000'000));
