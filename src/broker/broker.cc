@@ -45,9 +45,12 @@ struct Waiter {
 };
 
 struct Event {
-  enum class Type { kAdd, kUpdate, kRemove, kFinish, kPolicies, kReleaseOk, kReleaseFailed, kStopped, kFlush };
+  enum class Type {
+    kAdd, kUpdate, kRemove, kFinish, kAdopt, kPolicies, kReleaseOk, kReleaseFailed, kStopped, kFlush
+  };
   Type type = Type::kFlush;
   workload::Workload workload;
+  std::map<std::string, std::map<std::string, std::string>> flavors;  // kAdopt
   WorkloadKey key;
   std::string uid;
   std::string message;
@@ -156,16 +159,29 @@ struct Broker::Impl {
     return waiter->status;
   }
 
+  // A Remove/Finish naming a uid applies only to that object (not to a
+  // newer one of the same name).
+  bool SameObject(const Event& e) const {
+    if (e.uid.empty()) return true;
+    const WorkloadInfo* info = scheduler->Find(e.key);
+    return info == nullptr || info->workload == nullptr || info->workload->uid == e.uid;
+  }
+
   absl::Status Apply(Event& e, absl::Time now) {
     switch (e.type) {
       case Event::Type::kAdd: return scheduler->Add(e.workload, now);
       case Event::Type::kUpdate: return scheduler->Update(e.workload, now);
-      case Event::Type::kRemove: return scheduler->Remove(e.key, now);
-      case Event::Type::kFinish: return scheduler->Finish(e.key, now);
+      case Event::Type::kRemove:
+        if (!SameObject(e)) return absl::OkStatus();
+        return scheduler->Remove(e.key, now);
+      case Event::Type::kFinish:
+        if (!SameObject(e)) return absl::OkStatus();
+        return scheduler->Finish(e.key, now);
+      case Event::Type::kAdopt: return scheduler->Adopt(e.workload, e.flavors, now);
       case Event::Type::kPolicies: return scheduler->SetPolicies(e.policies, now);
-      case Event::Type::kReleaseOk: return scheduler->ReleaseSucceeded(e.key, e.uid, now);
+      case Event::Type::kReleaseOk: return scheduler->ReleaseSucceeded(e.key, e.uid, now, e.message);
       case Event::Type::kReleaseFailed: return scheduler->ReleaseFailed(e.key, e.uid, e.message, now);
-      case Event::Type::kStopped: return scheduler->Stopped(e.key, e.uid, now);
+      case Event::Type::kStopped: return scheduler->Stopped(e.key, e.uid, now, e.message);
       case Event::Type::kFlush: return absl::OkStatus();
     }
     return absl::OkStatus();
@@ -468,6 +484,32 @@ absl::Status Broker::Finish(const WorkloadKey& key) {
   return impl_->Send(std::move(e), true);
 }
 
+absl::Status Broker::ObjectGone(const WorkloadKey& key, const std::string& uid) {
+  Event e;
+  e.type = Event::Type::kRemove;
+  e.key = key;
+  e.uid = uid;
+  return impl_->Send(std::move(e), true);
+}
+
+absl::Status Broker::ObjectFinished(const WorkloadKey& key, const std::string& uid) {
+  Event e;
+  e.type = Event::Type::kFinish;
+  e.key = key;
+  e.uid = uid;
+  return impl_->Send(std::move(e), true);
+}
+
+absl::Status Broker::Adopt(const workload::Workload& w,
+                           std::map<std::string, std::map<std::string, std::string>> flavors) {
+  Event e;
+  e.type = Event::Type::kAdopt;
+  e.workload = w;
+  e.key = KeyOf(w);
+  e.flavors = std::move(flavors);
+  return impl_->Send(std::move(e), true);
+}
+
 absl::Status Broker::SetPolicies(std::shared_ptr<const model::PolicySet> policies) {
   Event e;
   e.type = Event::Type::kPolicies;
@@ -475,20 +517,22 @@ absl::Status Broker::SetPolicies(std::shared_ptr<const model::PolicySet> policie
   return impl_->Send(std::move(e), true);
 }
 
-void Broker::ReleaseResult(const WorkloadKey& key, const std::string& uid, absl::Status result) {
+void Broker::ReleaseResult(const WorkloadKey& key, const std::string& uid, absl::Status result,
+                           const std::string& detail) {
   Event e;
   e.type = result.ok() ? Event::Type::kReleaseOk : Event::Type::kReleaseFailed;
   e.key = key;
   e.uid = uid;
-  e.message = std::string(result.message());
+  e.message = result.ok() ? detail : std::string(result.message());
   (void)impl_->Send(std::move(e), false);
 }
 
-void Broker::GangStopped(const WorkloadKey& key, const std::string& uid) {
+void Broker::GangStopped(const WorkloadKey& key, const std::string& uid, const std::string& detail) {
   Event e;
   e.type = Event::Type::kStopped;
   e.key = key;
   e.uid = uid;
+  e.message = detail;
   (void)impl_->Send(std::move(e), false);
 }
 

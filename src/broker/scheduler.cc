@@ -147,6 +147,10 @@ StateChange Change(StateChange::Type type, const Entry& e, absl::Time now) {
 
 void Dequeue(State& s, Entry* e) {
   s.Touch(*e);
+  if (e->in_backoff) {
+    s.backoff.erase(e->backoff_it);
+    e->in_backoff = false;
+  }
   if (!e->queued_in.empty()) {
     auto q = s.queues.find(e->queued_in);
     if (q != s.queues.end()) {
@@ -778,6 +782,70 @@ absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
   return absl::OkStatus();
 }
 
+absl::Status Scheduler::Adopt(const workload::Workload& w,
+                             const std::map<std::string, std::map<std::string, std::string>>& flavors,
+                             absl::Time now) {
+  State& s = *state_;
+  const WorkloadKey key = KeyOf(w);
+  auto it = s.entries.find(key);
+  if (it != s.entries.end() && HoldsQuota(it->second->cinfo().phase)) return absl::OkStatus();
+  if (it == s.entries.end() || it->second->cinfo().workload->uid != w.uid) {
+    if (absl::Status added = Add(w, now); !added.ok()) return added;
+    it = s.entries.find(key);
+  }
+  Entry* e = it->second.get();
+  const model::ClusterQueue* cq = LiveClusterQueue(s, e->cinfo().cluster_queue);
+  if (e->cinfo().cluster_queue.empty() || cq == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "workload ", Name(key), " runs but has no usable ClusterQueue (LocalQueue ", w.queue_name,
+        "); it is tracked as pending and holds no quota"));
+  }
+  Assignment a;
+  a.cluster_queue = cq->meta.name;
+  for (const workload::PodSet& ps : e->PodSets()) {
+    PodSetAssignment psa;
+    psa.name = ps.name;
+    psa.count = ps.count;
+    auto hint = flavors.find(ps.name);
+    for (const auto& [res, total] : PodSetTotals(ps, *cq)) {
+      if (total.IsZero()) continue;
+      const model::ResourceGroup* group = nullptr;
+      for (const model::ResourceGroup& g : cq->resource_groups) {
+        if (std::find(g.covered_resources.begin(), g.covered_resources.end(), res) != g.covered_resources.end()) {
+          group = &g;
+          break;
+        }
+      }
+      if (group == nullptr || group->flavors.empty()) continue;  // nothing to count it against
+      std::string flavor = group->flavors.front().name;
+      if (hint != flavors.end()) {
+        auto f = hint->second.find(res);
+        if (f != hint->second.end()) {
+          for (const model::FlavorQuotas& fq : group->flavors) {
+            if (fq.name == f->second) flavor = fq.name;
+          }
+        }
+      }
+      psa.flavors[res] = flavor;
+      psa.usage[res] = total;
+      FlavorResource fr{flavor, res};
+      absl::StatusOr<Quantity> sum = a.usage[fr].Add(total);
+      a.usage[fr] = sum.ok() ? *sum : Quantity::Max();
+    }
+    a.pod_sets.push_back(std::move(psa));
+  }
+  Admit(s, e, a, now);
+  // Beyond the quota is tolerated here as after a lowered quota.
+  for (const auto& [name, q] : s.queues) {
+    const int node = s.tree.ClusterQueueNode(name);
+    if (node < 0) continue;
+    for (const FlavorResource& fr : s.tree.FlavorResources(node)) {
+      if (s.tree.RawAvailable(node, fr).IsNegative()) s.over_quota_by_policy.insert({name, fr});
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Scheduler::Remove(const WorkloadKey& key, absl::Time now) {
   State& s = *state_;
   auto it = s.entries.find(key);
@@ -883,14 +951,18 @@ Entry* FindInPhase(State& s, const WorkloadKey& key, const std::string& uid, Pha
 
 }  // namespace
 
-absl::Status Scheduler::ReleaseSucceeded(const WorkloadKey& key, const std::string& uid, absl::Time now) {
+absl::Status Scheduler::ReleaseSucceeded(const WorkloadKey& key, const std::string& uid, absl::Time now,
+                                         const std::string& detail) {
   State& s = *state_;
   Entry* e = FindInPhase(s, key, uid, Phase::kReserved);
   if (e == nullptr) return absl::OkStatus();  // a stale answer
   e->info().phase = Phase::kRunning;
+  e->info().actuation = detail;
+  e->release_failures = 0;
   s.Touch(*e);
   StateChange c = Change(StateChange::Type::kReleased, *e, now);
   c.assignment = e->cinfo().admission;
+  c.message = detail;
   Record(s, std::move(c));
   return absl::OkStatus();
 }
@@ -905,21 +977,31 @@ absl::Status Scheduler::ReleaseFailed(const WorkloadKey& key, const std::string&
   c.message = why;
   ReleaseQuota(s, e);
   e->info().phase = Phase::kPending;
-  Enqueue(s, e);
-  if (e->cinfo().reason.code == PendingReason::Code::kQueued) {
-    e->info().reason.code = PendingReason::Code::kReleaseFailed;
-    e->info().reason.message = absl::StrCat("the last release failed (", why, "); it is queued again");
-  }
+  e->info().actuation = absl::StrCat("release failed: ", why);
+  // Back off before trying again (1 s, doubling, at most 5 min) so that a
+  // release the API server keeps refusing does not spin.
+  ++e->release_failures;
+  const absl::Duration wait =
+      std::min(absl::Seconds(1) * (int64_t{1} << std::min(e->release_failures - 1, 9)), absl::Minutes(5));
+  Dequeue(s, e);
+  e->backoff_it = s.backoff.emplace(now + wait, e);
+  e->in_backoff = true;
+  e->info().reason = PendingReason{};
+  e->info().reason.code = PendingReason::Code::kReleaseFailed;
+  e->info().reason.message = absl::StrCat("the last release failed (", why, "); retried in ",
+                                          absl::FormatDuration(wait));
   Record(s, std::move(c));
   return absl::OkStatus();
 }
 
-absl::Status Scheduler::Stopped(const WorkloadKey& key, const std::string& uid, absl::Time now) {
+absl::Status Scheduler::Stopped(const WorkloadKey& key, const std::string& uid, absl::Time now,
+                                const std::string& detail) {
   State& s = *state_;
   Entry* e = FindInPhase(s, key, uid, Phase::kEvicting);
   if (e == nullptr) return absl::OkStatus();  // a stale answer
   StateChange c = Change(StateChange::Type::kRequeued, *e, now);
-  c.message = e->cinfo().eviction_reason;
+  c.message = detail.empty() ? e->cinfo().eviction_reason : absl::StrCat(e->cinfo().eviction_reason, "; ", detail);
+  e->info().actuation = detail;
   ReleaseQuota(s, e);
   e->info().phase = Phase::kPending;  // queued_at is kept: its original position
   e->info().reason = PendingReason{};
@@ -929,6 +1011,11 @@ absl::Status Scheduler::Stopped(const WorkloadKey& key, const std::string& uid, 
 }
 
 ScheduleStats Scheduler::Schedule(absl::Time now) {
+  State& s = *state_;
+  while (!s.backoff.empty() && s.backoff.begin()->first <= now) {
+    Entry* e = s.backoff.begin()->second;
+    Enqueue(s, e);  // takes it out of the backoff
+  }
   ScheduleStats stats;
   const base::Stopwatch watch;
   for (int i = 0; i < state_->options.max_cycles; ++i) {
@@ -1121,6 +1208,10 @@ absl::Status Scheduler::CheckInvariants() const {
       }
       const bool in_queue = !e->queued_in.empty();
       const bool orphan = s.orphans.count(e.get()) != 0;
+      if (e->in_backoff) {
+        if (in_queue || orphan) return absl::InternalError(absl::StrCat(name, " is in release backoff and queued"));
+        continue;
+      }
       if (in_queue == orphan) {
         return absl::InternalError(absl::StrCat(name, " is pending but ", in_queue ? "both queued and parked" : "in no queue"));
       }

@@ -64,6 +64,10 @@ struct Entry {
   // A preemptor: the victims it waits for. While every one of them is still
   // being evicted, trying it again would only find them again.
   std::vector<WorkloadKey> awaiting;
+  // After a failed release: out of every queue until `backoff_it->first`.
+  bool in_backoff = false;
+  std::multimap<absl::Time, Entry*>::iterator backoff_it;
+  int release_failures = 0;  // in a row
 };
 
 // Queue order: higher priority, earlier queue time, smaller uid, earlier seq.
@@ -128,6 +132,8 @@ struct Scheduler::State {
   // the invariant check tolerates them until usage falls back.
   std::set<std::pair<std::string, FlavorResource>> over_quota_by_policy;
   std::vector<StateChange> changes;
+  // Pending entries waiting out a release backoff, by when they return.
+  std::multimap<absl::Time, Entry*> backoff;
   uint64_t next_seq = 0;
   // What changed since the last TakeDirty (for incremental snapshots).
   absl::flat_hash_set<WorkloadKey, WorkloadKeyHash> dirty_workloads;

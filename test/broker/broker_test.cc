@@ -201,10 +201,22 @@ TEST_F(BrokerTest, ReleaseFailureRequeuesAndFreesQuota) {
   ASSERT_THAT(broker_->Register(Gang("x", 4, 2), "team-a"), IsOk());
   broker_->ReleaseResult({"a", "x"}, "uid-x", absl::UnavailableError("apiserver down"));
   ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
-  // Requeued and (quota being free) admitted again in the same batch.
-  EXPECT_EQ(actuator_.releases().size(), 2u);
+  // Pending again, quota freed, and not retried before its backoff (1 s).
+  EXPECT_EQ(actuator_.releases().size(), 1u);
+  const WorkloadInfo* info = broker_->snapshot()->Find({"a", "x"});
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->phase, Phase::kPending);
+  EXPECT_EQ(info->reason.code, PendingReason::Code::kReleaseFailed);
+  EXPECT_THAT(info->reason.message, ::testing::HasSubstr("apiserver down"));
+  for (const auto& [res, q] : broker_->AdmittedUsage("team-a")) EXPECT_TRUE(q.IsZero()) << res;
   std::vector<StateChange::Type> types = sink_.types();
   EXPECT_NE(std::find(types.begin(), types.end(), StateChange::Type::kReleaseFailed), types.end());
+  // After the backoff a later pass admits it again.
+  clock_.AdvanceTime(absl::Seconds(2));
+  ASSERT_THAT(broker_->Register(Gang("y", 1, 1), "team-a"), IsOk());  // any event makes a pass
+  ASSERT_EQ(actuator_.releases().size(), 2u);  // x again (older than y, which no longer fits)
+  EXPECT_EQ(actuator_.releases().back().key.name, "x");
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "x"})->phase, Phase::kReserved);
 }
 
 TEST_F(BrokerTest, PreemptionSuspendsTheVictimAndWaitsForItToStop) {

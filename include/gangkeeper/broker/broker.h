@@ -185,12 +185,23 @@ class Broker final : public WorkloadRegistry {
   int64_t PendingIn(const std::string& cluster_queue) const override;
   std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const override;
 
+  // --- The reconciler: what the cluster says (each waits until applied).
+  // The object `uid` is gone / has ended; nothing happens when the key now
+  // names another object. An empty uid matches any.
+  absl::Status ObjectGone(const WorkloadKey& key, const std::string& uid);
+  absl::Status ObjectFinished(const WorkloadKey& key, const std::string& uid);
+  // A workload found running (see Scheduler::Adopt).
+  absl::Status Adopt(const workload::Workload& w,
+                     std::map<std::string, std::map<std::string, std::string>> flavors);
+
   // Replaces the policies; waits until applied. InvalidArgument when they
   // cannot form a quota tree (nothing changes).
   [[nodiscard]] absl::Status SetPolicies(std::shared_ptr<const model::PolicySet> policies);
   // The actuator's answers (do not wait).
-  void ReleaseResult(const WorkloadKey& key, const std::string& uid, absl::Status result);
-  void GangStopped(const WorkloadKey& key, const std::string& uid);
+  // `detail` says what was sent (kept with the workload and in the audit).
+  void ReleaseResult(const WorkloadKey& key, const std::string& uid, absl::Status result,
+                     const std::string& detail = "");
+  void GangStopped(const WorkloadKey& key, const std::string& uid, const std::string& detail = "");
 
   // The latest snapshot; never null.
   std::shared_ptr<const Snapshot> snapshot() const;

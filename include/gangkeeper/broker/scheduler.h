@@ -120,6 +120,9 @@ struct WorkloadInfo {
   int64_t admissions = 0;               // times admitted
   int64_t evictions = 0;                // times preempted or evicted
   int64_t pod_group_members = 0;        // pods of a pod group seen so far
+  // What the actuator did (or, with --kube none, would have done) for the
+  // last release or stop, or why the last release failed.
+  std::string actuation;
 };
 
 // One durable state change (what the StateSink records, and what the audit
@@ -220,6 +223,20 @@ class Scheduler {
   [[nodiscard]] absl::Status Update(const workload::Workload& w, absl::Time now);
   // The object is gone. OK when unknown.
   [[nodiscard]] absl::Status Remove(const WorkloadKey& key, absl::Time now);
+  // A workload found running in the cluster: released before gangkeeper
+  // restarted, or unsuspended by someone else. It is tracked as admitted
+  // (a kAdmitted change, so the actuator confirms the release, a no-op) with
+  // `flavors` (pod set -> resource -> flavor, e.g. from the
+  // gangkeeper.io/admitted-flavors annotation) where they fit its
+  // ClusterQueue's resource groups, else the first flavor of the group that
+  // covers each resource. Its quota is counted even beyond the quota (the
+  // pods run regardless); like a lowered quota, nothing new is admitted
+  // there until usage falls back. OK (no change) when it already holds
+  // quota; FailedPrecondition when it has no usable ClusterQueue (it stays
+  // pending).
+  [[nodiscard]] absl::Status Adopt(const workload::Workload& w,
+                                   const std::map<std::string, std::map<std::string, std::string>>& flavors,
+                                   absl::Time now);
   // The workload completed. OK when unknown.
   [[nodiscard]] absl::Status Finish(const WorkloadKey& key, absl::Time now);
   // Replaces the policies. Admitted work keeps its quota even when quota is
@@ -231,13 +248,13 @@ class Scheduler {
   // The actuator's answers. Stale answers (unknown key, other uid, other
   // phase) are ignored and return OK.
   [[nodiscard]] absl::Status ReleaseSucceeded(const WorkloadKey& key, const std::string& uid,
-                                              absl::Time now);
+                                              absl::Time now, const std::string& detail = "");
   [[nodiscard]] absl::Status ReleaseFailed(const WorkloadKey& key, const std::string& uid,
                                            const std::string& why, absl::Time now);
   // An evicted gang's pods are gone: its quota is freed and it is pending
   // again with its original queue position.
   [[nodiscard]] absl::Status Stopped(const WorkloadKey& key, const std::string& uid,
-                                     absl::Time now);
+                                     absl::Time now, const std::string& detail = "");
 
   // Runs scheduling cycles until nothing more can be admitted or preempted.
   ScheduleStats Schedule(absl::Time now);
