@@ -80,7 +80,16 @@ struct PodSet {
   std::vector<model::Toleration> tolerations;
   // The template mounts a PersistentVolumeClaim (somewhere to checkpoint).
   bool has_persistent_volume = false;
+  // RFC 6901 pointer to this pod set's pod template (the object with
+  // metadata and spec) inside the Kubernetes object, e.g. "/spec/template"
+  // for a Job or "/spec/pytorchReplicaSpecs/Worker/template"; "" for a Pod,
+  // which is its own template. The actuator patches nodeSelector and
+  // tolerations under it.
+  std::string template_pointer;
 };
+
+// `token` escaped for a JSON pointer ("~" -> "~0", "/" -> "~1").
+std::string JsonPointerEscape(absl::string_view token);
 
 struct Workload {
   Kind kind = Kind::kJob;

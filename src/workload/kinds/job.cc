@@ -42,6 +42,7 @@ KindResult ExtractJob(const JsonNode& object, const Workload& /*meta*/, base::Fi
   if (!count.has_value() || !pod_set.has_value()) return result;
   pod_set->name = "main";
   pod_set->count = *count;
+  pod_set->template_pointer = "/spec/template";
   result.Add(std::move(*pod_set), spec->path(), spec->path().Child("template").Child("spec"));
   return result;
 }

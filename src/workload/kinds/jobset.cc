@@ -22,7 +22,9 @@ KindResult ExtractJobSet(const JsonNode& object, const Workload& /*meta*/, base:
   if (jobs->value().Empty()) {
     errors->Add(jobs->path(), base::FieldErrorType::kRequired, "a JobSet needs at least one replicatedJob");
   }
+  size_t index = 0;
   for (const JsonNode& job : Items(*jobs)) {
+    const size_t job_index = index++;
     if (!ExpectObject(job, errors)) continue;
     std::optional<std::string> name = StringField(job, "name", errors, Presence::kRequired);
     if (name.has_value() && name->empty()) {
@@ -44,6 +46,7 @@ KindResult ExtractJobSet(const JsonNode& object, const Workload& /*meta*/, base:
     if (!count.has_value()) continue;
     pod_set->name = *name;
     pod_set->count = *count;
+    pod_set->template_pointer = absl::StrCat("/spec/replicatedJobs/", job_index, "/template/spec/template");
     result.Add(std::move(*pod_set), job.path().Child("name"),
                job_spec->path().Child("template").Child("spec"));
   }

@@ -88,6 +88,8 @@ KindResult ExtractKubeflow(const JsonNode& object, const KubeflowShape& shape, b
     if (!replicas_ok || !pod_set.has_value()) continue;
     pod_set->name = absl::AsciiStrToLower(shape.replica_types[i]);
     pod_set->count = replicas.value_or(1);
+    pod_set->template_pointer = absl::StrCat("/spec/", JsonPointerEscape(shape.replica_specs_field), "/",
+                                             JsonPointerEscape(entry_for[i]->first), "/template");
     result.Add(std::move(*pod_set), replica.path(), replica.path().Child("template").Child("spec"));
   }
   return result;

@@ -52,7 +52,9 @@ std::optional<int64_t> WorkerCount(const JsonNode& group, base::FieldErrors* err
   return count;
 }
 
-KindResult ExtractRayClusterSpec(const JsonNode& cluster_spec, base::FieldErrors* errors) {
+// `pointer`: where cluster_spec sits in the object ("/spec" for a
+// RayCluster, "/spec/rayClusterSpec" for a RayJob).
+KindResult ExtractRayClusterSpec(const JsonNode& cluster_spec, absl::string_view pointer, base::FieldErrors* errors) {
   KindResult result;
   std::vector<ContainerResources> head_extra;
   if (BoolField(cluster_spec, "enableInTreeAutoscaling", errors).value_or(false)) {
@@ -64,13 +66,16 @@ KindResult ExtractRayClusterSpec(const JsonNode& cluster_spec, base::FieldErrors
     if (pod_set.has_value()) {
       pod_set->name = std::string(kHeadPodSet);
       pod_set->count = 1;
+      pod_set->template_pointer = absl::StrCat(pointer, "/headGroupSpec/template");
       result.Add(std::move(*pod_set), head->path(), head->path().Child("template").Child("spec"));
     }
   }
 
   std::optional<JsonNode> groups = ListField(cluster_spec, "workerGroupSpecs", errors);
   if (!groups.has_value()) return result;
+  size_t index = 0;
   for (const JsonNode& group : Items(*groups)) {
+    const size_t group_index = index++;
     if (!ExpectObject(group, errors)) continue;
     std::optional<std::string> name = StringField(group, "groupName", errors, Presence::kRequired);
     if (name.has_value() && name->empty()) {
@@ -81,6 +86,7 @@ KindResult ExtractRayClusterSpec(const JsonNode& cluster_spec, base::FieldErrors
     if (!name.has_value() || name->empty() || !count.has_value() || !pod_set.has_value()) continue;
     pod_set->name = *name;
     pod_set->count = *count;
+    pod_set->template_pointer = absl::StrCat(pointer, "/workerGroupSpecs/", group_index, "/template");
     result.Add(std::move(*pod_set), group.path().Child("groupName"), group.path().Child("template").Child("spec"));
   }
   return result;
@@ -91,7 +97,7 @@ KindResult ExtractRayClusterSpec(const JsonNode& cluster_spec, base::FieldErrors
 KindResult ExtractRayCluster(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
   std::optional<JsonNode> spec = ObjectField(object, "spec", errors, Presence::kRequired);
   if (!spec.has_value()) return KindResult();
-  return ExtractRayClusterSpec(*spec, errors);
+  return ExtractRayClusterSpec(*spec, "/spec", errors);
 }
 
 KindResult ExtractRayJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
@@ -105,7 +111,7 @@ KindResult ExtractRayJob(const JsonNode& object, const Workload& /*meta*/, base:
     }
     return KindResult();
   }
-  return ExtractRayClusterSpec(*cluster_spec, errors);
+  return ExtractRayClusterSpec(*cluster_spec, "/spec/rayClusterSpec", errors);
 }
 
 }  // namespace gangkeeper::workload

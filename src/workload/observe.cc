@@ -1,0 +1,103 @@
+// gangkeeper: ObserveObject (see observe.h).
+#include "gangkeeper/workload/observe.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rapidjson/document.h"
+#include "rapidjson/error/en.h"
+
+namespace gangkeeper::workload {
+namespace {
+
+const rapidjson::Value* Member(const rapidjson::Value* v, const char* name) {
+  if (v == nullptr || !v->IsObject()) return nullptr;
+  auto it = v->FindMember(name);
+  return it == v->MemberEnd() ? nullptr : &it->value;
+}
+
+std::string Str(const rapidjson::Value* v) {
+  return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : std::string();
+}
+
+bool True(const rapidjson::Value* v) { return v != nullptr && v->IsBool() && v->GetBool(); }
+
+std::map<std::string, std::string> StringMap(const rapidjson::Value* v) {
+  std::map<std::string, std::string> out;
+  if (v == nullptr || !v->IsObject()) return out;
+  for (const auto& m : v->GetObject()) {
+    if (m.value.IsString()) out.emplace(m.name.GetString(), Str(&m.value));
+  }
+  return out;
+}
+
+bool Held(const rapidjson::Value& object, const KindInfo& kind) {
+  const rapidjson::Value* spec = Member(&object, "spec");
+  switch (kind.suspend) {
+    case SuspendMechanism::kSpecSuspend: return True(Member(spec, "suspend"));
+    case SuspendMechanism::kRunPolicySuspend: return True(Member(Member(spec, "runPolicy"), "suspend"));
+    case SuspendMechanism::kSchedulingGate: {
+      const rapidjson::Value* gates = Member(spec, "schedulingGates");
+      if (gates == nullptr || !gates->IsArray()) return false;
+      for (const rapidjson::Value& g : gates->GetArray()) {
+        if (Str(Member(&g, "name")) == kSchedulingGate) return true;
+      }
+      return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool IsFinishedObject(const rapidjson::Value& object) {
+  const rapidjson::Value* status = Member(&object, "status");
+  const std::string phase = Str(Member(status, "phase"));
+  if (phase == "Succeeded" || phase == "Failed") return true;
+  const std::string ray = Str(Member(status, "jobDeploymentStatus"));
+  if (ray == "Complete" || ray == "Failed") return true;
+  const rapidjson::Value* conditions = Member(status, "conditions");
+  if (conditions == nullptr || !conditions->IsArray()) return false;
+  for (const rapidjson::Value& c : conditions->GetArray()) {
+    if (Str(Member(&c, "status")) != "True") continue;
+    const std::string type = Str(Member(&c, "type"));
+    if (type == "Complete" || type == "Completed" || type == "Failed" || type == "Succeeded") return true;
+  }
+  return false;
+}
+
+absl::StatusOr<ObservedObject> ObserveObject(absl::string_view json, const KindInfo& kind,
+                                             const model::PolicySet& policies, const ExtractOptions& options) {
+  rapidjson::Document doc;
+  doc.Parse(json.data(), json.size());
+  if (doc.HasParseError()) {
+    return absl::InvalidArgumentError(absl::StrCat(kind.name, ": not JSON (", rapidjson::GetParseError_En(doc.GetParseError()),
+                                                   " at offset ", doc.GetErrorOffset(), ")"));
+  }
+  if (!doc.IsObject()) return absl::InvalidArgumentError(absl::StrCat(kind.name, ": not a JSON object"));
+  const rapidjson::Value* meta = Member(&doc, "metadata");
+  ObservedObject o;
+  o.kind = &kind;
+  o.name = Str(Member(meta, "name"));
+  if (o.name.empty()) return absl::InvalidArgumentError(absl::StrCat(kind.name, ": metadata.name is missing"));
+  o.namespace_name = Str(Member(meta, "namespace"));
+  o.uid = Str(Member(meta, "uid"));
+  o.resource_version = Str(Member(meta, "resourceVersion"));
+  o.deleting = Member(meta, "deletionTimestamp") != nullptr && !Member(meta, "deletionTimestamp")->IsNull();
+  o.labels = StringMap(Member(meta, "labels"));
+  o.annotations = StringMap(Member(meta, "annotations"));
+  o.held = Held(doc, kind);
+  o.finished = IsFinishedObject(doc);
+  o.pod_phase = Str(Member(Member(&doc, "status"), "phase"));
+  absl::StatusOr<Workload> w = ExtractWorkload(doc, kind, policies, options);
+  if (w.ok()) {
+    if (w->namespace_name.empty()) w->namespace_name = o.namespace_name;
+    o.workload = *std::move(w);
+  } else {
+    o.extract_error = w.status();
+  }
+  return o;
+}
+
+}  // namespace gangkeeper::workload
