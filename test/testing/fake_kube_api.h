@@ -1,0 +1,160 @@
+// gangkeeper tests: an in-memory Kubernetes API server over real HTTPS.
+//
+// FakeKubeApi is the double the Kubernetes client in src/kube/ is tested
+// against. It is a real cpp-httplib SSLServer on 127.0.0.1 (port 0) that keeps
+// objects in memory under one global resourceVersion and reproduces the
+// kube-apiserver behaviours listed in docs/KUBE-API-FACTS.md. Tests seed and
+// inspect objects through the store methods (like a controller or kubectl
+// would), script failures, and read back every request the client made.
+//
+// What it implements, over HTTP:
+//   - GET object; LIST with labelSelector, fieldSelector (metadata.name,
+//     metadata.namespace, status.phase; =, ==, !=), limit + continue
+//     (consistent snapshots; 410 Expired with a fresh token after
+//     CompactHistory);
+//   - WATCH (watch=true|1) with resourceVersion ("" / "0" lists first),
+//     allowWatchBookmarks, timeoutSeconds (default 30 s), selectors; a
+//     too-old resourceVersion is HTTP 200 + one ERROR event with code 410;
+//   - PATCH of objects and of the /status subresource with merge-patch,
+//     json-patch and (core and batch only) strategic-merge-patch, with the
+//     Job template and Pod spec mutability rules, immutable metadata, a
+//     metadata.resourceVersion in the patch as a precondition (409), no-op
+//     patches keeping the resourceVersion;
+//   - DELETE with DeleteOptions preconditions (409) and propagationPolicy
+//     (body or query), the Job orphaning Warning header;
+//   - bearer-token auth (401), Status error bodies, 429 as plain text with
+//     Retry-After, scripted failures and delays, a record of every call.
+// What it does NOT implement: POST/PUT (405; seed objects with Create),
+// protobuf, Table output, field managers / server-side apply, admission,
+// defaulting (except the two default tolerations on new Pods), garbage
+// collection (deleting a Job never deletes Pods), finalizers and graceful
+// deletion (objects vanish at once), resourceVersion/resourceVersionMatch on
+// LIST (always served from the current state), sendInitialEvents, watching a
+// single object by path, real strategic-merge semantics (lists replace the
+// whole list, $patch directives are not understood), conversion between
+// versions (one store per group/resource; objects are shown with the
+// apiVersion of the request path), and any validation beyond the rules above.
+//
+// Thread-safe: store methods may be called from any thread while clients are
+// connected. Watch streams run on the server's worker pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace gangkeeper::testing {
+
+struct FakeKubeOptions {
+  // Serving certificate and key (PEM). `gangkeeper certs --out DIR` writes
+  // DIR/tls.crt and DIR/tls.key with SANs localhost and 127.0.0.1; the CA
+  // to verify against is DIR/ca.crt.
+  std::string cert_file, key_file;
+  // Required bearer token; empty disables the auth check.
+  std::string token = "fake-token";
+  // Watch events kept; a watch from before the oldest kept event gets the
+  // 410 ERROR event.
+  size_t history = 10000;
+  // Time between BOOKMARK events on watches with allowWatchBookmarks=true.
+  absl::Duration bookmark_interval = absl::Seconds(1);
+  // Watch length when the request has no timeoutSeconds.
+  absl::Duration default_watch_timeout = absl::Seconds(30);
+};
+
+// One HTTP request as the server saw it, with the status it answered (200
+// for a watch that started streaming).
+struct RecordedCall {
+  std::string method;
+  std::string path;           // decoded path, without the query
+  std::string query;          // raw query string as sent, without '?'
+  std::string content_type;
+  std::string body;
+  std::string authorization;  // the Authorization header, verbatim
+  int status = 0;
+};
+
+// A failure (or delay) applied to matching requests before normal handling.
+struct ScriptedFailure {
+  std::string method;          // "" = any
+  std::string path_contains;   // "" = any; matched against the path only
+  bool watch_only = false;     // only requests with watch=true|1
+  bool non_watch_only = false; // only requests without watch
+  int status = 500;            // 0 = delay only, then answer normally
+  std::string retry_after;     // Retry-After header value (seconds), if any
+  absl::Duration delay;        // sleep before answering
+  int times = 1;               // matching requests it applies to; -1 = until cleared
+};
+
+class FakeKubeApi {
+ public:
+  // Starts serving on 127.0.0.1 on a free port. InvalidArgument when the
+  // certificate or key cannot be loaded; Unavailable when binding fails.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<FakeKubeApi>> Start(FakeKubeOptions options);
+  // Stops the server, ends every watch and joins the server thread.
+  ~FakeKubeApi();
+  FakeKubeApi(const FakeKubeApi&) = delete;
+  FakeKubeApi& operator=(const FakeKubeApi&) = delete;
+
+  int port() const;
+  // "https://127.0.0.1:PORT"
+  std::string url() const;
+
+  // ---- Object store (acts like a controller or kubectl) ----
+  // Paths are real API paths: "/apis/batch/v1/namespaces/team-a/jobs"
+  // (collection) and ".../jobs/NAME" (object).
+  //
+  // Create fills metadata.uid (random UUID) when missing, namespace,
+  // resourceVersion, creationTimestamp and generation, adds the two default
+  // NoExecute tolerations to Pods, and emits ADDED. Returns the object with
+  // kind and apiVersion. InvalidArgument for a bad path or object;
+  // AlreadyExists; NotFound for a resource that is not served.
+  [[nodiscard]] absl::StatusOr<nlohmann::json> Create(const std::string& collection_path, nlohmann::json object);
+  // NotFound when absent.
+  [[nodiscard]] absl::StatusOr<nlohmann::json> Get(const std::string& object_path) const;
+  // Replaces the whole object, status included, without any validation
+  // (controllers do this); metadata.name/namespace/uid/creationTimestamp are
+  // kept. A no-op keeps the resourceVersion and emits nothing; otherwise
+  // MODIFIED. NotFound when absent.
+  [[nodiscard]] absl::StatusOr<nlohmann::json> Replace(const std::string& object_path, nlohmann::json object);
+  // Emits DELETED with the last state under a new resourceVersion.
+  [[nodiscard]] absl::Status Delete(const std::string& object_path);
+  // Objects of a collection (all namespaces when the path has none), ordered
+  // by namespace and name, with kind and apiVersion. Empty for a bad path.
+  std::vector<nlohmann::json> List(const std::string& collection_path) const;
+
+  // ---- Behaviour ----
+  void set_token(const std::string& token);
+  void Fail(ScriptedFailure f);
+  void ClearFailures();
+  // Ends every open watch stream now (clean end of the chunked body).
+  void CloseWatches();
+  // Forgets all watch history: a watch from an older resourceVersion gets
+  // the 410 ERROR event and outstanding continue tokens expire (410).
+  void CompactHistory();
+  // "group/version/resource" ("v1/pods" for core), e.g.
+  // "kubeflow.org/v1/pytorchjobs": false answers 404 for it, like a CRD that
+  // is not installed. Unknown names are ignored.
+  void set_served(const std::string& group_version_resource, bool served);
+
+  // ---- Inspection ----
+  std::vector<RecordedCall> Calls() const;
+  void ClearCalls();
+  // The current global resourceVersion.
+  int64_t resource_version() const;
+  // Number of watch streams currently open.
+  int open_watches() const;
+
+ private:
+  class Impl;  // the server and the store; defined in fake_kube_api.cc
+  explicit FakeKubeApi(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gangkeeper::testing
