@@ -8,7 +8,11 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <thread>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -19,6 +23,10 @@
 #include "gangkeeper/admission/webhook.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
+#include "gangkeeper/kube/actuator.h"
+#include "gangkeeper/kube/client.h"
+#include "gangkeeper/kube/config.h"
+#include "gangkeeper/kube/reconciler.h"
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/server/server.h"
@@ -40,7 +48,25 @@ struct ServeFlags {
   std::string log_level = "info";
   absl::Duration shutdown_grace = absl::Seconds(25);
   broker::BrokerOptions broker;
+  std::string kube = "auto";  // auto | none | KUBECONFIG
+  std::string kube_context;
 };
+
+// --kube: auto = in-cluster when KUBERNETES_SERVICE_HOST is set, else none.
+// Returns no config for none.
+absl::StatusOr<std::optional<kube::ClusterConfig>> KubeConfigFor(const std::string& mode, const std::string& context) {
+  if (mode == "none") return std::optional<kube::ClusterConfig>();
+  if (mode == "auto" || mode == "in-cluster") {
+    const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+    if (mode == "auto" && (host == nullptr || *host == '\0')) return std::optional<kube::ClusterConfig>();
+    absl::StatusOr<kube::ClusterConfig> c = kube::InClusterConfig();
+    if (!c.ok()) return c.status();
+    return std::optional<kube::ClusterConfig>(*std::move(c));
+  }
+  absl::StatusOr<kube::ClusterConfig> c = kube::LoadKubeconfig(mode, context);
+  if (!c.ok()) return c.status();
+  return std::optional<kube::ClusterConfig>(*std::move(c));
+}
 
 struct WebhookMetrics {
   metrics::CounterFamily* reviews;
@@ -108,6 +134,10 @@ int RunServe(const std::vector<std::string>& args) {
              "gangkeeper.io/fair-sharing=true enables it for its tree alone");
   flags.Bool("one-head-per-cycle", &f.broker.scheduler.one_head_per_cycle,
              "admit at most one workload per ClusterQueue per cycle, as Kueue does (slower)");
+  flags.String("kube", &f.kube,
+               "auto (in-cluster when KUBERNETES_SERVICE_HOST is set, else none), none (releases are recorded "
+               "and shown, not sent), in-cluster, or the path of a kubeconfig file");
+  flags.String("kube-context", &f.kube_context, "the kubeconfig context to use (default: current-context)");
   flags.String("data-dir", &f.data_dir, "directory for gangkeeper's durable state");
   flags.Bool("dev", &f.dev, "generate a CA and serving certificate into --dev-certs-dir if missing and use them");
   flags.String("dev-certs-dir", &f.dev_certs_dir, "where --dev keeps its certificates");
@@ -213,17 +243,46 @@ int RunServe(const std::vector<std::string>& args) {
   if (absl::Status m = metrics::RegisterProcessMetrics(registry); !m.ok()) {
     log->warn("process metrics unavailable: {}", m.message());
   }
-  // TODO(#6): the Kubernetes actuator; TODO(#8): the journal as StateSink.
-  // Until then releases are recorded (and shown) but not sent, and state
-  // lives in memory.
+  // The Kubernetes side: a client when --kube names a cluster; the actuator
+  // either sends or (none) records what it would send.
+  absl::StatusOr<std::optional<kube::ClusterConfig>> kube_config = KubeConfigFor(f.kube, f.kube_context);
+  if (!kube_config.ok()) {
+    log->error("--kube {}: {}", f.kube, kube_config.status().message());
+    return 2;
+  }
+  std::unique_ptr<kube::Client> kube_client;
+  if (kube_config->has_value()) {
+    absl::StatusOr<std::unique_ptr<kube::Client>> c = kube::Client::Create(**kube_config);
+    if (!c.ok()) {
+      log->error("--kube {}: {}", f.kube, c.status().message());
+      return 2;
+    }
+    kube_client = *std::move(c);
+    log->info("kube: API server https://{}:{} ({})", (*kube_config)->host, (*kube_config)->port,
+              (*kube_config)->source);
+  } else {
+    log->info("kube: none: releases and suspensions are recorded and shown, not sent");
+  }
+  kube::ActuatorOptions actuator_options;
+  actuator_options.dry_run = kube_client == nullptr;
+  kube::KubeActuator actuator(kube_client.get(), actuator_options);
+  // TODO(#8): the journal as StateSink; until then state lives in memory.
   absl::StatusOr<std::unique_ptr<broker::Broker>> workloads =
-      broker::Broker::Create(policies, f.broker, /*actuator=*/nullptr, /*sink=*/nullptr, &base::RealClock());
+      broker::Broker::Create(policies, f.broker, &actuator, /*sink=*/nullptr, &base::RealClock());
   if (!workloads.ok()) {
     log->error("--policies {}: {}", f.policies_dir, workloads.status().message());
     return 1;
   }
+  actuator.Bind(workloads->get());
   (*workloads)->Start();
   broker::Broker& broker = **workloads;
+  std::unique_ptr<kube::Reconciler> reconciler;
+  if (kube_client != nullptr) {
+    kube::ReconcilerOptions ro;
+    ro.manage_jobs_without_queue_name = f.webhook.manage_jobs_without_queue_name;
+    reconciler = std::make_unique<kube::Reconciler>(kube_client.get(), &broker, ro);
+    reconciler->Start();
+  }
   admission::Webhook webhook([&broker] { return broker.policies(); }, broker, f.webhook);
   absl::StatusOr<WebhookMetrics> webhook_metrics = RegisterWebhookMetrics(registry);
   if (!webhook_metrics.ok()) {
@@ -241,9 +300,27 @@ int RunServe(const std::vector<std::string>& args) {
     log->error("{}", srv.status().message());
     return 2;
   }
+  if (reconciler != nullptr) {
+    (*srv)->readiness().Set("kube", false, "waiting for the first list of the managed kinds");
+  }
   if (absl::Status started = (*srv)->Start(); !started.ok()) {
     log->error("{}", started.message());
     return 1;
+  }
+  // /readyz waits for the reconciler's first full list.
+  std::thread ready_watch;
+  std::atomic<bool> serving{true};
+  if (reconciler != nullptr) {
+    ready_watch = std::thread([&] {
+      for (int i = 0; serving.load() && i < 36000; ++i) {  // at most an hour of 100 ms looks
+        if (reconciler->synced()) {
+          (*srv)->readiness().Set("kube", true);
+          log->info("kube: first list done; ready");
+          return;
+        }
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+    });
   }
 
   const std::string api_host = DisplayHost(f.server.api_addr);
@@ -269,12 +346,16 @@ int RunServe(const std::vector<std::string>& args) {
     log->info("received {}: draining (grace {})", sig == SIGTERM ? "SIGTERM" : "SIGINT",
               absl::FormatDuration(f.shutdown_grace));
     absl::Status stopped = (*srv)->Shutdown(f.shutdown_grace);
+    serving.store(false);
+    if (ready_watch.joinable()) ready_watch.join();
     if (!stopped.ok()) {
       log->error("shutdown: {}", stopped.message());
       base::FlushLogs();
       return 1;
     }
+    if (reconciler != nullptr) reconciler->Stop();
     broker.Stop();
+    actuator.Stop();
     log->info("stopped cleanly");
     base::FlushLogs();
     return 0;

@@ -1,0 +1,60 @@
+// gangkeeper: keeps the broker in step with the cluster (DESIGN §2).
+//
+// One thread per managed kind lists the kind (all namespaces, objects with
+// the queue label), then watches from the list's resourceVersion; a watch
+// that ends is resumed from the last resourceVersion seen, and one that
+// expired (the ERROR event with code 410) starts over with a list. From
+// each object it learns what the webhook could not see:
+//   - objects created while gangkeeper was down are registered (pending);
+//   - objects found running are adopted: released by gangkeeper before a
+//     restart (their gangkeeper.io/admitted-flavors annotation gives the
+//     flavors back), or unsuspended by someone else (logged as a warning and
+//     counted against the quota all the same);
+//   - ended objects (Job Complete/Failed, Kubeflow Succeeded/Failed, JobSet
+//     Completed/Failed, RayJob jobDeploymentStatus Complete/Failed, every pod
+//     of a group Succeeded/Failed) and deleted ones free their quota; a
+//     relist also frees what the broker holds for objects no longer there.
+// A kind the API server does not serve (its CRD is not installed: 404) is
+// checked again every minute. synced() turns true once every kind has been
+// listed once (or found not served): /readyz waits for it.
+// Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/kube/client.h"
+
+namespace gangkeeper::kube {
+
+struct ReconcilerOptions {
+  // Watch every object of the managed kinds, not only those with the queue
+  // label (--manage-jobs-without-queue-name).
+  bool manage_jobs_without_queue_name = false;
+  int64_t watch_timeout_seconds = 300;
+  absl::Duration not_served_recheck = absl::Minutes(1);
+  absl::Duration error_backoff = absl::Seconds(1);
+};
+
+class Reconciler {
+ public:
+  // `client` and `broker` must outlive the reconciler.
+  Reconciler(Client* client, broker::Broker* broker, ReconcilerOptions options);
+  ~Reconciler();  // Stop()
+  Reconciler(const Reconciler&) = delete;
+  Reconciler& operator=(const Reconciler&) = delete;
+
+  void Start();
+  // Ends the watches (through the client) and joins the threads.
+  void Stop();
+  bool synced() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gangkeeper::kube

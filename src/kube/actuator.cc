@@ -1,0 +1,638 @@
+// gangkeeper: the Kubernetes actuator (see actuator.h).
+#include "gangkeeper/kube/actuator.h"
+
+#include <algorithm>
+#include <deque>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/log.h"
+#include "gangkeeper/workload/observe.h"
+
+namespace gangkeeper::kube {
+namespace {
+
+using nlohmann::json;
+
+// The node at RFC 6901 `pointer` in `doc`, or nullptr. No exceptions.
+const json* At(const json& doc, const std::string& pointer) {
+  const json* cur = &doc;
+  if (pointer.empty()) return cur;
+  for (absl::string_view raw : absl::StrSplit(pointer.substr(1), '/')) {
+    std::string token;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '~' && i + 1 < raw.size()) {
+        token += raw[i + 1] == '1' ? '/' : '~';
+        ++i;
+      } else {
+        token += raw[i];
+      }
+    }
+    if (cur->is_object()) {
+      auto it = cur->find(token);
+      if (it == cur->end()) return nullptr;
+      cur = &*it;
+    } else if (cur->is_array()) {
+      size_t index = 0;
+      if (!absl::SimpleAtoi(token, &index) || index >= cur->size()) return nullptr;
+      cur = &(*cur)[index];
+    } else {
+      return nullptr;
+    }
+  }
+  return cur;
+}
+
+std::string Str(const json* j) { return j != nullptr && j->is_string() ? j->get<std::string>() : ""; }
+
+json TolerationJson(const model::Toleration& t) {
+  json j = json::object();
+  if (!t.key.empty()) j["key"] = t.key;
+  j["operator"] = t.op.empty() ? "Equal" : t.op;
+  if (!t.value.empty()) j["value"] = t.value;
+  if (!t.effect.empty()) j["effect"] = t.effect;
+  if (t.toleration_seconds.has_value()) j["tolerationSeconds"] = *t.toleration_seconds;
+  return j;
+}
+
+// Tolerations compare with the default operator filled in.
+json Normalized(json t) {
+  if (t.is_object() && !t.contains("operator")) t["operator"] = "Equal";
+  return t;
+}
+
+bool Contains(const json* list, const json& t) {
+  if (list == nullptr || !list->is_array()) return false;
+  const json want = Normalized(t);
+  for (const json& have : *list) {
+    if (Normalized(have) == want) return true;
+  }
+  return false;
+}
+
+json Op(const char* op, const std::string& path, json value) {
+  return json{{"op", op}, {"path", path}, {"value", std::move(value)}};
+}
+json Remove(const std::string& path) { return json{{"op", "remove"}, {"path", path}}; }
+
+std::string AnnotationPath() {
+  return absl::StrCat("/metadata/annotations/", workload::JsonPointerEscape(workload::kAdmittedFlavorsAnnotation));
+}
+
+bool Held(const json& obj, const workload::KindInfo& kind) {
+  switch (kind.suspend) {
+    case workload::SuspendMechanism::kSpecSuspend: {
+      const json* s = At(obj, "/spec/suspend");
+      return s != nullptr && s->is_boolean() && s->get<bool>();
+    }
+    case workload::SuspendMechanism::kRunPolicySuspend: {
+      const json* s = At(obj, "/spec/runPolicy/suspend");
+      return s != nullptr && s->is_boolean() && s->get<bool>();
+    }
+    case workload::SuspendMechanism::kSchedulingGate: {
+      const json* gates = At(obj, "/spec/schedulingGates");
+      if (gates == nullptr || !gates->is_array()) return false;
+      for (const json& g : *gates) {
+        if (Str(At(g, "/name")) == workload::kSchedulingGate) return true;
+      }
+      return false;
+    }
+  }
+  return false;
+}
+
+// The op that sets the suspend switch of a job kind.
+json SuspendOp(const json& obj, const workload::KindInfo& kind, bool value) {
+  if (kind.suspend == workload::SuspendMechanism::kRunPolicySuspend) {
+    if (At(obj, "/spec/runPolicy") == nullptr || !At(obj, "/spec/runPolicy")->is_object()) {
+      return Op("add", "/spec/runPolicy", json{{"suspend", value}});
+    }
+    return Op("add", "/spec/runPolicy/suspend", value);
+  }
+  return Op("add", "/spec/suspend", value);
+}
+
+// What release adds to one pod template (spec at `spec_pointer`): ops, and
+// the record of what was added. InvalidArgument when the template selects
+// another value for a label the flavor sets.
+absl::Status PlacementOps(const json& obj, const std::string& spec_pointer,
+                          const broker::ReleaseOrder::PodSetPlacement& placement, json* ops, json* added_selector,
+                          json* added_tolerations) {
+  *added_selector = json::object();
+  *added_tolerations = json::array();
+  const json* spec = At(obj, spec_pointer);
+  if (spec == nullptr || !spec->is_object()) {
+    return absl::FailedPreconditionError(absl::StrCat("the object has no pod spec at ", spec_pointer));
+  }
+  const json* selector = At(*spec, "/nodeSelector");
+  const bool has_selector = selector != nullptr && selector->is_object();
+  for (const auto& [k, v] : placement.node_selector) {
+    if (has_selector && selector->contains(k)) {
+      if (Str(&(*selector)[k]) == v) continue;
+      return absl::InvalidArgumentError(absl::StrCat(spec_pointer, "/nodeSelector: ", k, "=", Str(&(*selector)[k]),
+                                                     " conflicts with the admitted flavor's ", k, "=", v,
+                                                     ": drop it from the template or the flavor"));
+    }
+    (*added_selector)[k] = v;
+  }
+  if (!added_selector->empty()) {
+    if (!has_selector) {
+      ops->push_back(Op("add", spec_pointer + "/nodeSelector", *added_selector));
+    } else {
+      for (const auto& [k, v] : added_selector->items()) {
+        ops->push_back(Op("add", absl::StrCat(spec_pointer, "/nodeSelector/", workload::JsonPointerEscape(k)), v));
+      }
+    }
+  }
+  const json* tolerations = At(*spec, "/tolerations");
+  const bool has_tolerations = tolerations != nullptr && tolerations->is_array();
+  for (const model::Toleration& t : placement.tolerations) {
+    json tj = TolerationJson(t);
+    if (Contains(tolerations, tj) || Contains(added_tolerations, tj)) continue;
+    added_tolerations->push_back(std::move(tj));
+  }
+  if (!added_tolerations->empty()) {
+    if (!has_tolerations) {
+      ops->push_back(Op("add", spec_pointer + "/tolerations", *added_tolerations));
+    } else {
+      for (const json& t : *added_tolerations) ops->push_back(Op("add", spec_pointer + "/tolerations/-", t));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Ops that take out of the pod spec at `spec_pointer` what `record` says
+// release added (entries changed since are left alone).
+void RestoreOps(const json& obj, const std::string& spec_pointer, const json& record, json* ops) {
+  const json* spec = At(obj, spec_pointer);
+  if (spec == nullptr || !spec->is_object()) return;
+  const json* selector = At(*spec, "/nodeSelector");
+  if (const json* added = At(record, "/nodeSelector"); added != nullptr && added->is_object() && selector != nullptr &&
+                                                      selector->is_object()) {
+    for (const auto& [k, v] : added->items()) {
+      if (selector->contains(k) && (*selector)[k] == v) {
+        const std::string path = absl::StrCat(spec_pointer, "/nodeSelector/", workload::JsonPointerEscape(k));
+        ops->push_back(Op("test", path, v));
+        ops->push_back(Remove(path));
+      }
+    }
+  }
+  const json* tolerations = At(*spec, "/tolerations");
+  const json* added = At(record, "/tolerations");
+  if (tolerations == nullptr || !tolerations->is_array() || added == nullptr || !added->is_array()) return;
+  std::vector<size_t> indices;
+  for (const json& t : *added) {
+    const json want = Normalized(t);
+    for (size_t i = tolerations->size(); i-- > 0;) {  // the last copy: release appended it
+      if (Normalized((*tolerations)[i]) == want &&
+          std::find(indices.begin(), indices.end(), i) == indices.end()) {
+        indices.push_back(i);
+        break;
+      }
+    }
+  }
+  std::sort(indices.rbegin(), indices.rend());  // remove from the end so indices stay valid
+  for (size_t i : indices) {
+    const std::string path = absl::StrCat(spec_pointer, "/tolerations/", i);
+    ops->push_back(Op("test", path, (*tolerations)[i]));
+    ops->push_back(Remove(path));
+  }
+}
+
+std::string Describe(const broker::ReleaseOrder& order) {
+  std::vector<std::string> parts;
+  for (const auto& p : order.placements) {
+    std::vector<std::string> what;
+    for (const auto& [k, v] : p.node_selector) what.push_back(absl::StrCat(k, "=", v));
+    std::string s = absl::StrCat(p.name, ": nodeSelector {", absl::StrJoin(what, ", "), "}");
+    if (!p.tolerations.empty()) absl::StrAppend(&s, ", ", p.tolerations.size(), " toleration(s)");
+    parts.push_back(std::move(s));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+struct Order {
+  bool release = true;
+  broker::ReleaseOrder rel;
+  broker::SuspendOrder sus;
+  const broker::WorkloadKey& key() const { return release ? rel.key : sus.key; }
+};
+
+}  // namespace
+
+struct KubeActuator::Impl {
+  Client* client = nullptr;
+  ActuatorOptions options;
+  ActuatorCallbacks callbacks;
+  std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
+
+  absl::Mutex mu;
+  std::deque<Order> queue ABSL_GUARDED_BY(mu);
+  std::set<broker::WorkloadKey> busy ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  std::vector<std::thread> workers;
+
+  void Enqueue(Order o) {
+    absl::MutexLock lock(&mu);
+    if (stopping) return;
+    queue.push_back(std::move(o));
+  }
+
+  // The first order whose workload has none in flight.
+  bool Take(Order* out) {
+    absl::MutexLock lock(&mu);
+    for (;;) {
+      for (auto it = queue.begin(); it != queue.end(); ++it) {
+        if (busy.count(it->key()) != 0) continue;
+        *out = std::move(*it);
+        queue.erase(it);
+        busy.insert(out->key());
+        return true;
+      }
+      if (stopping) return false;
+      mu.Await(absl::Condition(
+          +[](Impl* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu) {
+            if (self->stopping) return true;
+            for (const Order& o : self->queue) {
+              if (self->busy.count(o.key()) == 0) return true;
+            }
+            return false;
+          },
+          this));
+    }
+  }
+
+  void Done(const broker::WorkloadKey& key) {
+    absl::MutexLock lock(&mu);
+    busy.erase(key);
+  }
+
+  void Run() {
+    Order o;
+    while (Take(&o)) {
+      if (o.release) {
+        std::string detail;
+        absl::Status s = DoRelease(o.rel, &detail);
+        if (s.ok()) {
+          log->info("released workload={}/{} {}", o.rel.key.namespace_name, o.rel.key.name, detail);
+        } else {
+          log->warn("release failed workload={}/{}: {}", o.rel.key.namespace_name, o.rel.key.name, s.message());
+        }
+        if (callbacks.released) callbacks.released(o.rel.key, o.rel.uid, s, detail);
+      } else {
+        std::string detail;
+        absl::Status s = DoSuspend(o.sus, &detail);
+        if (s.ok()) {
+          log->info("stopped workload={}/{} {}", o.sus.key.namespace_name, o.sus.key.name, detail);
+          if (callbacks.stopped) callbacks.stopped(o.sus.key, o.sus.uid, detail);
+        } else {
+          // Quota stays held while the gang may still run; try again.
+          log->warn("suspend failed workload={}/{}: {}; retrying", o.sus.key.namespace_name, o.sus.key.name,
+                    s.message());
+          Done(o.sus.key);
+          absl::MutexLock lock(&mu);
+          if (!stopping) {
+            mu.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(2));
+            if (!stopping) queue.push_back(std::move(o));
+          }
+          continue;
+        }
+      }
+      Done(o.key());
+    }
+  }
+
+  const workload::KindInfo* KindOf(const std::shared_ptr<const workload::Workload>& w) {
+    return w == nullptr ? nullptr : &workload::InfoFor(w->kind);
+  }
+
+  // --- release -------------------------------------------------------------
+
+  absl::Status DoRelease(const broker::ReleaseOrder& order, std::string* detail) {
+    const workload::KindInfo* kind = KindOf(order.workload);
+    if (kind == nullptr) return absl::FailedPreconditionError("the workload's object is unknown");
+    const std::string path = ResourcePath(*kind, order.key.namespace_name,
+                                          kind->kind == workload::Kind::kPod && !order.workload->pod_group_name.empty()
+                                              ? ""
+                                              : order.key.name);
+    if (options.dry_run) {
+      *detail = absl::StrCat("not sent (--kube none): PATCH ", path, " unsuspend; ", Describe(order));
+      return absl::OkStatus();
+    }
+    if (kind->kind == workload::Kind::kPod) return ReleasePods(order, *kind, detail);
+    for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
+      absl::StatusOr<json> obj = client->Get(path);
+      if (!obj.ok()) return obj.status();
+      if (Str(At(*obj, "/metadata/uid")) != order.uid) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path, " is another object now (uid ", Str(At(*obj, "/metadata/uid")), ", admitted ",
+                         order.uid, ")"));
+      }
+      const json* annotations = At(*obj, "/metadata/annotations");
+      const bool annotated = annotations != nullptr && annotations->is_object() &&
+                             annotations->contains(std::string(workload::kAdmittedFlavorsAnnotation));
+      if (!Held(*obj, *kind)) {
+        *detail = annotated ? "already released" : "already running: unsuspended by someone else";
+        return absl::OkStatus();
+      }
+      json ops = json::array({Op("test", "/metadata/uid", order.uid)});
+      json record = json{{"podSets", json::array()}};
+      for (const broker::ReleaseOrder::PodSetPlacement& p : order.placements) {
+        auto ps = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
+                               [&](const workload::PodSet& x) { return x.name == p.name; });
+        if (ps == order.workload->pod_sets.end()) continue;
+        json added_selector, added_tolerations;
+        if (absl::Status s = PlacementOps(*obj, ps->template_pointer + "/spec", p, &ops, &added_selector,
+                                          &added_tolerations);
+            !s.ok()) {
+          return s;
+        }
+        json flavors = json::object();
+        for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
+          if (a.name != p.name) continue;
+          for (const auto& [res, flavor] : a.flavors) flavors[res] = flavor;
+        }
+        record["podSets"].push_back(json{{"name", p.name},
+                                         {"flavors", flavors},
+                                         {"nodeSelector", added_selector},
+                                         {"tolerations", added_tolerations}});
+      }
+      record["clusterQueue"] = order.assignment.cluster_queue;
+      if (annotations == nullptr || !annotations->is_object()) {
+        ops.push_back(Op("add", "/metadata/annotations", json::object()));
+      }
+      ops.push_back(Op("add", AnnotationPath(), record.dump()));
+      ops.push_back(SuspendOp(*obj, *kind, false));
+      absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
+      if (patched.ok()) {
+        *detail = absl::StrCat("PATCH ", path, " unsuspend; ", Describe(order));
+        return absl::OkStatus();
+      }
+      if (HttpCode(patched.status()) != 422) return patched.status();
+      // A test failed: the object changed under us. Read it again.
+    }
+    return absl::AbortedError(absl::StrCat(path, " kept changing while being released; retried ",
+                                           options.max_conflicts, " times"));
+  }
+
+  // The pods of the gang, not ended and not being deleted.
+  absl::StatusOr<std::vector<json>> GangPods(const std::shared_ptr<const workload::Workload>& w,
+                                             const broker::WorkloadKey& key, const workload::KindInfo& kind) {
+    std::vector<json> pods;
+    if (w->pod_group_name.empty()) {
+      absl::StatusOr<json> pod = client->Get(ResourcePath(kind, key.namespace_name, key.name));
+      if (!pod.ok()) return pod.status();
+      pods.push_back(*std::move(pod));
+    } else {
+      ListOptions lo;
+      lo.label_selector = absl::StrCat(workload::kPodGroupNameLabel, "=", w->pod_group_name);
+      absl::StatusOr<ListResult> list = client->List(ResourcePath(kind, key.namespace_name), lo);
+      if (!list.ok()) return list.status();
+      pods = std::move(list->items);
+    }
+    std::vector<json> live;
+    for (json& p : pods) {
+      const std::string phase = Str(At(p, "/status/phase"));
+      if (phase == "Succeeded" || phase == "Failed") continue;
+      const json* deleting = At(p, "/metadata/deletionTimestamp");
+      if (deleting != nullptr && !deleting->is_null()) continue;
+      live.push_back(std::move(p));
+    }
+    return live;
+  }
+
+  absl::Status ReleasePods(const broker::ReleaseOrder& order, const workload::KindInfo& kind, std::string* detail) {
+    absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, kind);
+    if (!pods.ok()) return pods.status();
+    if (pods->empty()) return absl::NotFoundError("no live pods of the gang");
+    const broker::ReleaseOrder::PodSetPlacement* placement =
+        order.placements.empty() ? nullptr : &order.placements.front();
+    // The pods of a group are merged by shape into pod sets; a gang of
+    // pods gets one placement (flavors are assigned per resource group,
+    // and pods of one group ask for the same resources).
+    // Phase 1: nodeSelector and tolerations while gated.
+    std::vector<std::string> gated;
+    for (const json& pod : *pods) {
+      const std::string name = Str(At(pod, "/metadata/name"));
+      const std::string path = ResourcePath(kind, order.key.namespace_name, name);
+      if (!Held(pod, kind)) continue;  // released already
+      gated.push_back(name);
+      if (placement == nullptr) continue;
+      json ops = json::array({Op("test", "/metadata/uid", Str(At(pod, "/metadata/uid")))});
+      json added_selector, added_tolerations;
+      if (absl::Status s = PlacementOps(pod, "/spec", *placement, &ops, &added_selector, &added_tolerations);
+          !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("pod ", name, ": ", s.message()));
+      }
+      if (ops.size() == 1) continue;
+      absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
+      if (!patched.ok()) {
+        return absl::Status(patched.status().code(),
+                            absl::StrCat("pod ", name, " could not take its placement (no pod was ungated): ",
+                                         patched.status().message()));
+      }
+    }
+    // Phase 2: remove the gate, pod by pod.
+    std::vector<std::string> ungated;
+    for (const std::string& name : gated) {
+      const std::string path = ResourcePath(kind, order.key.namespace_name, name);
+      absl::Status failure;
+      for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
+        absl::StatusOr<json> pod = client->Get(path);
+        if (!pod.ok()) {
+          failure = pod.status();
+          break;
+        }
+        if (!Held(*pod, kind)) {
+          failure = absl::OkStatus();
+          break;
+        }
+        const json& gates = *At(*pod, "/spec/schedulingGates");
+        json ops = json::array({Op("test", "/metadata/uid", Str(At(*pod, "/metadata/uid")))});
+        for (size_t i = 0; i < gates.size(); ++i) {
+          if (Str(At(gates[i], "/name")) != workload::kSchedulingGate) continue;
+          const std::string gate_path = absl::StrCat("/spec/schedulingGates/", i);
+          ops.push_back(Op("test", gate_path + "/name", std::string(workload::kSchedulingGate)));
+          ops.push_back(Remove(gate_path));
+          break;
+        }
+        absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
+        failure = patched.status();
+        if (patched.ok() || HttpCode(patched.status()) != 422) break;
+      }
+      if (!failure.ok()) {
+        // Gates cannot be put back: delete what was let go; the owner
+        // recreates those pods and the webhook gates them.
+        for (const std::string& done : ungated) {
+          absl::StatusOr<json> d =
+              client->Delete(ResourcePath(kind, order.key.namespace_name, done), "", "Background");
+          if (!d.ok() && HttpCode(d.status()) != 404) {
+            log->error("pod {}/{} was ungated but could not be deleted after a failed group release: {}",
+                       order.key.namespace_name, done, d.status().message());
+          }
+        }
+        return absl::Status(failure.code(),
+                            absl::StrCat("pod ", name, " could not be ungated (", ungated.size(),
+                                         " ungated pod(s) deleted again): ", failure.message()));
+      }
+      ungated.push_back(name);
+    }
+    *detail = absl::StrCat("ungated ", ungated.size(), " pod(s) of ", order.key.namespace_name, "/", order.key.name,
+                           "; ", Describe(order));
+    return absl::OkStatus();
+  }
+
+  // --- suspend -------------------------------------------------------------
+
+  absl::Status DoSuspend(const broker::SuspendOrder& order, std::string* detail) {
+    const workload::KindInfo* kind = KindOf(order.workload);
+    if (kind == nullptr) return absl::OkStatus();  // nothing to stop
+    if (options.dry_run) {
+      *detail = absl::StrCat("not sent (--kube none): suspend ", order.key.namespace_name, "/", order.key.name);
+      return absl::OkStatus();
+    }
+    if (kind->kind == workload::Kind::kPod) {
+      absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, *kind);
+      if (!pods.ok()) return HttpCode(pods.status()) == 404 ? absl::OkStatus() : pods.status();
+      int deleted = 0;
+      for (const json& pod : *pods) {
+        const std::string name = Str(At(pod, "/metadata/name"));
+        absl::StatusOr<json> d = client->Delete(ResourcePath(*kind, order.key.namespace_name, name),
+                                                Str(At(pod, "/metadata/uid")), "Background");
+        if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) return d.status();
+        ++deleted;
+      }
+      *detail = absl::StrCat("deleted ", deleted, " pod(s) (", order.reason, ")");
+      return absl::OkStatus();
+    }
+    const std::string path = ResourcePath(*kind, order.key.namespace_name, order.key.name);
+    for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
+      absl::StatusOr<json> obj = client->Get(path);
+      if (!obj.ok()) {
+        if (HttpCode(obj.status()) == 404) {
+          *detail = "already gone";
+          return absl::OkStatus();
+        }
+        return obj.status();
+      }
+      if (Str(At(*obj, "/metadata/uid")) != order.uid) {
+        *detail = "already gone (the name belongs to another object now)";
+        return absl::OkStatus();
+      }
+      std::vector<std::string> steps;
+      // 1. Suspend.
+      if (!Held(*obj, *kind)) {
+        json ops = json::array({Op("test", "/metadata/uid", order.uid), SuspendOp(*obj, *kind, true)});
+        absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
+        if (!patched.ok()) {
+          if (HttpCode(patched.status()) == 422) continue;
+          return patched.status();
+        }
+        *obj = *std::move(patched);
+        steps.push_back("suspended");
+      }
+      // 2. A Job that ran keeps status.startTime, and with it an immutable
+      // template, until the startTime is cleared.
+      if (kind->kind == workload::Kind::kJob && At(*obj, "/status/startTime") != nullptr &&
+          !At(*obj, "/status/startTime")->is_null()) {
+        json ops = json::array({Op("test", "/metadata/uid", order.uid), Remove("/status/startTime")});
+        absl::StatusOr<json> patched = client->Patch(path + "/status", PatchType::kJson, ops);
+        if (!patched.ok()) {
+          if (HttpCode(patched.status()) == 422) continue;
+          return patched.status();
+        }
+        *obj = *std::move(patched);
+        steps.push_back("startTime cleared");
+      }
+      // 3. Take out what release put in.
+      const json* annotations = At(*obj, "/metadata/annotations");
+      const json* record_text = nullptr;
+      if (annotations != nullptr && annotations->is_object()) {
+        auto it = annotations->find(std::string(workload::kAdmittedFlavorsAnnotation));
+        if (it != annotations->end()) record_text = &*it;
+      }
+      if (record_text != nullptr) {
+        json record = json::parse(Str(record_text), nullptr, false);
+        json ops = json::array({Op("test", "/metadata/uid", order.uid)});
+        if (record.is_object() && At(record, "/podSets") != nullptr && At(record, "/podSets")->is_array()) {
+          for (const json& ps : *At(record, "/podSets")) {
+            const std::string name = Str(At(ps, "/name"));
+            auto it = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
+                                   [&](const workload::PodSet& x) { return x.name == name; });
+            if (it == order.workload->pod_sets.end()) continue;
+            RestoreOps(*obj, it->template_pointer + "/spec", ps, &ops);
+          }
+        }
+        ops.push_back(Remove(AnnotationPath()));
+        absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
+        if (!patched.ok()) {
+          if (HttpCode(patched.status()) == 422) continue;
+          return patched.status();
+        }
+        steps.push_back("templates restored");
+      }
+      *detail = absl::StrCat("PATCH ", path, ": ", steps.empty() ? "already suspended" : absl::StrJoin(steps, ", "),
+                             " (", order.reason, ")");
+      return absl::OkStatus();
+    }
+    return absl::AbortedError(absl::StrCat(path, " kept changing while being suspended"));
+  }
+};
+
+KubeActuator::KubeActuator(Client* client, ActuatorOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->client = client;
+  impl_->options = options;
+  if (client == nullptr) impl_->options.dry_run = true;
+  for (int i = 0; i < std::max(1, options.workers); ++i) impl_->workers.emplace_back([this] { impl_->Run(); });
+}
+
+KubeActuator::~KubeActuator() { Stop(); }
+
+void KubeActuator::Bind(broker::Broker* broker) {
+  ActuatorCallbacks c;
+  c.released = [broker](const broker::WorkloadKey& key, const std::string& uid, absl::Status result,
+                        const std::string& detail) { broker->ReleaseResult(key, uid, std::move(result), detail); };
+  c.stopped = [broker](const broker::WorkloadKey& key, const std::string& uid, const std::string& detail) {
+    broker->GangStopped(key, uid, detail);
+  };
+  Bind(std::move(c));
+}
+
+void KubeActuator::Bind(ActuatorCallbacks callbacks) { impl_->callbacks = std::move(callbacks); }
+
+void KubeActuator::Release(const broker::ReleaseOrder& order) {
+  Order o;
+  o.release = true;
+  o.rel = order;
+  impl_->Enqueue(std::move(o));
+}
+
+void KubeActuator::Suspend(const broker::SuspendOrder& order) {
+  Order o;
+  o.release = false;
+  o.sus = order;
+  impl_->Enqueue(std::move(o));
+}
+
+void KubeActuator::Stop() {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->stopping = true;
+    impl_->queue.clear();
+  }
+  for (std::thread& t : impl_->workers) {
+    if (t.joinable()) t.join();
+  }
+  impl_->workers.clear();
+}
+
+}  // namespace gangkeeper::kube

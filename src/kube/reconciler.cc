@@ -1,0 +1,311 @@
+// gangkeeper: the reconciler (see reconciler.h).
+#include "gangkeeper/kube/reconciler.h"
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/log.h"
+#include "gangkeeper/workload/observe.h"
+
+namespace gangkeeper::kube {
+namespace {
+
+using nlohmann::json;
+
+// pod set -> resource -> flavor, from the admitted-flavors annotation.
+std::map<std::string, std::map<std::string, std::string>> FlavorsOf(const workload::ObservedObject& o) {
+  std::map<std::string, std::map<std::string, std::string>> out;
+  auto it = o.annotations.find(std::string(workload::kAdmittedFlavorsAnnotation));
+  if (it == o.annotations.end()) return out;
+  json record = json::parse(it->second, nullptr, false);
+  if (!record.is_object() || !record.contains("podSets") || !record["podSets"].is_array()) return out;
+  for (const json& ps : record["podSets"]) {
+    if (!ps.is_object() || !ps.contains("name") || !ps["name"].is_string()) continue;
+    auto& m = out[ps["name"].get<std::string>()];
+    if (ps.contains("flavors") && ps["flavors"].is_object()) {
+      for (const auto& [res, flavor] : ps["flavors"].items()) {
+        if (flavor.is_string()) m[res] = flavor.get<std::string>();
+      }
+    }
+  }
+  return out;
+}
+
+// One pod of a pod group, as last seen.
+struct Member {
+  std::string uid;
+  bool held = false;
+  bool finished = false;
+  workload::Workload workload;
+  std::map<std::string, std::map<std::string, std::string>> flavors;
+};
+
+}  // namespace
+
+struct Reconciler::Impl {
+  Client* client = nullptr;
+  broker::Broker* broker = nullptr;
+  ReconcilerOptions options;
+  std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
+  std::vector<std::thread> threads;
+  std::atomic<bool> stopping{false};
+  absl::Mutex mu;
+  bool stop_flag ABSL_GUARDED_BY(mu) = false;
+  std::map<workload::Kind, bool> synced_kinds ABSL_GUARDED_BY(mu);
+  // Pod groups: namespace/group -> pod name -> member (pod threads only).
+  std::map<broker::WorkloadKey, std::map<std::string, Member>> groups;
+
+  bool Sleep(absl::Duration d) {
+    absl::MutexLock lock(&mu);
+    mu.AwaitWithTimeout(absl::Condition(&stop_flag), d);
+    return !stop_flag;
+  }
+
+  void MarkSynced(workload::Kind k) {
+    absl::MutexLock lock(&mu);
+    synced_kinds[k] = true;
+  }
+
+  std::string Selector() const {
+    return options.manage_jobs_without_queue_name ? "" : std::string(workload::kQueueNameLabel);
+  }
+
+  workload::ExtractOptions Extract() const {
+    workload::ExtractOptions o;
+    o.manage_jobs_without_queue_name = options.manage_jobs_without_queue_name;
+    return o;
+  }
+
+  void Check(const absl::Status& s, const std::string& what) {
+    if (!s.ok()) log->warn("reconcile {}: {}", what, s.message());
+  }
+
+  // A job kind (or a single pod) seen in a list or a watch event.
+  void Observe(const workload::KindInfo& kind, const json& object, std::set<broker::WorkloadKey>* seen) {
+    absl::StatusOr<workload::ObservedObject> o =
+        workload::ObserveObject(object.dump(), kind, *broker->policies(), Extract());
+    if (!o.ok() || !o->workload.has_value()) return;  // not a workload gangkeeper can place
+    const workload::Workload& w = *o->workload;
+    if (w.queue_name.empty() || w.owned_by_managed_object) return;
+    if (kind.kind == workload::Kind::kPod && !w.pod_group_name.empty()) {
+      ObservePodOfGroup(*o, seen);
+      return;
+    }
+    const broker::WorkloadKey key = broker::KeyOf(w);
+    if (seen != nullptr) seen->insert(key);
+    const std::string name = absl::StrCat(kind.name, " ", key.namespace_name, "/", key.name);
+    std::shared_ptr<const broker::Snapshot> snap = broker->snapshot();
+    const broker::WorkloadInfo* info = snap->Find(key);
+    const bool same = info != nullptr && info->workload != nullptr && info->workload->uid == o->uid;
+    if (o->finished) {
+      if (same) Check(broker->ObjectFinished(key, o->uid), name);
+      return;
+    }
+    if (o->deleting) return;  // its pods may still run: the quota goes with DELETED
+    if (!same) {
+      if (o->held) {
+        Check(broker->Register(w, ""), name);
+      } else {
+        if (o->annotations.count(std::string(workload::kAdmittedFlavorsAnnotation)) == 0) {
+          log->warn("{} runs but gangkeeper did not release it (unsuspended by someone else); its quota is counted",
+                    name);
+        }
+        Check(broker->Adopt(w, FlavorsOf(*o)), name);
+      }
+      return;
+    }
+    if (!o->held && info->phase == broker::Phase::kPending) {
+      log->warn("{} was unsuspended by someone else while queued; its quota is counted", name);
+      Check(broker->Adopt(w, FlavorsOf(*o)), name);
+    }
+  }
+
+  void ObservePodOfGroup(const workload::ObservedObject& o, std::set<broker::WorkloadKey>* seen) {
+    const workload::Workload& w = *o.workload;
+    const broker::WorkloadKey key = broker::KeyOf(w);
+    if (seen != nullptr) seen->insert(key);
+    Member& m = groups[key][o.name];
+    m.uid = o.uid;
+    m.held = o.held;
+    m.finished = o.finished;
+    m.workload = w;
+    m.flavors = FlavorsOf(o);
+    EvaluateGroup(key);
+  }
+
+  void EvaluateGroup(const broker::WorkloadKey& key) {
+    auto g = groups.find(key);
+    const std::string name = absl::StrCat("pod group ", key.namespace_name, "/", key.name);
+    std::shared_ptr<const broker::Snapshot> snap = broker->snapshot();
+    const broker::WorkloadInfo* info = snap->Find(key);
+    if (g == groups.end() || g->second.empty()) {
+      if (info != nullptr) Check(broker->ObjectGone(key, ""), name);
+      if (g != groups.end()) groups.erase(g);
+      return;
+    }
+    bool all_finished = true, any_running = false;
+    for (const auto& [pod, m] : g->second) {
+      all_finished = all_finished && m.finished;
+      any_running = any_running || (!m.held && !m.finished);
+    }
+    if (all_finished) {
+      if (info != nullptr) Check(broker->ObjectFinished(key, ""), name);
+      return;
+    }
+    // Every live pod is a member (the broker ignores names it knows).
+    for (const auto& [pod, m] : g->second) {
+      if (!m.finished) Check(broker->Register(m.workload, ""), name);
+    }
+    snap = broker->snapshot();
+    info = snap->Find(key);
+    if (any_running && info != nullptr && info->phase == broker::Phase::kPending) {
+      const Member& first = g->second.begin()->second;
+      Check(broker->Adopt(info->workload ? *info->workload : first.workload, first.flavors), name);
+    }
+  }
+
+  void Deleted(const workload::KindInfo& kind, const json& object) {
+    const json& meta = object.contains("metadata") ? object["metadata"] : json();
+    if (!meta.is_object()) return;
+    const std::string ns = meta.value("namespace", "");
+    const std::string obj_name = meta.value("name", "");
+    const std::string uid = meta.value("uid", "");
+    if (kind.kind == workload::Kind::kPod) {
+      std::string group;
+      if (meta.contains("labels") && meta["labels"].is_object()) {
+        group = meta["labels"].value(std::string(workload::kPodGroupNameLabel), "");
+      }
+      if (!group.empty()) {
+        const broker::WorkloadKey key{ns, group};
+        auto g = groups.find(key);
+        if (g != groups.end()) g->second.erase(obj_name);
+        EvaluateGroup(key);
+        return;
+      }
+    }
+    Check(broker->ObjectGone(broker::WorkloadKey{ns, obj_name}, uid), absl::StrCat(kind.name, " ", ns, "/", obj_name));
+  }
+
+  // After a full list: what the broker tracks of this kind but the list
+  // did not show is gone.
+  void ForgetMissing(const workload::KindInfo& kind, const std::set<broker::WorkloadKey>& seen) {
+    std::vector<std::pair<broker::WorkloadKey, std::string>> gone;
+    broker->snapshot()->ForEachWorkload([&](const broker::WorkloadInfo& info) {
+      if (info.workload == nullptr || info.workload->kind != kind.kind) return;
+      if (seen.count(info.key) == 0) gone.emplace_back(info.key, info.workload->pod_group_name.empty() ? info.workload->uid : "");
+    });
+    for (const auto& [key, uid] : gone) {
+      if (kind.kind == workload::Kind::kPod) groups.erase(key);
+      Check(broker->ObjectGone(key, uid), absl::StrCat(kind.name, " ", key.namespace_name, "/", key.name));
+    }
+  }
+
+  void Run(const workload::KindInfo& kind) {
+    const std::string path = ResourcePath(kind, "");
+    while (!stopping.load()) {
+      ListOptions lo;
+      lo.label_selector = Selector();
+      absl::StatusOr<ListResult> list = client->List(path, lo);
+      if (!list.ok()) {
+        if (stopping.load()) return;
+        if (HttpCode(list.status()) == 404) {
+          log->info("{} is not served by the API server (CRD not installed?); checking again in {}", path,
+                    absl::FormatDuration(options.not_served_recheck));
+          MarkSynced(kind.kind);
+          if (!Sleep(options.not_served_recheck)) return;
+        } else {
+          log->warn("list {}: {}", path, list.status().message());
+          if (!Sleep(options.error_backoff)) return;
+        }
+        continue;
+      }
+      if (kind.kind == workload::Kind::kPod) groups.clear();
+      std::set<broker::WorkloadKey> seen;
+      for (const json& item : list->items) Observe(kind, item, &seen);
+      ForgetMissing(kind, seen);
+      MarkSynced(kind.kind);
+      std::string rv = list->resource_version;
+      // Watch until it expires; resume after ordinary ends.
+      int failures = 0;
+      while (!stopping.load()) {
+        WatchOptions wo;
+        wo.label_selector = Selector();
+        wo.resource_version = rv;
+        wo.timeout_seconds = options.watch_timeout_seconds;
+        absl::Status s = client->Watch(path, wo, [&](const WatchEvent& e) {
+          if (e.object.is_object() && e.object.contains("metadata") && e.object["metadata"].is_object()) {
+            std::string new_rv = e.object["metadata"].value("resourceVersion", "");
+            if (!new_rv.empty()) rv = new_rv;
+          }
+          if (e.type == "ADDED" || e.type == "MODIFIED") {
+            Observe(kind, e.object, nullptr);
+          } else if (e.type == "DELETED") {
+            Deleted(kind, e.object);
+          }
+          failures = 0;
+          return !stopping.load();
+        });
+        if (stopping.load()) return;
+        if (absl::IsOutOfRange(s)) {
+          log->info("watch {} expired at resourceVersion {}; listing again", path, rv);
+          break;
+        }
+        if (!s.ok()) {
+          log->warn("watch {}: {}", path, s.message());
+          if (++failures > 5) break;  // list again
+          if (!Sleep(options.error_backoff)) return;
+        }
+      }
+    }
+  }
+};
+
+Reconciler::Reconciler(Client* client, broker::Broker* broker, ReconcilerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->client = client;
+  impl_->broker = broker;
+  impl_->options = options;
+}
+
+Reconciler::~Reconciler() { Stop(); }
+
+void Reconciler::Start() {
+  for (const workload::KindInfo& kind : workload::ManagedKinds()) {
+    {
+      absl::MutexLock lock(&impl_->mu);
+      impl_->synced_kinds[kind.kind] = false;
+    }
+    impl_->threads.emplace_back([this, &kind] { impl_->Run(kind); });
+  }
+}
+
+void Reconciler::Stop() {
+  impl_->stopping.store(true);
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->stop_flag = true;
+  }
+  if (!impl_->threads.empty()) impl_->client->Shutdown();
+  for (std::thread& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
+  impl_->threads.clear();
+}
+
+bool Reconciler::synced() const {
+  absl::MutexLock lock(&impl_->mu);
+  if (impl_->synced_kinds.empty()) return false;
+  for (const auto& [kind, done] : impl_->synced_kinds) {
+    if (!done) return false;
+  }
+  return true;
+}
+
+}  // namespace gangkeeper::kube
