@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -330,7 +331,7 @@ struct KubeActuator::Impl {
     }
     if (kind->kind == workload::Kind::kPod) return ReleasePods(order, *kind, detail);
     for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
-      absl::StatusOr<json> obj = client->Get(path);
+      absl::StatusOr<json> obj = GetCreated(path);
       if (!obj.ok()) return obj.status();
       if (Str(At(*obj, "/metadata/uid")) != order.uid) {
         return absl::FailedPreconditionError(
@@ -384,12 +385,24 @@ struct KubeActuator::Impl {
                                            options.max_conflicts, " times"));
   }
 
+  // The validating webhook registers a workload before the API server
+  // stores the object, so a release can come first: a 404 is asked again
+  // for a little while before it counts.
+  absl::StatusOr<json> GetCreated(const std::string& path) {
+    absl::StatusOr<json> obj = client->Get(path);
+    for (int i = 0; i < options.not_found_retries && !obj.ok() && HttpCode(obj.status()) == 404; ++i) {
+      absl::SleepFor(options.not_found_wait);
+      obj = client->Get(path);
+    }
+    return obj;
+  }
+
   // The pods of the gang, not ended and not being deleted.
   absl::StatusOr<std::vector<json>> GangPods(const std::shared_ptr<const workload::Workload>& w,
                                              const broker::WorkloadKey& key, const workload::KindInfo& kind) {
     std::vector<json> pods;
     if (w->pod_group_name.empty()) {
-      absl::StatusOr<json> pod = client->Get(ResourcePath(kind, key.namespace_name, key.name));
+      absl::StatusOr<json> pod = GetCreated(ResourcePath(kind, key.namespace_name, key.name));
       if (!pod.ok()) return pod.status();
       pods.push_back(*std::move(pod));
     } else {
@@ -411,9 +424,20 @@ struct KubeActuator::Impl {
   }
 
   absl::Status ReleasePods(const broker::ReleaseOrder& order, const workload::KindInfo& kind, std::string* detail) {
+    // The last pod of a group may be registered (by the webhook) before the
+    // API server stores it: wait for the whole group to be listable.
+    const size_t expected =
+        order.workload->pod_group_name.empty() ? 1 : static_cast<size_t>(std::max<int64_t>(1, order.workload->pod_group_total_count));
     absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, kind);
+    for (int i = 0; i < options.not_found_retries && pods.ok() && pods->size() < expected; ++i) {
+      absl::SleepFor(options.not_found_wait);
+      pods = GangPods(order.workload, order.key, kind);
+    }
     if (!pods.ok()) return pods.status();
-    if (pods->empty()) return absl::NotFoundError("no live pods of the gang");
+    if (pods->size() < expected) {
+      return absl::FailedPreconditionError(absl::StrCat("only ", pods->size(), " of the group's ", expected,
+                                                        " pods exist; none was released"));
+    }
     const broker::ReleaseOrder::PodSetPlacement* placement =
         order.placements.empty() ? nullptr : &order.placements.front();
     // The pods of a group are merged by shape into pod sets; a gang of
@@ -421,11 +445,13 @@ struct KubeActuator::Impl {
     // and pods of one group ask for the same resources).
     // Phase 1: nodeSelector and tolerations while gated.
     std::vector<std::string> gated;
+    std::map<std::string, std::string> uid_of;  // of the gated pods, for the deletes below
     for (const json& pod : *pods) {
       const std::string name = Str(At(pod, "/metadata/name"));
       const std::string path = ResourcePath(kind, order.key.namespace_name, name);
       if (!Held(pod, kind)) continue;  // released already
       gated.push_back(name);
+      uid_of[name] = Str(At(pod, "/metadata/uid"));
       if (placement == nullptr) continue;
       json ops = json::array({Op("test", "/metadata/uid", Str(At(pod, "/metadata/uid")))});
       json added_selector, added_tolerations;
@@ -471,11 +497,12 @@ struct KubeActuator::Impl {
       }
       if (!failure.ok()) {
         // Gates cannot be put back: delete what was let go; the owner
-        // recreates those pods and the webhook gates them.
+        // recreates those pods and the webhook gates them. The uid
+        // precondition spares a pod recreated under the same name (409).
         for (const std::string& done : ungated) {
           absl::StatusOr<json> d =
-              client->Delete(ResourcePath(kind, order.key.namespace_name, done), "", "Background");
-          if (!d.ok() && HttpCode(d.status()) != 404) {
+              client->Delete(ResourcePath(kind, order.key.namespace_name, done), uid_of[done], "Background");
+          if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) {
             log->error("pod {}/{} was ungated but could not be deleted after a failed group release: {}",
                        order.key.namespace_name, done, d.status().message());
           }

@@ -171,15 +171,17 @@ struct Client::Impl {
     return c;
   }
 
-  std::unique_ptr<httplib::SSLClient> Borrow() {
+  std::unique_ptr<httplib::SSLClient> Borrow(bool* reused) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!idle.empty()) {
         std::unique_ptr<httplib::SSLClient> c = std::move(idle.back());
         idle.pop_back();
+        *reused = true;
         return c;
       }
     }
+    *reused = false;
     return NewConnection(options.timeout);
   }
 
@@ -228,12 +230,27 @@ struct Client::Impl {
   Raw Once(const std::string& method, const std::string& path, const std::string& body,
            const std::string& content_type, Client* owner, absl::Status* transport) {
     Raw raw;
-    std::unique_ptr<httplib::SSLClient> c = Borrow();
+    bool reused = false;
+    std::unique_ptr<httplib::SSLClient> c = Borrow(&reused);
     owner->attempts_.fetch_add(1);
     const std::string full = config.base_path + path;
-    httplib::Result r = method == "GET"     ? c->Get(full.c_str(), Headers())
-                        : method == "PATCH" ? c->Patch(full.c_str(), Headers(), body, content_type.c_str())
-                                            : c->Delete(full.c_str(), Headers(), body, content_type.c_str());
+    auto send = [&] {
+      return method == "GET"     ? c->Get(full.c_str(), Headers())
+             : method == "PATCH" ? c->Patch(full.c_str(), Headers(), body, content_type.c_str())
+                                 : c->Delete(full.c_str(), Headers(), body, content_type.c_str());
+    };
+    base::Stopwatch sent;
+    httplib::Result r = send();
+    // A pooled connection the server closed while it sat idle (keep-alive
+    // timeout) fails at once: cpp-httplib takes the waiting TLS close_notify
+    // for "alive" and reuses the socket. Send again on a new connection right
+    // away instead of spending a retry and a backoff (or, with max_attempts
+    // 1, failing) on it. A timeout (as slow as options.timeout) is not this.
+    if (!r && reused && sent.Elapsed() < options.timeout) {
+      c = NewConnection(options.timeout);
+      owner->attempts_.fetch_add(1);
+      r = send();
+    }
     if (!r) {
       const httplib::Error e = r.error();
       *transport = absl::Status(
@@ -420,7 +437,10 @@ absl::Status Client::Watch(const std::string& path, const WatchOptions& options,
         [&](const httplib::Response& res) {
           status = res.status;
           retry_after = res.get_header_value("Retry-After");
-          return true;
+          // Shutdown() between the registration above and this request
+          // being in flight found no socket for stop() to cut: end here
+          // instead of streaming until timeoutSeconds.
+          return !impl_->IsShutDown();
         },
         [&](const char* data, size_t n) {
           if (status != 200) {

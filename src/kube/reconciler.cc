@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/workload/observe.h"
 
@@ -232,9 +233,12 @@ struct Reconciler::Impl {
       ForgetMissing(kind, seen);
       MarkSynced(kind.kind);
       std::string rv = list->resource_version;
-      // Watch until it expires; resume after ordinary ends.
+      // Watch until it expires; resume after ordinary ends; list again
+      // every resync period (what the broker tracks for objects that were
+      // never stored, e.g. refused by another webhook after ours, goes).
       int failures = 0;
-      while (!stopping.load()) {
+      const base::Stopwatch since_list;
+      while (!stopping.load() && since_list.Elapsed() < options.resync) {
         WatchOptions wo;
         wo.label_selector = Selector();
         wo.resource_version = rv;

@@ -395,12 +395,15 @@ std::optional<FieldError> CheckImmutableMetadata(const json& old_obj, const json
 }
 
 // batch/v1 Job: the pod template is immutable except a few scheduling fields
-// while the Job is suspended and has never started.
+// while the Job is suspended and has never started. As in the API server,
+// the OLD object decides: unsuspending and injecting a node selector in one
+// update is allowed (Kueue does it), suspending a started Job and changing
+// its template in one update is not.
 std::optional<FieldError> ValidateJobUpdate(const json& old_obj, const json& new_obj) {
   json old_t = At(old_obj, "/spec/template");
   json new_t = At(new_obj, "/spec/template");
   if (old_t == new_t) return std::nullopt;
-  bool suspended = At(old_obj, "/spec/suspend") == json(true) && At(new_obj, "/spec/suspend") == json(true);
+  bool suspended = At(old_obj, "/spec/suspend") == json(true);
   bool never_started = At(old_obj, "/status/startTime").is_null();
   for (json* t : {&old_t, &new_t}) {
     for (const char* f : {"nodeSelector", "tolerations", "schedulingGates"}) Erase(*t, "/spec", f);
@@ -568,7 +571,7 @@ class FakeKubeApi::Impl {
       return absl::InvalidArgumentError(
           absl::StrCat("cannot load certificate ", options_.cert_file, " and key ", options_.key_file));
     }
-    server_->new_task_queue = [] { return new httplib::ThreadPool(16); };
+    server_->new_task_queue = [] { return new httplib::ThreadPool(48); };
     server_->set_keep_alive_timeout(1);  // bounds how long Stop waits for idle connections
     server_->set_read_timeout(5);
     server_->set_write_timeout(5);

@@ -502,6 +502,10 @@ TEST_F(FakeKubeApiTest, JobTemplateIsMutableOnlyWhileSuspendedAndNeverStarted) {
   auto [image_code, image_body] = Patch(path, image, kMerge);
   EXPECT_EQ(image_code, 422) << "only scheduling fields of the template may change";
   EXPECT_EQ(image_body["details"]["causes"][0]["field"], "spec.template");
+  // The old object decides: unsuspending and adding a node selector in one
+  // patch is allowed (what a release does).
+  json release = {{"spec", {{"suspend", false}, {"template", {{"spec", {{"nodeSelector", {{"zone", "b"}}}}}}}}}};
+  EXPECT_EQ(Patch(path, release, kMerge).first, 200);
 
   // Started and running: the controller set startTime.
   json running = *api_->Get(path);

@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/time/time.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/kube/client.h"
 
@@ -46,6 +47,11 @@ struct ActuatorOptions {
   // Re-reads and re-patches when a `test` fails because the object changed
   // under us (422), at most this many times per order.
   int max_conflicts = 4;
+  // A release that finds no object (the webhook registered it, the API
+  // server has not stored it yet) looks again this many times, this far
+  // apart, before it fails.
+  int not_found_retries = 10;
+  absl::Duration not_found_wait = absl::Milliseconds(200);
 };
 
 // Where the actuator's answers go (Bind(Broker*) wires them to the broker).

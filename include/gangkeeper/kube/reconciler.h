@@ -36,6 +36,8 @@ struct ReconcilerOptions {
   int64_t watch_timeout_seconds = 300;
   absl::Duration not_served_recheck = absl::Minutes(1);
   absl::Duration error_backoff = absl::Seconds(1);
+  // A full list again this often, even when the watch is healthy.
+  absl::Duration resync = absl::Minutes(10);
 };
 
 class Reconciler {

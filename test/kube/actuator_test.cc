@@ -1,0 +1,1196 @@
+// Tests for KubeActuator against FakeKubeApi (a real HTTPS server on
+// loopback): release and suspend of Jobs, Kubeflow jobs and pod groups, the
+// uid test on every patch, the Job template rules, the two phases of a pod
+// group release, retries, dry run and per-workload ordering. Every wait is
+// bounded.
+#include "gangkeeper/kube/actuator.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gangkeeper/kube/client.h"
+#include "gangkeeper/workload/observe.h"
+#include "gangkeeper/workload/workload.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/testing/fake_kube_api.h"
+#include "test/testing/process.h"
+#include "test/testing/status_matchers.h"
+#include "test/testing/temp_dir.h"
+
+namespace gangkeeper::kube {
+namespace {
+
+using json = nlohmann::json;
+using ::gangkeeper::testing::FakeKubeApi;
+using ::gangkeeper::testing::FakeKubeOptions;
+using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::RecordedCall;
+using ::gangkeeper::testing::ScriptedFailure;
+using ::gangkeeper::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kJobs[] = "/apis/batch/v1/namespaces/team-a/jobs";
+constexpr char kPods[] = "/api/v1/namespaces/team-a/pods";
+constexpr char kPyTorchJobs[] = "/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs";
+constexpr char kJsonPatch[] = "application/json-patch+json";
+constexpr char kAnnotation[] = "gangkeeper.io/admitted-flavors";
+constexpr char kGate[] = "gangkeeper.io/admission";
+constexpr auto kWait = std::chrono::seconds(10);
+
+// ---- Objects -----------------------------------------------------------------
+
+// A suspended 2-worker Job whose template already selects disk=ssd and
+// topology.example.com/zone=z1 and tolerates team=a.
+json JobObject(const std::string& name) {
+  return {{"metadata", {{"name", name}, {"labels", {{"kueue.x-k8s.io/queue-name", "lq"}}}}},
+          {"spec",
+           {{"suspend", true},
+            {"parallelism", 2},
+            {"completions", 2},
+            {"template",
+             {{"metadata", {{"labels", {{"app", "train"}}}}},
+              {"spec",
+               {{"restartPolicy", "Never"},
+                {"nodeSelector", {{"disk", "ssd"}, {"topology.example.com/zone", "z1"}}},
+                {"tolerations", {{{"key", "team"}, {"operator", "Equal"}, {"value", "a"}, {"effect", "NoSchedule"}}}},
+                {"containers", {{{"name", "w"}, {"image", "cuda:12"}}}}}}}}}}};
+}
+
+json PodTemplate() {
+  return {{"spec", {{"restartPolicy", "OnFailure"}, {"containers", {{{"name", "pytorch"}, {"image", "torch:2"}}}}}}};
+}
+
+json PyTorchJobObject(const std::string& name) {
+  return {{"metadata", {{"name", name}}},
+          {"spec",
+           {{"runPolicy", {{"suspend", true}}},
+            {"pytorchReplicaSpecs",
+             {{"Master", {{"replicas", 1}, {"template", PodTemplate()}}},
+              {"Worker", {{"replicas", 2}, {"template", PodTemplate()}}}}}}}};
+}
+
+json GatedPod(const std::string& name, const std::string& group) {
+  return {{"metadata",
+           {{"name", name},
+            {"labels", {{"kueue.x-k8s.io/pod-group-name", group}, {"kueue.x-k8s.io/queue-name", "lq"}}},
+            {"annotations", {{"kueue.x-k8s.io/pod-group-total-count", "4"}}}}},
+          {"spec",
+           {{"schedulingGates", {{{"name", kGate}}}},
+            {"nodeSelector", {{"disk", "ssd"}}},
+            {"containers", {{{"name", "w"}, {"image", "cuda:12"}}}}}}};
+}
+
+// ---- Orders ------------------------------------------------------------------
+
+const std::map<std::string, std::string> kA100Labels = {{"gpu.example.com/class", "a100"},
+                                                         {"topology.example.com/zone", "z1"}};
+
+model::Toleration GpuToleration() {
+  model::Toleration t;
+  t.key = "nvidia.com/gpu";
+  t.op = "Exists";
+  t.effect = "NoSchedule";
+  return t;
+}
+
+model::Toleration TeamToleration() {  // the one the Job template has already
+  model::Toleration t;
+  t.key = "team";
+  t.op = "Equal";
+  t.value = "a";
+  t.effect = "NoSchedule";
+  return t;
+}
+
+workload::PodSet MakePodSet(const std::string& name, int64_t count, const std::string& pointer) {
+  workload::PodSet ps;
+  ps.name = name;
+  ps.count = count;
+  ps.template_pointer = pointer;
+  return ps;
+}
+
+std::shared_ptr<const workload::Workload> JobWorkload(const std::string& name, const std::string& uid) {
+  auto w = std::make_shared<workload::Workload>();
+  w->kind = workload::Kind::kJob;
+  w->api_version = "batch/v1";
+  w->namespace_name = "team-a";
+  w->name = name;
+  w->uid = uid;
+  w->suspended = true;
+  w->pod_sets = {MakePodSet("main", 2, "/spec/template")};
+  return w;
+}
+
+std::shared_ptr<const workload::Workload> PyTorchWorkload(const std::string& name, const std::string& uid) {
+  auto w = std::make_shared<workload::Workload>();
+  w->kind = workload::Kind::kPyTorchJob;
+  w->api_version = "kubeflow.org/v1";
+  w->namespace_name = "team-a";
+  w->name = name;
+  w->uid = uid;
+  w->suspended = true;
+  w->pod_sets = {MakePodSet("master", 1, "/spec/pytorchReplicaSpecs/Master/template"),
+                 MakePodSet("worker", 2, "/spec/pytorchReplicaSpecs/Worker/template")};
+  return w;
+}
+
+std::shared_ptr<const workload::Workload> PodGroupWorkload(const std::string& group) {
+  auto w = std::make_shared<workload::Workload>();
+  w->kind = workload::Kind::kPod;
+  w->api_version = "v1";
+  w->namespace_name = "team-a";
+  w->name = group;
+  w->suspended = true;
+  w->pod_group_name = group;
+  w->pod_group_total_count = 4;
+  w->pod_sets = {MakePodSet("main", 4, "")};
+  return w;
+}
+
+broker::ReleaseOrder::PodSetPlacement Placement(const std::string& name, std::map<std::string, std::string> labels,
+                                                std::vector<model::Toleration> tolerations) {
+  broker::ReleaseOrder::PodSetPlacement p;
+  p.name = name;
+  p.node_selector = std::move(labels);
+  p.tolerations = std::move(tolerations);
+  return p;
+}
+
+broker::PodSetAssignment PodSetAssignment(const std::string& name, int64_t count, const std::string& flavor) {
+  broker::PodSetAssignment a;
+  a.name = name;
+  a.count = count;
+  a.flavors = {{"nvidia.com/gpu", flavor}, {"cpu", "default"}};
+  return a;
+}
+
+// Release of the Job `name`: the a100 flavor (its labels, one of which the
+// template selects already) and the gpu toleration plus team=a (which the
+// template has already).
+broker::ReleaseOrder JobRelease(const std::string& name, const std::string& uid) {
+  broker::ReleaseOrder o;
+  o.key = {"team-a", name};
+  o.uid = uid;
+  o.workload = JobWorkload(name, uid);
+  o.assignment.cluster_queue = "cq-gpu";
+  o.assignment.pod_sets = {PodSetAssignment("main", 2, "a100")};
+  o.placements = {Placement("main", kA100Labels, {GpuToleration(), TeamToleration()})};
+  return o;
+}
+
+broker::SuspendOrder SuspendOf(const broker::ReleaseOrder& r, const std::string& reason = "InClusterQueue") {
+  broker::SuspendOrder s;
+  s.key = r.key;
+  s.uid = r.uid;
+  s.workload = r.workload;
+  s.reason = reason;
+  s.message = "preempted by team-a/urgent";
+  s.preemptor = {"team-a", "urgent"};
+  return s;
+}
+
+broker::ReleaseOrder PodGroupRelease(const std::string& group) {
+  broker::ReleaseOrder o;
+  o.key = {"team-a", group};
+  o.uid = "group-uid-" + group;
+  o.workload = PodGroupWorkload(group);
+  o.assignment.cluster_queue = "cq-gpu";
+  o.assignment.pod_sets = {PodSetAssignment("main", 4, "a100")};
+  o.placements = {Placement("main", {{"gpu.example.com/class", "a100"}}, {GpuToleration()})};
+  return o;
+}
+
+// ---- Results -----------------------------------------------------------------
+
+struct Result {
+  bool release = false;  // else stopped
+  broker::WorkloadKey key;
+  std::string uid;
+  absl::Status status;
+  std::string detail;
+};
+
+class Recorder {
+ public:
+  ActuatorCallbacks Callbacks() {
+    ActuatorCallbacks c;
+    c.released = [this](const broker::WorkloadKey& key, const std::string& uid, absl::Status result,
+                        const std::string& detail) { Add({true, key, uid, std::move(result), detail}); };
+    c.stopped = [this](const broker::WorkloadKey& key, const std::string& uid, const std::string& detail) {
+      Add({false, key, uid, absl::OkStatus(), detail});
+    };
+    return c;
+  }
+
+  // Waits (bounded) until `n` results arrived; returns them all.
+  std::vector<Result> WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kWait, [&] { return results_.size() >= n; });
+    return results_;
+  }
+  std::vector<Result> Snapshot() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return results_;
+  }
+
+ private:
+  void Add(Result r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    results_.push_back(std::move(r));
+    cv_.notify_all();
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Result> results_;
+};
+
+// ---- Fixture -----------------------------------------------------------------
+
+class ActuatorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    certs_ = new TempDir();
+    auto r = gangkeeper::testing::RunCommand(
+        {gangkeeper::testing::GangkeeperBinary(), "certs", "--out", certs_->path()}, absl::Seconds(60));
+    ASSERT_THAT(r, IsOk());
+    ASSERT_EQ(r->exit_code, 0) << r->err;
+  }
+  static void TearDownTestSuite() {
+    delete certs_;
+    certs_ = nullptr;
+  }
+
+  void SetUp() override {
+    FakeKubeOptions o;
+    o.cert_file = certs_->File("tls.crt");
+    o.key_file = certs_->File("tls.key");
+    auto api = FakeKubeApi::Start(o);
+    ASSERT_THAT(api, IsOk());
+    api_ = *std::move(api);
+
+    ClusterConfig config;
+    config.host = "127.0.0.1";
+    config.port = api_->port();
+    config.ca_pem = ReadFile(certs_->File("ca.crt"));
+    config.token = "fake-token";
+    config.source = "test";
+    ClientOptions options;
+    options.timeout = absl::Seconds(5);
+    options.retry.max_attempts = 4;
+    options.retry.initial_backoff = absl::Milliseconds(10);
+    options.retry.max_backoff = absl::Milliseconds(50);
+    options.retry.max_total = absl::Seconds(20);
+    auto client = Client::Create(config, options);
+    ASSERT_THAT(client, IsOk());
+    client_ = *std::move(client);
+  }
+
+  void TearDown() override {
+    actuator_.reset();  // before the client it uses
+    client_.reset();
+    api_.reset();
+  }
+
+  static std::string ReadFile(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return "";
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    std::fclose(f);
+    return out;
+  }
+
+  KubeActuator& StartActuator(ActuatorOptions options = {}) {
+    actuator_ = std::make_unique<KubeActuator>(client_.get(), options);
+    actuator_->Bind(recorder_.Callbacks());
+    return *actuator_;
+  }
+
+  json MustCreate(const std::string& collection, json obj) {
+    auto r = api_->Create(collection, std::move(obj));
+    EXPECT_THAT(r, IsOk());
+    return r.ok() ? *r : json();
+  }
+  json MustGet(const std::string& path) {
+    auto r = api_->Get(path);
+    EXPECT_THAT(r, IsOk()) << path;
+    return r.ok() ? *r : json();
+  }
+
+  // The calls of `method` (every method when empty).
+  std::vector<RecordedCall> CallsOf(const std::string& method) const {
+    std::vector<RecordedCall> out;
+    for (const RecordedCall& c : api_->Calls()) {
+      if (method.empty() || c.method == method) out.push_back(c);
+    }
+    return out;
+  }
+
+  // Every PATCH is a JSON patch whose first op tests metadata.uid against
+  // the uid of the object it went to (looked up in `uids` by path, without
+  // a /status suffix).
+  void ExpectPatchesTestUid(const std::map<std::string, std::string>& uids) {
+    for (const RecordedCall& c : CallsOf("PATCH")) {
+      SCOPED_TRACE(c.path + " " + c.body);
+      EXPECT_EQ(c.content_type, kJsonPatch);
+      json body = json::parse(c.body, nullptr, false);
+      ASSERT_TRUE(body.is_array()) << "a JSON patch";
+      ASSERT_FALSE(body.empty());
+      std::string path = c.path;
+      if (absl::EndsWith(path, "/status")) path.resize(path.size() - 7);
+      auto it = uids.find(path);
+      ASSERT_NE(it, uids.end()) << "a PATCH to an unexpected path";
+      EXPECT_EQ(body[0], json({{"op", "test"}, {"path", "/metadata/uid"}, {"value", it->second}}));
+    }
+  }
+
+  static TempDir* certs_;
+  std::unique_ptr<FakeKubeApi> api_;
+  std::unique_ptr<Client> client_;
+  Recorder recorder_;
+  std::unique_ptr<KubeActuator> actuator_;
+};
+
+TempDir* ActuatorTest::certs_ = nullptr;
+
+json GpuTolerationJson() { return {{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}; }
+json TeamTolerationJson() {
+  return {{"key", "team"}, {"operator", "Equal"}, {"value", "a"}, {"effect", "NoSchedule"}};
+}
+
+bool HasGate(const json& pod) {
+  const json gates = pod["spec"].value("schedulingGates", json::array());
+  for (const json& g : gates) {
+    if (g.value("name", "") == kGate) return true;
+  }
+  return false;
+}
+
+// An object's map/list that may be absent or emptied: {} / [] when absent.
+json OrEmptyObject(const json& parent, const char* key) {
+  return parent.contains(key) ? parent[key] : json::object();
+}
+
+// ---- 1. Release of a Job -----------------------------------------------------
+
+TEST_F(ActuatorTest, ReleasesJobWithFlavorPlacementAndRecord) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const std::string uid = created["metadata"]["uid"];
+  StartActuator();
+
+  actuator_->Release(JobRelease("train", uid));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].release);
+  EXPECT_EQ(results[0].key, (broker::WorkloadKey{"team-a", "train"}));
+  EXPECT_EQ(results[0].uid, uid);
+  ASSERT_THAT(results[0].status, IsOk());
+  EXPECT_THAT(results[0].detail, HasSubstr("PATCH " + path));
+  EXPECT_THAT(results[0].detail, HasSubstr("gpu.example.com/class=a100"));
+
+  const json job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], false);
+  const json& tspec = job["spec"]["template"]["spec"];
+  EXPECT_EQ(tspec["nodeSelector"], json({{"disk", "ssd"},
+                                         {"topology.example.com/zone", "z1"},
+                                         {"gpu.example.com/class", "a100"}}));
+  EXPECT_EQ(tspec["tolerations"], json::array({TeamTolerationJson(), GpuTolerationJson()}))
+      << "existing kept, the flavor's appended once";
+  EXPECT_EQ(tspec["containers"], created["spec"]["template"]["spec"]["containers"]);
+
+  // The record: flavors and exactly what was added.
+  ASSERT_TRUE(job["metadata"]["annotations"].contains(kAnnotation));
+  json record = json::parse(job["metadata"]["annotations"][kAnnotation].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(record.is_object());
+  EXPECT_EQ(record["clusterQueue"], "cq-gpu");
+  ASSERT_EQ(record["podSets"].size(), 1u);
+  EXPECT_EQ(record["podSets"][0]["name"], "main");
+  EXPECT_EQ(record["podSets"][0]["flavors"], json({{"nvidia.com/gpu", "a100"}, {"cpu", "default"}}));
+  EXPECT_EQ(record["podSets"][0]["nodeSelector"], json({{"gpu.example.com/class", "a100"}}))
+      << "the zone label was in the template already";
+  EXPECT_EQ(record["podSets"][0]["tolerations"], json::array({GpuTolerationJson()}));
+
+  // Calls: one GET, one JSON patch that tests the uid first.
+  std::vector<RecordedCall> calls = api_->Calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].method, "GET");
+  EXPECT_EQ(calls[0].path, path);
+  EXPECT_EQ(calls[1].method, "PATCH");
+  EXPECT_EQ(calls[1].path, path);
+  EXPECT_EQ(calls[1].status, 200);
+  EXPECT_EQ(calls[1].authorization, "Bearer fake-token");
+  ExpectPatchesTestUid({{path, uid}});
+  json ops = json::parse(calls[1].body);
+  EXPECT_EQ(ops.back(), json({{"op", "add"}, {"path", "/spec/suspend"}, {"value", false}}));
+  bool escaped = false;
+  for (const json& op : ops) {
+    if (op["path"] == "/spec/template/spec/nodeSelector/gpu.example.com~1class") escaped = true;
+  }
+  EXPECT_TRUE(escaped) << "label keys are escaped in JSON pointers: " << ops.dump();
+}
+
+TEST_F(ActuatorTest, ReleaseAddsNodeSelectorAndTolerationsWhenTemplateHasNone) {
+  const std::string path = std::string(kJobs) + "/bare";
+  json obj = JobObject("bare");
+  obj["spec"]["template"]["spec"].erase("nodeSelector");
+  obj["spec"]["template"]["spec"].erase("tolerations");
+  obj["metadata"].erase("labels");
+  const std::string uid = MustCreate(kJobs, obj)["metadata"]["uid"];
+  StartActuator();
+
+  actuator_->Release(JobRelease("bare", uid));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  const json job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], false);
+  EXPECT_EQ(job["spec"]["template"]["spec"]["nodeSelector"], json(kA100Labels));
+  EXPECT_EQ(job["spec"]["template"]["spec"]["tolerations"], json::array({GpuTolerationJson(), TeamTolerationJson()}));
+  json record = json::parse(job["metadata"]["annotations"][kAnnotation].get<std::string>());
+  EXPECT_EQ(record["podSets"][0]["nodeSelector"], json(kA100Labels));
+  ExpectPatchesTestUid({{path, uid}});
+
+  // And suspend takes all of it out again.
+  actuator_->Suspend(SuspendOf(JobRelease("bare", uid)));
+  results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[1].release);
+  const json after = MustGet(path);
+  EXPECT_EQ(after["spec"]["suspend"], true);
+  EXPECT_EQ(OrEmptyObject(after["spec"]["template"]["spec"], "nodeSelector"), json::object());
+  EXPECT_TRUE(after["spec"]["template"]["spec"].value("tolerations", json::array()).empty());
+  EXPECT_FALSE(after["metadata"].value("annotations", json::object()).contains(kAnnotation));
+  ExpectPatchesTestUid({{path, uid}});
+}
+
+// ---- 2. Already released; replaced object ----------------------------------
+
+TEST_F(ActuatorTest, ReleasingAReleasedJobChangesNothing) {
+  const std::string path = std::string(kJobs) + "/train";
+  const std::string uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];
+  StartActuator();
+  actuator_->Release(JobRelease("train", uid));
+  ASSERT_EQ(recorder_.WaitFor(1).size(), 1u);
+  const json released = MustGet(path);
+  const int64_t rv = api_->resource_version();
+  api_->ClearCalls();
+
+  actuator_->Release(JobRelease("train", uid));
+  std::vector<Result> results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_TRUE(results[1].release);
+  ASSERT_THAT(results[1].status, IsOk());
+  EXPECT_EQ(results[1].detail, "already released");
+  EXPECT_TRUE(CallsOf("PATCH").empty());
+  EXPECT_EQ(MustGet(path), released);
+  EXPECT_EQ(api_->resource_version(), rv);
+}
+
+TEST_F(ActuatorTest, ReleaseOfAReplacedObjectFailsAndTouchesNothing) {
+  const std::string path = std::string(kJobs) + "/train";
+  const std::string old_uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];
+  ASSERT_THAT(api_->Delete(path), IsOk());
+  const json replacement = MustCreate(kJobs, JobObject("train"));
+  ASSERT_NE(replacement["metadata"]["uid"], old_uid);
+  StartActuator();
+  api_->ClearCalls();
+
+  actuator_->Release(JobRelease("train", old_uid));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].release);
+  EXPECT_FALSE(results[0].status.ok());
+  EXPECT_THAT(std::string(results[0].status.message()), HasSubstr(old_uid));
+  EXPECT_TRUE(CallsOf("PATCH").empty());
+  EXPECT_EQ(MustGet(path), replacement);
+  EXPECT_EQ(MustGet(path)["spec"]["suspend"], true);
+}
+
+TEST_F(ActuatorTest, ReleaseOfAJobUnsuspendedBySomeoneElseReportsIt) {
+  json obj = JobObject("train");
+  obj["spec"]["suspend"] = false;
+  const std::string uid = MustCreate(kJobs, obj)["metadata"]["uid"];
+  StartActuator();
+  api_->ClearCalls();
+  actuator_->Release(JobRelease("train", uid));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  EXPECT_THAT(results[0].detail, HasSubstr("unsuspended by someone else"));
+  EXPECT_TRUE(CallsOf("PATCH").empty());
+}
+
+// ---- 3. Conflicting template nodeSelector -----------------------------------
+
+TEST_F(ActuatorTest, ConflictingTemplateNodeSelectorFailsNamingTheKey) {
+  const std::string path = std::string(kJobs) + "/train";
+  json obj = JobObject("train");
+  obj["spec"]["template"]["spec"]["nodeSelector"]["gpu.example.com/class"] = "h100";
+  const json created = MustCreate(kJobs, obj);
+  StartActuator();
+  api_->ClearCalls();
+
+  actuator_->Release(JobRelease("train", created["metadata"]["uid"]));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status.code(), absl::StatusCode::kInvalidArgument) << results[0].status;
+  EXPECT_THAT(std::string(results[0].status.message()), HasSubstr("gpu.example.com/class"));
+  EXPECT_THAT(std::string(results[0].status.message()), HasSubstr("h100"));
+  EXPECT_TRUE(CallsOf("PATCH").empty());
+  EXPECT_EQ(MustGet(path), created);
+}
+
+// ---- 4. Suspend of a started Job --------------------------------------------
+
+TEST_F(ActuatorTest, SuspendOfStartedJobClearsStartTimeThenRestoresTemplate) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const std::string uid = created["metadata"]["uid"];
+  const broker::ReleaseOrder release = JobRelease("train", uid);
+  StartActuator();
+  actuator_->Release(release);
+  ASSERT_EQ(recorder_.WaitFor(1).size(), 1u);
+  ASSERT_THAT(recorder_.Snapshot()[0].status, IsOk());
+
+  // The Job controller starts it.
+  json running = MustGet(path);
+  ASSERT_EQ(running["spec"]["suspend"], false);
+  running["status"]["startTime"] = "2025-01-01T00:00:00Z";
+  running["status"]["active"] = 2;
+  ASSERT_THAT(api_->Replace(path, running), IsOk());
+  api_->ClearCalls();
+
+  actuator_->Suspend(SuspendOf(release));
+  std::vector<Result> results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[1].release);
+  EXPECT_EQ(results[1].key, release.key);
+  EXPECT_EQ(results[1].uid, uid);
+  EXPECT_THAT(results[1].detail, HasSubstr("suspended"));
+  EXPECT_THAT(results[1].detail, HasSubstr("startTime cleared"));
+  EXPECT_THAT(results[1].detail, HasSubstr("templates restored"));
+  EXPECT_THAT(results[1].detail, HasSubstr("InClusterQueue"));
+
+  const json job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], true);
+  EXPECT_FALSE(job["status"].contains("startTime"));
+  EXPECT_EQ(job["spec"]["template"], created["spec"]["template"]) << "what release added is gone, the rest kept";
+  EXPECT_FALSE(job["metadata"].value("annotations", json::object()).contains(kAnnotation));
+
+  // Suspend, clear startTime through /status, restore: in that order.
+  std::vector<RecordedCall> patches = CallsOf("PATCH");
+  ASSERT_EQ(patches.size(), 3u);
+  for (const RecordedCall& c : patches) EXPECT_EQ(c.status, 200) << c.path << " " << c.body;
+  EXPECT_EQ(patches[0].path, path);
+  EXPECT_THAT(patches[0].body, HasSubstr("/spec/suspend"));
+  EXPECT_EQ(patches[1].path, path + "/status");
+  EXPECT_THAT(patches[1].body, HasSubstr("/status/startTime"));
+  EXPECT_EQ(patches[2].path, path);
+  EXPECT_THAT(patches[2].body, HasSubstr("/spec/template/spec/nodeSelector/gpu.example.com~1class"));
+  EXPECT_THAT(patches[2].body, HasSubstr("/metadata/annotations/gangkeeper.io~1admitted-flavors"));
+  EXPECT_THAT(patches[2].body, ::testing::Not(HasSubstr("topology.example.com~1zone")))
+      << "the template selected the zone before release";
+  ExpectPatchesTestUid({{path, uid}});
+
+  // Again: nothing left to do.
+  api_->ClearCalls();
+  actuator_->Suspend(SuspendOf(release));
+  results = recorder_.WaitFor(3);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_FALSE(results[2].release);
+  EXPECT_THAT(results[2].detail, HasSubstr("already suspended"));
+  EXPECT_TRUE(CallsOf("PATCH").empty());
+  EXPECT_EQ(MustGet(path), job);
+
+  // Deleted: gone already.
+  ASSERT_THAT(api_->Delete(path), IsOk());
+  actuator_->Suspend(SuspendOf(release));
+  results = recorder_.WaitFor(4);
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_FALSE(results[3].release);
+  EXPECT_THAT(results[3].detail, HasSubstr("already gone"));
+}
+
+TEST_F(ActuatorTest, SuspendOfReleasedJobThatNeverStarted) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const broker::ReleaseOrder release = JobRelease("train", created["metadata"]["uid"]);
+  StartActuator();
+  actuator_->Release(release);
+  ASSERT_EQ(recorder_.WaitFor(1).size(), 1u);
+  api_->ClearCalls();
+
+  actuator_->Suspend(SuspendOf(release));
+  std::vector<Result> results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[1].release);
+  EXPECT_THAT(results[1].detail, ::testing::Not(HasSubstr("startTime")));
+  const json job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], true);
+  EXPECT_EQ(job["spec"]["template"], created["spec"]["template"]);
+  EXPECT_EQ(CallsOf("PATCH").size(), 2u) << "suspend, restore; no /status";
+  ExpectPatchesTestUid({{path, release.uid}});
+}
+
+TEST_F(ActuatorTest, SuspendOfAnObjectReplacedUnderTheSameNameTouchesNothing) {
+  const std::string path = std::string(kJobs) + "/train";
+  const std::string old_uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];
+  ASSERT_THAT(api_->Delete(path), IsOk());
+  json running = JobObject("train");
+  running["spec"]["suspend"] = false;
+  const json replacement = MustCreate(kJobs, running);
+  StartActuator();
+  api_->ClearCalls();
+
+  actuator_->Suspend(SuspendOf(JobRelease("train", old_uid)));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_FALSE(results[0].release);
+  EXPECT_THAT(results[0].detail, HasSubstr("already gone"));
+  EXPECT_TRUE(CallsOf("PATCH").empty());
+  EXPECT_EQ(MustGet(path), replacement);
+}
+
+// ---- 5. PyTorchJob ----------------------------------------------------------
+
+TEST_F(ActuatorTest, ReleasesAndSuspendsPyTorchJobMasterAndWorker) {
+  const std::string path = std::string(kPyTorchJobs) + "/pt";
+  const json created = MustCreate(kPyTorchJobs, PyTorchJobObject("pt"));
+  const std::string uid = created["metadata"]["uid"];
+  broker::ReleaseOrder order;
+  order.key = {"team-a", "pt"};
+  order.uid = uid;
+  order.workload = PyTorchWorkload("pt", uid);
+  order.assignment.cluster_queue = "cq-gpu";
+  order.assignment.pod_sets = {PodSetAssignment("master", 1, "cpu-only"), PodSetAssignment("worker", 2, "a100")};
+  order.placements = {Placement("master", {{"pool", "cpu"}}, {}),
+                      Placement("worker", kA100Labels, {GpuToleration()})};
+  StartActuator();
+
+  actuator_->Release(order);
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  EXPECT_THAT(results[0].detail, HasSubstr("master: nodeSelector {pool=cpu}"));
+  EXPECT_THAT(results[0].detail, HasSubstr("worker:"));
+
+  json pt = MustGet(path);
+  EXPECT_EQ(pt["spec"]["runPolicy"]["suspend"], false);
+  const json& master = pt["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"];
+  const json& worker = pt["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"];
+  EXPECT_EQ(master["nodeSelector"], json({{"pool", "cpu"}}));
+  EXPECT_FALSE(master.contains("tolerations"));
+  EXPECT_EQ(worker["nodeSelector"], json(kA100Labels));
+  EXPECT_EQ(worker["tolerations"], json::array({GpuTolerationJson()}));
+  json record = json::parse(pt["metadata"]["annotations"][kAnnotation].get<std::string>());
+  ASSERT_EQ(record["podSets"].size(), 2u);
+  EXPECT_EQ(record["podSets"][0]["name"], "master");
+  EXPECT_EQ(record["podSets"][0]["flavors"]["nvidia.com/gpu"], "cpu-only");
+  EXPECT_EQ(record["podSets"][1]["name"], "worker");
+  EXPECT_EQ(record["podSets"][1]["flavors"]["nvidia.com/gpu"], "a100");
+  ASSERT_EQ(CallsOf("PATCH").size(), 1u);
+  ExpectPatchesTestUid({{path, uid}});
+
+  // Suspend: runPolicy.suspend back to true, templates as they were.
+  api_->ClearCalls();
+  broker::SuspendOrder suspend;
+  suspend.key = order.key;
+  suspend.uid = uid;
+  suspend.workload = order.workload;
+  suspend.reason = "InCohortReclamation";
+  actuator_->Suspend(suspend);
+  results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[1].release);
+  pt = MustGet(path);
+  EXPECT_EQ(pt["spec"]["runPolicy"]["suspend"], true);
+  for (const char* role : {"Master", "Worker"}) {
+    const json& spec = pt["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"];
+    EXPECT_EQ(OrEmptyObject(spec, "nodeSelector"), json::object()) << role;
+    EXPECT_TRUE(spec.value("tolerations", json::array()).empty()) << role;
+    EXPECT_EQ(spec["containers"], PodTemplate()["spec"]["containers"]) << role;
+  }
+  EXPECT_FALSE(pt["metadata"].value("annotations", json::object()).contains(kAnnotation));
+  EXPECT_EQ(CallsOf("PATCH").size(), 2u) << "suspend, restore (no startTime for Kubeflow)";
+  ExpectPatchesTestUid({{path, uid}});
+}
+
+// ---- 6. Pod groups ------------------------------------------------------------
+
+class PodGroupTest : public ActuatorTest {
+ protected:
+  // Creates p1..p4 of group g1; remembers their uids by path.
+  void CreateGroup() {
+    for (const char* name : {"p1", "p2", "p3", "p4"}) {
+      const json pod = MustCreate(kPods, GatedPod(name, "g1"));
+      ASSERT_EQ(pod["spec"]["tolerations"].size(), 2u) << "the fake's default tolerations";
+      uids_[std::string(kPods) + "/" + name] = pod["metadata"]["uid"];
+      created_[name] = pod;
+    }
+    // Another group and a pod without a group in the namespace: untouched.
+    MustCreate(kPods, GatedPod("other", "g2"));
+  }
+  std::map<std::string, std::string> uids_;
+  std::map<std::string, json> created_;
+};
+
+TEST_F(PodGroupTest, ReleasePlacesEveryPodThenUngatesThem) {
+  CreateGroup();
+  StartActuator();
+  api_->ClearCalls();
+
+  actuator_->Release(PodGroupRelease("g1"));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  EXPECT_THAT(results[0].detail, HasSubstr("ungated 4 pod(s)"));
+
+  for (const char* name : {"p1", "p2", "p3", "p4"}) {
+    SCOPED_TRACE(name);
+    const json pod = MustGet(std::string(kPods) + "/" + name);
+    EXPECT_FALSE(HasGate(pod));
+    EXPECT_EQ(pod["spec"]["nodeSelector"], json({{"disk", "ssd"}, {"gpu.example.com/class", "a100"}}));
+    json want_tolerations = created_[name]["spec"]["tolerations"];
+    want_tolerations.push_back(GpuTolerationJson());
+    EXPECT_EQ(pod["spec"]["tolerations"], want_tolerations) << "the default tolerations kept";
+  }
+  EXPECT_TRUE(HasGate(MustGet(std::string(kPods) + "/other")));
+
+  // Phase 1 (placement) on every pod before phase 2 (gate) on any.
+  std::vector<RecordedCall> patches = CallsOf("PATCH");
+  ASSERT_EQ(patches.size(), 8u);
+  for (size_t i = 0; i < patches.size(); ++i) {
+    SCOPED_TRACE(patches[i].body);
+    EXPECT_EQ(patches[i].status, 200);
+    const bool gate = absl::StrContains(patches[i].body, "/spec/schedulingGates");
+    EXPECT_EQ(gate, i >= 4) << "patch " << i << " to " << patches[i].path;
+  }
+  ExpectPatchesTestUid(uids_);
+  EXPECT_TRUE(CallsOf("DELETE").empty());
+
+  // Again: nothing gated is left, nothing is patched.
+  api_->ClearCalls();
+  actuator_->Release(PodGroupRelease("g1"));
+  results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_THAT(results[1].status, IsOk());
+  EXPECT_TRUE(CallsOf("PATCH").empty());
+}
+
+TEST_F(PodGroupTest, PhaseOneFailureLeavesEveryPodGated) {
+  CreateGroup();
+  StartActuator();
+  ScriptedFailure f;
+  f.method = "PATCH";
+  f.path_contains = std::string(kPods) + "/p3";
+  f.status = 403;
+  f.times = -1;
+  api_->Fail(f);
+  api_->ClearCalls();
+
+  actuator_->Release(PodGroupRelease("g1"));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].release);
+  EXPECT_EQ(results[0].status.code(), absl::StatusCode::kPermissionDenied) << results[0].status;
+  EXPECT_THAT(std::string(results[0].status.message()), HasSubstr("p3"));
+  EXPECT_THAT(std::string(results[0].status.message()), HasSubstr("no pod was ungated"));
+  for (const char* name : {"p1", "p2", "p3", "p4"}) {
+    EXPECT_TRUE(HasGate(MustGet(std::string(kPods) + "/" + name))) << name;
+  }
+  for (const RecordedCall& c : CallsOf("PATCH")) {
+    EXPECT_THAT(c.body, ::testing::Not(HasSubstr("schedulingGates"))) << "no gate removal was tried";
+  }
+  EXPECT_TRUE(CallsOf("DELETE").empty());
+  api_->ClearFailures();
+}
+
+TEST_F(PodGroupTest, PhaseTwoFailureDeletesThePodsAlreadyUngated) {
+  CreateGroup();
+  StartActuator();
+  // p3's first PATCH (its placement, phase 1) goes through: a delay-only
+  // failure of zero length consumes the first match. Every later PATCH of
+  // p3 (the gate removal, phase 2) is refused.
+  ScriptedFailure pass;
+  pass.method = "PATCH";
+  pass.path_contains = std::string(kPods) + "/p3";
+  pass.status = 0;
+  pass.times = 1;
+  api_->Fail(pass);
+  ScriptedFailure refuse = pass;
+  refuse.status = 403;
+  refuse.times = -1;
+  api_->Fail(refuse);
+  api_->ClearCalls();
+
+  actuator_->Release(PodGroupRelease("g1"));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status.code(), absl::StatusCode::kPermissionDenied) << results[0].status;
+  EXPECT_THAT(std::string(results[0].status.message()), HasSubstr("pod p3 could not be ungated"));
+  EXPECT_THAT(std::string(results[0].status.message()), HasSubstr("2 ungated pod(s) deleted"));
+
+  // p1 and p2 had been ungated: deleted. p3 and p4 still gated.
+  std::vector<std::string> left;
+  for (const json& pod : api_->List(kPods)) {
+    const std::string name = pod["metadata"]["name"];
+    left.push_back(name);
+    EXPECT_TRUE(HasGate(pod)) << name << " is ungated";
+  }
+  EXPECT_THAT(left, ::testing::ElementsAre("other", "p3", "p4"));
+  std::vector<RecordedCall> deletes = CallsOf("DELETE");
+  ASSERT_EQ(deletes.size(), 2u);
+  EXPECT_EQ(deletes[0].path, std::string(kPods) + "/p1");
+  EXPECT_EQ(deletes[1].path, std::string(kPods) + "/p2");
+  for (const RecordedCall& d : deletes) {
+    json body = json::parse(d.body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << d.body;
+    EXPECT_EQ(body.value("propagationPolicy", ""), "Background") << d.body;
+    EXPECT_EQ(body["preconditions"]["uid"], uids_[d.path]) << "only the pod that was ungated";
+  }
+  // Phase 1 did reach every pod, p3 included, before any gate was removed.
+  int placements = 0;
+  for (const RecordedCall& c : CallsOf("PATCH")) {
+    if (!absl::StrContains(c.body, "schedulingGates")) ++placements;
+  }
+  EXPECT_EQ(placements, 4);
+  ExpectPatchesTestUid(uids_);
+  api_->ClearFailures();
+}
+
+// ---- 7. Suspend of a pod group ---------------------------------------------
+
+TEST_F(PodGroupTest, SuspendDeletesEveryPodWithUidPreconditions) {
+  CreateGroup();
+  StartActuator();
+  actuator_->Release(PodGroupRelease("g1"));
+  ASSERT_EQ(recorder_.WaitFor(1).size(), 1u);
+  ASSERT_THAT(recorder_.Snapshot()[0].status, IsOk());
+  api_->ClearCalls();
+
+  broker::SuspendOrder s;
+  s.key = {"team-a", "g1"};
+  s.uid = "group-uid-g1";
+  s.workload = PodGroupWorkload("g1");
+  s.reason = "InClusterQueue";
+  actuator_->Suspend(s);
+  std::vector<Result> results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[1].release);
+  EXPECT_EQ(results[1].key, s.key);
+  EXPECT_THAT(results[1].detail, HasSubstr("deleted 4 pod(s)"));
+
+  std::vector<json> left = api_->List(kPods);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0]["metadata"]["name"], "other");
+  std::vector<RecordedCall> deletes = CallsOf("DELETE");
+  ASSERT_EQ(deletes.size(), 4u);
+  for (const RecordedCall& d : deletes) {
+    SCOPED_TRACE(d.path);
+    EXPECT_EQ(d.status, 200);
+    json body = json::parse(d.body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << d.body;
+    ASSERT_TRUE(uids_.count(d.path));
+    EXPECT_EQ(body["preconditions"]["uid"], uids_[d.path]);
+    EXPECT_EQ(body["propagationPolicy"], "Background");
+  }
+  EXPECT_TRUE(CallsOf("PATCH").empty());
+
+  // Nothing left: stopped again.
+  actuator_->Suspend(s);
+  results = recorder_.WaitFor(3);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_FALSE(results[2].release);
+  EXPECT_THAT(results[2].detail, HasSubstr("deleted 0 pod(s)"));
+}
+
+// ---- A single Pod (no group) ------------------------------------------------
+
+TEST_F(ActuatorTest, ReleasesAndSuspendsASinglePod) {
+  const std::string path = std::string(kPods) + "/solo";
+  json obj = GatedPod("solo", "");
+  obj["metadata"]["labels"].erase("kueue.x-k8s.io/pod-group-name");
+  const json created = MustCreate(kPods, obj);
+  const std::string uid = created["metadata"]["uid"];
+  auto w = std::make_shared<workload::Workload>(*PodGroupWorkload(""));
+  w->name = "solo";
+  w->uid = uid;
+  w->pod_group_total_count = 0;
+  w->pod_sets = {MakePodSet("main", 1, "")};
+  broker::ReleaseOrder order;
+  order.key = {"team-a", "solo"};
+  order.uid = uid;
+  order.workload = w;
+  order.assignment.cluster_queue = "cq-gpu";
+  order.assignment.pod_sets = {PodSetAssignment("main", 1, "a100")};
+  order.placements = {Placement("main", kA100Labels, {GpuToleration()})};
+  StartActuator();
+  api_->ClearCalls();
+
+  actuator_->Release(order);
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  EXPECT_THAT(results[0].detail, HasSubstr("ungated 1 pod(s)"));
+  const json pod = MustGet(path);
+  EXPECT_FALSE(HasGate(pod));
+  EXPECT_EQ(pod["spec"]["nodeSelector"], json({{"disk", "ssd"},
+                                               {"gpu.example.com/class", "a100"},
+                                               {"topology.example.com/zone", "z1"}}));
+  json want_tolerations = created["spec"]["tolerations"];
+  want_tolerations.push_back(GpuTolerationJson());
+  EXPECT_EQ(pod["spec"]["tolerations"], want_tolerations);
+  EXPECT_EQ(CallsOf("PATCH").size(), 2u) << "placement, then the gate";
+  ExpectPatchesTestUid({{path, uid}});
+
+  api_->ClearCalls();
+  broker::SuspendOrder s;
+  s.key = order.key;
+  s.uid = uid;
+  s.workload = w;
+  s.reason = "InClusterQueue";
+  actuator_->Suspend(s);
+  results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[1].release);
+  EXPECT_THAT(results[1].detail, HasSubstr("deleted 1 pod(s)"));
+  EXPECT_FALSE(api_->Get(path).ok());
+  std::vector<RecordedCall> deletes = CallsOf("DELETE");
+  ASSERT_EQ(deletes.size(), 1u);
+  json body = json::parse(deletes[0].body, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << deletes[0].body;
+  EXPECT_EQ(body["preconditions"]["uid"], uid);
+  EXPECT_EQ(body["propagationPolicy"], "Background");
+}
+
+// ---- 8. Retries ---------------------------------------------------------------
+
+TEST_F(ActuatorTest, ServerErrorsAreRetriedByTheClient) {
+  const std::string path = std::string(kJobs) + "/train";
+  const std::string uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];
+  StartActuator();
+  ScriptedFailure f;
+  f.method = "PATCH";
+  f.path_contains = path;
+  f.status = 500;
+  f.times = 2;
+  api_->Fail(f);
+  api_->ClearCalls();
+
+  actuator_->Release(JobRelease("train", uid));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  std::vector<RecordedCall> patches = CallsOf("PATCH");
+  ASSERT_EQ(patches.size(), 3u);
+  EXPECT_EQ(patches[0].status, 500);
+  EXPECT_EQ(patches[1].status, 500);
+  EXPECT_EQ(patches[2].status, 200);
+  EXPECT_EQ(patches[0].body, patches[2].body) << "the same patch, resent";
+  EXPECT_EQ(MustGet(path)["spec"]["suspend"], false);
+  ExpectPatchesTestUid({{path, uid}});
+}
+
+TEST_F(ActuatorTest, TooManyRequestsWaitsForRetryAfter) {
+  const std::string path = std::string(kJobs) + "/train";
+  const std::string uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];
+  StartActuator();
+  ScriptedFailure f;
+  f.method = "PATCH";
+  f.path_contains = path;
+  f.status = 429;
+  f.retry_after = "1";
+  f.times = 1;
+  api_->Fail(f);
+  api_->ClearCalls();
+
+  const absl::Time start = absl::Now();
+  actuator_->Release(JobRelease("train", uid));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  EXPECT_GE(took, absl::Milliseconds(900)) << "Retry-After: 1 honoured";
+  std::vector<RecordedCall> patches = CallsOf("PATCH");
+  ASSERT_EQ(patches.size(), 2u);
+  EXPECT_EQ(patches[0].status, 429);
+  EXPECT_EQ(patches[1].status, 200);
+  EXPECT_EQ(MustGet(path)["spec"]["suspend"], false);
+}
+
+TEST_F(ActuatorTest, FailedTestOpRereadsAndPatchesAgain) {
+  const std::string path = std::string(kJobs) + "/train";
+  const std::string uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];
+  StartActuator();
+  ScriptedFailure f;
+  f.method = "PATCH";
+  f.path_contains = path;
+  f.status = 422;
+  f.times = 1;
+  api_->Fail(f);
+  api_->ClearCalls();
+
+  actuator_->Release(JobRelease("train", uid));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  EXPECT_EQ(CallsOf("GET").size(), 2u) << "read again after the 422";
+  EXPECT_EQ(CallsOf("PATCH").size(), 2u);
+  EXPECT_EQ(MustGet(path)["spec"]["suspend"], false);
+}
+
+TEST_F(ActuatorTest, PersistentUnprocessableGivesUpAfterMaxConflicts) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  StartActuator(ActuatorOptions{.dry_run = false, .workers = 1, .max_conflicts = 2});
+  ScriptedFailure f;
+  f.method = "PATCH";
+  f.path_contains = path;
+  f.status = 422;
+  f.times = -1;
+  api_->Fail(f);
+  api_->ClearCalls();
+
+  actuator_->Release(JobRelease("train", created["metadata"]["uid"]));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_FALSE(results[0].status.ok());
+  EXPECT_EQ(CallsOf("PATCH").size(), 3u) << "the first try and max_conflicts more";
+  EXPECT_EQ(MustGet(path), created);
+  api_->ClearFailures();
+}
+
+TEST_F(ActuatorTest, FailedSuspendIsRetriedUntilItGoesThrough) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const broker::ReleaseOrder release = JobRelease("train", created["metadata"]["uid"]);
+  StartActuator();
+  actuator_->Release(release);
+  ASSERT_EQ(recorder_.WaitFor(1).size(), 1u);
+  ASSERT_THAT(recorder_.Snapshot()[0].status, IsOk());
+  ScriptedFailure f;
+  f.method = "PATCH";
+  f.path_contains = path;
+  f.status = 403;  // final for the client
+  f.times = 1;
+  api_->Fail(f);
+  api_->ClearCalls();
+
+  actuator_->Suspend(SuspendOf(release));
+  std::vector<Result> results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u) << "stopped only once the suspend went through";
+  EXPECT_FALSE(results[1].release);
+  const json job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], true);
+  EXPECT_EQ(job["spec"]["template"], created["spec"]["template"]);
+  std::vector<RecordedCall> patches = CallsOf("PATCH");
+  ASSERT_EQ(patches.size(), 3u) << "refused suspend, suspend, restore";
+  EXPECT_EQ(patches[0].status, 403);
+  EXPECT_EQ(patches[0].body, patches[1].body);
+}
+
+// ---- 9. Dry run -------------------------------------------------------------
+
+TEST_F(ActuatorTest, DryRunSendsNothing) {
+  const std::string uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];
+  api_->ClearCalls();
+  actuator_ = std::make_unique<KubeActuator>(nullptr, ActuatorOptions{.dry_run = true});
+  actuator_->Bind(recorder_.Callbacks());
+
+  const broker::ReleaseOrder release = JobRelease("train", uid);
+  actuator_->Release(release);
+  actuator_->Release(PodGroupRelease("g1"));
+  actuator_->Suspend(SuspendOf(release));
+  std::vector<Result> results = recorder_.WaitFor(3);
+  ASSERT_EQ(results.size(), 3u);
+  int released = 0, stopped = 0;
+  for (const Result& r : results) {
+    EXPECT_THAT(r.status, IsOk());
+    EXPECT_THAT(r.detail, StartsWith("not sent (--kube none)"));
+    if (r.release) {
+      ++released;
+      if (r.key.name == "train") {
+        EXPECT_THAT(r.detail, HasSubstr("PATCH " + std::string(kJobs) + "/train"));
+        EXPECT_THAT(r.detail, HasSubstr("gpu.example.com/class=a100"));
+      } else {
+        EXPECT_THAT(r.detail, HasSubstr(kPods));
+      }
+    } else {
+      ++stopped;
+    }
+  }
+  EXPECT_EQ(released, 2);
+  EXPECT_EQ(stopped, 1);
+  EXPECT_TRUE(api_->Calls().empty());
+  EXPECT_EQ(MustGet(std::string(kJobs) + "/train")["spec"]["suspend"], true);
+}
+
+// ---- 10. Order per workload ---------------------------------------------------
+
+TEST_F(ActuatorTest, OrdersOfOneWorkloadRunInOrder) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const std::string other_path = std::string(kJobs) + "/other";
+  const std::string other_uid = MustCreate(kJobs, JobObject("other"))["metadata"]["uid"];
+  const broker::ReleaseOrder release = JobRelease("train", created["metadata"]["uid"]);
+  StartActuator(ActuatorOptions{.dry_run = false, .workers = 3});
+  // Make the release slow: a suspend that overtook it would find the Job
+  // suspended and unannotated, stop at once, and the release would win.
+  ScriptedFailure slow;
+  slow.method = "PATCH";
+  slow.path_contains = path;
+  slow.status = 0;
+  slow.delay = absl::Milliseconds(300);
+  slow.times = 1;
+  api_->Fail(slow);
+
+  actuator_->Release(release);
+  actuator_->Suspend(SuspendOf(release));
+  actuator_->Release(JobRelease("other", other_uid));  // another workload: not held up by these
+  std::vector<Result> results = recorder_.WaitFor(3);
+  ASSERT_EQ(results.size(), 3u);
+  std::vector<std::string> train;
+  for (const Result& r : results) {
+    if (r.key.name == "train") train.push_back(r.release ? "released" : "stopped");
+    if (r.release) {
+      EXPECT_THAT(r.status, IsOk()) << r.key.name;
+    }
+  }
+  EXPECT_THAT(train, ::testing::ElementsAre("released", "stopped"));
+  EXPECT_EQ(results[0].key.name, "other") << "a different workload goes on while train's release is slow";
+
+  const json job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], true);
+  EXPECT_EQ(job["spec"]["template"], created["spec"]["template"]);
+  EXPECT_FALSE(job["metadata"].value("annotations", json::object()).contains(kAnnotation));
+  EXPECT_EQ(MustGet(other_path)["spec"]["suspend"], false);
+}
+
+TEST_F(ActuatorTest, StopDropsQueuedOrders) {
+  const std::string uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];
+  StartActuator(ActuatorOptions{.dry_run = false, .workers = 1});
+  actuator_->Stop();
+  actuator_->Release(JobRelease("train", uid));  // after Stop: dropped
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_TRUE(recorder_.Snapshot().empty());
+  EXPECT_TRUE(api_->Calls().empty());
+}
+
+}  // namespace
+}  // namespace gangkeeper::kube
