@@ -505,8 +505,9 @@ Response ValidateReview(const Review& review, const model::PolicySet& policies, 
     if (!review.dry_run && IsFinished(review.object)) {
       const rapidjson::Value* meta = Get(review.object, "metadata");
       std::string group = Str(Get(Get(meta, "labels"), workload::kPodGroupNameLabel.data()));
-      (void)registry.Finish(broker::WorkloadKey{review.namespace_name,
-                                                group.empty() ? Str(Get(meta, "name")) : group});
+      // One pod of a group ending does not end the group: the reconciler
+      // frees its quota once every pod has ended.
+      if (group.empty()) (void)registry.Finish(broker::WorkloadKey{review.namespace_name, Str(Get(meta, "name"))});
     }
     return Allow(review);
   }

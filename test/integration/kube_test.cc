@@ -1,0 +1,394 @@
+// Integration: the real gangkeeper binary with --kube pointing at
+// FakeKubeApi (a real HTTPS API-server double on loopback). Objects go
+// through /mutate and /validate the way the API server sends them, are then
+// stored in the fake, and the test watches what gangkeeper does to them:
+// releases, suspensions, preemptions, recovery from API failures, dropped and
+// expired watches, and a restart that must converge from the list.
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/testing/fake_kube_api.h"
+#include "test/testing/process.h"
+#include "test/testing/status_matchers.h"
+#include "test/testing/temp_dir.h"
+#include "test/testing/tls_client.h"
+
+namespace gangkeeper {
+namespace {
+
+using ::gangkeeper::testing::IsOk;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr char kJobs[] = "/apis/batch/v1/namespaces/team-a/jobs";
+constexpr char kPods[] = "/api/v1/namespaces/team-a/pods";
+
+json GpuContainer(int gpus) {
+  return {{"name", "worker"},
+          {"image", "nvcr.io/nvidia/pytorch:24.05-py3"},
+          {"resources",
+           {{"requests", {{"cpu", "2"}, {"memory", "8Gi"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
+            {"limits", {{"cpu", "2"}, {"memory", "8Gi"}, {"nvidia.com/gpu", std::to_string(gpus)}}}}}};
+}
+
+// A Job of `pods` pods with `gpus` GPUs each, queued in team-a's gpu-queue.
+json Job(const std::string& name, int pods, int gpus, const std::string& priority_class = "") {
+  json labels = {{"kueue.x-k8s.io/queue-name", "gpu-queue"}};
+  if (!priority_class.empty()) labels["kueue.x-k8s.io/priority-class"] = priority_class;
+  return {{"apiVersion", "batch/v1"},
+          {"kind", "Job"},
+          {"metadata", {{"name", name}, {"namespace", "team-a"}, {"uid", "uid-" + name}, {"labels", labels}}},
+          {"spec",
+           {{"parallelism", pods},
+            {"completions", pods},
+            {"template",
+             {{"spec",
+               {{"restartPolicy", "Never"},
+                {"nodeSelector", {{"kubernetes.io/os", "linux"}}},
+                {"containers", json::array({GpuContainer(gpus)})}}}}}}}};
+}
+
+json GroupPod(const std::string& group, int index, int total) {
+  const std::string name = absl::StrCat(group, "-", index);
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", "team-a"},
+            {"uid", "uid-" + name},
+            {"labels", {{"kueue.x-k8s.io/queue-name", "gpu-queue"}, {"kueue.x-k8s.io/pod-group-name", group}}},
+            {"annotations", {{"kueue.x-k8s.io/pod-group-total-count", std::to_string(total)}}}}},
+          {"spec", {{"restartPolicy", "Never"}, {"containers", json::array({GpuContainer(1)})}}}};
+}
+
+json Review(const json& object, const std::string& group, const std::string& version, const std::string& kind,
+            const std::string& resource, const std::string& uid) {
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"request",
+           {{"uid", uid},
+            {"kind", {{"group", group}, {"version", version}, {"kind", kind}}},
+            {"resource", {{"group", group}, {"version", version}, {"resource", resource}}},
+            {"namespace", object["metadata"]["namespace"]},
+            {"name", object["metadata"]["name"]},
+            {"operation", "CREATE"},
+            {"userInfo", {{"username", "alice"}}},
+            {"object", object},
+            {"oldObject", nullptr},
+            {"dryRun", false}}}};
+}
+
+bool Suspended(const json& job) { return job["spec"].value("suspend", false); }
+
+bool Gated(const json& pod) {
+  if (!pod["spec"].contains("schedulingGates")) return false;
+  for (const json& g : pod["spec"]["schedulingGates"]) {
+    if (g.value("name", "") == "gangkeeper.io/admission") return true;
+  }
+  return false;
+}
+
+class KubeIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto certs = testing::RunCommand({testing::GangkeeperBinary(), "certs", "--out", dir_.File("certs")},
+                                     absl::Seconds(30));
+    ASSERT_THAT(certs, IsOk());
+    testing::FakeKubeOptions fo;
+    fo.cert_file = dir_.File("certs/tls.crt");
+    fo.key_file = dir_.File("certs/tls.key");
+    auto fake = testing::FakeKubeApi::Start(fo);
+    ASSERT_THAT(fake, IsOk());
+    fake_ = *std::move(fake);
+    std::ofstream(dir_.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+                                           << "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:"
+                                           << fake_->port() << "\n    certificate-authority: certs/ca.crt\n"
+                                           << "users:\n- name: gk\n  user:\n    token: fake-token\n"
+                                           << "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: gk\n";
+    StartGangkeeper();
+  }
+
+  void StartGangkeeper() {
+    auto p = testing::ServerProcess::Start(
+        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
+         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
+         "--policies=" + std::string(GK_SOURCE_DIR) + "/policies", "--kube=" + dir_.File("kubeconfig"),
+         "--log-level=debug"},
+        dir_.path());
+    ASSERT_THAT(p, IsOk());
+    server_ = *std::move(p);
+    testing::TlsClientOptions o;
+    o.ca_file = dir_.File("certs/ca.crt");
+    auto c = testing::TlsConnection::Connect(server_->webhook_port(), o);
+    ASSERT_THAT(c, IsOk());
+    conn_ = *std::move(c);
+    // Ready only after the reconciler's first list.
+    ASSERT_TRUE(WaitFor([&] {
+      auto api = testing::TlsConnection::Connect(server_->api_port(), o);
+      if (!api.ok()) return false;
+      auto r = (*api)->Request("GET", "/readyz");
+      return r.ok() && r->status == 200;
+    })) << server_->Stderr();
+  }
+
+  void StopGangkeeper() {
+    conn_.reset();
+    server_->Signal(SIGTERM);
+    auto code = server_->Wait(absl::Seconds(30));
+    ASSERT_THAT(code, IsOk());
+    EXPECT_EQ(*code, 0) << server_->Stderr();
+    server_.reset();
+  }
+
+  // Polls `done` every 50 ms for at most `limit`.
+  static bool WaitFor(const std::function<bool()>& done, absl::Duration limit = absl::Seconds(20)) {
+    const int rounds = static_cast<int>(limit / absl::Milliseconds(50));
+    for (int i = 0; i < rounds; ++i) {
+      if (done()) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return done();
+  }
+
+  // What the API server does on CREATE: /mutate, apply its patch, /validate,
+  // store. Returns the stored object.
+  json Submit(json object, const std::string& group, const std::string& version, const std::string& kind,
+              const std::string& resource, const std::string& collection) {
+    static int n = 0;
+    const std::string uid = absl::StrCat("review-", ++n);
+    auto m = conn_->Request("POST", "/mutate", Review(object, group, version, kind, resource, uid).dump());
+    EXPECT_THAT(m, IsOk());
+    if (!m.ok()) return json();
+    json answer = json::parse(m->body);
+    EXPECT_TRUE(answer["response"]["allowed"].get<bool>()) << m->body;
+    if (answer["response"].contains("patch")) {
+      std::string patch;
+      EXPECT_TRUE(absl::Base64Unescape(answer["response"]["patch"].get<std::string>(), &patch));
+      object = object.patch(json::parse(patch));
+    }
+    auto v = conn_->Request("POST", "/validate", Review(object, group, version, kind, resource, uid + "v").dump());
+    EXPECT_THAT(v, IsOk());
+    if (!v.ok()) return json();
+    json verdict = json::parse(v->body);
+    EXPECT_TRUE(verdict["response"]["allowed"].get<bool>()) << v->body;
+    auto stored = fake_->Create(collection, object);
+    EXPECT_THAT(stored, IsOk());
+    return stored.ok() ? *stored : json();
+  }
+
+  json SubmitJob(const json& job) { return Submit(job, "batch", "v1", "Job", "jobs", kJobs); }
+
+  json GetJob(const std::string& name) {
+    auto j = fake_->Get(absl::StrCat(kJobs, "/", name));
+    return j.ok() ? *j : json();
+  }
+
+  bool Released(const std::string& name) {
+    json j = GetJob(name);
+    return j.is_object() && !Suspended(j);
+  }
+
+  // The Job controller: a released Job starts (status.startTime).
+  void Start(const std::string& name) {
+    json j = GetJob(name);
+    j["status"]["startTime"] = "2026-12-03T10:00:00Z";
+    ASSERT_THAT(fake_->Replace(absl::StrCat(kJobs, "/", name), j), IsOk());
+  }
+
+  void Complete(const std::string& name) {
+    json j = GetJob(name);
+    j["status"]["conditions"] = json::array({{{"type", "Complete"}, {"status", "True"}}});
+    ASSERT_THAT(fake_->Replace(absl::StrCat(kJobs, "/", name), j), IsOk());
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<testing::FakeKubeApi> fake_;
+  std::unique_ptr<testing::ServerProcess> server_;
+  std::unique_ptr<testing::TlsConnection> conn_;
+};
+
+TEST_F(KubeIntegrationTest, SeedJobIsAdmittedAndReleasedWithTheFlavorsPlacement) {
+  json stored = SubmitJob(Job("two-gpu-training", 2, 1));
+  EXPECT_TRUE(Suspended(stored));  // /mutate suspended it
+  ASSERT_TRUE(WaitFor([&] { return Released("two-gpu-training"); })) << server_->Stderr();
+  json job = GetJob("two-gpu-training");
+  const json& spec = job["spec"]["template"]["spec"];
+  EXPECT_EQ(spec["nodeSelector"]["accelerator"], "nvidia");    // the flavor's nodeLabels
+  EXPECT_EQ(spec["nodeSelector"]["kubernetes.io/os"], "linux");  // the template's own kept
+  ASSERT_TRUE(spec["tolerations"].is_array());
+  EXPECT_EQ(spec["tolerations"][0]["key"], "sku");
+  json record = json::parse(job["metadata"]["annotations"]["gangkeeper.io/admitted-flavors"].get<std::string>());
+  EXPECT_EQ(record["clusterQueue"], "team-a-gpu");
+  EXPECT_EQ(record["podSets"][0]["flavors"]["nvidia.com/gpu"], "nvidia-gpu");
+
+  // Every request gangkeeper sent is a well-formed one.
+  int patches = 0;
+  for (const testing::RecordedCall& c : fake_->Calls()) {
+    EXPECT_EQ(c.authorization, "Bearer fake-token");
+    if (c.method == "GET") {
+      EXPECT_TRUE(c.body.empty());
+      continue;
+    }
+    ASSERT_EQ(c.method, "PATCH") << c.path;
+    ++patches;
+    EXPECT_EQ(c.path, absl::StrCat(kJobs, "/two-gpu-training"));
+    EXPECT_EQ(c.content_type, "application/json-patch+json");
+    json ops = json::parse(c.body);
+    ASSERT_TRUE(ops.is_array());
+    EXPECT_EQ(ops[0], json({{"op", "test"}, {"path", "/metadata/uid"}, {"value", "uid-two-gpu-training"}}));
+    EXPECT_EQ(ops.back(), json({{"op", "add"}, {"path", "/spec/suspend"}, {"value", false}}));
+  }
+  EXPECT_EQ(patches, 1);
+  // The lists and watches carry the queue label selector.
+  bool watched = false;
+  for (const testing::RecordedCall& c : fake_->Calls()) {
+    if (c.path == "/apis/batch/v1/jobs" && c.query.find("watch=true") != std::string::npos) {
+      watched = true;
+      EXPECT_THAT(c.query, HasSubstr("labelSelector=kueue.x-k8s.io%2Fqueue-name"));
+    }
+  }
+  EXPECT_TRUE(watched);
+}
+
+TEST_F(KubeIntegrationTest, AFinishedJobFreesQuotaForTheNextGang) {
+  SubmitJob(Job("big", 3, 2));  // 6 GPUs: team-a's 4 plus its borrowing limit of 2
+  ASSERT_TRUE(WaitFor([&] { return Released("big"); })) << server_->Stderr();
+  Start("big");
+  SubmitJob(Job("next", 2, 1));
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_FALSE(Released("next")) << "there is no quota until big ends";
+  Complete("big");
+  ASSERT_TRUE(WaitFor([&] { return Released("next"); })) << server_->Stderr();
+}
+
+TEST_F(KubeIntegrationTest, HigherPriorityPreemptsAndTheVictimIsRestoredThenReleasedAgain) {
+  SubmitJob(Job("low", 3, 2, "training-batch"));
+  ASSERT_TRUE(WaitFor([&] { return Released("low"); })) << server_->Stderr();
+  Start("low");
+  SubmitJob(Job("urgent", 2, 1, "inference-critical"));
+  // The victim is suspended whole, its start time cleared and its template
+  // put back as it was; then the preemptor is released.
+  ASSERT_TRUE(WaitFor([&] { return Released("urgent"); })) << server_->Stderr();
+  json low = GetJob("low");
+  EXPECT_TRUE(Suspended(low));
+  EXPECT_FALSE(low["status"].contains("startTime"));
+  const json& spec = low["spec"]["template"]["spec"];
+  EXPECT_EQ(spec["nodeSelector"], json({{"kubernetes.io/os", "linux"}}));
+  EXPECT_FALSE(spec.contains("tolerations") && !spec["tolerations"].empty());
+  EXPECT_FALSE(low["metadata"].contains("annotations") &&
+               low["metadata"]["annotations"].contains("gangkeeper.io/admitted-flavors"));
+  // The preemptor ends: the victim gets its quota back.
+  Complete("urgent");
+  ASSERT_TRUE(WaitFor([&] { return Released("low"); })) << server_->Stderr();
+  EXPECT_EQ(GetJob("low")["spec"]["template"]["spec"]["nodeSelector"]["accelerator"], "nvidia");
+}
+
+TEST_F(KubeIntegrationTest, PodGroupOfFourIsReleasedWhole) {
+  for (int i = 0; i < 4; ++i) {
+    json stored = Submit(GroupPod("g4", i, 4), "", "v1", "Pod", "pods", kPods);
+    EXPECT_TRUE(Gated(stored)) << stored.dump();
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    for (int i = 0; i < 4; ++i) {
+      auto p = fake_->Get(absl::StrCat(kPods, "/g4-", i));
+      if (!p.ok() || Gated(*p)) return false;
+    }
+    return true;
+  })) << server_->Stderr();
+  for (int i = 0; i < 4; ++i) {
+    json pod = *fake_->Get(absl::StrCat(kPods, "/g4-", i));
+    EXPECT_EQ(pod["spec"]["nodeSelector"]["accelerator"], "nvidia");
+  }
+}
+
+TEST_F(KubeIntegrationTest, PodGroupWithOnePodThatCannotBePatchedStaysGatedWhole) {
+  testing::ScriptedFailure f;
+  f.method = "PATCH";
+  f.path_contains = "/pods/bad-2";
+  f.status = 403;
+  f.times = -1;
+  fake_->Fail(f);
+  for (int i = 0; i < 4; ++i) Submit(GroupPod("bad", i, 4), "", "v1", "Pod", "pods", kPods);
+  // gangkeeper tries (and retries after its backoff); no pod may run.
+  ASSERT_TRUE(WaitFor([&] {
+    for (const testing::RecordedCall& c : fake_->Calls()) {
+      if (c.method == "PATCH" && c.path == absl::StrCat(kPods, "/bad-2")) return true;
+    }
+    return false;
+  })) << server_->Stderr();
+  for (int round = 0; round < 30; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      auto p = fake_->Get(absl::StrCat(kPods, "/bad-", i));
+      ASSERT_THAT(p, IsOk());
+      ASSERT_TRUE(Gated(*p)) << "pod bad-" << i << " was ungated while bad-2 could not be released";
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+TEST_F(KubeIntegrationTest, ApiErrorsDelayTheReleaseButLoseNothing) {
+  testing::ScriptedFailure f;
+  f.method = "PATCH";
+  f.status = 500;
+  f.times = 3;
+  fake_->Fail(f);
+  testing::ScriptedFailure busy;
+  busy.method = "GET";
+  busy.path_contains = "/jobs/patient";
+  busy.status = 429;
+  busy.retry_after = "1";
+  busy.times = 2;
+  fake_->Fail(busy);
+  SubmitJob(Job("patient", 2, 1));
+  ASSERT_TRUE(WaitFor([&] { return Released("patient"); }, absl::Seconds(30))) << server_->Stderr();
+  int failures = 0;
+  for (const testing::RecordedCall& c : fake_->Calls()) failures += c.status == 500 || c.status == 429;
+  EXPECT_EQ(failures, 5);
+}
+
+TEST_F(KubeIntegrationTest, DroppedAndExpiredWatchesRecover) {
+  // Objects created behind the webhook's back (as while it was down) are
+  // found by the watch; the watch survives being cut and expiring.
+  fake_->CloseWatches();
+  json j = Job("unseen-1", 1, 1);
+  j["spec"]["suspend"] = true;
+  ASSERT_THAT(fake_->Create(kJobs, j), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return Released("unseen-1"); })) << server_->Stderr();
+  fake_->CompactHistory();
+  fake_->CloseWatches();
+  json k = Job("unseen-2", 1, 1);
+  k["spec"]["suspend"] = true;
+  ASSERT_THAT(fake_->Create(kJobs, k), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return Released("unseen-2"); })) << server_->Stderr();
+}
+
+TEST_F(KubeIntegrationTest, RestartConvergesFromTheList) {
+  SubmitJob(Job("running", 3, 2));  // holds all of team-a's reach
+  ASSERT_TRUE(WaitFor([&] { return Released("running"); })) << server_->Stderr();
+  Start("running");
+  SubmitJob(Job("waiting", 2, 1));
+  StopGangkeeper();
+  // While gangkeeper is down: a Job is created, the running one finishes,
+  // and the waiting one is deleted.
+  json fresh = Job("created-while-down", 2, 1);
+  fresh["spec"]["suspend"] = true;
+  ASSERT_THAT(fake_->Create(kJobs, fresh), IsOk());
+  Complete("running");
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kJobs, "/waiting")), IsOk());
+  StartGangkeeper();
+  ASSERT_TRUE(WaitFor([&] { return Released("created-while-down"); })) << server_->Stderr();
+  // A running Job found at start holds its quota: a second big one waits.
+  SubmitJob(Job("second-big", 3, 2));
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_FALSE(Released("second-big")) << "created-while-down holds 2 of the 6 GPUs team-a can reach";
+}
+
+}  // namespace
+}  // namespace gangkeeper
