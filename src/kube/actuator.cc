@@ -330,6 +330,7 @@ struct KubeActuator::Impl {
       return absl::OkStatus();
     }
     if (kind->kind == workload::Kind::kPod) return ReleasePods(order, *kind, detail);
+    absl::Status last;
     for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
       absl::StatusOr<json> obj = GetCreated(path);
       if (!obj.ok()) return obj.status();
@@ -344,6 +345,17 @@ struct KubeActuator::Impl {
       if (!Held(*obj, *kind)) {
         *detail = annotated ? "already released" : "already running: unsuspended by someone else";
         return absl::OkStatus();
+      }
+      if (annotated) {
+        // Suspended by someone else after a release, never restored: take
+        // the old additions out first, so that this release records (and a
+        // later suspend removes) exactly what it adds.
+        json ops = json::array({Op("test", "/metadata/uid", order.uid)});
+        AppendRestoreOps(*obj, (*annotations)[std::string(workload::kAdmittedFlavorsAnnotation)], order, &ops);
+        absl::StatusOr<json> restored = client->Patch(path, PatchType::kJson, ops);
+        if (!restored.ok() && HttpCode(restored.status()) != 422) return restored.status();
+        last = restored.status();
+        continue;  // read it again
       }
       json ops = json::array({Op("test", "/metadata/uid", order.uid)});
       json record = json{{"podSets", json::array()}};
@@ -379,10 +391,29 @@ struct KubeActuator::Impl {
         return absl::OkStatus();
       }
       if (HttpCode(patched.status()) != 422) return patched.status();
-      // A test failed: the object changed under us. Read it again.
+      // A test failed (the object changed under us) or the server refused
+      // the change: read it again.
+      last = patched.status();
     }
-    return absl::AbortedError(absl::StrCat(path, " kept changing while being released; retried ",
-                                           options.max_conflicts, " times"));
+    return absl::AbortedError(absl::StrCat(path, " could not be released after ", options.max_conflicts + 1,
+                                           " attempts; last answer: ", last.message()));
+  }
+
+  // Ops that take out what the admitted-flavors annotation `record_text`
+  // says a release added, and the annotation itself.
+  template <typename Order>
+  static void AppendRestoreOps(const json& obj, const json& record_text, const Order& order, json* ops) {
+    json record = json::parse(Str(&record_text), nullptr, false);
+    if (record.is_object() && At(record, "/podSets") != nullptr && At(record, "/podSets")->is_array()) {
+      for (const json& ps : *At(record, "/podSets")) {
+        const std::string name = Str(At(ps, "/name"));
+        auto it = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
+                               [&](const workload::PodSet& x) { return x.name == name; });
+        if (it == order.workload->pod_sets.end()) continue;
+        RestoreOps(obj, it->template_pointer + "/spec", ps, ops);
+      }
+    }
+    ops->push_back(Remove(AnnotationPath()));
   }
 
   // The validating webhook registers a workload before the API server
@@ -398,11 +429,14 @@ struct KubeActuator::Impl {
   }
 
   // The pods of the gang, not ended and not being deleted.
+  // `wait_for_creation`: a missing single pod may not be stored yet (release).
   absl::StatusOr<std::vector<json>> GangPods(const std::shared_ptr<const workload::Workload>& w,
-                                             const broker::WorkloadKey& key, const workload::KindInfo& kind) {
+                                             const broker::WorkloadKey& key, const workload::KindInfo& kind,
+                                             bool wait_for_creation) {
     std::vector<json> pods;
     if (w->pod_group_name.empty()) {
-      absl::StatusOr<json> pod = GetCreated(ResourcePath(kind, key.namespace_name, key.name));
+      const std::string path = ResourcePath(kind, key.namespace_name, key.name);
+      absl::StatusOr<json> pod = wait_for_creation ? GetCreated(path) : client->Get(path);
       if (!pod.ok()) return pod.status();
       pods.push_back(*std::move(pod));
     } else {
@@ -428,10 +462,10 @@ struct KubeActuator::Impl {
     // API server stores it: wait for the whole group to be listable.
     const size_t expected =
         order.workload->pod_group_name.empty() ? 1 : static_cast<size_t>(std::max<int64_t>(1, order.workload->pod_group_total_count));
-    absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, kind);
+    absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, kind, /*wait_for_creation=*/true);
     for (int i = 0; i < options.not_found_retries && pods.ok() && pods->size() < expected; ++i) {
       absl::SleepFor(options.not_found_wait);
-      pods = GangPods(order.workload, order.key, kind);
+      pods = GangPods(order.workload, order.key, kind, /*wait_for_creation=*/true);
     }
     if (!pods.ok()) return pods.status();
     if (pods->size() < expected) {
@@ -528,7 +562,7 @@ struct KubeActuator::Impl {
       return absl::OkStatus();
     }
     if (kind->kind == workload::Kind::kPod) {
-      absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, *kind);
+      absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, *kind, /*wait_for_creation=*/false);
       if (!pods.ok()) return HttpCode(pods.status()) == 404 ? absl::OkStatus() : pods.status();
       int deleted = 0;
       for (const json& pod : *pods) {
@@ -588,18 +622,8 @@ struct KubeActuator::Impl {
         if (it != annotations->end()) record_text = &*it;
       }
       if (record_text != nullptr) {
-        json record = json::parse(Str(record_text), nullptr, false);
         json ops = json::array({Op("test", "/metadata/uid", order.uid)});
-        if (record.is_object() && At(record, "/podSets") != nullptr && At(record, "/podSets")->is_array()) {
-          for (const json& ps : *At(record, "/podSets")) {
-            const std::string name = Str(At(ps, "/name"));
-            auto it = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
-                                   [&](const workload::PodSet& x) { return x.name == name; });
-            if (it == order.workload->pod_sets.end()) continue;
-            RestoreOps(*obj, it->template_pointer + "/spec", ps, &ops);
-          }
-        }
-        ops.push_back(Remove(AnnotationPath()));
+        AppendRestoreOps(*obj, *record_text, order, &ops);
         absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
         if (!patched.ok()) {
           if (HttpCode(patched.status()) == 422) continue;

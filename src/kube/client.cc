@@ -270,8 +270,10 @@ struct Client::Impl {
     return raw;
   }
 
+  // `retry_conflict`: a 409 may go away (a resourceVersion race); not so
+  // for a failed precondition, whose caller passes false.
   absl::StatusOr<std::string> Call(const std::string& method, const std::string& path, const std::string& body,
-                                   const std::string& content_type, Client* owner) {
+                                   const std::string& content_type, Client* owner, bool retry_conflict = true) {
     base::Stopwatch watch;
     absl::Status last;
     for (int attempt = 0; attempt < std::max(1, options.retry.max_attempts); ++attempt) {
@@ -281,7 +283,7 @@ struct Client::Impl {
       int code = raw.status;
       if (transport.ok() && code >= 200 && code < 300) return std::move(raw.body);
       last = transport.ok() ? HttpError(code, absl::StrCat(method, " ", path), raw.body) : WithCode(transport, 0);
-      if (!Retryable(code)) return last;
+      if (!Retryable(code) || (code == 409 && !retry_conflict)) return last;
       if (attempt + 1 >= options.retry.max_attempts) break;
       const absl::Duration wait = Backoff(attempt, raw.retry_after);
       if (watch.Elapsed() + wait > options.retry.max_total) break;
@@ -401,7 +403,9 @@ absl::StatusOr<nlohmann::json> Client::Delete(const std::string& path, const std
   nlohmann::json options = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}};
   if (!uid.empty()) options["preconditions"] = {{"uid", uid}};
   if (!propagation_policy.empty()) options["propagationPolicy"] = propagation_policy;
-  absl::StatusOr<std::string> body = impl_->Call("DELETE", path, options.dump(), "application/json", this);
+  // A uid precondition that fails (409) names another object: final.
+  absl::StatusOr<std::string> body =
+      impl_->Call("DELETE", path, options.dump(), "application/json", this, /*retry_conflict=*/uid.empty());
   if (!body.ok()) return body.status();
   nlohmann::json j = nlohmann::json::parse(*body, nullptr, false);
   return j.is_discarded() ? nlohmann::json::object() : j;

@@ -648,6 +648,33 @@ TEST_F(ActuatorTest, SuspendOfReleasedJobThatNeverStarted) {
   ExpectPatchesTestUid({{path, release.uid}});
 }
 
+TEST_F(ActuatorTest, ReleaseAfterSomeoneElseSuspendedTakesTheOldPlacementOutFirst) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const broker::ReleaseOrder release = JobRelease("train", created["metadata"]["uid"]);
+  StartActuator();
+  actuator_->Release(release);
+  ASSERT_EQ(recorder_.WaitFor(1).size(), 1u);
+  // Someone suspends it by hand; the placement and the record stay.
+  json job = MustGet(path);
+  job["spec"]["suspend"] = true;
+  ASSERT_THAT(api_->Replace(path, job), IsOk());
+  // Released again (the broker admitted it anew), then suspended by us: the
+  // template ends exactly as it was created, with nothing added twice.
+  actuator_->Release(release);
+  ASSERT_EQ(recorder_.WaitFor(2).size(), 2u);
+  EXPECT_THAT(recorder_.Snapshot()[1].status, IsOk());
+  const json released = MustGet(path);
+  EXPECT_EQ(released["spec"]["suspend"], false);
+  EXPECT_EQ(released["spec"]["template"]["spec"]["tolerations"].size(), 2u) << released.dump();
+  actuator_->Suspend(SuspendOf(release));
+  ASSERT_EQ(recorder_.WaitFor(3).size(), 3u);
+  const json restored = MustGet(path);
+  EXPECT_EQ(restored["spec"]["suspend"], true);
+  EXPECT_EQ(restored["spec"]["template"], created["spec"]["template"]);
+  ExpectPatchesTestUid({{path, release.uid}});
+}
+
 TEST_F(ActuatorTest, SuspendOfAnObjectReplacedUnderTheSameNameTouchesNothing) {
   const std::string path = std::string(kJobs) + "/train";
   const std::string old_uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];

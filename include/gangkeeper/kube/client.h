@@ -101,6 +101,8 @@ class Client {
   absl::StatusOr<nlohmann::json> Patch(const std::string& path, PatchType type, const nlohmann::json& patch);
   // DELETE with preconditions (uid, when not empty) and a propagation
   // policy ("Background", "Foreground", "Orphan"; "" = the server's default).
+  // A failed uid precondition (409: the name is another object now) is not
+  // retried.
   absl::StatusOr<nlohmann::json> Delete(const std::string& path, const std::string& uid,
                                         const std::string& propagation_policy);
 
