@@ -46,7 +46,7 @@ struct Waiter {
 
 struct Event {
   enum class Type {
-    kAdd, kUpdate, kRemove, kFinish, kAdopt, kPolicies, kReleaseOk, kReleaseFailed, kStopped, kFlush
+    kAdd, kUpdate, kRemove, kFinish, kAdopt, kRerelease, kPolicies, kReleaseOk, kReleaseFailed, kStopped, kFlush
   };
   Type type = Type::kFlush;
   workload::Workload workload;
@@ -182,6 +182,23 @@ struct Broker::Impl {
       case Event::Type::kReleaseOk: return scheduler->ReleaseSucceeded(e.key, e.uid, now, e.message);
       case Event::Type::kReleaseFailed: return scheduler->ReleaseFailed(e.key, e.uid, e.message, now);
       case Event::Type::kStopped: return scheduler->Stopped(e.key, e.uid, now, e.message);
+      case Event::Type::kRerelease: {
+        // Not a state change: a running gang has a member that is held
+        // again (a replacement pod); the actuator lets it go like the rest.
+        const WorkloadInfo* info = scheduler->Find(e.key);
+        if (info == nullptr || (info->phase != Phase::kRunning && info->phase != Phase::kReserved) ||
+            !info->admission.has_value() ||
+            actuator == nullptr) {
+          return absl::OkStatus();
+        }
+        StateChange c;
+        c.type = StateChange::Type::kAdmitted;
+        c.key = e.key;
+        c.uid = info->workload != nullptr ? info->workload->uid : "";
+        c.assignment = info->admission;
+        actuator->Release(MakeRelease(c));
+        return absl::OkStatus();
+      }
       case Event::Type::kFlush: return absl::OkStatus();
     }
     return absl::OkStatus();
@@ -508,6 +525,13 @@ absl::Status Broker::Adopt(const workload::Workload& w,
   e.key = KeyOf(w);
   e.flavors = std::move(flavors);
   return impl_->Send(std::move(e), true);
+}
+
+void Broker::EnsureReleased(const WorkloadKey& key) {
+  Event e;
+  e.type = Event::Type::kRerelease;
+  e.key = key;
+  (void)impl_->Send(std::move(e), false);
 }
 
 absl::Status Broker::SetPolicies(std::shared_ptr<const model::PolicySet> policies) {

@@ -166,6 +166,15 @@ struct Reconciler::Impl {
     }
     snap = broker->snapshot();
     info = snap->Find(key);
+    bool any_held = false;
+    for (const auto& [pod, m] : g->second) any_held = any_held || (m.held && !m.finished);
+    if (any_held && info != nullptr &&
+        (info->phase == broker::Phase::kRunning || info->phase == broker::Phase::kReserved)) {
+      // A replacement pod of a running group (or of one whose release is
+      // still in flight: the actuator does the two in order).
+      broker->EnsureReleased(key);
+      return;
+    }
     if (any_running && info != nullptr && info->phase == broker::Phase::kPending) {
       const Member& first = g->second.begin()->second;
       Check(broker->Adopt(info->workload ? *info->workload : first.workload, first.flavors), name);

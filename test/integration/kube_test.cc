@@ -308,6 +308,21 @@ TEST_F(KubeIntegrationTest, PodGroupOfFourIsReleasedWhole) {
   }
 }
 
+TEST_F(KubeIntegrationTest, AReplacementPodOfARunningGroupIsReleasedToo) {
+  for (int i = 0; i < 2; ++i) Submit(GroupPod("pair", i, 2), "", "v1", "Pod", "pods", kPods);
+  auto ungated = [&](const std::string& name) {
+    auto p = fake_->Get(absl::StrCat(kPods, "/", name));
+    return p.ok() && !Gated(*p);
+  };
+  ASSERT_TRUE(WaitFor([&] { return ungated("pair-0") && ungated("pair-1"); })) << server_->Stderr();
+  // pair-1's node fails; its owner makes a new pod, which the webhook gates.
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kPods, "/pair-1")), IsOk());
+  json stored = Submit(GroupPod("pair", 2, 2), "", "v1", "Pod", "pods", kPods);
+  EXPECT_TRUE(Gated(stored));
+  ASSERT_TRUE(WaitFor([&] { return ungated("pair-2"); })) << server_->Stderr();
+  EXPECT_EQ((*fake_->Get(absl::StrCat(kPods, "/pair-2")))["spec"]["nodeSelector"]["accelerator"], "nvidia");
+}
+
 TEST_F(KubeIntegrationTest, PodGroupWithOnePodThatCannotBePatchedStaysGatedWhole) {
   testing::ScriptedFailure f;
   f.method = "PATCH";

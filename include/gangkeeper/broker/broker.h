@@ -194,6 +194,11 @@ class Broker final : public WorkloadRegistry {
   absl::Status Adopt(const workload::Workload& w,
                      std::map<std::string, std::map<std::string, std::string>> flavors);
 
+  // A running gang has members held again (a pod group's replacement pod,
+  // gated by the webhook): the actuator is asked to release it again, which
+  // lets go of those and leaves the rest as they are. No state changes.
+  void EnsureReleased(const WorkloadKey& key);
+
   // Replaces the policies; waits until applied. InvalidArgument when they
   // cannot form a quota tree (nothing changes).
   [[nodiscard]] absl::Status SetPolicies(std::shared_ptr<const model::PolicySet> policies);
