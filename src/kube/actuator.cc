@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -312,8 +313,19 @@ struct KubeActuator::Impl {
     }
   }
 
+  // The kind at the version the object was made with: MPIJob exists as
+  // kubeflow.org/v2beta1 (mpi-operator) and kubeflow.org/v1 (the training
+  // operator).
   const workload::KindInfo* KindOf(const std::shared_ptr<const workload::Workload>& w) {
-    return w == nullptr ? nullptr : &workload::InfoFor(w->kind);
+    if (w == nullptr) return nullptr;
+    const workload::KindInfo& base = workload::InfoFor(w->kind);
+    static const workload::KindInfo kMpiJobV1 = [] {
+      workload::KindInfo k = workload::InfoFor(workload::Kind::kMPIJob);
+      k.version = "v1";
+      return k;
+    }();
+    if (w->kind == workload::Kind::kMPIJob && absl::EndsWith(w->api_version, "/v1")) return &kMpiJobV1;
+    return &base;
   }
 
   // --- release -------------------------------------------------------------

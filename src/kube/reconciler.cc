@@ -217,15 +217,30 @@ struct Reconciler::Impl {
     }
   }
 
-  void Run(const workload::KindInfo& kind) {
-    const std::string path = ResourcePath(kind, "");
+  void Run(const workload::KindInfo& served_kind) {
+    // MPIJob is served as kubeflow.org/v2beta1 (mpi-operator) or v1 (the
+    // training operator): a 404 tries the other.
+    std::vector<workload::KindInfo> versions = {served_kind};
+    if (served_kind.kind == workload::Kind::kMPIJob) {
+      workload::KindInfo v1 = served_kind;
+      v1.version = "v1";
+      versions.push_back(v1);
+    }
+    size_t version = 0;
     while (!stopping.load()) {
+      const workload::KindInfo& kind = versions[version];
+      const std::string path = ResourcePath(kind, "");
       ListOptions lo;
       lo.label_selector = Selector();
       absl::StatusOr<ListResult> list = client->List(path, lo);
       if (!list.ok()) {
         if (stopping.load()) return;
+        if (HttpCode(list.status()) == 404 && version + 1 < versions.size()) {
+          ++version;
+          continue;
+        }
         if (HttpCode(list.status()) == 404) {
+          version = 0;
           log->info("{} is not served by the API server (CRD not installed?); checking again in {}", path,
                     absl::FormatDuration(options.not_served_recheck));
           MarkSynced(kind.kind);

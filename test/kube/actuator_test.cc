@@ -696,6 +696,40 @@ TEST_F(ActuatorTest, SuspendOfAnObjectReplacedUnderTheSameNameTouchesNothing) {
 
 // ---- 5. PyTorchJob ----------------------------------------------------------
 
+TEST_F(ActuatorTest, MpiJobIsPatchedAtTheVersionItWasCreatedWith) {
+  // The training operator serves MPIJob as kubeflow.org/v1, mpi-operator as
+  // v2beta1: the release goes to the version of the object.
+  const std::string collection = "/apis/kubeflow.org/v1/namespaces/team-a/mpijobs";
+  json mpi = {{"metadata", {{"name", "mpi"}}},
+              {"spec",
+               {{"runPolicy", {{"suspend", true}}},
+                {"mpiReplicaSpecs", {{"Launcher", {{"replicas", 1}, {"template", PodTemplate()}}},
+                                     {"Worker", {{"replicas", 2}, {"template", PodTemplate()}}}}}}}};
+  const json created = MustCreate(collection, mpi);
+  auto w = std::make_shared<workload::Workload>();
+  w->kind = workload::Kind::kMPIJob;
+  w->api_version = "kubeflow.org/v1";
+  w->namespace_name = "team-a";
+  w->name = "mpi";
+  w->uid = created["metadata"]["uid"];
+  w->pod_sets = {MakePodSet("launcher", 1, "/spec/mpiReplicaSpecs/Launcher/template"),
+                 MakePodSet("worker", 2, "/spec/mpiReplicaSpecs/Worker/template")};
+  broker::ReleaseOrder order;
+  order.key = {"team-a", "mpi"};
+  order.uid = w->uid;
+  order.workload = w;
+  order.assignment.cluster_queue = "cq-gpu";
+  order.assignment.pod_sets = {PodSetAssignment("launcher", 1, "a100"), PodSetAssignment("worker", 2, "a100")};
+  order.placements = {Placement("launcher", kA100Labels, {}), Placement("worker", kA100Labels, {})};
+  StartActuator();
+  actuator_->Release(order);
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  EXPECT_EQ(MustGet(collection + "/mpi")["spec"]["runPolicy"]["suspend"], false);
+  for (const RecordedCall& c : api_->Calls()) EXPECT_EQ(c.path, collection + "/mpi") << c.method;
+}
+
 TEST_F(ActuatorTest, ReleasesAndSuspendsPyTorchJobMasterAndWorker) {
   const std::string path = std::string(kPyTorchJobs) + "/pt";
   const json created = MustCreate(kPyTorchJobs, PyTorchJobObject("pt"));
