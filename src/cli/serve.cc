@@ -59,6 +59,12 @@ absl::StatusOr<std::optional<kube::ClusterConfig>> KubeConfigFor(const std::stri
   if (mode == "auto" || mode == "in-cluster") {
     const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
     if (mode == "auto" && (host == nullptr || *host == '\0')) return std::optional<kube::ClusterConfig>();
+    // In a container of a pod without a service account token mounted
+    // (automountServiceAccountToken: false), auto means none as well.
+    std::error_code ec;
+    if (mode == "auto" && !std::filesystem::exists("/var/run/secrets/kubernetes.io/serviceaccount/token", ec)) {
+      return std::optional<kube::ClusterConfig>();
+    }
     absl::StatusOr<kube::ClusterConfig> c = kube::InClusterConfig();
     if (!c.ok()) return c.status();
     return std::optional<kube::ClusterConfig>(*std::move(c));

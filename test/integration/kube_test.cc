@@ -407,3 +407,28 @@ TEST_F(KubeIntegrationTest, RestartConvergesFromTheList) {
 
 }  // namespace
 }  // namespace gangkeeper
+
+namespace gangkeeper {
+namespace {
+
+TEST(KubeFlagTest, ABadKubeconfigStopsTheStartWithTheReason) {
+  testing::TempDir dir;
+  auto certs = testing::RunCommand({testing::GangkeeperBinary(), "certs", "--out", dir.File("certs")},
+                                   absl::Seconds(30));
+  ASSERT_THAT(certs, IsOk());
+  std::ofstream(dir.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                                        << "clusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:1\n"
+                                        << "    insecure-skip-tls-verify: true\n"
+                                        << "contexts:\n- name: c\n  context:\n    cluster: k\n";
+  for (const std::string& kube : {dir.File("missing-kubeconfig"), dir.File("kubeconfig")}) {
+    auto p = testing::ServerProcess::Start(
+        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir.File("certs/tls.crt"),
+         "--tls-key=" + dir.File("certs/tls.key"), "--data-dir=" + dir.File("data"), "--kube=" + kube},
+        dir.path());
+    ASSERT_FALSE(p.ok()) << kube;
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr("--kube")) << p.status();
+  }
+}
+
+}  // namespace
+}  // namespace gangkeeper
