@@ -364,7 +364,7 @@ struct KubeActuator::Impl {
         // later suspend removes) exactly what it adds.
         json ops = json::array({Op("test", "/metadata/uid", order.uid)});
         AppendRestoreOps(*obj, (*annotations)[std::string(workload::kAdmittedFlavorsAnnotation)], order, &ops);
-        absl::StatusOr<json> restored = client->Patch(path, PatchType::kJson, ops);
+        absl::StatusOr<json> restored = JsonPatch(path, *obj, ops);
         if (!restored.ok() && HttpCode(restored.status()) != 422) return restored.status();
         last = restored.status();
         continue;  // read it again
@@ -397,7 +397,7 @@ struct KubeActuator::Impl {
       }
       ops.push_back(Op("add", AnnotationPath(), record.dump()));
       ops.push_back(SuspendOp(*obj, *kind, false));
-      absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
+      absl::StatusOr<json> patched = JsonPatch(path, *obj, ops);
       if (patched.ok()) {
         *detail = absl::StrCat("PATCH ", path, " unsuspend; ", Describe(order));
         return absl::OkStatus();
@@ -426,6 +426,46 @@ struct KubeActuator::Impl {
       }
     }
     ops->push_back(Remove(AnnotationPath()));
+  }
+
+  // Sends `ops` as a JSON patch. A server that takes no JSON patches (415)
+  // gets the same change as a merge patch, guarded by metadata.uid (a merge
+  // patch naming another uid is refused) and metadata.resourceVersion (a
+  // stale one is a conflict); a guard that fails comes back as 422, like a
+  // failed `test`, so that the caller reads the object again.
+  absl::StatusOr<json> JsonPatch(const std::string& path, const json& current, const json& ops) {
+    absl::StatusOr<json> r = client->Patch(path, PatchType::kJson, ops);
+    if (r.ok() || HttpCode(r.status()) != 415) return r;
+    json target;
+    try {  // nlohmann reports a failed `test` by exception; it stops here
+      target = current.patch(ops);
+    } catch (const std::exception& e) {
+      return WithHttpCode(absl::FailedPreconditionError(absl::StrCat(path, ": the object changed: ", e.what())), 422);
+    }
+    json merge = MergePatch(current, target);
+    merge["metadata"]["uid"] = Str(At(current, "/metadata/uid"));
+    merge["metadata"]["resourceVersion"] = Str(At(current, "/metadata/resourceVersion"));
+    absl::StatusOr<json> m = client->Patch(path, PatchType::kMerge, merge, /*retry_conflict=*/false);
+    if (!m.ok() && HttpCode(m.status()) == 409) return WithHttpCode(m.status(), 422);
+    return m;
+  }
+
+  // The RFC 7386 merge patch that turns `from` into `to`.
+  static json MergePatch(const json& from, const json& to) {
+    if (!from.is_object() || !to.is_object()) return to;
+    json p = json::object();
+    for (const auto& [k, v] : from.items()) {
+      if (!to.contains(k)) p[k] = nullptr;
+    }
+    for (const auto& [k, v] : to.items()) {
+      auto it = from.find(k);
+      if (it == from.end()) {
+        p[k] = v;
+      } else if (*it != v) {
+        p[k] = it->is_object() && v.is_object() ? MergePatch(*it, v) : v;
+      }
+    }
+    return p;
   }
 
   // The validating webhook registers a workload before the API server
@@ -506,7 +546,7 @@ struct KubeActuator::Impl {
         return absl::Status(s.code(), absl::StrCat("pod ", name, ": ", s.message()));
       }
       if (ops.size() == 1) continue;
-      absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
+      absl::StatusOr<json> patched = JsonPatch(path, pod, ops);
       if (!patched.ok()) {
         return absl::Status(patched.status().code(),
                             absl::StrCat("pod ", name, " could not take its placement (no pod was ungated): ",
@@ -537,7 +577,7 @@ struct KubeActuator::Impl {
           ops.push_back(Remove(gate_path));
           break;
         }
-        absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
+        absl::StatusOr<json> patched = JsonPatch(path, *pod, ops);
         failure = patched.status();
         if (patched.ok() || HttpCode(patched.status()) != 422) break;
       }
@@ -605,7 +645,7 @@ struct KubeActuator::Impl {
       // 1. Suspend.
       if (!Held(*obj, *kind)) {
         json ops = json::array({Op("test", "/metadata/uid", order.uid), SuspendOp(*obj, *kind, true)});
-        absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
+        absl::StatusOr<json> patched = JsonPatch(path, *obj, ops);
         if (!patched.ok()) {
           if (HttpCode(patched.status()) == 422) continue;
           return patched.status();
@@ -618,7 +658,7 @@ struct KubeActuator::Impl {
       if (kind->kind == workload::Kind::kJob && At(*obj, "/status/startTime") != nullptr &&
           !At(*obj, "/status/startTime")->is_null()) {
         json ops = json::array({Op("test", "/metadata/uid", order.uid), Remove("/status/startTime")});
-        absl::StatusOr<json> patched = client->Patch(path + "/status", PatchType::kJson, ops);
+        absl::StatusOr<json> patched = JsonPatch(path + "/status", *obj, ops);
         if (!patched.ok()) {
           if (HttpCode(patched.status()) == 422) continue;
           return patched.status();
@@ -636,7 +676,7 @@ struct KubeActuator::Impl {
       if (record_text != nullptr) {
         json ops = json::array({Op("test", "/metadata/uid", order.uid)});
         AppendRestoreOps(*obj, *record_text, order, &ops);
-        absl::StatusOr<json> patched = client->Patch(path, PatchType::kJson, ops);
+        absl::StatusOr<json> patched = JsonPatch(path, *obj, ops);
         if (!patched.ok()) {
           if (HttpCode(patched.status()) == 422) continue;
           return patched.status();

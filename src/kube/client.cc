@@ -90,6 +90,8 @@ struct Raw {
 
 }  // namespace
 
+absl::Status WithHttpCode(absl::Status status, int code) { return WithCode(std::move(status), code); }
+
 int HttpCode(const absl::Status& status) {
   auto p = status.GetPayload(kHttpCodePayload);
   int code = 0;
@@ -388,10 +390,11 @@ absl::StatusOr<ListResult> Client::List(const std::string& path, const ListOptio
   return absl::UnavailableError(absl::StrCat("GET ", path, ": the list kept expiring while paging; retry later"));
 }
 
-absl::StatusOr<nlohmann::json> Client::Patch(const std::string& path, PatchType type, const nlohmann::json& patch) {
+absl::StatusOr<nlohmann::json> Client::Patch(const std::string& path, PatchType type, const nlohmann::json& patch,
+                                             bool retry_conflict) {
   const char* content_type =
       type == PatchType::kMerge ? "application/merge-patch+json" : "application/json-patch+json";
-  absl::StatusOr<std::string> body = impl_->Call("PATCH", path, patch.dump(), content_type, this);
+  absl::StatusOr<std::string> body = impl_->Call("PATCH", path, patch.dump(), content_type, this, retry_conflict);
   if (!body.ok()) return body.status();
   nlohmann::json j = nlohmann::json::parse(*body, nullptr, false);
   if (j.is_discarded()) return absl::DataLossError(absl::StrCat("PATCH ", path, ": the answer is not JSON"));

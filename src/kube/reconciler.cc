@@ -227,14 +227,23 @@ struct Reconciler::Impl {
       versions.push_back(v1);
     }
     size_t version = 0;
+    // An API server that refuses the existence selector (400) is asked
+    // without one; objects without the queue label are skipped here.
+    std::string selector = Selector();
     while (!stopping.load()) {
       const workload::KindInfo& kind = versions[version];
       const std::string path = ResourcePath(kind, "");
       ListOptions lo;
-      lo.label_selector = Selector();
+      lo.label_selector = selector;
       absl::StatusOr<ListResult> list = client->List(path, lo);
       if (!list.ok()) {
         if (stopping.load()) return;
+        if (HttpCode(list.status()) == 400 && !selector.empty()) {
+          log->warn("list {} refused the label selector {} ({}); listing everything and filtering here", path,
+                    selector, list.status().message());
+          selector.clear();
+          continue;
+        }
         if (HttpCode(list.status()) == 404 && version + 1 < versions.size()) {
           ++version;
           continue;
@@ -264,7 +273,7 @@ struct Reconciler::Impl {
       const base::Stopwatch since_list;
       while (!stopping.load() && since_list.Elapsed() < options.resync) {
         WatchOptions wo;
-        wo.label_selector = Selector();
+        wo.label_selector = selector;
         wo.resource_version = rv;
         wo.timeout_seconds = options.watch_timeout_seconds;
         absl::Status s = client->Watch(path, wo, [&](const WatchEvent& e) {

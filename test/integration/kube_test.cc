@@ -384,6 +384,36 @@ TEST_F(KubeIntegrationTest, DroppedAndExpiredWatchesRecover) {
   ASSERT_TRUE(WaitFor([&] { return Released("unseen-2"); })) << server_->Stderr();
 }
 
+TEST_F(KubeIntegrationTest, AnApiServerWithoutTheExistenceSelectorIsListedWhole) {
+  StopGangkeeper();
+  testing::ScriptedFailure refused;
+  refused.method = "GET";
+  refused.path_contains = "/apis/batch/v1/jobs";
+  refused.non_watch_only = true;
+  refused.status = 400;
+  refused.times = 1;
+  fake_->Fail(refused);
+  json unlabelled = Job("not-ours", 1, 1);
+  unlabelled["metadata"]["labels"] = json::object();
+  unlabelled["spec"]["suspend"] = true;
+  ASSERT_THAT(fake_->Create(kJobs, unlabelled), IsOk());
+  json queued = Job("queued", 1, 1);
+  queued["spec"]["suspend"] = true;
+  ASSERT_THAT(fake_->Create(kJobs, queued), IsOk());
+  StartGangkeeper();
+  ASSERT_TRUE(WaitFor([&] { return Released("queued"); })) << server_->Stderr();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_TRUE(Suspended(GetJob("not-ours"))) << "objects without the queue label are not gangkeeper's";
+  bool refused_seen = false, whole_list = false;
+  for (const testing::RecordedCall& c : fake_->Calls()) {
+    if (c.path != "/apis/batch/v1/jobs") continue;
+    if (c.status == 400) refused_seen = true;
+    if (refused_seen && c.status == 200 && c.query.find("labelSelector") == std::string::npos) whole_list = true;
+  }
+  EXPECT_TRUE(refused_seen);
+  EXPECT_TRUE(whole_list);
+}
+
 TEST_F(KubeIntegrationTest, RestartConvergesFromTheList) {
   SubmitJob(Job("running", 3, 2));  // holds all of team-a's reach
   ASSERT_TRUE(WaitFor([&] { return Released("running"); })) << server_->Stderr();

@@ -730,6 +730,34 @@ TEST_F(ActuatorTest, MpiJobIsPatchedAtTheVersionItWasCreatedWith) {
   for (const RecordedCall& c : api_->Calls()) EXPECT_EQ(c.path, collection + "/mpi") << c.method;
 }
 
+TEST_F(ActuatorTest, AServerWithoutJsonPatchGetsAGuardedMergePatch) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const broker::ReleaseOrder release = JobRelease("train", created["metadata"]["uid"]);
+  ScriptedFailure unsupported;
+  unsupported.method = "PATCH";
+  unsupported.status = 415;
+  unsupported.times = 1;
+  api_->Fail(unsupported);
+  StartActuator();
+  actuator_->Release(release);
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  const json job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], false);
+  EXPECT_EQ(job["spec"]["template"]["spec"]["nodeSelector"]["disk"], "ssd");
+  EXPECT_TRUE(job["metadata"]["annotations"].contains(kAnnotation));
+  const std::vector<RecordedCall> patches = CallsOf("PATCH");
+  ASSERT_EQ(patches.size(), 2u);
+  EXPECT_EQ(patches[0].content_type, kJsonPatch);
+  EXPECT_EQ(patches[1].content_type, "application/merge-patch+json");
+  const json merge = json::parse(patches[1].body);
+  EXPECT_EQ(merge["metadata"]["uid"], release.uid);  // the guard
+  EXPECT_EQ(merge["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"]);
+  EXPECT_EQ(merge["spec"]["suspend"], false);
+}
+
 TEST_F(ActuatorTest, ReleasesAndSuspendsPyTorchJobMasterAndWorker) {
   const std::string path = std::string(kPyTorchJobs) + "/pt";
   const json created = MustCreate(kPyTorchJobs, PyTorchJobObject("pt"));

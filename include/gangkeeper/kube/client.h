@@ -79,6 +79,8 @@ struct WatchEvent {
 // The HTTP status carried by an error from Client (0 when there was no
 // answer: connection error or timeout).
 int HttpCode(const absl::Status& status);
+// `status` carrying HTTP status `code` (read back by HttpCode).
+absl::Status WithHttpCode(absl::Status status, int code);
 
 // The API path of a managed kind: the collection in `namespace_name` (all
 // namespaces when empty) or, with `name`, one object.
@@ -97,8 +99,11 @@ class Client {
   // Every page, as one consistent list. A continue token that expired
   // (410) restarts the list from the first page, a bounded number of times.
   absl::StatusOr<ListResult> List(const std::string& path, const ListOptions& options = {});
-  // PATCH `path` (add "/status" for the status subresource).
-  absl::StatusOr<nlohmann::json> Patch(const std::string& path, PatchType type, const nlohmann::json& patch);
+  // PATCH `path` (add "/status" for the status subresource). With
+  // `retry_conflict` false a 409 (a stale resourceVersion in the patch) is
+  // final.
+  absl::StatusOr<nlohmann::json> Patch(const std::string& path, PatchType type, const nlohmann::json& patch,
+                                       bool retry_conflict = true);
   // DELETE with preconditions (uid, when not empty) and a propagation
   // policy ("Background", "Foreground", "Orphan"; "" = the server's default).
   // A failed uid precondition (409: the name is another object now) is not
