@@ -21,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/admission/webhook.h"
+#include "gangkeeper/api/api.h"
+#include "gangkeeper/api/metrics.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/kube/actuator.h"
@@ -48,6 +50,7 @@ struct ServeFlags {
   std::string log_level = "info";
   absl::Duration shutdown_grace = absl::Seconds(25);
   broker::BrokerOptions broker;
+  std::string tokens_file;
   std::string kube = "auto";  // auto | none | KUBECONFIG
   std::string kube_context;
 };
@@ -143,6 +146,8 @@ int RunServe(const std::vector<std::string>& args) {
   flags.String("kube", &f.kube,
                "auto (in-cluster when KUBERNETES_SERVICE_HOST is set, else none), none (releases are recorded "
                "and shown, not sent), in-cluster, or the path of a kubeconfig file");
+  flags.String("tokens", &f.tokens_file,
+               "API bearer tokens: YAML/JSON list of {name, sha256, role, namespaces}; reloaded when it changes");
   flags.String("kube-context", &f.kube_context, "the kubeconfig context to use (default: current-context)");
   flags.String("data-dir", &f.data_dir, "directory for gangkeeper's durable state");
   flags.Bool("dev", &f.dev, "generate a CA and serving certificate into --dev-certs-dir if missing and use them");
@@ -295,6 +300,17 @@ int RunServe(const std::vector<std::string>& args) {
     log->error("{}", webhook_metrics.status().message());
     return 1;
   }
+  absl::StatusOr<std::unique_ptr<api::TokenStore>> tokens = api::TokenStore::Load(f.tokens_file);
+  if (!tokens.ok()) {
+    log->error("--tokens: {}", tokens.status().message());
+    return 2;
+  }
+  if (f.tokens_file.empty()) log->warn("no --tokens: the API (/v1/...) answers 401 to everyone");
+  if (absl::Status m = api::RegisterBrokerMetrics(registry, &broker); !m.ok()) {
+    log->error("{}", m.message());
+    return 1;
+  }
+  for (server::Route& r : api::Routes(&broker, tokens->get(), &base::RealClock())) f.server.routes.push_back(std::move(r));
   f.server.routes.push_back(WebhookRoute("/mutate", *webhook_metrics, [&webhook](absl::string_view body) {
     return webhook.Mutate(body);
   }));

@@ -1,0 +1,29 @@
+// gangkeeper: the HTTP API on the API listener (DESIGN §7).
+//
+// Built so far: authentication (auth.h) and the visibility reads
+//   GET /v1/clusterqueues                      every ClusterQueue's status
+//   GET /v1/clusterqueues/NAME/status          nominal, usage, borrowed, lent,
+//                                              available per flavor/resource;
+//                                              pending and admitted counts
+//   GET /v1/workloads?namespace=&clusterQueue=&state=pending|admitted|all
+//   GET /v1/workloads/NS/NAME                  one workload
+// Each workload: pod sets, flavor assignment, priority, phase, positions in
+// its ClusterQueue and LocalQueue, the pending reason in numbers,
+// timestamps, and what the actuator sent for it. Reads come from the
+// broker's published snapshot and never wait for the broker. Errors are
+// {"error": {"code", "message", "field"}}.
+#pragma once
+
+#include <vector>
+
+#include "gangkeeper/api/auth.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/server/server.h"
+
+namespace gangkeeper::api {
+
+// The API's routes. `broker`, `tokens` and `clock` must outlive them.
+std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock);
+
+}  // namespace gangkeeper::api

@@ -1,0 +1,138 @@
+// gangkeeper: broker metrics (see metrics.h).
+#include "gangkeeper/api/metrics.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/numeric/int128.h"
+
+namespace gangkeeper::api {
+namespace {
+
+using metrics::Sample;
+
+// Quantities are exact milli-units; Prometheus wants units as doubles.
+double Units(quantity::Quantity q) { return static_cast<double>(q.milli()) / 1000.0; }
+
+// One sample per (ClusterQueue, flavor, resource) with the value `f` picks.
+template <typename F>
+metrics::SampleCallback PerFlavorResource(broker::Broker* b, F f) {
+  return [b, f] {
+    std::vector<Sample> out;
+    std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
+    for (const auto& [name, view] : snap->cluster_queues()) {
+      for (const auto& [fr, r] : view->status.resources) {
+        out.push_back(Sample{{view->status.cohort, name, fr.flavor, fr.resource}, f(r)});
+      }
+    }
+    return out;
+  };
+}
+
+template <typename F>
+metrics::SampleCallback PerQueue(broker::Broker* b, F f) {
+  return [b, f] {
+    std::vector<Sample> out;
+    std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
+    for (const auto& [name, view] : snap->cluster_queues()) out.push_back(Sample{{name}, f(view->status)});
+    return out;
+  };
+}
+
+}  // namespace
+
+absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* b) {
+  const std::vector<std::string> fr_labels = {"cohort", "cluster_queue", "flavor", "resource"};
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  absl::Status s = registry.AddCallbackGauge(
+      "kueue_pending_workloads", "Pending workloads per ClusterQueue.", {"cluster_queue", "status"}, [b] {
+        std::vector<Sample> out;
+        std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
+        for (const auto& [name, view] : snap->cluster_queues()) {
+          out.push_back(Sample{{name, "active"}, static_cast<double>(view->status.pending)});
+        }
+        return out;
+      });
+  if (s.ok()) {
+    s = registry.AddCallbackGauge("kueue_admitted_active_workloads",
+                                  "Workloads holding quota in each ClusterQueue (reserved, running or being evicted).",
+                                  {"cluster_queue"}, PerQueue(b, [](const broker::ClusterQueueStatus& st) {
+                                    return static_cast<double>(st.admitted);
+                                  }));
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge("kueue_reserving_active_workloads",
+                                  "Workloads with quota reserved in each ClusterQueue.", {"cluster_queue"},
+                                  PerQueue(b, [](const broker::ClusterQueueStatus& st) {
+                                    return static_cast<double>(st.admitted);
+                                  }));
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge("kueue_cluster_queue_weighted_share",
+                                  "Fair-sharing weighted share (dominant resource share) of each ClusterQueue.",
+                                  {"cluster_queue"}, PerQueue(b, [](const broker::ClusterQueueStatus& st) {
+                                    return st.weighted_share;
+                                  }));
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge("kueue_cluster_queue_status", "1 for the ClusterQueue's current status.",
+                                  {"cluster_queue", "status"}, [b] {
+                                    std::vector<Sample> out;
+                                    std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
+                                    for (const auto& [name, view] : snap->cluster_queues()) {
+                                      out.push_back(Sample{{name, view->status.active ? "active" : "pending"}, 1});
+                                    }
+                                    return out;
+                                  });
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge(
+        "kueue_cluster_queue_resource_usage", "Quota in use per ClusterQueue, flavor and resource.", fr_labels,
+        PerFlavorResource(b, [](const broker::FlavorResourceStatus& r) { return Units(r.usage); }));
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge(
+        "kueue_cluster_queue_resource_reservation", "Quota reserved per ClusterQueue, flavor and resource.",
+        fr_labels, PerFlavorResource(b, [](const broker::FlavorResourceStatus& r) { return Units(r.usage); }));
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge(
+        "kueue_cluster_queue_nominal_quota", "Nominal quota per ClusterQueue, flavor and resource.", fr_labels,
+        PerFlavorResource(b, [](const broker::FlavorResourceStatus& r) { return Units(r.nominal); }));
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge("kueue_cluster_queue_borrowing_limit",
+                                  "Borrowing limit per ClusterQueue, flavor and resource (+Inf when unset).",
+                                  fr_labels, PerFlavorResource(b, [kInf](const broker::FlavorResourceStatus& r) {
+                                    return r.borrowing_limit.has_value() ? Units(*r.borrowing_limit) : kInf;
+                                  }));
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge("kueue_cluster_queue_lending_limit",
+                                  "Lending limit per ClusterQueue, flavor and resource (+Inf when unset).", fr_labels,
+                                  PerFlavorResource(b, [kInf](const broker::FlavorResourceStatus& r) {
+                                    return r.lending_limit.has_value() ? Units(*r.lending_limit) : kInf;
+                                  }));
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackCounter("gangkeeper_broker_admitted_total", "Gangs admitted (quota reserved).", {}, [b] {
+      return std::vector<Sample>{Sample{{}, static_cast<double>(b->stats().admitted)}};
+    });
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackCounter("gangkeeper_broker_preempted_total", "Gangs chosen as preemption victims.", {},
+                                    [b] {
+                                      return std::vector<Sample>{
+                                          Sample{{}, static_cast<double>(b->stats().preempted)}};
+                                    });
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge("gangkeeper_broker_tracked_workloads", "Workloads the broker tracks.", {}, [b] {
+      return std::vector<Sample>{Sample{{}, static_cast<double>(b->snapshot()->workload_count())}};
+    });
+  }
+  return s;
+}
+
+}  // namespace gangkeeper::api

@@ -1,0 +1,181 @@
+// Integration: the API listener of the real binary over TLS with real
+// tokens: visibility reads per role, after workloads went through the
+// webhook (with --kube none, so releases are recorded, not sent).
+#include <openssl/sha.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/testing/process.h"
+#include "test/testing/status_matchers.h"
+#include "test/testing/temp_dir.h"
+#include "test/testing/tls_client.h"
+
+namespace gangkeeper {
+namespace {
+
+using ::gangkeeper::testing::IsOk;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+std::string Sha256Hex(const std::string& s) {
+  unsigned char d[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
+  std::string out;
+  for (unsigned char b : d) absl::StrAppend(&out, absl::Hex(b, absl::kZeroPad2));
+  return out;
+}
+
+json JobReview(const std::string& name, int pods, int gpus) {
+  json job = {{"apiVersion", "batch/v1"},
+              {"kind", "Job"},
+              {"metadata",
+               {{"name", name},
+                {"namespace", "team-a"},
+                {"uid", "uid-" + name},
+                {"labels", {{"kueue.x-k8s.io/queue-name", "gpu-queue"}}}}},
+              {"spec",
+               {{"parallelism", pods},
+                {"completions", pods},
+                {"suspend", true},
+                {"template",
+                 {{"spec",
+                   {{"restartPolicy", "Never"},
+                    {"containers",
+                     {{{"name", "w"},
+                       {"image", "img"},
+                       {"resources",
+                        {{"requests", {{"nvidia.com/gpu", std::to_string(gpus)}}},
+                         {"limits", {{"nvidia.com/gpu", std::to_string(gpus)}}}}}}}}}}}}}}};
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"request",
+           {{"uid", "review-" + name},
+            {"kind", {{"group", "batch"}, {"version", "v1"}, {"kind", "Job"}}},
+            {"resource", {{"group", "batch"}, {"version", "v1"}, {"resource", "jobs"}}},
+            {"namespace", "team-a"},
+            {"name", name},
+            {"operation", "CREATE"},
+            {"userInfo", {{"username", "alice"}}},
+            {"object", job},
+            {"oldObject", nullptr},
+            {"dryRun", false}}}};
+}
+
+class ApiIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto certs = testing::RunCommand({testing::GangkeeperBinary(), "certs", "--out", dir_.File("certs")},
+                                     absl::Seconds(30));
+    ASSERT_THAT(certs, IsOk());
+    json tokens = json::array({{{"name", "platform"}, {"sha256", Sha256Hex("admin-secret")}, {"role", "admin"}},
+                               {{"name", "team-b-lead"},
+                                {"sha256", Sha256Hex("team-b-secret")},
+                                {"role", "team-admin"},
+                                {"namespaces", {"team-b"}}},
+                               {{"name", "audit"}, {"sha256", Sha256Hex("audit-secret")}, {"role", "auditor"}}});
+    std::ofstream(dir_.File("tokens.json")) << tokens.dump();
+    auto p = testing::ServerProcess::Start(
+        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
+         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
+         "--policies=" + std::string(GK_SOURCE_DIR) + "/policies", "--kube=none",
+         "--tokens=" + dir_.File("tokens.json")},
+        dir_.path());
+    ASSERT_THAT(p, IsOk());
+    server_ = *std::move(p);
+    options_.ca_file = dir_.File("certs/ca.crt");
+    auto w = testing::TlsConnection::Connect(server_->webhook_port(), options_);
+    ASSERT_THAT(w, IsOk());
+    // Two gangs: 4 GPUs admitted, then one that waits for quota.
+    for (const auto& [name, pods] : std::vector<std::pair<std::string, int>>{{"first", 2}, {"second", 2}}) {
+      auto r = (*w)->Request("POST", "/validate", JobReview(name, pods, 2).dump());
+      ASSERT_THAT(r, IsOk());
+      ASSERT_THAT(r->body, HasSubstr(R"("allowed":true)")) << r->body;
+    }
+  }
+
+  // GET `path` on the API listener with `token` ("" = none).
+  std::pair<int, json> Get(const std::string& path, const std::string& token) {
+    auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
+    EXPECT_THAT(c, IsOk());
+    if (!c.ok()) return {0, json()};
+    auto r = (*c)->Request("GET", path, "", token.empty() ? "" : absl::StrCat("Authorization: Bearer ", token, "\r\n"));
+    EXPECT_THAT(r, IsOk());
+    if (!r.ok()) return {0, json()};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+
+  testing::TempDir dir_;
+  testing::TlsClientOptions options_;
+  std::unique_ptr<testing::ServerProcess> server_;
+};
+
+TEST_F(ApiIntegrationTest, WorkloadsAndQueuesAreVisiblePerRole) {
+  auto [status, none] = Get("/v1/workloads", "");
+  EXPECT_EQ(status, 401);
+  EXPECT_THAT(none["error"]["message"].get<std::string>(), HasSubstr("bearer token"));
+  EXPECT_EQ(Get("/v1/workloads", "not-a-token").first, 401);
+
+  auto [ok, all] = Get("/v1/workloads?namespace=team-a", "admin-secret");
+  ASSERT_EQ(ok, 200) << all.dump();
+  ASSERT_EQ(all["items"].size(), 2u) << all.dump();
+  const json& first = all["items"][0];
+  EXPECT_EQ(first["name"], "first");
+  EXPECT_EQ(first["state"], "admitted");
+  EXPECT_EQ(first["assignment"]["podSets"][0]["flavors"]["nvidia.com/gpu"], "nvidia-gpu");
+  EXPECT_THAT(first["actuation"].get<std::string>(), HasSubstr("not sent (--kube none)"));
+  const json& second = all["items"][1];
+  EXPECT_EQ(second["state"], "pending");
+  EXPECT_EQ(second["position"]["clusterQueue"], 1);
+  EXPECT_EQ(second["reason"]["resource"], "nvidia.com/gpu");
+  EXPECT_THAT(second["reason"]["message"].get<std::string>(), HasSubstr("nvidia.com/gpu"));
+
+  auto [one_status, one] = Get("/v1/workloads/team-a/second", "admin-secret");
+  EXPECT_EQ(one_status, 200);
+  EXPECT_EQ(one["position"]["localQueue"], 1);
+
+  auto [q_status, q] = Get("/v1/clusterqueues/team-a-gpu/status", "admin-secret");
+  ASSERT_EQ(q_status, 200) << q.dump();
+  EXPECT_EQ(q["pending"], 1);
+  EXPECT_EQ(q["admitted"], 1);
+  bool gpu = false;
+  for (const json& r : q["resources"]) {
+    if (r["resource"] == "nvidia.com/gpu") {
+      gpu = true;
+      EXPECT_EQ(r["nominal"], "4");
+      EXPECT_EQ(r["usage"], "4");
+    }
+  }
+  EXPECT_TRUE(gpu);
+
+  // team-b's admin sees nothing of team-a.
+  auto [tb_status, tb] = Get("/v1/workloads", "team-b-secret");
+  EXPECT_EQ(tb_status, 200);
+  EXPECT_TRUE(tb["items"].empty()) << tb.dump();
+  EXPECT_EQ(Get("/v1/workloads?namespace=team-a", "team-b-secret").first, 403);
+  EXPECT_EQ(Get("/v1/clusterqueues/team-a-gpu/status", "team-b-secret").first, 403);
+  EXPECT_EQ(Get("/v1/clusterqueues/team-b-gpu/status", "team-b-secret").first, 200);
+  // /metrics says the same, with Kueue's names.
+  {
+    auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
+    ASSERT_THAT(c, IsOk());
+    auto m = (*c)->Request("GET", "/metrics");
+    ASSERT_THAT(m, IsOk());
+    EXPECT_THAT(m->body, HasSubstr("kueue_admitted_active_workloads{cluster_queue=\"team-a-gpu\"} 1\n"));
+    EXPECT_THAT(m->body, HasSubstr("kueue_pending_workloads{cluster_queue=\"team-a-gpu\",status=\"active\"} 1\n"));
+    EXPECT_THAT(m->body, HasSubstr("kueue_cluster_queue_resource_usage{cohort=\"gpu-shared\",cluster_queue=\"team-a-gpu\","
+                                   "flavor=\"nvidia-gpu\",resource=\"nvidia.com/gpu\"} 4\n"));
+    EXPECT_THAT(m->body, HasSubstr("kueue_cluster_queue_nominal_quota{cohort=\"gpu-shared\",cluster_queue=\"team-a-gpu\","
+                                   "flavor=\"nvidia-gpu\",resource=\"nvidia.com/gpu\"} 4\n"));
+  }
+  // Auditors read the audit log, not workloads.
+  auto [a_status, a] = Get("/v1/workloads", "audit-secret");
+  EXPECT_EQ(a_status, 403);
+  EXPECT_THAT(a["error"]["message"].get<std::string>(), HasSubstr("auditor"));
+}
+
+}  // namespace
+}  // namespace gangkeeper
