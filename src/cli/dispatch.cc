@@ -15,6 +15,8 @@ constexpr char kUsage[] =
     "  serve     run the admission webhook and API listeners\n"
     "  certs     make a CA and a serving certificate for the webhook Service\n"
     "  check-policies  validate Kueue manifests offline (exit 1 on errors)\n"
+    "  get       list clusterqueues or workloads from the API (--server, --token)\n"
+    "  describe  show one workload: where it queues and why it waits\n"
     "  version   print the version\n"
     "\n"
     "Run 'gangkeeper <command> --help' for a command's flags.\n";
@@ -31,6 +33,8 @@ int RunMain(int argc, char** argv) {
   if (command == "serve") return RunServe(args);
   if (command == "certs") return RunCerts(args);
   if (command == "check-policies") return RunCheckPolicies(args);
+  if (command == "get") return RunGet(args);
+  if (command == "describe") return RunDescribe(args);
   if (command == "version" || command == "--version") {
     std::printf("gangkeeper %s\n", GK_VERSION);
     return 0;

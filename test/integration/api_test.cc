@@ -177,5 +177,45 @@ TEST_F(ApiIntegrationTest, WorkloadsAndQueuesAreVisiblePerRole) {
   EXPECT_THAT(a["error"]["message"].get<std::string>(), HasSubstr("auditor"));
 }
 
+TEST_F(ApiIntegrationTest, GetAndDescribeFromTheCommandLine) {
+  const std::string server = absl::StrCat("--server=https://127.0.0.1:", server_->api_port());
+  const std::string ca = "--ca=" + dir_.File("certs/ca.crt");
+  auto get = testing::RunCommand({testing::GangkeeperBinary(), "get", "workloads", "-n", "team-a", server, ca,
+                                  "--token=admin-secret"},
+                                 absl::Seconds(30));
+  ASSERT_THAT(get, IsOk());
+  EXPECT_EQ(get->exit_code, 0) << get->err;
+  EXPECT_THAT(get->out, HasSubstr("NAMESPACE"));
+  EXPECT_THAT(get->out, ::testing::ContainsRegex("team-a +second +team-a-gpu +pending +1 "));
+  EXPECT_THAT(get->out, ::testing::ContainsRegex("team-a +first +team-a-gpu +admitted"));
+
+  auto json_out = testing::RunCommand({testing::GangkeeperBinary(), "get", "clusterqueues", "-o", "json", server, ca,
+                                       "--token=admin-secret"},
+                                      absl::Seconds(30));
+  ASSERT_THAT(json_out, IsOk());
+  ASSERT_EQ(json_out->exit_code, 0) << json_out->err;
+  json queues = json::parse(json_out->out);
+  EXPECT_EQ(queues["items"].size(), 2u);
+
+  auto describe = testing::RunCommand({testing::GangkeeperBinary(), "describe", "workload", "team-a/second", server,
+                                       ca, "--token=admin-secret"},
+                                      absl::Seconds(30));
+  ASSERT_THAT(describe, IsOk());
+  EXPECT_EQ(describe->exit_code, 0) << describe->err;
+  EXPECT_THAT(describe->out, HasSubstr("Position:      1 in ClusterQueue, 1 in LocalQueue"));
+  EXPECT_THAT(describe->out, HasSubstr("Waiting:"));
+
+  // Refusals are exit 1 with the API's message; usage errors exit 2.
+  auto refused = testing::RunCommand({testing::GangkeeperBinary(), "get", "workloads", server, ca,
+                                      "--token=wrong"},
+                                     absl::Seconds(30));
+  ASSERT_THAT(refused, IsOk());
+  EXPECT_EQ(refused->exit_code, 1);
+  EXPECT_THAT(refused->err, HasSubstr("401"));
+  auto usage = testing::RunCommand({testing::GangkeeperBinary(), "get", "pods", server, ca}, absl::Seconds(30));
+  ASSERT_THAT(usage, IsOk());
+  EXPECT_EQ(usage->exit_code, 2);
+}
+
 }  // namespace
 }  // namespace gangkeeper

@@ -1,0 +1,298 @@
+// gangkeeper CLI: client subcommands that read the API (DESIGN §5):
+//   gangkeeper get clusterqueues|workloads [-n NS] [--cluster-queue CQ]
+//                  [--state pending|admitted|all] [-o table|json]
+//   gangkeeper describe workload NS/NAME [-o json]
+// --server, --token and --ca, or GANGKEEPER_SERVER, GANGKEEPER_TOKEN and
+// GANGKEEPER_CA. Exit codes: 0 done, 1 the API refused or failed (its
+// message on stderr), 2 usage errors.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "gangkeeper/kube/client.h"
+#include "nlohmann/json.hpp"
+#include "src/cli/commands.h"
+#include "src/cli/flags.h"
+
+namespace gangkeeper::cli {
+namespace {
+
+using nlohmann::json;
+
+struct ClientFlags {
+  std::string server;
+  std::string token;
+  std::string ca;
+  std::string output = "table";
+};
+
+void AddClientFlags(FlagSet& flags, ClientFlags* f) {
+  const char* server = std::getenv("GANGKEEPER_SERVER");
+  const char* token = std::getenv("GANGKEEPER_TOKEN");
+  const char* ca = std::getenv("GANGKEEPER_CA");
+  f->server = server != nullptr ? server : "https://localhost:8443";
+  f->token = token != nullptr ? token : "";
+  f->ca = ca != nullptr ? ca : "certs/dev/ca.crt";
+  flags.String("server", &f->server, "the API listener, https://HOST:PORT (or GANGKEEPER_SERVER)");
+  flags.String("token", &f->token, "bearer token (or GANGKEEPER_TOKEN)");
+  flags.String("ca", &f->ca, "CA certificate that signed the API's certificate (or GANGKEEPER_CA)");
+  flags.String("o", &f->output, "output: table or json");
+  flags.String("output", &f->output, "output: table or json");
+}
+
+// A client for the API listener; prints the problem and returns null.
+std::unique_ptr<kube::Client> Connect(const ClientFlags& f) {
+  absl::string_view rest = f.server;
+  if (!absl::ConsumePrefix(&rest, "https://")) {
+    std::fprintf(stderr, "gangkeeper: --server %s: use https://HOST:PORT\n", f.server.c_str());
+    return nullptr;
+  }
+  rest = absl::StripSuffix(rest, "/");
+  kube::ClusterConfig c;
+  c.source = "--server";
+  size_t colon = rest.rfind(':');
+  if (absl::ConsumePrefix(&rest, "[")) {
+    size_t close = rest.find(']');
+    c.host = std::string(rest.substr(0, close));
+    colon = rest.find(':', close);
+  } else {
+    c.host = std::string(rest.substr(0, colon));
+  }
+  c.port = 443;
+  if (colon != absl::string_view::npos && !absl::SimpleAtoi(rest.substr(colon + 1), &c.port)) {
+    std::fprintf(stderr, "gangkeeper: --server %s: bad port\n", f.server.c_str());
+    return nullptr;
+  }
+  std::ifstream in(f.ca, std::ios::binary);
+  std::ostringstream pem;
+  pem << in.rdbuf();
+  c.ca_pem = pem.str();
+  if (c.ca_pem.empty()) {
+    std::fprintf(stderr, "gangkeeper: --ca %s: cannot read it (the CA that signed the API's certificate)\n",
+                 f.ca.c_str());
+    return nullptr;
+  }
+  c.token = f.token;
+  kube::ClientOptions o;
+  o.retry.max_attempts = 3;
+  o.retry.max_total = absl::Seconds(10);
+  o.timeout = absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<kube::Client>> client = kube::Client::Create(c, o);
+  if (!client.ok()) {
+    std::fprintf(stderr, "gangkeeper: %s\n", std::string(client.status().message()).c_str());
+    return nullptr;
+  }
+  return *std::move(client);
+}
+
+// GET `path`; prints the API's error and returns nullopt on failure.
+std::optional<json> Fetch(kube::Client& client, const std::string& path) {
+  absl::StatusOr<json> j = client.Get(path);
+  if (!j.ok()) {
+    std::fprintf(stderr, "gangkeeper: %s\n", std::string(j.status().message()).c_str());
+    return std::nullopt;
+  }
+  return *std::move(j);
+}
+
+std::string S(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key)) return "";
+  const json& v = j[key];
+  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
+}
+
+// Columns padded to their widest cell.
+void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], r[i].size());
+    }
+  }
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 3, ' ');
+    }
+    std::printf("%s\n", std::string(absl::StripTrailingAsciiWhitespace(line)).c_str());
+  }
+}
+
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (unsigned char c : v) {
+    if (isalnum(c) || c == '-' || c == '.' || c == '_') {
+      out += static_cast<char>(c);
+    } else {
+      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
+int GetClusterQueues(kube::Client& client, const ClientFlags& f) {
+  std::optional<json> j = Fetch(client, "/v1/clusterqueues");
+  if (!j.has_value()) return 1;
+  if (f.output == "json") {
+    std::printf("%s\n", j->dump(2).c_str());
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows = {{"NAME", "COHORT", "PENDING", "ADMITTED", "USAGE/NOMINAL"}};
+  for (const json& q : (*j)["items"]) {
+    std::vector<std::string> usage;
+    for (const json& r : q["resources"]) {
+      if (S(r, "nominal") == "0" && S(r, "usage") == "0") continue;
+      usage.push_back(absl::StrCat(S(r, "resource"), "@", S(r, "flavor"), " ", S(r, "usage"), "/", S(r, "nominal")));
+    }
+    rows.push_back({S(q, "name"), S(q, "cohort"), S(q, "pending"), S(q, "admitted"), absl::StrJoin(usage, ", ")});
+  }
+  PrintTable(rows);
+  return 0;
+}
+
+int GetWorkloads(kube::Client& client, const ClientFlags& f, const std::string& ns, const std::string& cq,
+                 const std::string& state) {
+  std::string path = "/v1/workloads";
+  std::vector<std::string> q;
+  if (!ns.empty()) q.push_back("namespace=" + Escape(ns));
+  if (!cq.empty()) q.push_back("clusterQueue=" + Escape(cq));
+  if (!state.empty()) q.push_back("state=" + Escape(state));
+  if (!q.empty()) absl::StrAppend(&path, "?", absl::StrJoin(q, "&"));
+  std::optional<json> j = Fetch(client, path);
+  if (!j.has_value()) return 1;
+  if (f.output == "json") {
+    std::printf("%s\n", j->dump(2).c_str());
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"NAMESPACE", "NAME", "CLUSTERQUEUE", "STATE", "POSITION", "PRIORITY", "REASON"}};
+  for (const json& w : (*j)["items"]) {
+    std::string position = w.contains("position") ? S(w["position"], "clusterQueue") : "";
+    std::string reason = w.contains("reason") ? S(w["reason"], "message") : S(w, "phase");
+    rows.push_back({S(w, "namespace"), S(w, "name"), S(w, "clusterQueue"), S(w, "state"), position,
+                    S(w, "priority"), reason});
+  }
+  PrintTable(rows);
+  return 0;
+}
+
+int DescribeWorkload(kube::Client& client, const ClientFlags& f, const std::string& ns_name) {
+  const size_t slash = ns_name.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == ns_name.size()) {
+    std::fprintf(stderr, "gangkeeper: describe workload NAMESPACE/NAME\n");
+    return 2;
+  }
+  std::optional<json> w = Fetch(client, absl::StrCat("/v1/workloads/", Escape(ns_name.substr(0, slash)), "/",
+                                                     Escape(ns_name.substr(slash + 1))));
+  if (!w.has_value()) return 1;
+  if (f.output == "json") {
+    std::printf("%s\n", w->dump(2).c_str());
+    return 0;
+  }
+  std::printf("Workload:      %s/%s (%s, uid %s)\n", S(*w, "namespace").c_str(), S(*w, "name").c_str(),
+              S(*w, "kind").c_str(), S(*w, "uid").c_str());
+  std::printf("Queue:         LocalQueue %s -> ClusterQueue %s\n", S(*w, "localQueue").c_str(),
+              S(*w, "clusterQueue").c_str());
+  std::printf("State:         %s (%s)\n", S(*w, "state").c_str(), S(*w, "phase").c_str());
+  std::printf("Priority:      %s%s\n", S(*w, "priority").c_str(),
+              S(*w, "priorityClass").empty() ? "" : absl::StrCat(" (", S(*w, "priorityClass"), ")").c_str());
+  std::printf("Created:       %s\n", S(*w, "created").c_str());
+  if (w->contains("position")) {
+    std::printf("Position:      %s in ClusterQueue, %s in LocalQueue\n",
+                S((*w)["position"], "clusterQueue").c_str(), S((*w)["position"], "localQueue").c_str());
+  }
+  if (w->contains("reason")) {
+    std::printf("Waiting:       %s: %s\n", S((*w)["reason"], "code").c_str(), S((*w)["reason"], "message").c_str());
+  }
+  std::printf("Pod sets:\n");
+  for (const json& ps : (*w)["podSets"]) {
+    std::vector<std::string> req;
+    for (const auto& [k, v] : ps["requests"].items()) req.push_back(absl::StrCat(k, "=", v.get<std::string>()));
+    std::printf("  %-12s %s x {%s}\n", S(ps, "name").c_str(), S(ps, "count").c_str(), absl::StrJoin(req, ", ").c_str());
+  }
+  if (w->contains("assignment")) {
+    std::printf("Admitted:      %s in ClusterQueue %s\n", S(*w, "admitted").c_str(),
+                S((*w)["assignment"], "clusterQueue").c_str());
+    for (const json& ps : (*w)["assignment"]["podSets"]) {
+      std::vector<std::string> flavors;
+      for (const auto& [res, flavor] : ps["flavors"].items()) {
+        flavors.push_back(absl::StrCat(res, "@", flavor.get<std::string>()));
+      }
+      std::printf("  %-12s %s\n", S(ps, "name").c_str(), absl::StrJoin(flavors, ", ").c_str());
+    }
+  }
+  if (w->contains("actuation")) std::printf("Last action:   %s\n", S(*w, "actuation").c_str());
+  return 0;
+}
+
+}  // namespace
+
+int RunGet(const std::vector<std::string>& args) {
+  ClientFlags f;
+  std::string ns, cq, state;
+  FlagSet flags("get", "Lists clusterqueues or workloads from the API.\nusage: gangkeeper get clusterqueues|workloads [flags]");
+  AddClientFlags(flags, &f);
+  flags.String("n", &ns, "namespace (workloads)");
+  flags.String("namespace", &ns, "namespace (workloads)");
+  flags.String("cluster-queue", &cq, "ClusterQueue (workloads)");
+  flags.String("state", &state, "pending, admitted or all (workloads)");
+  std::vector<std::string> what;
+  bool help = false;
+  if (absl::Status s = flags.Parse(args, &what, &help); !s.ok()) {
+    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (help) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (what.size() != 1 || (f.output != "table" && f.output != "json")) {
+    std::fprintf(stderr, "gangkeeper: usage: gangkeeper get clusterqueues|workloads [-n NS] [-o table|json]\n");
+    return 2;
+  }
+  const std::string kind = what[0];
+  const bool queues = kind == "clusterqueues" || kind == "clusterqueue" || kind == "cq";
+  const bool workloads = kind == "workloads" || kind == "workload" || kind == "wl";
+  if (!queues && !workloads) {
+    std::fprintf(stderr, "gangkeeper: get %s: use clusterqueues or workloads\n", kind.c_str());
+    return 2;
+  }
+  std::unique_ptr<kube::Client> client = Connect(f);
+  if (client == nullptr) return 2;
+  return queues ? GetClusterQueues(*client, f) : GetWorkloads(*client, f, ns, cq, state);
+}
+
+int RunDescribe(const std::vector<std::string>& args) {
+  ClientFlags f;
+  FlagSet flags("describe", "Shows one workload: where it queues and why it waits.\nusage: gangkeeper describe workload NAMESPACE/NAME");
+  AddClientFlags(flags, &f);
+  std::vector<std::string> what;
+  bool help = false;
+  if (absl::Status s = flags.Parse(args, &what, &help); !s.ok()) {
+    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (help) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (what.size() != 2 || (what[0] != "workload" && what[0] != "workloads")) {
+    std::fprintf(stderr, "gangkeeper: usage: gangkeeper describe workload NAMESPACE/NAME\n");
+    return 2;
+  }
+  std::unique_ptr<kube::Client> client = Connect(f);
+  if (client == nullptr) return 2;
+  return DescribeWorkload(*client, f, what[1]);
+}
+
+}  // namespace gangkeeper::cli
