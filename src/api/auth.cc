@@ -75,6 +75,7 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokens(absl::string_view text, cons
   }
   std::vector<TokenEntry> out;
   std::set<std::string> names;
+  std::map<std::string, std::string> digests;  // sha256 -> name
   for (size_t i = 0; i < root.size(); ++i) {
     const YAML::Node e = root[i];
     const std::string where = absl::StrCat(source, ": [", i, "]");
@@ -92,6 +93,10 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokens(absl::string_view text, cons
     if (t.sha256_hex.size() != 64 || t.sha256_hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ".sha256: expected 64 hex digits, the SHA-256 of the token (printf %s TOKEN | sha256sum)"));
+    }
+    if (auto [it, fresh] = digests.emplace(t.sha256_hex, t.name); !fresh) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".sha256: the same token as \"", it->second,
+                                                     "\"; every name needs its own token"));
     }
     absl::StatusOr<Role> role = ParseRole(scalar("role"));
     if (!role.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ".role: ", role.status().message()));
@@ -157,6 +162,11 @@ size_t TokenStore::size() const {
 
 absl::StatusOr<Principal> TokenStore::Authenticate(absl::string_view authorization, const std::string& client,
                                                    absl::Time now) {
+  // Without a tokens file there is nothing to guess: every call gets the
+  // same answer saying how to configure tokens, never the limiter's.
+  if (path_.empty()) {
+    return absl::UnauthenticatedError("the API needs a bearer token: start gangkeeper with --tokens FILE");
+  }
   ReloadIfChanged();
   absl::MutexLock lock(&mu_);
   Failures& f = failures_[client];
@@ -169,9 +179,10 @@ absl::StatusOr<Principal> TokenStore::Authenticate(absl::string_view authorizati
     if (failures_.size() > 10000) failures_.clear();  // bounded memory under a scan
     return absl::UnauthenticatedError(std::move(message));
   };
-  if (path_.empty()) return fail("the API needs a bearer token: start gangkeeper with --tokens FILE");
   absl::string_view token = authorization;
-  if (!absl::ConsumePrefix(&token, "Bearer ") || token.empty()) {
+  // The scheme name is case-insensitive (RFC 7235).
+  if (token.size() < 7 || !absl::EqualsIgnoreCase(token.substr(0, 7), "bearer ") ||
+      (token.remove_prefix(7), token.empty())) {
     return fail("missing bearer token: send \"Authorization: Bearer TOKEN\"");
   }
   const std::string digest = HexSha256(token);
