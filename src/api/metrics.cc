@@ -116,6 +116,56 @@ absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* 
                                   }));
   }
   if (s.ok()) {
+    s = registry.AddCallbackCounter("kueue_admitted_workloads_total", "Gangs admitted (quota reserved).",
+                                    {"cluster_queue", "priority_class"}, [b] {
+                                      std::vector<Sample> out;
+                                      for (const auto& [k, v] : b->counters().admitted) {
+                                        out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
+                                      }
+                                      return out;
+                                    });
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackCounter("kueue_quota_reserved_workloads_total", "Gangs that got their quota reserved.",
+                                    {"cluster_queue", "priority_class"}, [b] {
+                                      std::vector<Sample> out;
+                                      for (const auto& [k, v] : b->counters().admitted) {
+                                        out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
+                                      }
+                                      return out;
+                                    });
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackCounter("kueue_finished_workloads_total", "Gangs that ended.",
+                                    {"cluster_queue", "priority_class"}, [b] {
+                                      std::vector<Sample> out;
+                                      for (const auto& [k, v] : b->counters().finished) {
+                                        out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
+                                      }
+                                      return out;
+                                    });
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackCounter(
+        "kueue_evicted_workloads_total", "Gangs evicted (preempted or drained), by reason.",
+        {"cluster_queue", "reason", "underlying_cause", "priority_class"}, [b] {
+          std::vector<Sample> out;
+          for (const auto& [k, v] : b->counters().evicted) out.push_back(Sample{k, static_cast<double>(v)});
+          return out;
+        });
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackCounter("kueue_preempted_workloads_total",
+                                    "Gangs preempted, by the preemptor's ClusterQueue and the reason.",
+                                    {"preempting_cluster_queue", "reason"}, [b] {
+                                      std::vector<Sample> out;
+                                      for (const auto& [k, v] : b->counters().preempted) {
+                                        out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
+                                      }
+                                      return out;
+                                    });
+  }
+  if (s.ok()) {
     s = registry.AddCallbackCounter("gangkeeper_broker_admitted_total", "Gangs admitted (quota reserved).", {}, [b] {
       return std::vector<Sample>{Sample{{}, static_cast<double>(b->stats().admitted)}};
     });

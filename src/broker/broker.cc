@@ -139,6 +139,39 @@ struct Broker::Impl {
 
   mutable absl::Mutex stats_mu;
   BrokerStats stats ABSL_GUARDED_BY(stats_mu);
+  BrokerCounters counters ABSL_GUARDED_BY(stats_mu);
+
+  std::string PriorityClassOf(const WorkloadKey& key) const {
+    const WorkloadInfo* info = scheduler->Find(key);
+    return info != nullptr && info->workload != nullptr ? info->workload->priority_class : "";
+  }
+
+  // Counts what the durable changes did, by ClusterQueue.
+  void Count(const std::vector<StateChange>& changes) {
+    absl::MutexLock lock(&stats_mu);
+    for (const StateChange& c : changes) {
+      switch (c.type) {
+        case StateChange::Type::kAdmitted:
+          ++counters.admitted[{c.cluster_queue, PriorityClassOf(c.key)}];
+          break;
+        case StateChange::Type::kFinished:
+          ++counters.finished[{c.cluster_queue, PriorityClassOf(c.key)}];
+          break;
+        case StateChange::Type::kEvicted: {
+          const bool preempted = !c.preemptor.name.empty();
+          ++counters.evicted[{c.cluster_queue, preempted ? "Preempted" : c.reason, preempted ? c.reason : "",
+                              PriorityClassOf(c.key)}];
+          if (preempted) {
+            const WorkloadInfo* by = scheduler->Find(c.preemptor);
+            ++counters.preempted[{by != nullptr ? by->cluster_queue : "", c.reason}];
+          }
+          break;
+        }
+        default:
+          break;
+      }
+    }
+  }
 
   absl::Status Send(Event e, bool wait) {
     std::shared_ptr<Waiter> waiter;
@@ -406,6 +439,7 @@ struct Broker::Impl {
     }
     if (sink != nullptr && !changes.empty()) durable = sink->Append(changes);
     if (durable.ok()) {
+      Count(changes);
       Actuate(changes);
     } else {
       base::GetLogger("broker")->error("broker: state store unavailable, {} change(s) kept to retry: {}", changes.size(),
@@ -578,6 +612,11 @@ std::shared_ptr<const Snapshot> Broker::snapshot() const { return impl_->current
 BrokerStats Broker::stats() const {
   absl::MutexLock lock(&impl_->stats_mu);
   return impl_->stats;
+}
+
+BrokerCounters Broker::counters() const {
+  absl::MutexLock lock(&impl_->stats_mu);
+  return impl_->counters;
 }
 
 std::optional<WorkloadRecord> Broker::Find(const WorkloadKey& key) const {

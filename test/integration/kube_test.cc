@@ -284,6 +284,21 @@ TEST_F(KubeIntegrationTest, HigherPriorityPreemptsAndTheVictimIsRestoredThenRele
   EXPECT_FALSE(spec.contains("tolerations") && !spec["tolerations"].empty());
   EXPECT_FALSE(low["metadata"].contains("annotations") &&
                low["metadata"]["annotations"].contains("gangkeeper.io/admitted-flavors"));
+  // The metrics count it with Kueue's names and labels.
+  {
+    testing::TlsClientOptions o;
+    o.ca_file = dir_.File("certs/ca.crt");
+    auto api = testing::TlsConnection::Connect(server_->api_port(), o);
+    ASSERT_THAT(api, IsOk());
+    auto m = (*api)->Request("GET", "/metrics");
+    ASSERT_THAT(m, IsOk());
+    EXPECT_THAT(m->body, HasSubstr("kueue_preempted_workloads_total{preempting_cluster_queue=\"team-a-gpu\","
+                                   "reason=\"InClusterQueue\"} 1\n"));
+    EXPECT_THAT(m->body, HasSubstr("kueue_evicted_workloads_total{cluster_queue=\"team-a-gpu\",reason=\"Preempted\","
+                                   "underlying_cause=\"InClusterQueue\",priority_class=\"training-batch\"} 1\n"));
+    EXPECT_THAT(m->body, HasSubstr("kueue_admitted_workloads_total{cluster_queue=\"team-a-gpu\","
+                                   "priority_class=\"inference-critical\"} 1\n"));
+  }
   // The preemptor ends: the victim gets its quota back.
   Complete("urgent");
   ASSERT_TRUE(WaitFor([&] { return Released("low"); })) << server_->Stderr();

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -160,6 +161,18 @@ struct BrokerStats {
   uint64_t queue_depth = 0;
 };
 
+// Counters by ClusterQueue for metrics, with Kueue's label sets: labels are
+// ClusterQueues, priority classes and reasons, never workload names.
+struct BrokerCounters {
+  // (cluster_queue, priority_class)
+  std::map<std::pair<std::string, std::string>, uint64_t> admitted;
+  std::map<std::pair<std::string, std::string>, uint64_t> finished;
+  // (cluster_queue, reason, underlying_cause, priority_class)
+  std::map<std::vector<std::string>, uint64_t> evicted;
+  // (preempting_cluster_queue, reason)
+  std::map<std::pair<std::string, std::string>, uint64_t> preempted;
+};
+
 class Broker final : public WorkloadRegistry {
  public:
   // `actuator` and `sink` must outlive the broker; either may be null
@@ -214,6 +227,7 @@ class Broker final : public WorkloadRegistry {
   // and shutdown; false on timeout.
   bool Flush(absl::Duration timeout);
   BrokerStats stats() const;
+  BrokerCounters counters() const;
   // Current policies (for the webhook's PolicyProvider).
   std::shared_ptr<const model::PolicySet> policies() const { return snapshot()->shared_policies(); }
 
