@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "gangkeeper/model/gpu_pool.h"
 #include "gangkeeper/workload/extract.h"
+#include "gangkeeper/workload/observe.h"
 #include "src/admission/json.h"
 
 namespace gangkeeper::admission {
@@ -345,22 +346,6 @@ std::vector<std::string> Warnings(const Workload& w, const model::PolicySet& p, 
 
 // Finished according to the status (Job/JobSet/Kubeflow conditions, Pod
 // phase, RayJob deployment status).
-bool IsFinished(const rapidjson::Value* object) {
-  const rapidjson::Value* status = Get(object, "status");
-  std::string phase = Str(Get(status, "phase"));
-  if (phase == "Succeeded" || phase == "Failed") return true;
-  std::string ray = Str(Get(status, "jobDeploymentStatus"));
-  if (ray == "Complete" || ray == "Failed") return true;
-  const rapidjson::Value* conditions = Get(status, "conditions");
-  if (conditions == nullptr || !conditions->IsArray()) return false;
-  for (const rapidjson::Value& c : conditions->GetArray()) {
-    std::string type = Str(Get(&c, "type"));
-    if (Str(Get(&c, "status")) != "True") continue;
-    if (type == "Complete" || type == "Completed" || type == "Failed" || type == "Succeeded") return true;
-  }
-  return false;
-}
-
 Response ValidateCreate(const Review& review, const workload::KindInfo& info, const model::PolicySet& p,
                         broker::WorkloadRegistry& registry, const WebhookOptions& options) {
   workload::ExtractOptions extract_options;
@@ -502,7 +487,7 @@ Response ValidateReview(const Review& review, const model::PolicySet& policies, 
     return Allow(review);
   }
   if (review.operation == "UPDATE" && review.sub_resource == "status") {
-    if (!review.dry_run && IsFinished(review.object)) {
+    if (!review.dry_run && review.object != nullptr && workload::IsFinishedObject(*review.object)) {
       const rapidjson::Value* meta = Get(review.object, "metadata");
       std::string group = Str(Get(Get(meta, "labels"), workload::kPodGroupNameLabel.data()));
       // One pod of a group ending does not end the group: the reconciler

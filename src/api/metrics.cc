@@ -2,6 +2,8 @@
 #include "gangkeeper/api/metrics.h"
 
 #include <limits>
+#include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -115,55 +117,35 @@ absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* 
                                     return r.lending_limit.has_value() ? Units(*r.lending_limit) : kInf;
                                   }));
   }
-  if (s.ok()) {
-    s = registry.AddCallbackCounter("kueue_admitted_workloads_total", "Gangs admitted (quota reserved).",
-                                    {"cluster_queue", "priority_class"}, [b] {
-                                      std::vector<Sample> out;
-                                      for (const auto& [k, v] : b->counters().admitted) {
-                                        out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
-                                      }
-                                      return out;
-                                    });
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackCounter("kueue_quota_reserved_workloads_total", "Gangs that got their quota reserved.",
-                                    {"cluster_queue", "priority_class"}, [b] {
-                                      std::vector<Sample> out;
-                                      for (const auto& [k, v] : b->counters().admitted) {
-                                        out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
-                                      }
-                                      return out;
-                                    });
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackCounter("kueue_finished_workloads_total", "Gangs that ended.",
-                                    {"cluster_queue", "priority_class"}, [b] {
-                                      std::vector<Sample> out;
-                                      for (const auto& [k, v] : b->counters().finished) {
-                                        out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
-                                      }
-                                      return out;
-                                    });
-  }
+  // Counters keyed by a pair of label values.
+  using PairCounts = std::map<std::pair<std::string, std::string>, uint64_t>;
+  auto pairs = [&](const char* name, const char* help, std::vector<std::string> labels,
+                   PairCounts broker::BrokerCounters::*member) {
+    if (!s.ok()) return;
+    s = registry.AddCallbackCounter(name, help, std::move(labels), [b, member] {
+      const broker::BrokerCounters counters = b->counters();
+      std::vector<Sample> out;
+      for (const auto& [k, v] : counters.*member) out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
+      return out;
+    });
+  };
+  pairs("kueue_admitted_workloads_total", "Gangs admitted (quota reserved).", {"cluster_queue", "priority_class"},
+        &broker::BrokerCounters::admitted);
+  pairs("kueue_quota_reserved_workloads_total", "Gangs that got their quota reserved.",
+        {"cluster_queue", "priority_class"}, &broker::BrokerCounters::admitted);
+  pairs("kueue_finished_workloads_total", "Gangs that ended.", {"cluster_queue", "priority_class"},
+        &broker::BrokerCounters::finished);
+  pairs("kueue_preempted_workloads_total", "Gangs preempted, by the preemptor's ClusterQueue and the reason.",
+        {"preempting_cluster_queue", "reason"}, &broker::BrokerCounters::preempted);
   if (s.ok()) {
     s = registry.AddCallbackCounter(
         "kueue_evicted_workloads_total", "Gangs evicted (preempted or drained), by reason.",
         {"cluster_queue", "reason", "underlying_cause", "priority_class"}, [b] {
+          const broker::BrokerCounters counters = b->counters();
           std::vector<Sample> out;
-          for (const auto& [k, v] : b->counters().evicted) out.push_back(Sample{k, static_cast<double>(v)});
+          for (const auto& [k, v] : counters.evicted) out.push_back(Sample{k, static_cast<double>(v)});
           return out;
         });
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackCounter("kueue_preempted_workloads_total",
-                                    "Gangs preempted, by the preemptor's ClusterQueue and the reason.",
-                                    {"preempting_cluster_queue", "reason"}, [b] {
-                                      std::vector<Sample> out;
-                                      for (const auto& [k, v] : b->counters().preempted) {
-                                        out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
-                                      }
-                                      return out;
-                                    });
   }
   if (s.ok()) {
     s = registry.AddCallbackCounter("gangkeeper_broker_admitted_total", "Gangs admitted (quota reserved).", {}, [b] {

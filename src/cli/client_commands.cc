@@ -128,17 +128,6 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
-std::string Escape(const std::string& v) {
-  std::string out;
-  for (unsigned char c : v) {
-    if (isalnum(c) || c == '-' || c == '.' || c == '_') {
-      out += static_cast<char>(c);
-    } else {
-      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
-    }
-  }
-  return out;
-}
 
 int GetClusterQueues(kube::Client& client, const ClientFlags& f) {
   std::optional<json> j = Fetch(client, "/v1/clusterqueues");
@@ -164,9 +153,9 @@ int GetWorkloads(kube::Client& client, const ClientFlags& f, const std::string& 
                  const std::string& state) {
   std::string path = "/v1/workloads";
   std::vector<std::string> q;
-  if (!ns.empty()) q.push_back("namespace=" + Escape(ns));
-  if (!cq.empty()) q.push_back("clusterQueue=" + Escape(cq));
-  if (!state.empty()) q.push_back("state=" + Escape(state));
+  if (!ns.empty()) q.push_back("namespace=" + kube::QueryEscape(ns));
+  if (!cq.empty()) q.push_back("clusterQueue=" + kube::QueryEscape(cq));
+  if (!state.empty()) q.push_back("state=" + kube::QueryEscape(state));
   if (!q.empty()) absl::StrAppend(&path, "?", absl::StrJoin(q, "&"));
   std::optional<json> j = Fetch(client, path);
   if (!j.has_value()) return 1;
@@ -192,8 +181,8 @@ int DescribeWorkload(kube::Client& client, const ClientFlags& f, const std::stri
     std::fprintf(stderr, "gangkeeper: describe workload NAMESPACE/NAME\n");
     return 2;
   }
-  std::optional<json> w = Fetch(client, absl::StrCat("/v1/workloads/", Escape(ns_name.substr(0, slash)), "/",
-                                                     Escape(ns_name.substr(slash + 1))));
+  std::optional<json> w = Fetch(client, absl::StrCat("/v1/workloads/", kube::QueryEscape(ns_name.substr(0, slash)), "/",
+                                                     kube::QueryEscape(ns_name.substr(slash + 1))));
   if (!w.has_value()) return 1;
   if (f.output == "json") {
     std::printf("%s\n", w->dump(2).c_str());

@@ -69,8 +69,9 @@ absl::Status HttpError(int code, const std::string& what, const std::string& bod
 
 bool Retryable(int code) { return code == 0 || code == 409 || code == 429 || code >= 500; }
 
-// Query-string escaping of one value (RFC 3986 unreserved kept).
-std::string Escape(absl::string_view v) {
+}  // namespace
+
+std::string QueryEscape(absl::string_view v) {
   std::string out;
   for (unsigned char c : v) {
     if (absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
@@ -81,6 +82,8 @@ std::string Escape(absl::string_view v) {
   }
   return out;
 }
+
+namespace {
 
 struct Raw {
   int status = 0;
@@ -358,10 +361,10 @@ absl::StatusOr<ListResult> Client::List(const std::string& path, const ListOptio
     bool expired = false;
     for (int page = 0; page < kMaxPages; ++page) {
       std::vector<std::string> q;
-      if (!options.label_selector.empty()) q.push_back("labelSelector=" + Escape(options.label_selector));
-      if (!options.field_selector.empty()) q.push_back("fieldSelector=" + Escape(options.field_selector));
+      if (!options.label_selector.empty()) q.push_back("labelSelector=" + QueryEscape(options.label_selector));
+      if (!options.field_selector.empty()) q.push_back("fieldSelector=" + QueryEscape(options.field_selector));
       if (options.limit > 0) q.push_back(absl::StrCat("limit=", options.limit));
-      if (!cont.empty()) q.push_back("continue=" + Escape(cont));
+      if (!cont.empty()) q.push_back("continue=" + QueryEscape(cont));
       std::string full = path;
       for (size_t i = 0; i < q.size(); ++i) absl::StrAppend(&full, i == 0 ? "?" : "&", q[i]);
       absl::StatusOr<nlohmann::json> j = Get(full);
@@ -418,9 +421,9 @@ absl::Status Client::Watch(const std::string& path, const WatchOptions& options,
                            const std::function<bool(const WatchEvent&)>& on_event) {
   std::string full = absl::StrCat(path, "?watch=true&timeoutSeconds=", options.timeout_seconds);
   if (options.allow_bookmarks) absl::StrAppend(&full, "&allowWatchBookmarks=true");
-  if (!options.resource_version.empty()) absl::StrAppend(&full, "&resourceVersion=", Escape(options.resource_version));
-  if (!options.label_selector.empty()) absl::StrAppend(&full, "&labelSelector=", Escape(options.label_selector));
-  if (!options.field_selector.empty()) absl::StrAppend(&full, "&fieldSelector=", Escape(options.field_selector));
+  if (!options.resource_version.empty()) absl::StrAppend(&full, "&resourceVersion=", QueryEscape(options.resource_version));
+  if (!options.label_selector.empty()) absl::StrAppend(&full, "&labelSelector=", QueryEscape(options.label_selector));
+  if (!options.field_selector.empty()) absl::StrAppend(&full, "&fieldSelector=", QueryEscape(options.field_selector));
 
   base::Stopwatch watch;
   absl::Status last;

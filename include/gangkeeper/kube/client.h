@@ -79,6 +79,10 @@ struct WatchEvent {
 // The HTTP status carried by an error from Client (0 when there was no
 // answer: connection error or timeout).
 int HttpCode(const absl::Status& status);
+// `value` escaped for a URL query or path segment (RFC 3986 unreserved
+// characters kept).
+std::string QueryEscape(absl::string_view value);
+
 // `status` carrying HTTP status `code` (read back by HttpCode).
 absl::Status WithHttpCode(absl::Status status, int code);
 
