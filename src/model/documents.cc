@@ -16,9 +16,56 @@ namespace {
 constexpr int kMaxDepth = 128;
 constexpr size_t kMaxNodes = 1 << 20;  // after alias expansion
 
+// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), the same rule nlohmann applies when it
+// writes JSON.
+bool IsUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (s.size() - i < len) return false;
+    const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+    if (c1 < lo || c1 > hi) return false;
+    for (size_t k = 2; k < len; ++k) {
+      const unsigned char ck = static_cast<unsigned char>(s[i + k]);
+      if (ck < 0x80 || ck > 0xBF) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
 struct Converter {
   size_t nodes = 0;
   std::string error;
+
+  // yaml-cpp passes invalid bytes (and "\ud800" escapes) through; such a
+  // string could not be written back as JSON by the journal or the API, and
+  // kubectl refuses it too.
+  bool CheckUtf8(const YAML::Node& node, const std::string& s) {
+    if (IsUtf8(s)) return true;
+    error = absl::StrCat("line ", node.Mark().line + 1, ": text is not valid UTF-8; save the file as UTF-8");
+    return false;
+  }
 
   nlohmann::json Convert(const YAML::Node& node, int depth) {
     if (!error.empty()) return nullptr;
@@ -37,6 +84,7 @@ struct Converter {
       case YAML::NodeType::Scalar: {
         const std::string& s = node.Scalar();
         if (node.Tag() != "!" && (s == "null" || s == "~" || s == "Null" || s == "NULL")) return nullptr;
+        if (!CheckUtf8(node, s)) return nullptr;
         return s;
       }
       case YAML::NodeType::Sequence: {
@@ -51,6 +99,7 @@ struct Converter {
             error = absl::StrCat("line ", kv.first.Mark().line + 1, ": map keys must be plain strings");
             return nullptr;
           }
+          if (!CheckUtf8(kv.first, kv.first.Scalar())) return nullptr;
           obj[kv.first.Scalar()] = Convert(kv.second, depth + 1);
         }
         return obj;
@@ -123,12 +172,26 @@ std::vector<Document> ParseYaml(absl::string_view text) {
   return docs;
 }
 
-// The deepest [ / { nesting in `text` (quotes ignored: an over-estimate).
-// Both parsers recurse per level, so hostile input is refused before them.
-int FlowDepth(absl::string_view text) {
+// The deepest [ / { nesting in `text`. Both parsers recurse per level, so
+// hostile input is refused before them. With `json_strings`, brackets inside
+// JSON strings ("...", backslash escapes) are skipped: that is exact for JSON
+// and never below the nesting nlohmann reaches before it rejects a text, since
+// its lexer delimits strings the same way. Without it, quotes are ignored (an
+// over-estimate, needed for YAML, whose quoting rules differ).
+int FlowDepth(absl::string_view text, bool json_strings) {
   int depth = 0, max_depth = 0;
-  for (char c : text) {
-    if (c == '[' || c == '{') {
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (json_strings && c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
       max_depth = std::max(max_depth, ++depth);
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
@@ -137,16 +200,20 @@ int FlowDepth(absl::string_view text) {
   return max_depth;
 }
 
+std::vector<Document> TooDeep() {
+  return {Document{1, nullptr,
+                   absl::StrCat("brackets nested deeper than ", kMaxDepth,
+                                " levels; policy manifests are never that deep")}};
+}
+
 }  // namespace
 
 std::vector<Document> ParseDocuments(absl::string_view text) {
-  if (FlowDepth(text) > kMaxDepth) {
-    return {Document{1, nullptr,
-                     absl::StrCat("brackets nested deeper than ", kMaxDepth,
-                                  " levels; policy manifests are never that deep")}};
-  }
   absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(text);
   if (!trimmed.empty() && (trimmed[0] == '{' || trimmed[0] == '[')) {
+    // Strings are skipped here so that brackets in a description do not make
+    // an encoded policy set (encode.h) unreadable.
+    if (FlowDepth(trimmed, /*json_strings=*/true) > kMaxDepth) return TooDeep();
     nlohmann::json parsed = nlohmann::json::parse(trimmed.begin(), trimmed.end(), nullptr, false);
     if (!parsed.is_discarded()) {
       std::vector<Document> docs;
@@ -160,6 +227,7 @@ std::vector<Document> ParseDocuments(absl::string_view text) {
     }
     // Not strict JSON: YAML flow style is a superset, try that.
   }
+  if (FlowDepth(text, /*json_strings=*/false) > kMaxDepth) return TooDeep();
   return ParseYaml(text);
 }
 

@@ -5,7 +5,8 @@
 // plain scalars become strings (quantities, integers and booleans are
 // parsed later by the field reader, which accepts numbers and strings), and
 // `null`/`~`/empty become null. Parse errors are reported per document with
-// line and column; aliases are expanded with a size cap.
+// line and column (text that is not UTF-8 is one); aliases are expanded
+// with a size cap.
 #pragma once
 
 #include <string>
