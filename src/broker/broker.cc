@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -13,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "gangkeeper/base/check.h"
 #include "gangkeeper/base/log.h"
+#include "gangkeeper/model/encode.h"
 
 namespace gangkeeper::broker {
 namespace {
@@ -107,6 +109,12 @@ void Snapshot::ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f
   }
 }
 
+void Snapshot::ForEachShared(const std::function<void(const std::shared_ptr<const WorkloadInfo>&)>& f) const {
+  for (const auto& shard : shards_) {
+    for (const auto& [key, view] : *shard) f(view);
+  }
+}
+
 // --- The broker. ---
 
 struct Broker::Impl {
@@ -127,6 +135,9 @@ struct Broker::Impl {
   // Changes not yet durable (the sink failed): retried before anything new
   // is acknowledged or actuated.
   std::vector<StateChange> unsynced;
+  uint64_t durable_position = 0;  // the sink's position after the last durable batch
+  // After a restore: releases and suspensions to send again (writer thread).
+  std::vector<StateChange> startup;
 
   // Snapshot bookkeeping (writer thread only).
   static constexpr int64_t kSmallQueue = 128;
@@ -307,11 +318,35 @@ struct Broker::Impl {
     return order;
   }
 
+  // The batch the sink makes durable: the changes, the state after them of
+  // every workload they name, and the policies when they changed.
+  DurableBatch MakeDurableBatch(const std::vector<StateChange>& changes) const {
+    DurableBatch batch;
+    batch.changes = changes;
+    std::set<WorkloadKey> seen;
+    bool policies_changed = false;
+    for (const StateChange& c : changes) {
+      if (c.type == StateChange::Type::kPoliciesChanged) {
+        policies_changed = true;
+        continue;
+      }
+      if (seen.insert(c.key).second) batch.workloads.emplace_back(c.key, scheduler->Share(c.key));
+    }
+    if (policies_changed) {
+      batch.policies = scheduler->shared_policies();
+      batch.terminating = scheduler->Terminating();
+    }
+    return batch;
+  }
+
   void Publish(absl::Time now) {
     std::shared_ptr<const Snapshot> old = current.load();
     auto snap = std::make_shared<Snapshot>();
     snap->version_ = old->version_ + 1;
     snap->time_ = now;
+    snap->durable_position_ = durable_position;
+    snap->durable_ = unsynced.empty();
+    snap->terminating_ = scheduler->Terminating();
     snap->policies_ = scheduler->shared_policies();
     snap->shards_ = old->shards_;
     snap->queues_ = old->queues_;
@@ -397,6 +432,10 @@ struct Broker::Impl {
   }
 
   void Run() {
+    if (!startup.empty()) {
+      Actuate(startup);
+      startup.clear();
+    }
     std::vector<Event> batch;
     while (true) {
       bool stop = false;
@@ -437,7 +476,11 @@ struct Broker::Impl {
       changes = std::move(unsynced);
       unsynced.clear();
     }
-    if (sink != nullptr && !changes.empty()) durable = sink->Append(changes);
+    if (sink != nullptr && !changes.empty()) {
+      absl::StatusOr<uint64_t> position = sink->Append(MakeDurableBatch(changes));
+      durable = position.status();
+      if (position.ok()) durable_position = *position;
+    }
     if (durable.ok()) {
       Count(changes);
       Actuate(changes);
@@ -470,16 +513,55 @@ Broker::~Broker() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<Broker>> Broker::Create(std::shared_ptr<const model::PolicySet> policies,
                                                        BrokerOptions options, Actuator* actuator, StateSink* sink,
-                                                       const base::Clock* clock) {
+                                                       const base::Clock* clock, const DurableState* recovered) {
   if (clock == nullptr) return absl::InvalidArgumentError("broker: a clock is required");
-  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(std::move(policies), options.scheduler);
+  if (policies == nullptr) policies = std::make_shared<const model::PolicySet>();
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler;
+  std::vector<StateChange> startup;
+  if (recovered != nullptr) {
+    std::vector<std::shared_ptr<const WorkloadInfo>> workloads;
+    workloads.reserve(recovered->workloads.size());
+    for (const auto& [key, info] : recovered->workloads) workloads.push_back(info);
+    scheduler = Scheduler::Restore(recovered->policies != nullptr ? recovered->policies : policies,
+                                   recovered->terminating, std::move(workloads), options.scheduler);
+    if (!scheduler.ok()) {
+      return absl::Status(scheduler.status().code(),
+                          absl::StrCat("restoring the recorded state: ", scheduler.status().message()));
+    }
+    // What was sent but not confirmed before the restart is sent again.
+    for (const WorkloadInfo* info : (*scheduler)->Workloads()) {
+      if (info->phase != Phase::kReserved && info->phase != Phase::kEvicting) continue;
+      StateChange c;
+      c.type = info->phase == Phase::kReserved ? StateChange::Type::kAdmitted : StateChange::Type::kEvicted;
+      c.key = info->key;
+      c.uid = info->workload->uid;
+      c.cluster_queue = info->admission.has_value() ? info->admission->cluster_queue : info->cluster_queue;
+      c.assignment = info->admission;
+      c.reason = "Restarted";
+      c.message = info->eviction_reason;
+      startup.push_back(std::move(c));
+    }
+  } else {
+    scheduler = Scheduler::Create(policies, options.scheduler);
+  }
   if (!scheduler.ok()) return scheduler.status();
+  // The policies in effect are recorded (a durable broker's first batch
+  // says what it started with), and after a restore they replace the
+  // recorded ones: quota files edited while gangkeeper was down apply.
+  const bool changed = recovered != nullptr && recovered->policies != nullptr &&
+                       model::EncodeManifests(*recovered->policies) != model::EncodeManifests(*policies);
+  const bool unrecorded = sink != nullptr && (recovered == nullptr || recovered->policies == nullptr);
+  if (changed || unrecorded) {
+    if (absl::Status s = (*scheduler)->SetPolicies(policies, clock->Now()); !s.ok()) return s;
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->actuator = actuator;
   impl->sink = sink;
   impl->clock = clock;
   impl->scheduler = *std::move(scheduler);
+  impl->startup = std::move(startup);
+  impl->durable_position = recovered != nullptr ? recovered->position : 0;
   auto first = std::make_shared<Snapshot>();
   first->policies_ = impl->scheduler->shared_policies();
   first->time_ = clock->Now();

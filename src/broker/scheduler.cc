@@ -390,6 +390,15 @@ bool ClassicalBefore(const Nomination& a, const Nomination& b) {
   return QueueOrder()(a.entry, b.entry);
 }
 
+// Copies a pod group's members into its WorkloadInfo (what is made
+// durable and shown).
+void SyncPodGroup(Entry* e) {
+  auto g = std::make_shared<PodGroupState>();
+  g->pods.assign(e->pod_group_pods.begin(), e->pod_group_pods.end());
+  g->pod_sets = e->group_pod_sets;
+  e->info().pod_group = std::move(g);
+}
+
 void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   GK_CHECK_OK(s.tree.AddUsage(assignment.cluster_queue, assignment.usage));
   Dequeue(s, e);
@@ -684,6 +693,102 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<con
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(state)));
 }
 
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
+    std::shared_ptr<const model::PolicySet> policies, const std::vector<model::ClusterQueue>& terminating,
+    std::vector<std::shared_ptr<const WorkloadInfo>> workloads, SchedulerOptions options) {
+  if (policies == nullptr) policies = std::make_shared<const model::PolicySet>();
+  std::map<model::ClusterQueueName, model::ClusterQueue> kept;
+  for (const model::ClusterQueue& cq : terminating) {
+    if (policies->cluster_queues.count(cq.meta.name) == 0) kept.emplace(cq.meta.name, cq);
+  }
+  model::PolicySet with_terminating;
+  if (!kept.empty()) {
+    with_terminating = *policies;
+    for (const auto& [name, cq] : kept) with_terminating.cluster_queues.emplace(name, cq);
+  }
+  absl::StatusOr<ResourceTree> tree = ResourceTree::Build(kept.empty() ? *policies : with_terminating);
+  if (!tree.ok()) return tree.status();
+  auto state = std::make_unique<State>();
+  State& s = *state;
+  s.options = options;
+  s.policies = std::move(policies);
+  s.tree = *std::move(tree);
+  s.terminating = std::move(kept);
+  for (const auto& [name, cq] : s.policies->cluster_queues) s.queues[name];
+  for (const auto& [name, cq] : s.terminating) s.queues[name];
+  s.IndexQueues();
+  // Registration order (the last tie-break of queue order): creation time,
+  // then name, so that a restore is deterministic.
+  workloads.erase(std::remove_if(workloads.begin(), workloads.end(),
+                                 [](const std::shared_ptr<const WorkloadInfo>& w) {
+                                   return w == nullptr || w->workload == nullptr || w->phase == Phase::kFinished;
+                                 }),
+                  workloads.end());
+  std::sort(workloads.begin(), workloads.end(), [](const auto& a, const auto& b) {
+    if (a->created_at != b->created_at) return a->created_at < b->created_at;
+    return a->key < b->key;
+  });
+  for (const std::shared_ptr<const WorkloadInfo>& info : workloads) {
+    if (s.entries.count(info->key) != 0) continue;
+    auto entry = std::make_unique<Entry>();
+    Entry* e = entry.get();
+    e->seq = s.next_seq++;
+    e->dirty = &s.dirty_workloads;
+    auto copy = std::make_shared<WorkloadInfo>(*info);
+    copy->reason = PendingReason{};
+    e->info_ptr = std::move(copy);
+    const workload::Workload& w = *e->cinfo().workload;
+    if (!w.pod_group_name.empty()) {
+      e->is_pod_group = true;
+      if (e->cinfo().pod_group != nullptr) {
+        e->group_pod_sets = e->cinfo().pod_group->pod_sets;
+        e->pod_group_pods.insert(e->cinfo().pod_group->pods.begin(), e->cinfo().pod_group->pods.end());
+      } else {
+        e->group_pod_sets = w.pod_sets;
+        for (size_t i = 0; i < e->group_pod_sets.size(); ++i) e->group_pod_sets[i].name = absl::StrCat("group-", i);
+        e->pod_group_pods.insert(w.name);
+        SyncPodGroup(e);
+      }
+    }
+    e->SetOrderKey();
+    s.dirty_workloads.insert(e->cinfo().key);
+    s.entries.emplace(e->cinfo().key, std::move(entry));
+    if (HoldsQuota(e->cinfo().phase) && e->cinfo().admission.has_value()) {
+      const Assignment& a = *e->cinfo().admission;
+      absl::Status held = s.queues.count(a.cluster_queue) != 0 ? s.tree.AddUsage(a.cluster_queue, a.usage)
+                                                                 : absl::NotFoundError(absl::StrCat(
+                                                                       "ClusterQueue ", a.cluster_queue, " is gone"));
+      if (held.ok()) {
+        s.queues[a.cluster_queue].admitted.insert(e);
+        continue;
+      }
+      e->info().actuation = absl::StrCat("its quota could not be restored after a restart (", held.message(),
+                                         "); queued again");
+      e->info().admission.reset();
+    }
+    e->info().phase = Phase::kPending;
+    Enqueue(s, e);
+  }
+  for (const auto& [name, q] : s.queues) {
+    const int node = s.tree.ClusterQueueNode(name);
+    if (node < 0) continue;
+    for (const FlavorResource& fr : s.tree.FlavorResources(node)) {
+      if (s.tree.RawAvailable(node, fr).IsNegative()) s.over_quota_by_policy.insert({name, fr});
+    }
+  }
+  s.all_queues_dirty = true;
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(state)));
+}
+
+std::vector<model::ClusterQueue> Scheduler::Terminating() const {
+  std::vector<model::ClusterQueue> out;
+  for (const auto& [name, cq] : state_->terminating) {
+    auto q = state_->queues.find(name);
+    if (q != state_->queues.end() && !q->second.admitted.empty()) out.push_back(cq);
+  }
+  return out;
+}
+
 absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   State& s = *state_;
   if (w.namespace_name.empty()) return absl::InvalidArgumentError("workload: metadata.namespace is empty");
@@ -711,6 +816,7 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
           e->group_pod_sets.back().name = absl::StrCat("group-", e->group_pod_sets.size() - 1);
         }
       }
+      SyncPodGroup(e);
       Enqueue(s, e);
       StateChange c = Change(StateChange::Type::kRegistered, *e, now);
       c.workload = std::make_shared<const workload::Workload>(w);  // the member pod
@@ -746,6 +852,7 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
     e->pod_group_pods.insert(w.name);
     e->info().pod_group_members = 1;
     for (size_t i = 0; i < e->group_pod_sets.size(); ++i) e->group_pod_sets[i].name = absl::StrCat("group-", i);
+    SyncPodGroup(e);
   }
   s.entries.emplace(key, std::move(entry));
   Enqueue(s, e);
@@ -886,11 +993,21 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
     if (policies->cluster_queues.count(cq) == 0) kept.push_back(cq);
   }
   model::PolicySet with_terminating;
+  std::map<model::ClusterQueueName, model::ClusterQueue> terminating;
   if (!kept.empty()) {
     with_terminating = *policies;
     for (const std::string& cq : kept) {
-      auto old = s.policies->cluster_queues.find(cq);
-      if (old != s.policies->cluster_queues.end()) with_terminating.cluster_queues.emplace(cq, old->second);
+      // Its definition: from the policies it was deleted from, or, when it
+      // was already terminating before this change, the one kept then.
+      const model::ClusterQueue* def = nullptr;
+      if (auto old = s.policies->cluster_queues.find(cq); old != s.policies->cluster_queues.end()) {
+        def = &old->second;
+      } else if (auto t = s.terminating.find(cq); t != s.terminating.end()) {
+        def = &t->second;
+      }
+      if (def == nullptr) continue;
+      with_terminating.cluster_queues.emplace(cq, *def);
+      terminating.emplace(cq, *def);
     }
   }
   absl::StatusOr<ResourceTree> tree = ResourceTree::Build(kept.empty() ? *policies : with_terminating);
@@ -901,6 +1018,7 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
   }
   s.tree = *std::move(tree);
   s.policies = std::move(effective);
+  s.terminating = std::move(terminating);
   // Queues: every live ClusterQueue, plus the terminating ones.
   std::map<model::ClusterQueueName, Queue> queues;
   for (const auto& [name, cq] : s.policies->cluster_queues) queues[name];

@@ -131,6 +131,8 @@ struct Scheduler::State {
   // (ClusterQueue node, FlavorResource) over quota after a policy change;
   // the invariant check tolerates them until usage falls back.
   std::set<std::pair<std::string, FlavorResource>> over_quota_by_policy;
+  // Deleted ClusterQueues that still hold quota, with their last definition.
+  std::map<model::ClusterQueueName, model::ClusterQueue> terminating;
   std::vector<StateChange> changes;
   // Pending entries waiting out a release backoff, by when they return.
   std::multimap<absl::Time, Entry*> backoff;

@@ -101,11 +101,11 @@ class FakeActuator : public Actuator {
 
 class FakeSink : public StateSink {
  public:
-  absl::Status Append(const std::vector<StateChange>& changes) override {
+  absl::StatusOr<uint64_t> Append(const DurableBatch& batch) override {
     absl::MutexLock lock(&mu_);
     if (fail_) return absl::UnavailableError("disk full");
-    for (const StateChange& c : changes) types_.push_back(c.type);
-    return absl::OkStatus();
+    for (const StateChange& c : batch.changes) types_.push_back(c.type);
+    return ++position_;
   }
   void set_fail(bool fail) {
     absl::MutexLock lock(&mu_);
@@ -119,6 +119,7 @@ class FakeSink : public StateSink {
  private:
   absl::Mutex mu_;
   bool fail_ = false;
+  uint64_t position_ = 0;
   std::vector<StateChange::Type> types_;
 };
 
@@ -141,7 +142,8 @@ class BrokerTest : public ::testing::Test {
 TEST_F(BrokerTest, RegisterAdmitsAndReleasesTheWholeGangWithFlavorPlacement) {
   ASSERT_THAT(broker_->Register(Gang("train", 4, 2), "team-a"), IsOk());
   // Acknowledged only after the sink has the changes.
-  EXPECT_THAT(sink_.types(), ::testing::ElementsAre(StateChange::Type::kRegistered, StateChange::Type::kAdmitted));
+  EXPECT_THAT(sink_.types(), ::testing::ElementsAre(StateChange::Type::kPoliciesChanged, StateChange::Type::kRegistered,
+                                                 StateChange::Type::kAdmitted));
   std::vector<ReleaseOrder> releases = actuator_.releases();
   ASSERT_EQ(releases.size(), 1u);
   EXPECT_EQ(releases[0].key.name, "train");
@@ -192,7 +194,8 @@ TEST_F(BrokerTest, SinkFailureIsNotAcknowledgedAndNothingIsReleased) {
   sink_.set_fail(false);
   // The retried registration is idempotent; the kept changes are written first.
   ASSERT_THAT(broker_->Register(Gang("x", 1, 1), "team-a"), IsOk());
-  EXPECT_THAT(sink_.types(), ::testing::ElementsAre(StateChange::Type::kRegistered, StateChange::Type::kAdmitted));
+  EXPECT_THAT(sink_.types(), ::testing::ElementsAre(StateChange::Type::kPoliciesChanged, StateChange::Type::kRegistered,
+                                                 StateChange::Type::kAdmitted));
   EXPECT_EQ(actuator_.releases().size(), 1u);
   EXPECT_EQ(broker_->stats().sink_failures, 1u);
 }

@@ -194,5 +194,29 @@ TEST_F(SchedulerTest, RejectsBadInputAndKeepsState) {
   EXPECT_THAT(s_->CheckInvariants(), IsOk());
 }
 
+// A ClusterQueue deleted while it holds quota stays (terminating) through
+// any number of later policy changes, until its gangs are gone.
+TEST_F(SchedulerTest, ADeletedClusterQueueKeepsItsQuotaAcrossSeveralPolicyChanges) {
+  ASSERT_THAT(s_->Add(Gang("b", "running", 2, 2), T(1)), IsOk());
+  Schedule(2);
+  ASSERT_EQ(PhaseOf("b", "running"), Phase::kReserved);
+  std::string without_b = kPolicies;
+  without_b = without_b.substr(0, without_b.find("---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: team-b}"));
+  ASSERT_THAT(s_->SetPolicies(Policies(without_b.c_str()), T(3)), IsOk());
+  ASSERT_EQ(s_->Terminating().size(), 1u);
+  EXPECT_EQ(s_->Terminating()[0].meta.name, "team-b");
+  // A second, unrelated change: team-b is neither in the old nor the new set.
+  ASSERT_THAT(s_->SetPolicies(Policies(without_b.c_str()), T(4)), IsOk());
+  ASSERT_THAT(s_->CheckInvariants(), IsOk());
+  EXPECT_EQ(PhaseOf("b", "running"), Phase::kReserved);
+  ASSERT_EQ(s_->Terminating().size(), 1u);
+  std::optional<ClusterQueueStatus> b = s_->ClusterQueue("team-b");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->admitted, 1);
+  // Once its gang finishes, the queue is gone for good.
+  ASSERT_THAT(s_->Finish({"b", "running"}, T(5)), IsOk());
+  EXPECT_TRUE(s_->Terminating().empty());
+}
+
 }  // namespace
 }  // namespace gangkeeper::broker

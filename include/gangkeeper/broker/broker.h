@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gangkeeper/base/clock.h"
+#include "gangkeeper/broker/durable.h"
 #include "gangkeeper/broker/registry.h"
 #include "gangkeeper/broker/scheduler.h"
 #include "gangkeeper/model/objects.h"
@@ -71,13 +72,15 @@ class Actuator {
   virtual void Suspend(const SuspendOrder& order) = 0;
 };
 
-// Makes state changes durable (issue #8 implements it with a journal). The
-// broker acknowledges no event before Append returned OK for its changes.
+// Makes state changes durable (journal.h: the journal in --data-dir). The
+// broker acknowledges no event, and actuates nothing, before Append
+// returned OK for the batch.
 class StateSink {
  public:
   virtual ~StateSink() = default;
-  // Durable, in order, when this returns OK.
-  [[nodiscard]] virtual absl::Status Append(const std::vector<StateChange>& changes) = 0;
+  // Durable, in order, when this returns OK: the position of the batch in
+  // the sink (a journal record number; 0 for sinks without positions).
+  [[nodiscard]] virtual absl::StatusOr<uint64_t> Append(const DurableBatch& batch) = 0;
 };
 
 // 1-based positions among the pending workloads of a ClusterQueue and of
@@ -109,6 +112,14 @@ class Snapshot {
  public:
   uint64_t version() const { return version_; }
   absl::Time time() const { return time_; }
+  // The sink position this state corresponds to (every change up to it is
+  // durable), and whether the state is exactly that: false while changes
+  // wait to be made durable (the sink failed). Snapshots are written only
+  // from durable states.
+  uint64_t durable_position() const { return durable_position_; }
+  bool durable() const { return durable_; }
+  // Deleted ClusterQueues that still hold quota.
+  const std::vector<model::ClusterQueue>& terminating() const { return terminating_; }
   const model::PolicySet& policies() const { return *policies_; }
   const std::shared_ptr<const model::PolicySet>& shared_policies() const { return policies_; }
   // nullptr when unknown (or finished).
@@ -125,6 +136,8 @@ class Snapshot {
   }
   // Calls `f` for every tracked workload (unordered).
   void ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const;
+  // The same, shared (a snapshot writer keeps them without copying).
+  void ForEachShared(const std::function<void(const std::shared_ptr<const WorkloadInfo>&)>& f) const;
   size_t workload_count() const { return workload_count_; }
 
   static constexpr size_t kShards = 1024;
@@ -134,6 +147,9 @@ class Snapshot {
   using Shard = absl::flat_hash_map<std::string, std::shared_ptr<const WorkloadInfo>>;  // "ns/name"
   uint64_t version_ = 0;
   absl::Time time_;
+  uint64_t durable_position_ = 0;
+  bool durable_ = true;
+  std::vector<model::ClusterQueue> terminating_;
   std::shared_ptr<const model::PolicySet> policies_;
   std::vector<std::shared_ptr<const Shard>> shards_;
   std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues_;
@@ -177,9 +193,14 @@ class Broker final : public WorkloadRegistry {
  public:
   // `actuator` and `sink` must outlive the broker; either may be null
   // (no actuation / nothing made durable). `clock` stamps events.
+  // `recovered` (may be null) is the durable state to start from (the
+  // journal's recovery): its workloads are restored as they were, gangs
+  // whose release or suspension was not confirmed are released or suspended
+  // again when the broker starts (both are idempotent), and then `policies`
+  // replace the recorded ones the way SetPolicies does.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Broker>> Create(
       std::shared_ptr<const model::PolicySet> policies, BrokerOptions options, Actuator* actuator,
-      StateSink* sink, const base::Clock* clock);
+      StateSink* sink, const base::Clock* clock, const DurableState* recovered = nullptr);
   ~Broker() override;  // stops the thread
   Broker(const Broker&) = delete;
   Broker& operator=(const Broker&) = delete;

@@ -102,6 +102,13 @@ struct PendingReason {
 };
 const char* PendingReasonCodeName(PendingReason::Code code);
 
+// A pod group's members: the pods seen (by name) and their pod sets merged
+// by shape, which is what the scheduler places.
+struct PodGroupState {
+  std::vector<std::string> pods;
+  std::vector<workload::PodSet> pod_sets;
+};
+
 // Everything known about one tracked workload.
 struct WorkloadInfo {
   WorkloadKey key;
@@ -120,6 +127,7 @@ struct WorkloadInfo {
   int64_t admissions = 0;               // times admitted
   int64_t evictions = 0;                // times preempted or evicted
   int64_t pod_group_members = 0;        // pods of a pod group seen so far
+  std::shared_ptr<const PodGroupState> pod_group;  // pod groups only
   // What the actuator did (or, with --kube none, would have done) for the
   // last release or stop, or why the last release failed.
   std::string actuation;
@@ -205,6 +213,16 @@ class Scheduler {
   // InvalidArgument when the policies cannot form a quota tree.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Scheduler>> Create(
       std::shared_ptr<const model::PolicySet> policies, SchedulerOptions options = {});
+  // Rebuilds a scheduler from durable state (durable.h): the policies and
+  // terminating ClusterQueues, then every workload with its phase, queue
+  // time, priority and admission. Admitted gangs hold their quota again
+  // (beyond it when the quota was lowered, as after Adopt); pending ones are
+  // queued in their original order. Records no StateChange. A workload whose
+  // quota cannot be restored (its ClusterQueue and flavors are gone) is
+  // queued as pending, with the reason in `actuation`.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Scheduler>> Restore(
+      std::shared_ptr<const model::PolicySet> policies, const std::vector<model::ClusterQueue>& terminating,
+      std::vector<std::shared_ptr<const WorkloadInfo>> workloads, SchedulerOptions options = {});
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -282,6 +300,8 @@ class Scheduler {
   std::vector<const WorkloadInfo*> PendingInQueueOrder(const model::ClusterQueueName& cq) const;
   // Every ClusterQueue of the policies, plus deleted ones that still hold quota.
   std::vector<ClusterQueueStatus> ClusterQueues() const;
+  // The definitions of deleted ClusterQueues that still hold quota.
+  std::vector<model::ClusterQueue> Terminating() const;
   std::optional<ClusterQueueStatus> ClusterQueue(const model::ClusterQueueName& cq) const;
   // The root of `cq`'s cohort tree ("" for a ClusterQueue without a cohort,
   // or unknown): usage anywhere in a tree changes what all its queues can

@@ -1,0 +1,76 @@
+// gangkeeper broker: what the broker makes durable, and its byte encoding.
+//
+// After every batch of events the broker hands a DurableBatch to its
+// StateSink (broker.h): the batch's StateChanges (for the audit log) and
+// the state *after* the batch of every workload those changes name (an
+// after-image, or "gone"), plus the policy set when it changed. Recovery
+// folds batches into a DurableState: image by image, so that applying a
+// batch twice, or a batch the snapshot already holds, changes nothing.
+// A snapshot is a whole DurableState.
+//
+// The encodings are specified byte by byte in src/store/FORMAT.md §4 and
+// §5 (the payloads of journal records and of broker snapshots). Decoding
+// never trusts its input: every count and enum is bounded, and a bad
+// payload is DataLoss naming what and where. Pure functions;
+// thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "gangkeeper/broker/scheduler.h"
+#include "gangkeeper/model/objects.h"
+
+namespace gangkeeper::broker {
+
+// One broker batch, as made durable.
+struct DurableBatch {
+  std::vector<StateChange> changes;  // in order
+  // The state after the batch of every workload a change names; null when
+  // it is no longer tracked (removed, finished).
+  std::vector<std::pair<WorkloadKey, std::shared_ptr<const WorkloadInfo>>> workloads;
+  // Set when the batch replaced the policies: the new set, and the deleted
+  // ClusterQueues that still hold quota (terminating).
+  std::shared_ptr<const model::PolicySet> policies;
+  std::vector<model::ClusterQueue> terminating;
+};
+
+// The broker's durable state: what a snapshot holds, and what recovery
+// rebuilds the Scheduler from.
+struct DurableState {
+  // The last journal record folded in (or the snapshot's position).
+  uint64_t position = 0;
+  // Null until a batch or snapshot carried policies.
+  std::shared_ptr<const model::PolicySet> policies;
+  std::vector<model::ClusterQueue> terminating;
+  // Tracked workloads by "namespace/name".
+  absl::flat_hash_map<std::string, std::shared_ptr<const WorkloadInfo>> workloads;
+};
+
+// The journal record payload of `batch`.
+std::string EncodeBatch(const DurableBatch& batch);
+// Folds the record `seq` into `state`. The batch's changes are appended to
+// `changes` when it is not null (the audit log regenerates from them).
+// DataLoss when the payload does not decode; `state` is then unchanged.
+[[nodiscard]] absl::Status ApplyBatch(absl::string_view payload, uint64_t seq, DurableState* state,
+                                      std::vector<StateChange>* changes = nullptr);
+
+// The snapshot payload of `state` (its position goes in the file header).
+std::string EncodeState(const DurableState& state);
+[[nodiscard]] absl::StatusOr<DurableState> DecodeState(absl::string_view payload, uint64_t position);
+
+// For tests and tools: one workload's after-image round trip.
+std::string EncodeWorkloadInfo(const WorkloadInfo& info);
+[[nodiscard]] absl::StatusOr<WorkloadInfo> DecodeWorkloadInfo(absl::string_view data);
+
+// "namespace/name", the key of DurableState::workloads.
+std::string DurableKey(const WorkloadKey& key);
+
+}  // namespace gangkeeper::broker

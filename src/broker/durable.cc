@@ -1,0 +1,553 @@
+// gangkeeper broker: the durable encodings (see durable.h; FORMAT.md §4-5).
+#include "gangkeeper/broker/durable.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/model/encode.h"
+#include "gangkeeper/model/manifest.h"
+#include "gangkeeper/store/codec.h"
+
+namespace gangkeeper::broker {
+namespace {
+
+using quantity::Quantity;
+using store::Decoder;
+using store::Encoder;
+
+constexpr uint8_t kBatchVersion = 1;
+constexpr uint8_t kStateVersion = 1;
+constexpr uint8_t kInfoVersion = 1;
+
+// --- Encoding ---
+
+void PutTime(Encoder& e, absl::Time t) { e.PutSigned(absl::ToUnixMicros(t)); }
+
+void PutQuantity(Encoder& e, Quantity q) {
+  absl::StatusOr<int64_t> milli = q.MilliInt64();
+  if (milli.ok()) {
+    e.PutU8(0);
+    e.PutSigned(*milli);
+  } else {
+    e.PutU8(1);  // beyond int64 milli-units: its exact spelling
+    e.PutString(q.Format());
+  }
+}
+
+void PutStringMap(Encoder& e, const std::map<std::string, std::string>& m) {
+  e.PutVarint(m.size());
+  for (const auto& [k, v] : m) {
+    e.PutString(k);
+    e.PutString(v);
+  }
+}
+
+void PutQuantityMap(Encoder& e, const std::map<std::string, Quantity>& m) {
+  e.PutVarint(m.size());
+  for (const auto& [k, v] : m) {
+    e.PutString(k);
+    PutQuantity(e, v);
+  }
+}
+
+void PutKey(Encoder& e, const WorkloadKey& k) {
+  e.PutString(k.namespace_name);
+  e.PutString(k.name);
+}
+
+void PutToleration(Encoder& e, const model::Toleration& t) {
+  e.PutString(t.key);
+  e.PutString(t.op);
+  e.PutString(t.value);
+  e.PutString(t.effect);
+  e.PutBool(t.toleration_seconds.has_value());
+  if (t.toleration_seconds.has_value()) e.PutSigned(*t.toleration_seconds);
+}
+
+void PutPodSet(Encoder& e, const workload::PodSet& ps) {
+  e.PutString(ps.name);
+  e.PutSigned(ps.count);
+  PutQuantityMap(e, ps.requests);
+  PutQuantityMap(e, ps.limits);
+  e.PutString(ps.priority_class_name);
+  PutStringMap(e, ps.node_selector);
+  e.PutVarint(ps.tolerations.size());
+  for (const model::Toleration& t : ps.tolerations) PutToleration(e, t);
+  e.PutBool(ps.has_persistent_volume);
+  e.PutString(ps.template_pointer);
+}
+
+void PutWorkload(Encoder& e, const workload::Workload& w) {
+  e.PutU8(static_cast<uint8_t>(w.kind));
+  e.PutString(w.api_version);
+  e.PutString(w.namespace_name);
+  e.PutString(w.name);
+  e.PutString(w.generate_name);
+  e.PutString(w.uid);
+  PutStringMap(e, w.labels);
+  PutStringMap(e, w.annotations);
+  e.PutString(w.queue_name);
+  e.PutSigned(w.priority);
+  e.PutString(w.priority_class);
+  e.PutString(w.priority_class_source);
+  e.PutU8(static_cast<uint8_t>(w.preemption_policy));
+  e.PutString(w.pod_priority_class);
+  e.PutVarint(w.pod_sets.size());
+  for (const workload::PodSet& ps : w.pod_sets) PutPodSet(e, ps);
+  e.PutBool(w.suspended);
+  e.PutString(w.pod_group_name);
+  e.PutSigned(w.pod_group_total_count);
+  e.PutBool(w.owned_by_managed_object);
+}
+
+void PutAssignment(Encoder& e, const Assignment& a) {
+  e.PutString(a.cluster_queue);
+  e.PutVarint(a.pod_sets.size());
+  for (const PodSetAssignment& ps : a.pod_sets) {
+    e.PutString(ps.name);
+    e.PutSigned(ps.count);
+    PutStringMap(e, ps.flavors);
+    PutQuantityMap(e, ps.usage);
+  }
+  e.PutVarint(a.usage.size());
+  for (const auto& [fr, q] : a.usage) {
+    e.PutString(fr.flavor);
+    e.PutString(fr.resource);
+    PutQuantity(e, q);
+  }
+  e.PutSigned(a.borrowing_level);
+}
+
+void PutInfo(Encoder& e, const WorkloadInfo& info) {
+  e.PutU8(kInfoVersion);
+  PutKey(e, info.key);
+  PutWorkload(e, *info.workload);
+  e.PutString(info.cluster_queue);
+  e.PutString(info.local_queue);
+  e.PutU8(static_cast<uint8_t>(info.phase));
+  e.PutSigned(info.priority);
+  e.PutBool(info.can_preempt);
+  PutTime(e, info.created_at);
+  PutTime(e, info.queued_at);
+  PutTime(e, info.admitted_at);
+  e.PutBool(info.admission.has_value());
+  if (info.admission.has_value()) PutAssignment(e, *info.admission);
+  e.PutString(info.eviction_reason);
+  e.PutSigned(info.admissions);
+  e.PutSigned(info.evictions);
+  e.PutSigned(info.pod_group_members);
+  e.PutString(info.actuation);
+  e.PutBool(info.pod_group != nullptr);
+  if (info.pod_group != nullptr) {
+    e.PutVarint(info.pod_group->pods.size());
+    for (const std::string& p : info.pod_group->pods) e.PutString(p);
+    e.PutVarint(info.pod_group->pod_sets.size());
+    for (const workload::PodSet& ps : info.pod_group->pod_sets) PutPodSet(e, ps);
+  }
+}
+
+void PutChange(Encoder& e, const StateChange& c) {
+  e.PutU8(static_cast<uint8_t>(c.type));
+  PutTime(e, c.time);
+  PutKey(e, c.key);
+  e.PutString(c.uid);
+  e.PutString(c.cluster_queue);
+  e.PutBool(c.assignment.has_value());
+  if (c.assignment.has_value()) PutAssignment(e, *c.assignment);
+  e.PutString(c.reason);
+  e.PutString(c.message);
+  PutKey(e, c.preemptor);
+}
+
+// The policies as Kueue manifests (the model's own encoding), and the
+// terminating ClusterQueues as a second manifest list.
+void PutPolicies(Encoder& e, const model::PolicySet* policies, const std::vector<model::ClusterQueue>& terminating) {
+  e.PutBool(policies != nullptr);
+  if (policies == nullptr) return;
+  e.PutString(model::EncodeManifests(*policies));
+  model::PolicySet t;
+  for (const model::ClusterQueue& cq : terminating) t.cluster_queues.emplace(cq.meta.name, cq);
+  e.PutString(model::EncodeManifests(t));
+}
+
+// --- Decoding ---
+
+bool GetTime(Decoder& d, absl::Time* t) {
+  int64_t us = 0;
+  if (!d.GetSigned(&us)) return false;
+  *t = absl::FromUnixMicros(us);
+  return true;
+}
+
+bool GetQuantity(Decoder& d, Quantity* q) {
+  uint8_t tag = 0;
+  if (!d.GetU8(&tag)) return false;
+  if (tag == 0) {
+    int64_t milli = 0;
+    if (!d.GetSigned(&milli)) return false;
+    *q = Quantity::FromMilli(milli);
+    return true;
+  }
+  if (tag != 1) {
+    d.Fail(absl::StrCat("a quantity has tag ", tag));
+    return false;
+  }
+  std::string text;
+  if (!d.GetString(&text)) return false;
+  absl::StatusOr<Quantity> parsed = quantity::ParseQuantity(text);
+  if (!parsed.ok()) {
+    d.Fail(absl::StrCat("a quantity does not parse: ", parsed.status().message()));
+    return false;
+  }
+  *q = *parsed;
+  return true;
+}
+
+// Counts are bounded by the bytes left (every element takes at least one);
+// containers grow as elements decode, so a corrupt count cannot make a
+// large allocation.
+bool GetCount(Decoder& d, uint64_t* n) { return d.GetBounded(d.remaining(), n); }
+
+bool GetStringMap(Decoder& d, std::map<std::string, std::string>* m) {
+  uint64_t n = 0;
+  if (!GetCount(d, &n)) return false;
+  m->clear();
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string k;
+    std::string v;
+    if (!d.GetString(&k) || !d.GetString(&v)) return false;
+    (*m)[std::move(k)] = std::move(v);
+  }
+  return true;
+}
+
+bool GetQuantityMap(Decoder& d, std::map<std::string, Quantity>* m) {
+  uint64_t n = 0;
+  if (!GetCount(d, &n)) return false;
+  m->clear();
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string k;
+    Quantity q;
+    if (!d.GetString(&k) || !GetQuantity(d, &q)) return false;
+    (*m)[std::move(k)] = q;
+  }
+  return true;
+}
+
+bool GetKey(Decoder& d, WorkloadKey* k) { return d.GetString(&k->namespace_name) && d.GetString(&k->name); }
+
+template <typename Enum>
+bool GetEnum(Decoder& d, Enum last, Enum* out) {
+  uint8_t v = 0;
+  if (!d.GetU8(&v)) return false;
+  if (v > static_cast<uint8_t>(last)) {
+    d.Fail(absl::StrCat("an enum value ", v, " is out of range"));
+    return false;
+  }
+  *out = static_cast<Enum>(v);
+  return true;
+}
+
+bool GetInt32(Decoder& d, int32_t* v) {
+  int64_t x = 0;
+  if (!d.GetSigned(&x)) return false;
+  if (x < INT32_MIN || x > INT32_MAX) {
+    d.Fail(absl::StrCat("a 32-bit value is ", x));
+    return false;
+  }
+  *v = static_cast<int32_t>(x);
+  return true;
+}
+
+bool GetToleration(Decoder& d, model::Toleration* t) {
+  bool has_seconds = false;
+  if (!d.GetString(&t->key) || !d.GetString(&t->op) || !d.GetString(&t->value) || !d.GetString(&t->effect) ||
+      !d.GetBool(&has_seconds)) {
+    return false;
+  }
+  if (has_seconds) {
+    int64_t s = 0;
+    if (!d.GetSigned(&s)) return false;
+    t->toleration_seconds = s;
+  }
+  return true;
+}
+
+bool GetPodSet(Decoder& d, workload::PodSet* ps) {
+  uint64_t n = 0;
+  if (!d.GetString(&ps->name) || !d.GetSigned(&ps->count) || !GetQuantityMap(d, &ps->requests) ||
+      !GetQuantityMap(d, &ps->limits) || !d.GetString(&ps->priority_class_name) ||
+      !GetStringMap(d, &ps->node_selector) || !GetCount(d, &n)) {
+    return false;
+  }
+  ps->tolerations.clear();
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!GetToleration(d, &ps->tolerations.emplace_back())) return false;
+  }
+  return d.GetBool(&ps->has_persistent_volume) && d.GetString(&ps->template_pointer);
+}
+
+bool GetPodSets(Decoder& d, std::vector<workload::PodSet>* out) {
+  uint64_t n = 0;
+  if (!GetCount(d, &n)) return false;
+  out->clear();
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!GetPodSet(d, &out->emplace_back())) return false;
+  }
+  return true;
+}
+
+bool GetWorkload(Decoder& d, workload::Workload* w) {
+  if (!GetEnum(d, workload::Kind::kPod, &w->kind) || !d.GetString(&w->api_version) ||
+      !d.GetString(&w->namespace_name) || !d.GetString(&w->name) || !d.GetString(&w->generate_name) ||
+      !d.GetString(&w->uid) || !GetStringMap(d, &w->labels) || !GetStringMap(d, &w->annotations) ||
+      !d.GetString(&w->queue_name) || !GetInt32(d, &w->priority) || !d.GetString(&w->priority_class) ||
+      !d.GetString(&w->priority_class_source) ||
+      !GetEnum(d, model::PreemptionPolicy::kNever, &w->preemption_policy) ||
+      !d.GetString(&w->pod_priority_class) || !GetPodSets(d, &w->pod_sets) || !d.GetBool(&w->suspended) ||
+      !d.GetString(&w->pod_group_name) || !d.GetSigned(&w->pod_group_total_count) ||
+      !d.GetBool(&w->owned_by_managed_object)) {
+    return false;
+  }
+  return true;
+}
+
+bool GetAssignment(Decoder& d, Assignment* a) {
+  uint64_t n = 0;
+  if (!d.GetString(&a->cluster_queue) || !GetCount(d, &n)) return false;
+  a->pod_sets.clear();
+  for (uint64_t i = 0; i < n; ++i) {
+    PodSetAssignment& ps = a->pod_sets.emplace_back();
+    if (!d.GetString(&ps.name) || !d.GetSigned(&ps.count) || !GetStringMap(d, &ps.flavors) ||
+        !GetQuantityMap(d, &ps.usage)) {
+      return false;
+    }
+  }
+  if (!GetCount(d, &n)) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    FlavorResource fr;
+    Quantity q;
+    if (!d.GetString(&fr.flavor) || !d.GetString(&fr.resource) || !GetQuantity(d, &q)) return false;
+    a->usage[fr] = q;
+  }
+  int64_t level = 0;
+  if (!d.GetSigned(&level)) return false;
+  a->borrowing_level = static_cast<int>(std::clamp<int64_t>(level, 0, 1 << 20));
+  return true;
+}
+
+bool GetInfo(Decoder& d, WorkloadInfo* info) {
+  uint8_t version = 0;
+  if (!d.GetU8(&version)) return false;
+  if (version != kInfoVersion) {
+    d.Fail(absl::StrCat("a workload image has version ", version, "; this gangkeeper reads version ",
+                        kInfoVersion));
+    return false;
+  }
+  auto w = std::make_shared<workload::Workload>();
+  bool has_admission = false;
+  if (!GetKey(d, &info->key) || !GetWorkload(d, w.get()) || !d.GetString(&info->cluster_queue) ||
+      !d.GetString(&info->local_queue) || !GetEnum(d, Phase::kFinished, &info->phase) ||
+      !GetInt32(d, &info->priority) || !d.GetBool(&info->can_preempt) || !GetTime(d, &info->created_at) ||
+      !GetTime(d, &info->queued_at) || !GetTime(d, &info->admitted_at) || !d.GetBool(&has_admission)) {
+    return false;
+  }
+  info->workload = std::move(w);
+  if (has_admission) {
+    Assignment a;
+    if (!GetAssignment(d, &a)) return false;
+    info->admission = std::move(a);
+  }
+  bool has_group = false;
+  if (!d.GetString(&info->eviction_reason) || !d.GetSigned(&info->admissions) || !d.GetSigned(&info->evictions) ||
+      !d.GetSigned(&info->pod_group_members) || !d.GetString(&info->actuation) || !d.GetBool(&has_group)) {
+    return false;
+  }
+  if (has_group) {
+    auto g = std::make_shared<PodGroupState>();
+    uint64_t n = 0;
+    if (!GetCount(d, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!d.GetString(&g->pods.emplace_back())) return false;
+    }
+    if (!GetPodSets(d, &g->pod_sets)) return false;
+    info->pod_group = std::move(g);
+  }
+  return true;
+}
+
+bool GetChange(Decoder& d, StateChange* c) {
+  bool has_assignment = false;
+  if (!GetEnum(d, StateChange::Type::kPoliciesChanged, &c->type) || !GetTime(d, &c->time) || !GetKey(d, &c->key) ||
+      !d.GetString(&c->uid) || !d.GetString(&c->cluster_queue) || !d.GetBool(&has_assignment)) {
+    return false;
+  }
+  if (has_assignment) {
+    Assignment a;
+    if (!GetAssignment(d, &a)) return false;
+    c->assignment = std::move(a);
+  }
+  return d.GetString(&c->reason) && d.GetString(&c->message) && GetKey(d, &c->preemptor);
+}
+
+absl::Status DecodePolicies(absl::string_view text, const std::string& what,
+                            std::shared_ptr<const model::PolicySet>* out) {
+  auto p = std::make_shared<model::PolicySet>();
+  model::Diagnostics diagnostics;
+  model::DecodeManifests(text, what, p.get(), &diagnostics);
+  if (diagnostics.HasErrors()) {
+    return absl::DataLossError(absl::StrCat(what, ": the recorded policies do not decode: ",
+                                            diagnostics.ErrorSummary()));
+  }
+  *out = std::move(p);
+  return absl::OkStatus();
+}
+
+// Reads the policies part written by PutPolicies.
+absl::Status GetPolicies(Decoder& d, const std::string& what, bool* present,
+                         std::shared_ptr<const model::PolicySet>* policies,
+                         std::vector<model::ClusterQueue>* terminating) {
+  std::string manifests;
+  std::string terminating_manifests;
+  if (!d.GetBool(present)) return d.status();
+  if (!*present) return absl::OkStatus();
+  if (!d.GetString(&manifests) || !d.GetString(&terminating_manifests)) return d.status();
+  if (absl::Status s = DecodePolicies(manifests, what, policies); !s.ok()) return s;
+  std::shared_ptr<const model::PolicySet> t;
+  if (absl::Status s = DecodePolicies(terminating_manifests, what, &t); !s.ok()) return s;
+  terminating->clear();
+  for (const auto& [name, cq] : t->cluster_queues) terminating->push_back(cq);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string DurableKey(const WorkloadKey& key) { return absl::StrCat(key.namespace_name, "/", key.name); }
+
+std::string EncodeWorkloadInfo(const WorkloadInfo& info) {
+  std::string out;
+  Encoder e(&out);
+  PutInfo(e, info);
+  return out;
+}
+
+absl::StatusOr<WorkloadInfo> DecodeWorkloadInfo(absl::string_view data) {
+  Decoder d(data, "workload image");
+  WorkloadInfo info;
+  if (!GetInfo(d, &info)) return d.status();
+  if (!d.done()) return absl::DataLossError(absl::StrCat("workload image: ", d.remaining(), " byte(s) left over"));
+  return info;
+}
+
+std::string EncodeBatch(const DurableBatch& batch) {
+  std::string out;
+  Encoder e(&out);
+  e.PutU8(kBatchVersion);
+  e.PutVarint(batch.changes.size());
+  for (const StateChange& c : batch.changes) PutChange(e, c);
+  e.PutVarint(batch.workloads.size());
+  for (const auto& [key, info] : batch.workloads) {
+    PutKey(e, key);
+    e.PutBool(info != nullptr && info->workload != nullptr);
+    if (info != nullptr && info->workload != nullptr) PutInfo(e, *info);
+  }
+  PutPolicies(e, batch.policies.get(), batch.terminating);
+  return out;
+}
+
+absl::Status ApplyBatch(absl::string_view payload, uint64_t seq, DurableState* state,
+                        std::vector<StateChange>* changes) {
+  const std::string what = absl::StrCat("journal record ", seq);
+  Decoder d(payload, what);
+  uint8_t version = 0;
+  if (!d.GetU8(&version)) return d.status();
+  if (version != kBatchVersion) {
+    return absl::DataLossError(absl::StrCat(what, ": version ", version, "; this gangkeeper reads version ",
+                                            kBatchVersion));
+  }
+  uint64_t n = 0;
+  if (!GetCount(d, &n)) return d.status();
+  std::vector<StateChange> decoded;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!GetChange(d, &decoded.emplace_back())) return d.status();
+  }
+  if (!GetCount(d, &n)) return d.status();
+  std::vector<std::pair<std::string, std::shared_ptr<const WorkloadInfo>>> images;
+  for (uint64_t i = 0; i < n; ++i) {
+    WorkloadKey key;
+    bool present = false;
+    if (!GetKey(d, &key) || !d.GetBool(&present)) return d.status();
+    std::shared_ptr<WorkloadInfo> info;
+    if (present) {
+      info = std::make_shared<WorkloadInfo>();
+      if (!GetInfo(d, info.get())) return d.status();
+    }
+    images.emplace_back(DurableKey(key), std::move(info));
+  }
+  bool has_policies = false;
+  std::shared_ptr<const model::PolicySet> policies;
+  std::vector<model::ClusterQueue> terminating;
+  if (absl::Status s = GetPolicies(d, what, &has_policies, &policies, &terminating); !s.ok()) return s;
+  if (!d.done()) return absl::DataLossError(absl::StrCat(what, ": ", d.remaining(), " byte(s) left over"));
+  // Decoded whole: now fold it in.
+  for (auto& [key, info] : images) {
+    if (info == nullptr) {
+      state->workloads.erase(key);
+    } else {
+      state->workloads[key] = std::move(info);
+    }
+  }
+  if (has_policies) {
+    state->policies = std::move(policies);
+    state->terminating = std::move(terminating);
+  }
+  state->position = std::max(state->position, seq);
+  if (changes != nullptr) {
+    changes->insert(changes->end(), std::make_move_iterator(decoded.begin()), std::make_move_iterator(decoded.end()));
+  }
+  return absl::OkStatus();
+}
+
+std::string EncodeState(const DurableState& state) {
+  std::string out;
+  Encoder e(&out);
+  e.PutU8(kStateVersion);
+  PutPolicies(e, state.policies.get(), state.terminating);
+  // Sorted by key: the same state always encodes to the same bytes.
+  std::vector<const std::pair<const std::string, std::shared_ptr<const WorkloadInfo>>*> sorted;
+  sorted.reserve(state.workloads.size());
+  for (const auto& kv : state.workloads) {
+    if (kv.second != nullptr && kv.second->workload != nullptr) sorted.push_back(&kv);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+  e.PutVarint(sorted.size());
+  for (const auto* kv : sorted) PutInfo(e, *kv->second);
+  return out;
+}
+
+absl::StatusOr<DurableState> DecodeState(absl::string_view payload, uint64_t position) {
+  const std::string what = absl::StrCat("snapshot ", position);
+  Decoder d(payload, what);
+  uint8_t version = 0;
+  if (!d.GetU8(&version)) return d.status();
+  if (version != kStateVersion) {
+    return absl::DataLossError(absl::StrCat(what, ": version ", version, "; this gangkeeper reads version ",
+                                            kStateVersion));
+  }
+  DurableState state;
+  state.position = position;
+  bool has_policies = false;
+  if (absl::Status s = GetPolicies(d, what, &has_policies, &state.policies, &state.terminating); !s.ok()) return s;
+  uint64_t n = 0;
+  if (!GetCount(d, &n)) return d.status();
+  for (uint64_t i = 0; i < n; ++i) {
+    auto info = std::make_shared<WorkloadInfo>();
+    if (!GetInfo(d, info.get())) return d.status();
+    std::string key = DurableKey(info->key);
+    state.workloads[std::move(key)] = std::move(info);
+  }
+  if (!d.done()) return absl::DataLossError(absl::StrCat(what, ": ", d.remaining(), " byte(s) left over"));
+  return state;
+}
+
+}  // namespace gangkeeper::broker
