@@ -25,6 +25,7 @@
 #include "gangkeeper/api/metrics.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/journal.h"
 #include "gangkeeper/kube/actuator.h"
 #include "gangkeeper/kube/client.h"
 #include "gangkeeper/kube/config.h"
@@ -53,6 +54,9 @@ struct ServeFlags {
   std::string tokens_file;
   std::string kube = "auto";  // auto | none | KUBECONFIG
   std::string kube_context;
+  std::string store = "file";
+  std::string recover = "strict";  // strict | truncate
+  broker::JournalOptions journal;
 };
 
 // --kube: auto = in-cluster when KUBERNETES_SERVICE_HOST is set, else none.
@@ -149,7 +153,15 @@ int RunServe(const std::vector<std::string>& args) {
   flags.String("tokens", &f.tokens_file,
                "API bearer tokens: YAML/JSON list of {name, sha256, role, namespaces}; reloaded when it changes");
   flags.String("kube-context", &f.kube_context, "the kubeconfig context to use (default: current-context)");
-  flags.String("data-dir", &f.data_dir, "directory for gangkeeper's durable state");
+  flags.String("data-dir", &f.data_dir, "directory for gangkeeper's durable state (journal, snapshots)");
+  flags.String("store", &f.store, "where state is kept: file (the journal in --data-dir)");
+  flags.String("recover", &f.recover,
+               "strict: refuse to start on a corrupt journal record that has valid ones after it; truncate: cut "
+               "the journal there (what follows is lost)");
+  flags.Size("snapshot-every-records", &f.journal.snapshot_every_records,
+               "write a snapshot after this many journal records");
+  flags.Duration("snapshot-interval", &f.journal.snapshot_every,
+                 "write a snapshot at least this often while the journal grows");
   flags.Bool("dev", &f.dev, "generate a CA and serving certificate into --dev-certs-dir if missing and use them");
   flags.String("dev-certs-dir", &f.dev_certs_dir, "where --dev keeps its certificates");
   flags.String("log-format", &f.log_format, "text or json");
@@ -242,6 +254,15 @@ int RunServe(const std::vector<std::string>& args) {
               policies->local_queues.size(), policies->cohorts.size(), policies->workload_priority_classes.size(),
               policies->priority_classes.size(), policies->gpu_node_pools.size());
   }
+  if (f.store != "file") {
+    log->error("--store {}: only the embedded file store (--store file) is built in; the etcd store comes with "
+               "replication (DESIGN §9)", f.store);
+    return 2;
+  }
+  if (f.recover != "strict" && f.recover != "truncate") {
+    log->error("--recover {}: use strict or truncate", f.recover);
+    return 2;
+  }
   std::error_code ec;
   std::filesystem::create_directories(f.data_dir, ec);
   if (ec) {
@@ -249,6 +270,20 @@ int RunServe(const std::vector<std::string>& args) {
     return 1;
   }
   ::chmod(f.data_dir.c_str(), 0700);
+  // Recover the durable state before anything can change it.
+  f.journal.data_dir = f.data_dir;
+  f.journal.truncate_corruption = f.recover == "truncate";
+  broker::JournalRecovery recovery;
+  absl::StatusOr<std::unique_ptr<broker::Journal>> journal = broker::Journal::Open(f.journal, &recovery);
+  if (!journal.ok()) {
+    log->error("--data-dir {}: {}", f.data_dir, journal.status().message());
+    return 1;
+  }
+  for (const std::string& note : recovery.notes) log->warn("recovery: {}", note);
+  log->info("recovery: {} workload(s) from {} (snapshot at record {}, {} record(s) replayed) in {}; next record {}",
+            recovery.workloads, f.data_dir, recovery.snapshot_position, recovery.replayed_records,
+            absl::FormatDuration(recovery.took), recovery.next_record);
+  broker::DurableState recovered = (*journal)->TakeRecovered();
 
   metrics::Registry registry;
   if (absl::Status m = metrics::RegisterProcessMetrics(registry); !m.ok()) {
@@ -277,9 +312,9 @@ int RunServe(const std::vector<std::string>& args) {
   kube::ActuatorOptions actuator_options;
   actuator_options.dry_run = kube_client == nullptr;
   kube::KubeActuator actuator(kube_client.get(), actuator_options);
-  // TODO(#8): the journal as StateSink; until then state lives in memory.
-  absl::StatusOr<std::unique_ptr<broker::Broker>> workloads =
-      broker::Broker::Create(policies, f.broker, &actuator, /*sink=*/nullptr, &base::RealClock());
+  absl::StatusOr<std::unique_ptr<broker::Broker>> workloads = broker::Broker::Create(
+      policies, f.broker, &actuator, journal->get(), &base::RealClock(), &recovered);
+  recovered = broker::DurableState{};
   if (!workloads.ok()) {
     log->error("--policies {}: {}", f.policies_dir, workloads.status().message());
     return 1;
@@ -287,6 +322,7 @@ int RunServe(const std::vector<std::string>& args) {
   actuator.Bind(workloads->get());
   (*workloads)->Start();
   broker::Broker& broker = **workloads;
+  (*journal)->StartSnapshots([&broker] { return broker.snapshot(); }, &base::RealClock());
   std::unique_ptr<kube::Reconciler> reconciler;
   if (kube_client != nullptr) {
     kube::ReconcilerOptions ro;
@@ -306,6 +342,10 @@ int RunServe(const std::vector<std::string>& args) {
     return 2;
   }
   if (f.tokens_file.empty()) log->warn("no --tokens: the API (/v1/...) answers 401 to everyone");
+  if (absl::Status m = api::RegisterJournalMetrics(registry, journal->get()); !m.ok()) {
+    log->error("{}", m.message());
+    return 1;
+  }
   if (absl::Status m = api::RegisterBrokerMetrics(registry, &broker); !m.ok()) {
     log->error("{}", m.message());
     return 1;
@@ -329,21 +369,31 @@ int RunServe(const std::vector<std::string>& args) {
     log->error("{}", started.message());
     return 1;
   }
-  // /readyz waits for the reconciler's first full list.
+  // /readyz waits for the reconciler's first full list, and fails for good
+  // once the journal has failed (nothing can be acknowledged any more).
   std::thread ready_watch;
   std::atomic<bool> serving{true};
-  if (reconciler != nullptr) {
-    ready_watch = std::thread([&] {
-      for (int i = 0; serving.load() && i < 36000; ++i) {  // at most an hour of 100 ms looks
-        if (reconciler->synced()) {
-          (*srv)->readiness().Set("kube", true);
-          log->info("kube: first list done; ready");
-          return;
-        }
-        absl::SleepFor(absl::Milliseconds(100));
+  ready_watch = std::thread([&] {
+    bool kube_synced = reconciler == nullptr;
+    bool store_failed = false;
+    for (int i = 0; serving.load(); ++i) {
+      if (!kube_synced && reconciler->synced()) {
+        kube_synced = true;
+        (*srv)->readiness().Set("kube", true);
+        log->info("kube: first list done; ready");
       }
-    });
-  }
+      if (!store_failed) {
+        absl::Status health = (*journal)->health();
+        if (!health.ok()) {
+          store_failed = true;
+          (*srv)->readiness().Set("store", false,
+                                  absl::StrCat(health.message(), "; fix the disk and restart gangkeeper"));
+          log->error("store: {}; not ready until restarted", health.message());
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
 
   const std::string api_host = DisplayHost(f.server.api_addr);
   const std::string webhook_host = DisplayHost(f.server.webhook_addr);
@@ -367,20 +417,46 @@ int RunServe(const std::vector<std::string>& args) {
     }
     log->info("received {}: draining (grace {})", sig == SIGTERM ? "SIGTERM" : "SIGINT",
               absl::FormatDuration(f.shutdown_grace));
+    // A second signal, or the grace running out, ends the process at once.
+    // Every acknowledged change is already in the journal, so that is safe:
+    // the next start recovers it (only the final snapshot is skipped).
+    const absl::Time deadline = base::RealClock().Now() + f.shutdown_grace + absl::Seconds(5);
+    std::thread hard_stop([signals, deadline, log] {
+      while (true) {
+        const absl::Duration left = deadline - base::RealClock().Now();
+        if (left <= absl::ZeroDuration()) {
+          log->error("shutdown: the grace period ran out; exiting now (the journal holds every acknowledged change)");
+          break;
+        }
+        timespec ts = absl::ToTimespec(std::min(left, absl::Seconds(1)));
+        const int got = sigtimedwait(&signals, nullptr, &ts);
+        if (got == SIGTERM || got == SIGINT) {
+          log->warn("shutdown: second signal; exiting now (the journal holds every acknowledged change)");
+          break;
+        }
+      }
+      base::FlushLogs();
+      std::_Exit(1);
+    });
+    hard_stop.detach();
     absl::Status stopped = (*srv)->Shutdown(f.shutdown_grace);
     serving.store(false);
     if (ready_watch.joinable()) ready_watch.join();
-    if (!stopped.ok()) {
-      log->error("shutdown: {}", stopped.message());
-      base::FlushLogs();
-      return 1;
-    }
+    if (!stopped.ok()) log->error("shutdown: {}", stopped.message());
     if (reconciler != nullptr) reconciler->Stop();
+    // The broker applies what is queued (its last batch is durable), then a
+    // final snapshot makes the next start quick.
     broker.Stop();
     actuator.Stop();
-    log->info("stopped cleanly");
+    (*journal)->StopSnapshots();
+    if (absl::Status snap = (*journal)->WriteSnapshot(*broker.snapshot()); !snap.ok()) {
+      log->warn("shutdown: no final snapshot ({}); the journal has everything", snap.message());
+    }
+    const broker::JournalStats js = (*journal)->stats();
+    log->info("stopped cleanly: journal at record {}, snapshot at record {}", js.log.next_seq - 1,
+              js.last_snapshot_position);
     base::FlushLogs();
-    return 0;
+    return stopped.ok() ? 0 : 1;
   }
 }
 

@@ -6,11 +6,17 @@
 
 #include "absl/status/status.h"
 #include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/journal.h"
 #include "gangkeeper/metrics/registry.h"
 
 namespace gangkeeper::api {
 
 // `broker` must outlive `registry`'s scrapes.
 [[nodiscard]] absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* broker);
+
+// gangkeeper_journal_*: appends, fsyncs (one per group commit), bytes,
+// snapshots, whether the journal accepts writes. `journal` outlives the
+// registry's scrapes.
+[[nodiscard]] absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::Journal* journal);
 
 }  // namespace gangkeeper::api

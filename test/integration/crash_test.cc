@@ -1,0 +1,356 @@
+// Integration: durability of the real binary (issue #8). Concurrent clients
+// create, delete and finish Jobs through the webhook over TLS while the
+// server is killed with SIGKILL at random moments (fixed seed) and started
+// again on the same --data-dir; and a SIGTERM under load. Afterwards every
+// acknowledged change is there, admitted gangs are the same as before a
+// kill, and no ClusterQueue ever holds more than its quota allows.
+#include <openssl/sha.h>
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/testing/process.h"
+#include "test/testing/status_matchers.h"
+#include "test/testing/temp_dir.h"
+#include "test/testing/tls_client.h"
+
+namespace gangkeeper {
+namespace {
+
+using ::gangkeeper::testing::IsOk;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr char kPolicies[] = R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  cohort: shared
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-b}
+spec:
+  cohort: shared
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: team-a}
+spec: {clusterQueue: team-a}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: team-b}
+spec: {clusterQueue: team-b}
+)";
+
+std::string Sha256Hex(const std::string& s) {
+  unsigned char d[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
+  std::string out;
+  for (unsigned char b : d) absl::StrAppend(&out, absl::Hex(b, absl::kZeroPad2));
+  return out;
+}
+
+json Job(const std::string& ns, const std::string& name, int pods, int gpus, bool complete = false) {
+  json job = {{"apiVersion", "batch/v1"},
+              {"kind", "Job"},
+              {"metadata",
+               {{"name", name}, {"namespace", ns}, {"uid", "uid-" + name}, {"labels", {{"kueue.x-k8s.io/queue-name", "q"}}}}},
+              {"spec",
+               {{"parallelism", pods},
+                {"completions", pods},
+                {"suspend", true},
+                {"template",
+                 {{"spec",
+                   {{"restartPolicy", "Never"},
+                    {"containers",
+                     {{{"name", "w"},
+                       {"image", "img"},
+                       {"resources",
+                        {{"requests", {{"nvidia.com/gpu", std::to_string(gpus)}}},
+                         {"limits", {{"nvidia.com/gpu", std::to_string(gpus)}}}}}}}}}}}}}}};
+  if (complete) job["status"] = {{"conditions", {{{"type", "Complete"}, {"status", "True"}}}}};
+  return job;
+}
+
+json Review(const std::string& op, const std::string& uid, const std::string& ns, const std::string& name,
+            const json& object, const json& old_object, const std::string& sub_resource = "") {
+  json req = {{"uid", uid},
+              {"kind", {{"group", "batch"}, {"version", "v1"}, {"kind", "Job"}}},
+              {"resource", {{"group", "batch"}, {"version", "v1"}, {"resource", "jobs"}}},
+              {"namespace", ns},
+              {"name", name},
+              {"operation", op},
+              {"userInfo", {{"username", "alice"}}},
+              {"object", object},
+              {"oldObject", old_object},
+              {"dryRun", false}};
+  if (!sub_resource.empty()) req["subResource"] = sub_resource;
+  return {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", req}};
+}
+
+// What the clients were told, shared by the load threads.
+struct Ledger {
+  std::mutex mu;
+  std::map<std::string, std::string> live;  // "ns/name" -> ns, created and acknowledged, not ended
+  std::set<std::string> ended;              // deleted or finished, acknowledged
+  std::set<std::string> uncertain;          // ended without an answer: either way is right
+  int creates = 0, deletes = 0, finishes = 0, refused = 0, cut = 0;
+};
+
+class CrashTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto certs = testing::RunCommand({testing::GangkeeperBinary(), "certs", "--out", dir_.File("certs")},
+                                     absl::Seconds(30));
+    ASSERT_THAT(certs, IsOk());
+    json tokens = json::array({{{"name", "platform"}, {"sha256", Sha256Hex("admin-secret")}, {"role", "admin"}}});
+    std::ofstream(dir_.File("tokens.json")) << tokens.dump();
+    std::filesystem::create_directories(dir_.File("policies"));
+    std::ofstream(dir_.File("policies/queues.yaml")) << kPolicies;
+    options_.ca_file = dir_.File("certs/ca.crt");
+  }
+
+  void StartServer() {
+    auto p = testing::ServerProcess::Start(
+        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
+         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
+         "--policies=" + dir_.File("policies"), "--kube=none", "--tokens=" + dir_.File("tokens.json"),
+         "--drain-delay=0s", "--snapshot-every-records=200"},
+        dir_.path());
+    ASSERT_THAT(p, IsOk());
+    server_ = *std::move(p);
+  }
+
+  json Get(const std::string& path) {
+    auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
+    EXPECT_THAT(c, IsOk());
+    if (!c.ok()) return json();
+    auto r = (*c)->Request("GET", path, "", "Authorization: Bearer admin-secret\r\n");
+    EXPECT_THAT(r, IsOk());
+    if (!r.ok()) return json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body, nullptr, false);
+  }
+
+  // name -> state ("pending" / "admitted") of every tracked workload.
+  std::map<std::string, std::string> States() {
+    std::map<std::string, std::string> out;
+    json all = Get("/v1/workloads?state=all");
+    for (const json& w : all["items"]) {
+      out[w["namespace"].get<std::string>() + "/" + w["name"].get<std::string>()] = w["state"].get<std::string>();
+    }
+    return out;
+  }
+
+  // No ClusterQueue beyond nominal + borrowing limit, the cohort within its
+  // total nominal quota.
+  void ExpectNoOvercommit(const std::string& when) {
+    double cohort_usage = 0;
+    for (const char* cq : {"team-a", "team-b"}) {
+      json st = Get(absl::StrCat("/v1/clusterqueues/", cq, "/status"));
+      for (const json& r : st["resources"]) {
+        const double usage = std::stod(r["usage"].get<std::string>());
+        cohort_usage += usage;
+        EXPECT_LE(usage, 12) << when << ": " << cq << " uses " << usage << " GPUs (nominal 8 + borrowing limit 4)";
+      }
+    }
+    EXPECT_LE(cohort_usage, 16) << when << ": the cohort uses " << cohort_usage << " of 16 GPUs";
+  }
+
+  // Load: `threads` clients send random creates, deletes and finishes until `stop`.
+  void RunLoad(int threads, uint64_t seed, std::atomic<bool>* stop, Ledger* ledger, int round) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        std::mt19937_64 rng(seed * 97 + static_cast<uint64_t>(t));
+        std::unique_ptr<testing::TlsConnection> conn;
+        for (int i = 0; i < 100000 && !stop->load(); ++i) {
+          if (conn == nullptr) {
+            auto c = testing::TlsConnection::Connect(server_->webhook_port(), options_);
+            if (!c.ok()) return;  // the server is gone
+            conn = *std::move(c);
+          }
+          const int dice = static_cast<int>(rng() % 100);
+          std::string victim;
+          if (dice >= 70) {
+            std::lock_guard<std::mutex> lock(ledger->mu);
+            if (!ledger->live.empty()) {
+              auto it = ledger->live.begin();
+              std::advance(it, static_cast<long>(rng() % ledger->live.size()));
+              victim = it->first;
+            }
+          }
+          json review;
+          std::string key;
+          std::string kind;
+          if (victim.empty()) {
+            const std::string ns = rng() % 2 == 0 ? "team-a" : "team-b";
+            const std::string name = absl::StrCat("job-", round, "-", t, "-", i);
+            key = ns + "/" + name;
+            kind = "create";
+            review = Review("CREATE", "r-" + name, ns, name,
+                            Job(ns, name, 1 + static_cast<int>(rng() % 3), 1 + static_cast<int>(rng() % 2)), nullptr);
+          } else {
+            key = victim;
+            const std::string ns = victim.substr(0, victim.find('/'));
+            const std::string name = victim.substr(victim.find('/') + 1);
+            if (dice >= 85) {
+              kind = "delete";
+              review = Review("DELETE", absl::StrCat("d-", name, "-", round), ns, name, nullptr, Job(ns, name, 1, 1));
+            } else {
+              kind = "finish";
+              review = Review("UPDATE", absl::StrCat("f-", name, "-", round), ns, name, Job(ns, name, 1, 1, true),
+                              Job(ns, name, 1, 1), "status");
+            }
+          }
+          auto r = conn->Request("POST", "/validate", review.dump());
+          if (!r.ok() || r->status != 200) {
+            std::lock_guard<std::mutex> lock(ledger->mu);
+            ++ledger->cut;  // no answer: the kill came first; nothing is promised
+            // A delete or finish may or may not have been recorded.
+            if (kind != "create" && ledger->live.erase(key) != 0) ledger->uncertain.insert(key);
+            conn.reset();
+            if (!r.ok()) return;
+            continue;
+          }
+          const bool allowed = r->body.find(R"("allowed":true)") != std::string::npos;
+          std::lock_guard<std::mutex> lock(ledger->mu);
+          if (kind == "create") {
+            if (allowed) {
+              ledger->live[key] = key.substr(0, key.find('/'));
+              ++ledger->creates;
+            } else {
+              ++ledger->refused;
+            }
+          } else if (allowed && (ledger->live.erase(key) != 0 || ledger->uncertain.erase(key) != 0)) {
+            ledger->ended.insert(key);
+            ++(kind == "delete" ? ledger->deletes : ledger->finishes);
+          }
+        }
+      });
+    }
+    for (std::thread& th : pool) th.join();
+  }
+
+  void CheckAgainst(Ledger& ledger, const std::string& when) {
+    const std::map<std::string, std::string> states = States();
+    std::lock_guard<std::mutex> lock(ledger.mu);
+    for (const auto& [key, ns] : ledger.live) {
+      EXPECT_EQ(states.count(key), 1u) << when << ": " << key << " was acknowledged but is gone";
+    }
+    for (const std::string& key : ledger.ended) {
+      EXPECT_EQ(states.count(key), 0u) << when << ": " << key << " was deleted or finished but is back";
+    }
+  }
+
+  testing::TempDir dir_;
+  testing::TlsClientOptions options_;
+  std::unique_ptr<testing::ServerProcess> server_;
+};
+
+TEST_F(CrashTest, EveryAcknowledgedChangeSurvivesTwentyKills) {
+  std::mt19937_64 rng(20261203);
+  Ledger ledger;
+  constexpr int kKills = 22;
+  for (int round = 0; round < kKills; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    StartServer();
+    ASSERT_NE(server_, nullptr);
+    CheckAgainst(ledger, absl::StrCat("after kill ", round));
+    ExpectNoOvercommit(absl::StrCat("after kill ", round));
+    std::atomic<bool> stop{false};
+    const bool quiesced = round % 2 == 1;
+    std::thread load([&] { RunLoad(3, static_cast<uint64_t>(round) + 1, &stop, &ledger, round); });
+    absl::SleepFor(absl::Milliseconds(100 + static_cast<int64_t>(rng() % 500)));
+    std::map<std::string, std::string> before;
+    if (quiesced) {
+      stop = true;
+      load.join();
+      before = States();
+      ExpectNoOvercommit(absl::StrCat("before kill ", round));
+    }
+    server_->Signal(SIGKILL);
+    stop = true;
+    if (load.joinable()) load.join();
+    ASSERT_THAT(server_->Wait(absl::Seconds(20)), IsOk());
+    server_.reset();
+    if (quiesced) {
+      // Admitted gangs (and pending ones) are exactly the same after the crash.
+      StartServer();
+      ASSERT_NE(server_, nullptr);
+      EXPECT_EQ(States(), before);
+      server_->Signal(SIGKILL);
+      ASSERT_THAT(server_->Wait(absl::Seconds(20)), IsOk());
+      server_.reset();
+    }
+  }
+  StartServer();
+  ASSERT_NE(server_, nullptr);
+  CheckAgainst(ledger, "at the end");
+  ExpectNoOvercommit("at the end");
+  std::lock_guard<std::mutex> lock(ledger.mu);
+  EXPECT_GT(ledger.creates, 100) << "the load did too little to prove anything";
+  EXPECT_GT(ledger.deletes + ledger.finishes, 20);
+  RecordProperty("creates", ledger.creates);
+  RecordProperty("ended", ledger.deletes + ledger.finishes);
+}
+
+TEST_F(CrashTest, SigtermUnderLoadExitsZeroAndLosesNothing) {
+  StartServer();
+  ASSERT_NE(server_, nullptr);
+  Ledger ledger;
+  std::atomic<bool> stop{false};
+  std::thread load([&] { RunLoad(4, 7, &stop, &ledger, 0); });
+  absl::SleepFor(absl::Milliseconds(700));
+  server_->Signal(SIGTERM);
+  absl::StatusOr<int> code = server_->Wait(absl::Seconds(40));
+  stop = true;
+  load.join();
+  ASSERT_THAT(code, IsOk());
+  EXPECT_EQ(*code, 0) << server_->Stderr();
+  EXPECT_THAT(server_->Stderr(), HasSubstr("stopped cleanly"));
+  server_.reset();
+  StartServer();
+  ASSERT_NE(server_, nullptr);
+  CheckAgainst(ledger, "after SIGTERM");
+  // The final snapshot covered everything: nothing to replay.
+  EXPECT_THAT(server_->Stderr(), HasSubstr("0 record(s) replayed")) << server_->Stderr();
+  std::lock_guard<std::mutex> lock(ledger.mu);
+  EXPECT_GT(ledger.creates, 10);
+}
+
+}  // namespace
+}  // namespace gangkeeper
