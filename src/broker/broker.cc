@@ -513,7 +513,7 @@ Broker::~Broker() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<Broker>> Broker::Create(std::shared_ptr<const model::PolicySet> policies,
                                                        BrokerOptions options, Actuator* actuator, StateSink* sink,
-                                                       const base::Clock* clock, const DurableState* recovered) {
+                                                       const base::Clock* clock, DurableState* recovered) {
   if (clock == nullptr) return absl::InvalidArgumentError("broker: a clock is required");
   if (policies == nullptr) policies = std::make_shared<const model::PolicySet>();
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler;
@@ -521,7 +521,8 @@ absl::StatusOr<std::unique_ptr<Broker>> Broker::Create(std::shared_ptr<const mod
   if (recovered != nullptr) {
     std::vector<std::shared_ptr<const WorkloadInfo>> workloads;
     workloads.reserve(recovered->workloads.size());
-    for (const auto& [key, info] : recovered->workloads) workloads.push_back(info);
+    for (auto& [key, info] : recovered->workloads) workloads.push_back(std::move(info));
+    recovered->workloads.clear();
     scheduler = Scheduler::Restore(recovered->policies != nullptr ? recovered->policies : policies,
                                    recovered->terminating, std::move(workloads), options.scheduler);
     if (!scheduler.ok()) {

@@ -128,6 +128,13 @@ std::optional<PendingReason> ClusterQueueBlocked(const State& s, const std::stri
   return std::nullopt;
 }
 
+// An empty selector selects every namespace without looking at its labels
+// (most ClusterQueues say `namespaceSelector: {}`).
+bool SelectsNamespace(const model::PolicySet& p, const model::LabelSelector& selector, const std::string& ns) {
+  if (selector.match_labels.empty() && selector.match_expressions.empty()) return true;
+  return selector.Matches(p.NamespaceLabels(ns));
+}
+
 void Record(State& s, StateChange c) { s.changes.push_back(std::move(c)); }
 
 std::string BlockedMessage(const std::string& head, const std::string& cq) {
@@ -186,7 +193,7 @@ void Enqueue(State& s, Entry* e) {
     } else if (std::optional<PendingReason> blocked = ClusterQueueBlocked(s, lq->second.cluster_queue)) {
       r = *blocked;
     } else if (!cq->namespace_selector.has_value() ||
-               !cq->namespace_selector->Matches(s.policies->NamespaceLabels(w.namespace_name))) {
+               !SelectsNamespace(*s.policies, *cq->namespace_selector, w.namespace_name)) {
       r.code = PendingReason::Code::kNamespaceMismatch;
       r.message = absl::StrCat("ClusterQueue ", cq->meta.name, " does not select namespace ", w.namespace_name);
     } else if (!w.pod_group_name.empty() && e->cinfo().pod_group_members < w.pod_group_total_count) {
@@ -734,9 +741,12 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
     Entry* e = entry.get();
     e->seq = s.next_seq++;
     e->dirty = &s.dirty_workloads;
-    auto copy = std::make_shared<WorkloadInfo>(*info);
-    copy->reason = PendingReason{};
-    e->info_ptr = std::move(copy);
+    // The caller hands over its images: one held nowhere else is taken as
+    // it is (it was built mutable by the decoder), others are copied.
+    std::shared_ptr<WorkloadInfo> mine = info.use_count() == 1 ? std::const_pointer_cast<WorkloadInfo>(info)
+                                                               : std::make_shared<WorkloadInfo>(*info);
+    mine->reason = PendingReason{};
+    e->info_ptr = std::move(mine);
     const workload::Workload& w = *e->cinfo().workload;
     if (!w.pod_group_name.empty()) {
       e->is_pod_group = true;

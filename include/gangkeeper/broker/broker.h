@@ -194,13 +194,14 @@ class Broker final : public WorkloadRegistry {
   // `actuator` and `sink` must outlive the broker; either may be null
   // (no actuation / nothing made durable). `clock` stamps events.
   // `recovered` (may be null) is the durable state to start from (the
-  // journal's recovery): its workloads are restored as they were, gangs
+  // journal's recovery; its workloads are moved out): they are restored as
+  // they were, gangs
   // whose release or suspension was not confirmed are released or suspended
   // again when the broker starts (both are idempotent), and then `policies`
   // replace the recorded ones the way SetPolicies does.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Broker>> Create(
       std::shared_ptr<const model::PolicySet> policies, BrokerOptions options, Actuator* actuator,
-      StateSink* sink, const base::Clock* clock, const DurableState* recovered = nullptr);
+      StateSink* sink, const base::Clock* clock, DurableState* recovered = nullptr);
   ~Broker() override;  // stops the thread
   Broker(const Broker&) = delete;
   Broker& operator=(const Broker&) = delete;

@@ -217,7 +217,8 @@ class Scheduler {
   // terminating ClusterQueues, then every workload with its phase, queue
   // time, priority and admission. Admitted gangs hold their quota again
   // (beyond it when the quota was lowered, as after Adopt); pending ones are
-  // queued in their original order. Records no StateChange. A workload whose
+  // queued in their original order. An image held only by `workloads` is
+  // taken over, not copied. Records no StateChange. A workload whose
   // quota cannot be restored (its ClusterQueue and flavors are gone) is
   // queued as pending, with the reason in `actuation`.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Scheduler>> Restore(
