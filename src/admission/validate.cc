@@ -358,6 +358,7 @@ Response ValidateCreate(const Review& review, const workload::KindInfo& info, co
   }
   Workload w = *std::move(extracted);
   if (w.namespace_name.empty()) w.namespace_name = review.namespace_name;
+  w.submitted_by = review.username;
   if (w.name.empty()) w.name = review.name;
   if (w.owned_by_managed_object || w.queue_name.empty()) return Allow(review);  // not ours
 
@@ -427,6 +428,7 @@ Response ValidateUpdate(const Review& review, const workload::KindInfo& info, co
   absl::StatusOr<Workload> before = workload::ExtractWorkload(*review.old_object, info, p, extract_options);
   if (!now.ok() || !before.ok()) return Allow(review);  // not ours to judge; CREATE checked it
   if (now->namespace_name.empty()) now->namespace_name = review.namespace_name;
+  now->submitted_by = review.username;
   if (before->namespace_name.empty()) before->namespace_name = review.namespace_name;
   if (before->queue_name.empty() && now->queue_name.empty()) return Allow(review);
   std::optional<broker::WorkloadRecord> record = registry.Find(broker::KeyOf(*before));

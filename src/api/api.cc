@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -152,8 +153,52 @@ bool MayReadQueue(const Principal& who, const model::PolicySet& p, const std::st
 
 class Api {
  public:
-  Api(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock)
-      : broker_(broker), tokens_(tokens), clock_(clock) {}
+  Api(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit)
+      : broker_(broker), tokens_(tokens), clock_(clock), audit_(audit) {}
+
+  server::HttpResponse Audit(const Principal& who, const server::HttpRequest& req) const {
+    audit::Query q;
+    q.namespace_name = req.QueryParam("namespace");
+    q.name = req.QueryParam("name");
+    q.kind = req.QueryParam("kind");
+    q.action = req.QueryParam("action");
+    q.actor = req.QueryParam("actor");
+    q.cluster_queue = req.QueryParam("clusterQueue");
+    if (!who.MayReadAudit()) {
+      if (who.role != Role::kTeamAdmin) return Forbidden(who, "read the audit log");
+      if (q.namespace_name.empty() || !who.MayRead(q.namespace_name)) {
+        return Forbidden(who, "read the audit log outside its namespaces (give namespace=)");
+      }
+    }
+    if (audit_ == nullptr) return Error(503, "Unavailable", "this server keeps no audit log");
+    for (const char* field : {"since", "until"}) {
+      const std::string v = req.QueryParam(field);
+      if (v.empty()) continue;
+      absl::Time t;
+      std::string err;
+      if (!absl::ParseTime(absl::RFC3339_full, v, &t, &err)) {
+        return Error(400, "BadRequest", absl::StrCat(field, "=", v, ": not an RFC 3339 time (", err, ")"), field);
+      }
+      (std::string(field) == "since" ? q.since : q.until) = t;
+    }
+    if (const std::string v = req.QueryParam("limit"); !v.empty()) {
+      if (!absl::SimpleAtoi(v, &q.limit) || q.limit < 1 || q.limit > 1000) {
+        return Error(400, "BadRequest", absl::StrCat("limit=", v, ": use 1 to 1000"), "limit");
+      }
+    }
+    if (const std::string v = req.QueryParam("cursor"); !v.empty()) {
+      if (!absl::SimpleAtoi(v, &q.after)) {
+        return Error(400, "BadRequest", absl::StrCat("cursor=", v, ": use the `next` of the previous page"), "cursor");
+      }
+    }
+    absl::StatusOr<audit::Page> page = audit_->Find(q);
+    if (!page.ok()) return Error(500, "Internal", std::string(page.status().message()));
+    json items = json::array();
+    for (const audit::Event& e : page->events) items.push_back(json::parse(audit::EncodeEvent(e), nullptr, false));
+    json out = {{"items", items}};
+    if (page->next != 0) out["next"] = absl::StrCat(page->next);
+    return Ok(out);
+  }
 
   // Authenticates, then runs `f` with the principal.
   server::HttpResponse Guard(const server::HttpRequest& req,
@@ -249,6 +294,7 @@ class Api {
   broker::Broker* broker_;
   TokenStore* tokens_;
   const base::Clock* clock_;
+  const audit::AuditLog* audit_;
 };
 
 server::Route Get(const std::string& path, bool prefix, server::Handler h) {
@@ -263,9 +309,13 @@ server::Route Get(const std::string& path, bool prefix, server::Handler h) {
 
 }  // namespace
 
-std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock) {
-  auto api = std::make_shared<Api>(broker, tokens, clock);
+std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock,
+                                  const audit::AuditLog* audit) {
+  auto api = std::make_shared<Api>(broker, tokens, clock, audit);
   std::vector<server::Route> routes;
+  routes.push_back(Get("/v1/audit", false, [api](const server::HttpRequest& req) {
+    return api->Guard(req, [&](const Principal& who) { return api->Audit(who, req); });
+  }));
   routes.push_back(Get("/v1/clusterqueues", false, [api](const server::HttpRequest& req) {
     return api->Guard(req, [&](const Principal& who) { return api->ClusterQueues(who); });
   }));

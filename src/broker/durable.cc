@@ -98,6 +98,7 @@ void PutWorkload(Encoder& e, const workload::Workload& w) {
   e.PutString(w.pod_group_name);
   e.PutSigned(w.pod_group_total_count);
   e.PutBool(w.owned_by_managed_object);
+  e.PutString(w.submitted_by);
 }
 
 void PutAssignment(Encoder& e, const Assignment& a) {
@@ -157,6 +158,7 @@ void PutChange(Encoder& e, const StateChange& c) {
   e.PutString(c.reason);
   e.PutString(c.message);
   PutKey(e, c.preemptor);
+  e.PutString(c.actor);
 }
 
 // The policies as Kueue manifests (the model's own encoding), and the
@@ -306,7 +308,7 @@ bool GetWorkload(Decoder& d, workload::Workload* w) {
       !GetEnum(d, model::PreemptionPolicy::kNever, &w->preemption_policy) ||
       !d.GetString(&w->pod_priority_class) || !GetPodSets(d, &w->pod_sets) || !d.GetBool(&w->suspended) ||
       !d.GetString(&w->pod_group_name) || !d.GetSigned(&w->pod_group_total_count) ||
-      !d.GetBool(&w->owned_by_managed_object)) {
+      !d.GetBool(&w->owned_by_managed_object) || !d.GetString(&w->submitted_by)) {
     return false;
   }
   return true;
@@ -387,7 +389,7 @@ bool GetChange(Decoder& d, StateChange* c) {
     if (!GetAssignment(d, &a)) return false;
     c->assignment = std::move(a);
   }
-  return d.GetString(&c->reason) && d.GetString(&c->message) && GetKey(d, &c->preemptor);
+  return d.GetString(&c->reason) && d.GetString(&c->message) && GetKey(d, &c->preemptor) && d.GetString(&c->actor);
 }
 
 absl::Status DecodePolicies(absl::string_view text, const std::string& what,

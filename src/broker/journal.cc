@@ -1,6 +1,7 @@
 // gangkeeper broker: Journal (see journal.h).
 #include "gangkeeper/broker/journal.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -155,7 +156,9 @@ absl::Status Journal::WriteSnapshot(const Snapshot& snap) {
     // Later records start a new segment, and segments the oldest kept
     // snapshot covers go.
     s = log_->Roll();
-    if (s.ok()) s = log_->DropBefore(*oldest_kept + 1);
+    uint64_t keep_from = *oldest_kept + 1;
+    if (floor_) keep_from = std::min(keep_from, floor_());
+    if (s.ok()) s = log_->DropBefore(keep_from);
   } else {
     s = oldest_kept.status();
   }

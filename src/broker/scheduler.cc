@@ -830,6 +830,7 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
       Enqueue(s, e);
       StateChange c = Change(StateChange::Type::kRegistered, *e, now);
       c.workload = std::make_shared<const workload::Workload>(w);  // the member pod
+      c.actor = w.submitted_by;
       Record(s, std::move(c));
       return absl::OkStatus();
     }
@@ -868,6 +869,7 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   Enqueue(s, e);
   StateChange c = Change(StateChange::Type::kRegistered, *e, now);
   c.workload = e->cinfo().workload;
+  c.actor = w.submitted_by;
   Record(s, std::move(c));
   return absl::OkStatus();
 }
@@ -895,6 +897,7 @@ absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
   Enqueue(s, e);
   StateChange c = Change(StateChange::Type::kUpdated, *e, now);
   c.workload = e->cinfo().workload;
+  c.actor = w.submitted_by;
   Record(s, std::move(c));
   return absl::OkStatus();
 }
@@ -969,8 +972,12 @@ absl::Status Scheduler::Remove(const WorkloadKey& key, absl::Time now) {
   if (it == s.entries.end()) return absl::OkStatus();
   Entry* e = it->second.get();
   Dequeue(s, e);
+  // The change carries the quota it frees (the audit log tallies usage).
+  StateChange c = Change(StateChange::Type::kRemoved, *e, now);
+  c.assignment = e->cinfo().admission;
+  if (c.assignment.has_value()) c.cluster_queue = c.assignment->cluster_queue;
   if (e->cinfo().admission.has_value()) ReleaseQuota(s, e);
-  Record(s, Change(StateChange::Type::kRemoved, *e, now));
+  Record(s, std::move(c));
   s.entries.erase(it);
   return absl::OkStatus();
 }
@@ -981,9 +988,13 @@ absl::Status Scheduler::Finish(const WorkloadKey& key, absl::Time now) {
   if (it == s.entries.end()) return absl::OkStatus();
   Entry* e = it->second.get();
   Dequeue(s, e);
+  // The change carries the quota it frees (the audit log tallies usage).
+  StateChange c = Change(StateChange::Type::kFinished, *e, now);
+  c.assignment = e->cinfo().admission;
+  if (c.assignment.has_value()) c.cluster_queue = c.assignment->cluster_queue;
   if (e->cinfo().admission.has_value()) ReleaseQuota(s, e);
   e->info().phase = Phase::kFinished;
-  Record(s, Change(StateChange::Type::kFinished, *e, now));
+  Record(s, std::move(c));
   s.entries.erase(it);
   return absl::OkStatus();
 }
@@ -1128,6 +1139,8 @@ absl::Status Scheduler::Stopped(const WorkloadKey& key, const std::string& uid, 
   Entry* e = FindInPhase(s, key, uid, Phase::kEvicting);
   if (e == nullptr) return absl::OkStatus();  // a stale answer
   StateChange c = Change(StateChange::Type::kRequeued, *e, now);
+  c.assignment = e->cinfo().admission;
+  if (c.assignment.has_value()) c.cluster_queue = c.assignment->cluster_queue;
   c.message = detail.empty() ? e->cinfo().eviction_reason : absl::StrCat(e->cinfo().eviction_reason, "; ", detail);
   e->info().actuation = detail;
   ReleaseQuota(s, e);

@@ -23,6 +23,7 @@
 #include "gangkeeper/admission/webhook.h"
 #include "gangkeeper/api/api.h"
 #include "gangkeeper/api/metrics.h"
+#include "gangkeeper/audit/audit.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/journal.h"
@@ -284,6 +285,26 @@ int RunServe(const std::vector<std::string>& args) {
             recovery.workloads, f.data_dir, recovery.snapshot_position, recovery.replayed_records,
             absl::FormatDuration(recovery.took), recovery.next_record);
   broker::DurableState recovered = (*journal)->TakeRecovered();
+  // The audit log; then the events of journal records it missed (a crash
+  // between the two writes).
+  audit::AuditOptions audit_options;
+  audit_options.dir = f.data_dir + "/audit";
+  audit_options.truncate_corruption = f.journal.truncate_corruption;
+  store::LogRecovery audit_recovery;
+  absl::StatusOr<std::unique_ptr<audit::AuditLog>> audit_log = audit::AuditLog::Open(audit_options, &audit_recovery);
+  if (!audit_log.ok()) {
+    log->error("--data-dir {}: audit log: {}", f.data_dir, audit_log.status().message());
+    return 1;
+  }
+  for (const std::string& note : audit_recovery.notes) log->warn("audit recovery: {}", note);
+  uint64_t caught_up = 0;
+  if (absl::Status c = audit::CatchUp(**journal, audit_log->get(), &caught_up); !c.ok()) {
+    log->error("--data-dir {}: audit log: catching up with the journal: {}", f.data_dir, c.message());
+    return 1;
+  }
+  if (caught_up > 0) log->warn("audit: wrote {} event(s) the journal had and the audit log missed", caught_up);
+  (*journal)->SetRetentionFloor([a = audit_log->get()] { return a->last_journal_record() + 1; });
+  audit::AuditedJournal sink(journal->get(), audit_log->get());
 
   metrics::Registry registry;
   if (absl::Status m = metrics::RegisterProcessMetrics(registry); !m.ok()) {
@@ -313,7 +334,7 @@ int RunServe(const std::vector<std::string>& args) {
   actuator_options.dry_run = kube_client == nullptr;
   kube::KubeActuator actuator(kube_client.get(), actuator_options);
   absl::StatusOr<std::unique_ptr<broker::Broker>> workloads = broker::Broker::Create(
-      policies, f.broker, &actuator, journal->get(), &base::RealClock(), &recovered);
+      policies, f.broker, &actuator, &sink, &base::RealClock(), &recovered);
   recovered = broker::DurableState{};
   if (!workloads.ok()) {
     log->error("--policies {}: {}", f.policies_dir, workloads.status().message());
@@ -350,7 +371,9 @@ int RunServe(const std::vector<std::string>& args) {
     log->error("{}", m.message());
     return 1;
   }
-  for (server::Route& r : api::Routes(&broker, tokens->get(), &base::RealClock())) f.server.routes.push_back(std::move(r));
+  for (server::Route& r : api::Routes(&broker, tokens->get(), &base::RealClock(), audit_log->get())) {
+    f.server.routes.push_back(std::move(r));
+  }
   f.server.routes.push_back(WebhookRoute("/mutate", *webhook_metrics, [&webhook](absl::string_view body) {
     return webhook.Mutate(body);
   }));
@@ -384,6 +407,7 @@ int RunServe(const std::vector<std::string>& args) {
       }
       if (!store_failed) {
         absl::Status health = (*journal)->health();
+        if (health.ok()) health = (*audit_log)->health();
         if (!health.ok()) {
           store_failed = true;
           (*srv)->readiness().Set("store", false,

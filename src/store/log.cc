@@ -533,6 +533,28 @@ absl::Status SegmentedLog::StartAt(uint64_t seq) {
   return absl::OkStatus();
 }
 
+std::vector<SegmentInfo> SegmentedLog::Segments() const {
+  std::vector<Segment> segments;
+  uint64_t active_size = 0;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    segments = impl_->segments;
+    active_size = impl_->active_size;
+  }
+  std::vector<SegmentInfo> out;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    SegmentInfo info{segments[i].first_seq, segments[i].path, 0};
+    if (i + 1 == segments.size()) {
+      info.bytes = active_size;
+    } else {
+      absl::StatusOr<uint64_t> size = impl_->fs->Size(segments[i].path);
+      info.bytes = size.ok() ? *size : 0;
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 uint64_t SegmentedLog::next_seq() const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->durable_next;

@@ -244,7 +244,7 @@ class ApiTest : public ::testing::Test {
   std::vector<server::Route> routes_;
 };
 
-TEST_F(ApiTest, RoutesAreTheFourGetsOnTheApiListener) {
+TEST_F(ApiTest, RoutesAreTheGetsOnTheApiListener) {
   std::set<std::pair<std::string, bool>> paths;
   for (const server::Route& r : routes_) {
     EXPECT_EQ(r.method, "GET") << r.path;
@@ -252,7 +252,8 @@ TEST_F(ApiTest, RoutesAreTheFourGetsOnTheApiListener) {
     EXPECT_TRUE(r.handler) << r.path;
     paths.insert({r.path, r.prefix});
   }
-  EXPECT_THAT(paths, UnorderedElementsAre(std::pair<std::string, bool>{"/v1/clusterqueues", false},
+  EXPECT_THAT(paths, UnorderedElementsAre(std::pair<std::string, bool>{"/v1/audit", false},
+                                          std::pair<std::string, bool>{"/v1/clusterqueues", false},
                                           std::pair<std::string, bool>{"/v1/clusterqueues/", true},
                                           std::pair<std::string, bool>{"/v1/workloads", false},
                                           std::pair<std::string, bool>{"/v1/workloads/", true}));

@@ -3,7 +3,8 @@
 // server is killed with SIGKILL at random moments (fixed seed) and started
 // again on the same --data-dir; and a SIGTERM under load. Afterwards every
 // acknowledged change is there, admitted gangs are the same as before a
-// kill, and no ClusterQueue ever holds more than its quota allows.
+// kill, no ClusterQueue ever held more than its quota allows (replayed from
+// the audit log), and the audit log is numbered without gaps or repeats.
 #include <openssl/sha.h>
 #include <signal.h>
 
@@ -265,6 +266,60 @@ class CrashTest : public ::testing::Test {
     for (std::thread& th : pool) th.join();
   }
 
+  // Every audit event, through the API's pages.
+  std::vector<json> AuditEvents() {
+    std::vector<json> out;
+    std::string cursor;
+    for (int page = 0; page < 10000; ++page) {
+      json p = Get(absl::StrCat("/v1/audit?limit=1000", cursor.empty() ? "" : "&cursor=" + cursor));
+      for (const json& e : p["items"]) out.push_back(e);
+      if (!p.contains("next")) break;
+      cursor = p["next"].get<std::string>();
+    }
+    return out;
+  }
+
+  // The audit log, read back: numbered 1, 2, 3, ... with no gap and no
+  // repeat, and replaying what it says was admitted and freed never puts a
+  // ClusterQueue over nominal + borrowing limit or the cohort over its total.
+  void CheckAuditLog() {
+    const std::vector<json> events = AuditEvents();
+    ASSERT_FALSE(events.empty());
+    std::map<std::string, double> usage;  // ClusterQueue -> GPUs held
+    std::map<std::string, std::string> holder;  // workload -> ClusterQueue holding quota
+    uint64_t expect = 1;
+    int admitted = 0;
+    for (const json& e : events) {
+      const uint64_t seq = e["seq"].get<uint64_t>();
+      ASSERT_EQ(seq, expect) << "audit seq " << expect << " is missing or repeated: " << e.dump();
+      ++expect;
+      const std::string action = e["action"].get<std::string>();
+      const std::string key = e["object"]["namespace"].get<std::string>() + "/" + e["object"]["name"].get<std::string>();
+      auto gpus = [](const json& a) {
+        double n = 0;
+        for (const auto& [flavor, resources] : a["usage"].items()) {
+          if (resources.contains("nvidia.com/gpu")) n += std::stod(resources["nvidia.com/gpu"].get<std::string>());
+        }
+        return n;
+      };
+      if (action == "workload.admitted") {
+        ++admitted;
+        const json& a = e["details"]["assignment"];
+        const std::string cq = a["clusterQueue"].get<std::string>();
+        EXPECT_EQ(holder.count(key), 0u) << key << " admitted twice without freeing (seq " << seq << ")";
+        holder[key] = cq;
+        usage[cq] += gpus(a);
+        EXPECT_LE(usage[cq], 12) << "seq " << seq << ": " << cq << " holds " << usage[cq] << " GPUs";
+        EXPECT_LE(usage["team-a"] + usage["team-b"], 16) << "seq " << seq << ": the cohort is over its 16 GPUs";
+      } else if (e["details"].contains("freed")) {
+        const json& a = e["details"]["freed"];
+        usage[a["clusterQueue"].get<std::string>()] -= gpus(a);
+        holder.erase(key);
+      }
+    }
+    EXPECT_GT(admitted, 10);
+  }
+
   void CheckAgainst(Ledger& ledger, const std::string& when) {
     const std::map<std::string, std::string> states = States();
     std::lock_guard<std::mutex> lock(ledger.mu);
@@ -321,6 +376,7 @@ TEST_F(CrashTest, EveryAcknowledgedChangeSurvivesTwentyKills) {
   ASSERT_NE(server_, nullptr);
   CheckAgainst(ledger, "at the end");
   ExpectNoOvercommit("at the end");
+  CheckAuditLog();
   std::lock_guard<std::mutex> lock(ledger.mu);
   EXPECT_GT(ledger.creates, 100) << "the load did too little to prove anything";
   EXPECT_GT(ledger.deletes + ledger.finishes, 20);

@@ -389,9 +389,18 @@ TEST_F(ServerTlsTest, SecondInstanceOnTheSamePortFailsToStart) {
   ASSERT_NE(first, nullptr);
   std::vector<std::string> args = BaseArgs();
   args[0] = absl::StrCat("--webhook-addr=127.0.0.1:", first->webhook_port());
+  args.push_back("--data-dir=" + dir_.File("second-data"));  // the data directory has its own lock
   auto second = ServerProcess::Start(args, dir_.path());
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(std::string(second.status().message()), HasSubstr("cannot bind"));
+}
+
+TEST_F(ServerTlsTest, SecondInstanceOnTheSameDataDirectoryFailsToStart) {
+  auto first = StartServer();
+  ASSERT_NE(first, nullptr);
+  auto second = ServerProcess::Start(BaseArgs(), dir_.path());
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("another gangkeeper process uses this data directory"));
 }
 
 TEST_F(ServerTlsTest, BadFlagsAreNamed) {

@@ -7,6 +7,11 @@
 //                                              pending and admitted counts
 //   GET /v1/workloads?namespace=&clusterQueue=&state=pending|admitted|all
 //   GET /v1/workloads/NS/NAME                  one workload
+//   GET /v1/audit?namespace=&name=&kind=&action=&actor=&clusterQueue=
+//                 &since=&until=&limit=&cursor=   audit events, oldest
+//                                              first, with a `next` cursor
+//                                              (admin, auditor; a team-admin
+//                                              for one of its namespaces)
 // Each workload: pod sets, flavor assignment, priority, phase, positions in
 // its ClusterQueue and LocalQueue, the pending reason in numbers,
 // timestamps, and what the actuator sent for it. Reads come from the
@@ -17,13 +22,16 @@
 #include <vector>
 
 #include "gangkeeper/api/auth.h"
+#include "gangkeeper/audit/audit.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/server/server.h"
 
 namespace gangkeeper::api {
 
-// The API's routes. `broker`, `tokens` and `clock` must outlive them.
-std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock);
+// The API's routes. `broker`, `tokens`, `clock` and `audit` (may be null:
+// /v1/audit answers 503) must outlive them.
+std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock,
+                                  const audit::AuditLog* audit = nullptr);
 
 }  // namespace gangkeeper::api

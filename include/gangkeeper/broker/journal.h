@@ -104,6 +104,10 @@ class Journal final : public StateSink {
                       absl::Duration period = absl::Seconds(1));
   void StopSnapshots();
 
+  // Records from `floor()` on are kept even when snapshots cover them (the
+  // audit log still needs them). Set before snapshots start.
+  void SetRetentionFloor(std::function<uint64_t()> floor) { floor_ = std::move(floor); }
+
   // OK, or the latched write error.
   absl::Status health() const;
   JournalStats stats() const;
@@ -124,6 +128,7 @@ class Journal final : public StateSink {
   bool have_snapshot_time_ ABSL_GUARDED_BY(mu_) = false;
   JournalStats stats_ ABSL_GUARDED_BY(mu_);
 
+  std::function<uint64_t()> floor_;
   absl::Mutex snapshot_mu_;  // one snapshot at a time
   std::thread snapshot_thread_;
   std::unique_ptr<absl::Notification> stop_snapshots_;

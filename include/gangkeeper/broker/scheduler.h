@@ -154,7 +154,12 @@ struct StateChange {
   std::string uid;
   model::ClusterQueueName cluster_queue;
   std::shared_ptr<const workload::Workload> workload;  // kRegistered, kUpdated
-  std::optional<Assignment> assignment;                // kAdmitted, kEvicted
+  // kAdmitted, kEvicted, kReleased: the admission; kReleaseFailed,
+  // kRequeued, kRemoved, kFinished: the quota freed (when it held any).
+  std::optional<Assignment> assignment;
+  // Who asked for it: the Kubernetes user for kRegistered / kUpdated (the
+  // workload's submitted_by), else empty (gangkeeper itself).
+  std::string actor;
   // kEvicted: "Preempted" / "InClusterQueue" ... and the message; kReleaseFailed: the error.
   std::string reason;
   std::string message;

@@ -61,6 +61,12 @@ struct LogRecovery {
   std::vector<std::string> notes;  // one line per repair, for the log
 };
 
+struct SegmentInfo {
+  uint64_t first_seq = 0;
+  std::string path;
+  uint64_t bytes = 0;
+};
+
 struct LogStats {
   uint64_t appends = 0;  // Append() calls acknowledged
   uint64_t records = 0;
@@ -112,6 +118,9 @@ class SegmentedLog {
   // record gets `seq`, because a snapshot covers everything before it.
   // FailedPrecondition when the log holds records.
   [[nodiscard]] absl::Status StartAt(uint64_t seq);
+
+  // The segments kept, oldest first, with their sizes on disk.
+  std::vector<SegmentInfo> Segments() const;
 
   // The seq the next record gets.
   uint64_t next_seq() const;

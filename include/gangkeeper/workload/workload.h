@@ -113,7 +113,10 @@ struct Workload {
   std::string pod_priority_class;
 
   std::vector<PodSet> pod_sets;
-  bool suspended = false;  // suspended, or (Pods) carrying our scheduling gate
+  bool suspended = false;
+  // The user whose request created (or last changed) it, from the
+  // AdmissionReview's userInfo.username; empty when not known. For the audit.
+  std::string submitted_by;  // suspended, or (Pods) carrying our scheduling gate
 
   // Pod groups: the group name and its declared total (0 when absent).
   std::string pod_group_name;

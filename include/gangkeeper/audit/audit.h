@@ -1,0 +1,126 @@
+// gangkeeper audit: the durable audit log (DESIGN §8).
+//
+// One JSON object per event, each one record of a store::SegmentedLog (kind
+// "audit") in <data-dir>/audit: checksummed, fsynced before Append returns,
+// rotated by size, the oldest segments removed past a total size. An
+// event's `seq` is its record number: gapless and monotonic, also across
+// restarts and crashes.
+//
+// Broker decisions reach the log through AuditedJournal, the broker's
+// StateSink: the journal record first (the truth), then its events, each
+// carrying the journal record number. If the process dies between the two,
+// CatchUp() at the next start appends the events of the journal records
+// the log does not have yet, so no acknowledged decision is missing and
+// none is there twice.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/journal.h"
+#include "gangkeeper/store/file_system.h"
+#include "gangkeeper/store/log.h"
+
+namespace gangkeeper::audit {
+
+struct Event {
+  uint64_t seq = 0;  // given by the log
+  absl::Time time;
+  std::string actor;   // a Kubernetes user, an API token's name, or "gangkeeper"
+  std::string action;  // workload.pending, workload.admitted, ..., quota.changed, review.denied
+  std::string kind;    // the object's kind (Workload for broker events)
+  std::string namespace_name;
+  std::string name;
+  std::string uid;
+  std::string cluster_queue;
+  std::string reason;
+  std::string details;          // a JSON object (text), "" for none
+  uint64_t journal_record = 0;  // broker events: the journal record they come from
+};
+
+// The event as one line of JSON (no newline), DESIGN §8's field names.
+std::string EncodeEvent(const Event& e);
+[[nodiscard]] absl::StatusOr<Event> DecodeEvent(absl::string_view json, uint64_t seq);
+
+// The events of one journal record's changes.
+std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, uint64_t journal_record);
+
+struct AuditOptions {
+  std::string dir = "data/audit";
+  store::FileSystem* fs = nullptr;  // nullptr: POSIX
+  uint64_t segment_bytes = 16ull << 20;
+  // The oldest segments are removed once the log is larger than this.
+  uint64_t max_bytes = 1ull << 30;
+  bool truncate_corruption = false;
+};
+
+struct Query {
+  std::string namespace_name, name, kind, action, actor, cluster_queue;
+  std::optional<absl::Time> since, until;
+  uint64_t after = 0;  // the cursor: events with seq > after
+  size_t limit = 100;
+};
+
+struct Page {
+  std::vector<Event> events;  // oldest first
+  uint64_t next = 0;          // the cursor for the next page; 0 when this is the last
+};
+
+struct AuditStats {
+  store::LogStats log;
+  uint64_t last_journal_record = 0;
+  uint64_t failed_appends = 0;
+};
+
+class AuditLog {
+ public:
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<AuditLog>> Open(AuditOptions options,
+                                                                      store::LogRecovery* recovery);
+  // Appends durably, in order; returns the seq of the first.
+  [[nodiscard]] absl::StatusOr<uint64_t> Append(const std::vector<Event>& events);
+  // Events matching `q`, oldest first, at most q.limit (1..1000).
+  [[nodiscard]] absl::StatusOr<Page> Find(const Query& q) const;
+  // The highest journal record whose events are in the log.
+  uint64_t last_journal_record() const;
+  absl::Status health() const { return log_->health(); }
+  AuditStats stats() const;
+
+ private:
+  AuditLog(AuditOptions options, std::unique_ptr<store::SegmentedLog> log, uint64_t last_journal_record);
+  void RetainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  AuditOptions options_;
+  std::unique_ptr<store::SegmentedLog> log_;
+  mutable absl::Mutex mu_;
+  uint64_t last_journal_record_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t failed_appends_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Appends the events of the journal records after audit->last_journal_record().
+[[nodiscard]] absl::Status CatchUp(const broker::Journal& journal, AuditLog* audit, uint64_t* appended);
+
+// The broker's StateSink: the journal, then the audit log. A failed audit
+// append does not fail the batch (the journal has it; the next start's
+// CatchUp writes its events) but shows in the audit log's health().
+class AuditedJournal final : public broker::StateSink {
+ public:
+  AuditedJournal(broker::Journal* journal, AuditLog* audit) : journal_(journal), audit_(audit) {}
+  absl::StatusOr<uint64_t> Append(const broker::DurableBatch& batch) override;
+
+ private:
+  broker::Journal* journal_;
+  AuditLog* audit_;
+};
+
+}  // namespace gangkeeper::audit

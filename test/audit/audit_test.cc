@@ -1,0 +1,274 @@
+// gangkeeper: tests for the audit log — its events, queries, retention, and
+// completeness after a crash between the journal write and the audit write.
+#include "gangkeeper/audit/audit.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/journal.h"
+#include "gangkeeper/model/manifest.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/testing/fault_fs.h"
+#include "test/testing/status_matchers.h"
+
+namespace gangkeeper::audit {
+namespace {
+
+using ::gangkeeper::quantity::Quantity;
+using ::gangkeeper::testing::FaultFileSystem;
+using ::gangkeeper::testing::IsOk;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kPolicies[] = R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: a}
+spec: {clusterQueue: team-a}
+)";
+
+std::shared_ptr<const model::PolicySet> Policies() {
+  auto p = std::make_shared<model::PolicySet>();
+  model::Diagnostics d;
+  model::DecodeManifests(kPolicies, "test.yaml", p.get(), &d);
+  return p;
+}
+
+workload::Workload Gang(const std::string& name, int64_t gpus, int32_t priority = 0) {
+  workload::Workload w;
+  w.namespace_name = "a";
+  w.name = name;
+  w.uid = "uid-" + name;
+  w.queue_name = "q";
+  w.priority = priority;
+  w.submitted_by = "alice";
+  workload::PodSet ps;
+  ps.name = "worker";
+  ps.count = 1;
+  ps.requests["nvidia.com/gpu"] = Quantity::FromUnits(gpus);
+  w.pod_sets.push_back(ps);
+  return w;
+}
+
+TEST(AuditEventTest, EncodesDesignFieldsInOrderAndDecodesBack) {
+  Event e;
+  e.seq = 42;
+  e.time = absl::FromUnixMicros(1'700'000'000'123'456);
+  e.actor = "alice";
+  e.action = "workload.admitted";
+  e.kind = "Workload";
+  e.namespace_name = "a";
+  e.name = "train";
+  e.uid = "u1";
+  e.cluster_queue = "team-a";
+  e.details = R"({"assignment":{"usage":{"a100":{"nvidia.com/gpu":"4"}}}})";
+  e.journal_record = 7;
+  const std::string line = EncodeEvent(e);
+  EXPECT_EQ(line.rfind(R"({"seq":42,"time":"2023-11-14T22:13:20.123456Z","actor":"alice")", 0), 0u) << line;
+  absl::StatusOr<Event> back = DecodeEvent(line, 42);
+  ASSERT_THAT(back, IsOk());
+  EXPECT_EQ(back->time, e.time);
+  EXPECT_EQ(back->name, "train");
+  EXPECT_EQ(back->journal_record, 7u);
+  EXPECT_EQ(EncodeEvent(*back), line);
+  EXPECT_FALSE(DecodeEvent("not json", 1).ok());
+}
+
+class AuditTest : public ::testing::Test {
+ protected:
+  void Open() {
+    broker::JournalOptions jo;
+    jo.data_dir = "/data";
+    jo.fs = &fs_;
+    auto j = broker::Journal::Open(jo, nullptr);
+    ASSERT_THAT(j, IsOk());
+    journal_ = *std::move(j);
+    AuditOptions ao;
+    ao.dir = "/data/audit";
+    ao.fs = &fs_;
+    ao.segment_bytes = segment_bytes_;
+    ao.max_bytes = max_bytes_;
+    auto a = AuditLog::Open(ao, nullptr);
+    ASSERT_THAT(a, IsOk());
+    audit_ = *std::move(a);
+    uint64_t caught_up = 0;
+    ASSERT_THAT(CatchUp(*journal_, audit_.get(), &caught_up), IsOk());
+    caught_up_ = caught_up;
+    sink_ = std::make_unique<AuditedJournal>(journal_.get(), audit_.get());
+    broker::DurableState recovered = journal_->TakeRecovered();
+    broker::BrokerOptions options;
+    options.ack_timeout = absl::Seconds(10);
+    auto b = broker::Broker::Create(Policies(), options, nullptr, sink_.get(), &clock_, &recovered);
+    ASSERT_THAT(b, IsOk());
+    broker_ = *std::move(b);
+    broker_->Start();
+    ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  }
+  void Crash() {
+    fs_.Crash(FaultFileSystem::Tear::kPrefix);
+    broker_.reset();
+    sink_.reset();
+    audit_.reset();
+    journal_.reset();
+    fs_.Restart();
+  }
+  std::vector<Event> All() {
+    std::vector<Event> out;
+    Query q;
+    q.limit = 1000;
+    while (true) {
+      absl::StatusOr<Page> p = audit_->Find(q);
+      EXPECT_THAT(p, IsOk());
+      if (!p.ok()) break;
+      out.insert(out.end(), p->events.begin(), p->events.end());
+      if (p->next == 0) break;
+      q.after = p->next;
+    }
+    return out;
+  }
+  std::vector<std::string> Actions() {
+    std::vector<std::string> out;
+    for (const Event& e : All()) out.push_back(absl::StrCat(e.action, " ", e.name));
+    return out;
+  }
+
+  FaultFileSystem fs_{5};
+  uint64_t segment_bytes_ = 16 << 20;
+  uint64_t max_bytes_ = 1ull << 30;
+  base::SimulatedClock clock_{absl::FromUnixSeconds(1'700'000'000)};
+  std::unique_ptr<broker::Journal> journal_;
+  std::unique_ptr<AuditLog> audit_;
+  std::unique_ptr<AuditedJournal> sink_;
+  std::unique_ptr<broker::Broker> broker_;
+  uint64_t caught_up_ = 0;
+};
+
+TEST_F(AuditTest, EveryDecisionIsAnEventWithItsActorAndNumbers) {
+  Open();
+  ASSERT_THAT(broker_->Register(Gang("low", 8, 0), ""), IsOk());
+  clock_.AdvanceTime(absl::Seconds(1));
+  ASSERT_THAT(broker_->Register(Gang("high", 4, 100), ""), IsOk());
+  // Without an actuator the broker answers itself, one batch later each.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  ASSERT_THAT(broker_->Finish({"a", "high"}), IsOk());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  EXPECT_THAT(Actions(), ElementsAre("quota.changed ", "workload.pending low", "workload.admitted low",
+                                     "workload.released low", "workload.pending high", "workload.preempted low",
+                                     "workload.requeued low", "workload.admitted high", "workload.released high",
+                                     "workload.finished high", "workload.admitted low", "workload.released low"));
+  const std::vector<Event> all = All();
+  // Gapless from 1.
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i].seq, i + 1);
+  EXPECT_EQ(all[1].actor, "alice");
+  EXPECT_EQ(all[2].actor, "gangkeeper");
+  nlohmann::json admitted = nlohmann::json::parse(all[2].details);
+  EXPECT_EQ(admitted["assignment"]["usage"]["a100"]["nvidia.com/gpu"], "8");
+  nlohmann::json preempted = nlohmann::json::parse(all[5].details);
+  EXPECT_EQ(preempted["preemptor"], "a/high");
+  nlohmann::json freed = nlohmann::json::parse(all[9].details);
+  EXPECT_EQ(freed["freed"]["usage"]["a100"]["nvidia.com/gpu"], "4");
+}
+
+TEST_F(AuditTest, FiltersAndCursorPages) {
+  Open();
+  for (int i = 0; i < 12; ++i) {
+    clock_.AdvanceTime(absl::Seconds(10));
+    ASSERT_THAT(broker_->Register(Gang(absl::StrCat("w", i), 1), ""), IsOk());
+  }
+  Query q;
+  q.action = "workload.admitted";
+  q.limit = 5;
+  absl::StatusOr<Page> first = audit_->Find(q);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_EQ(first->events.size(), 5u);
+  EXPECT_NE(first->next, 0u);
+  q.after = first->next;
+  absl::StatusOr<Page> second = audit_->Find(q);
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->events.size(), 3u);  // 8 GPUs: w0..w7 admitted
+  EXPECT_EQ(second->next, 0u);
+  EXPECT_GT(second->events[0].seq, first->events.back().seq);
+  Query by_name;
+  by_name.name = "w3";
+  absl::StatusOr<Page> w3 = audit_->Find(by_name);
+  ASSERT_THAT(w3, IsOk());
+  EXPECT_EQ(w3->events.size(), 3u);  // pending, admitted, released
+  Query window;
+  window.since = absl::FromUnixSeconds(1'700'000'000 + 55);
+  window.until = absl::FromUnixSeconds(1'700'000'000 + 75);
+  window.action = "workload.pending";
+  absl::StatusOr<Page> in_window = audit_->Find(window);
+  ASSERT_THAT(in_window, IsOk());
+  ASSERT_EQ(in_window->events.size(), 2u);  // registered at +60 and +70
+  EXPECT_EQ(in_window->events[0].name, "w5");
+}
+
+TEST_F(AuditTest, ACrashBetweenJournalAndAuditIsCaughtUpWithoutGapsOrDuplicates) {
+  Open();
+  ASSERT_THAT(broker_->Register(Gang("one", 2), ""), IsOk());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));  // its release too
+  // A journal record whose events never reach the audit log.
+  const uint64_t audited = audit_->stats().log.next_seq;
+  broker::DurableBatch batch;
+  broker::StateChange c;
+  c.type = broker::StateChange::Type::kRegistered;
+  c.key = {"a", "manual"};
+  c.uid = "uid-manual";
+  batch.changes.push_back(c);
+  absl::StatusOr<uint64_t> record = journal_->Append(batch);  // journal only: as if killed right after
+  ASSERT_THAT(record, IsOk());
+  Crash();
+  Open();
+  EXPECT_EQ(caught_up_, 1u);
+  const std::vector<Event> all = All();
+  ASSERT_EQ(all.size(), audited);  // the events before, plus the one caught up
+  EXPECT_EQ(all.back().name, "manual");
+  EXPECT_EQ(all.back().journal_record, *record);
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i].seq, i + 1);
+  // A second start has nothing to catch up.
+  broker_.reset();
+  sink_.reset();
+  audit_.reset();
+  journal_.reset();
+  Open();
+  EXPECT_EQ(caught_up_, 0u);
+  EXPECT_EQ(All().size(), audited);
+}
+
+TEST_F(AuditTest, RetentionDropsTheOldestSegmentsAndKeepsNumbering) {
+  segment_bytes_ = 2048;
+  max_bytes_ = 8192;
+  Open();
+  for (int i = 0; i < 60; ++i) ASSERT_THAT(broker_->Register(Gang(absl::StrCat("w", i), 0), ""), IsOk());
+  const std::vector<Event> all = All();
+  ASSERT_FALSE(all.empty());
+  EXPECT_GT(all.front().seq, 1u) << "nothing was dropped";
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_EQ(all[i].seq, all[i - 1].seq + 1);
+  EXPECT_LE(audit_->stats().log.segments, 5u);
+}
+
+}  // namespace
+}  // namespace gangkeeper::audit
