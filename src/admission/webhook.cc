@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
+#include "src/admission/json.h"
 #include "src/admission/mutate.h"
 #include "src/admission/review.h"
 #include "src/admission/validate.h"
@@ -37,7 +38,25 @@ WebhookResult Webhook::Validate(absl::string_view body) const {
   std::shared_ptr<const model::PolicySet> policies = policies_();
   static const model::PolicySet kEmpty;
   Response r = ValidateReview(**review, policies ? *policies : kEmpty, registry_, options_);
-  return WebhookResult{200, EncodeResponse(r), r.allowed ? "allowed" : "denied"};
+  WebhookResult out{200, EncodeResponse(r), r.allowed ? "allowed" : "denied", std::nullopt};
+  if (!r.allowed) {
+    const Review& rv = **review;
+    const rapidjson::Value* object = rv.object != nullptr ? rv.object : rv.old_object;
+    const rapidjson::Value* meta = Get(object, "metadata");
+    Denial d;
+    d.operation = rv.operation;
+    d.kind = rv.kind;
+    d.namespace_name = rv.namespace_name;
+    d.name = rv.name.empty() ? Str(Get(meta, "name")) : rv.name;
+    d.uid = Str(Get(meta, "uid"));
+    d.username = rv.username;
+    d.code = r.code;
+    d.reason = r.reason;
+    d.message = r.message;
+    d.dry_run = rv.dry_run;
+    out.denial = std::move(d);
+  }
+  return out;
 }
 
 }  // namespace gangkeeper::admission

@@ -95,16 +95,43 @@ absl::StatusOr<WebhookMetrics> RegisterWebhookMetrics(metrics::Registry& registr
   return WebhookMetrics{*reviews};
 }
 
-// A webhook listener route: the body goes to `handle`, the outcome is counted.
+// A denied review as an audit event ("review.denied", by the requesting user).
+audit::Event DenialEvent(const admission::Denial& d, absl::Time now) {
+  audit::Event e;
+  e.time = now;
+  e.actor = d.username.empty() ? "unknown" : d.username;
+  e.action = "review.denied";
+  e.kind = d.kind;
+  e.namespace_name = d.namespace_name;
+  e.name = d.name;
+  e.uid = d.uid;
+  e.reason = d.reason;
+  e.details = absl::StrCat(R"({"operation":")", base::JsonEscape(d.operation), R"(","code":)", d.code,
+                           R"(,"message":")", base::JsonEscape(d.message), R"(","dryRun":)",
+                           d.dry_run ? "true" : "false", "}");
+  return e;
+}
+
+// A webhook listener route: the body goes to `handle`, the outcome is
+// counted, and a denial is written to the audit log (when there is one)
+// before the answer goes out.
 server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
-                           std::function<admission::WebhookResult(absl::string_view)> handle) {
+                           std::function<admission::WebhookResult(absl::string_view)> handle,
+                           audit::AuditLog* audit_log = nullptr) {
   server::Route route;
   route.listener = server::Listener::kWebhook;
   route.method = "POST";
   route.path = path;
   const std::string name = path.substr(1);
-  route.handler = [handle = std::move(handle), m, name](const server::HttpRequest& req) {
+  route.handler = [handle = std::move(handle), m, name, audit_log](const server::HttpRequest& req) {
     admission::WebhookResult result = handle(req.body);
+    if (result.denial.has_value() && audit_log != nullptr) {
+      absl::StatusOr<uint64_t> written = audit_log->Append({DenialEvent(*result.denial, base::RealClock().Now())});
+      if (!written.ok()) {
+        base::GetLogger("audit")->error("audit: a denial of {}/{} was not recorded: {}", result.denial->namespace_name,
+                                        result.denial->name, written.status().message());
+      }
+    }
     m.reviews->WithLabels({name, result.outcome}).Increment();
     server::HttpResponse out;
     out.status = result.http_status;
@@ -377,9 +404,9 @@ int RunServe(const std::vector<std::string>& args) {
   f.server.routes.push_back(WebhookRoute("/mutate", *webhook_metrics, [&webhook](absl::string_view body) {
     return webhook.Mutate(body);
   }));
-  f.server.routes.push_back(WebhookRoute("/validate", *webhook_metrics, [&webhook](absl::string_view body) {
-    return webhook.Validate(body);
-  }));
+  f.server.routes.push_back(WebhookRoute(
+      "/validate", *webhook_metrics, [&webhook](absl::string_view body) { return webhook.Validate(body); },
+      audit_log->get()));
   absl::StatusOr<std::unique_ptr<server::Server>> srv = server::Server::Create(f.server, registry);
   if (!srv.ok()) {
     log->error("{}", srv.status().message());

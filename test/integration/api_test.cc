@@ -177,6 +177,43 @@ TEST_F(ApiIntegrationTest, WorkloadsAndQueuesAreVisiblePerRole) {
   EXPECT_THAT(a["error"]["message"].get<std::string>(), HasSubstr("auditor"));
 }
 
+TEST_F(ApiIntegrationTest, DecisionsAndDenialsAreInTheAuditLog) {
+  // 8 GPUs can never fit team-a-gpu (nominal 4 + borrowing limit 2): denied.
+  auto w = testing::TlsConnection::Connect(server_->webhook_port(), options_);
+  ASSERT_THAT(w, IsOk());
+  auto r = (*w)->Request("POST", "/validate", JobReview("too-big", 4, 2).dump());
+  ASSERT_THAT(r, IsOk());
+  ASSERT_THAT(r->body, HasSubstr(R"("allowed":false)")) << r->body;
+
+  auto [denied_status, denied] = Get("/v1/audit?action=review.denied", "audit-secret");
+  ASSERT_EQ(denied_status, 200) << denied.dump();
+  ASSERT_EQ(denied["items"].size(), 1u) << denied.dump();
+  const json& d = denied["items"][0];
+  EXPECT_EQ(d["actor"], "alice");
+  EXPECT_EQ(d["object"]["name"], "too-big");
+  EXPECT_EQ(d["object"]["kind"], "Job");
+  EXPECT_THAT(d["details"]["message"].get<std::string>(), HasSubstr("at most 6"));
+
+  // The two registrations and the admission of the first, in order, numbered from 1.
+  auto [all_status, all] = Get("/v1/audit?namespace=team-a&limit=1000", "audit-secret");
+  ASSERT_EQ(all_status, 200);
+  std::vector<std::string> seen;
+  for (const json& e : all["items"]) seen.push_back(e["action"].get<std::string>() + " " + e["object"]["name"].get<std::string>());
+  EXPECT_THAT(seen, ::testing::IsSupersetOf({"workload.pending first", "workload.admitted first",
+                                             "workload.released first", "workload.pending second",
+                                             "review.denied too-big"}));
+  auto [first_status, first] = Get("/v1/audit?limit=1", "admin-secret");
+  ASSERT_EQ(first_status, 200);
+  EXPECT_EQ(first["items"][0]["seq"], 1);
+  EXPECT_EQ(first["next"], "1");
+  // Bad parameters name the field; a team-admin sees only its namespaces.
+  auto [bad_status, bad] = Get("/v1/audit?since=yesterday", "audit-secret");
+  EXPECT_EQ(bad_status, 400);
+  EXPECT_EQ(bad["error"]["field"], "since");
+  EXPECT_EQ(Get("/v1/audit?namespace=team-a", "team-b-secret").first, 403);
+  EXPECT_EQ(Get("/v1/audit?namespace=team-b", "team-b-secret").first, 200);
+}
+
 TEST_F(ApiIntegrationTest, GetAndDescribeFromTheCommandLine) {
   const std::string server = absl::StrCat("--server=https://127.0.0.1:", server_->api_port());
   const std::string ca = "--ca=" + dir_.File("certs/ca.crt");

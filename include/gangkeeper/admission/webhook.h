@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -30,11 +31,26 @@ struct WebhookOptions {
   std::string controller_username = "system:serviceaccount:gangkeeper-system:gangkeeper";
 };
 
+// A review the webhook denied, for the audit log.
+struct Denial {
+  std::string operation;  // CREATE, UPDATE, DELETE
+  std::string kind;       // the object's kind (Job, PyTorchJob, ...)
+  std::string namespace_name;
+  std::string name;
+  std::string uid;       // the object's metadata.uid, when it has one
+  std::string username;  // request.userInfo.username
+  int code = 0;          // status.code of the answer
+  std::string reason;    // status.reason
+  std::string message;   // status.message: what the user was told
+  bool dry_run = false;
+};
+
 struct WebhookResult {
   int http_status = 200;
   std::string body;  // AdmissionReview v1, or {"error":{...}} with 400
   // For metrics: "allowed", "patched", "denied" or "bad_request".
   const char* outcome = "allowed";
+  std::optional<Denial> denial;  // set when outcome is "denied"
 };
 
 // The current policies; called once per review.
