@@ -210,4 +210,26 @@ absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::J
                                    });
 }
 
+absl::Status RegisterAuditMetrics(metrics::Registry& registry, const audit::AuditLog* audit_log) {
+  absl::Status s = registry.AddCallbackCounter(
+      "gangkeeper_audit_events_total", "Audit events written (the last seq), including those rotated away.", {},
+      [audit_log] {
+        return std::vector<Sample>{Sample{{}, static_cast<double>(audit_log->stats().log.next_seq - 1)}};
+      });
+  if (s.ok()) {
+    s = registry.AddCallbackCounter("gangkeeper_audit_failed_appends_total",
+                                    "Audit appends that failed (the journal keeps their decisions).", {}, [audit_log] {
+                                      return std::vector<Sample>{
+                                          Sample{{}, static_cast<double>(audit_log->stats().failed_appends)}};
+                                    });
+  }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge("gangkeeper_audit_healthy", "1 while the audit log accepts writes.", {},
+                                  [audit_log] {
+                                    return std::vector<Sample>{Sample{{}, audit_log->health().ok() ? 1.0 : 0.0}};
+                                  });
+  }
+  return s;
+}
+
 }  // namespace gangkeeper::api

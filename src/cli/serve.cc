@@ -390,6 +390,10 @@ int RunServe(const std::vector<std::string>& args) {
     return 2;
   }
   if (f.tokens_file.empty()) log->warn("no --tokens: the API (/v1/...) answers 401 to everyone");
+  if (absl::Status m = api::RegisterAuditMetrics(registry, audit_log->get()); !m.ok()) {
+    log->error("{}", m.message());
+    return 1;
+  }
   if (absl::Status m = api::RegisterJournalMetrics(registry, journal->get()); !m.ok()) {
     log->error("{}", m.message());
     return 1;

@@ -206,6 +206,15 @@ TEST_F(ApiIntegrationTest, DecisionsAndDenialsAreInTheAuditLog) {
   ASSERT_EQ(first_status, 200);
   EXPECT_EQ(first["items"][0]["seq"], 1);
   EXPECT_EQ(first["next"], "1");
+  // The journal and the audit log report themselves.
+  auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
+  ASSERT_THAT(c, IsOk());
+  auto metrics = (*c)->Request("GET", "/metrics");
+  ASSERT_THAT(metrics, IsOk());
+  EXPECT_THAT(metrics->body, HasSubstr("gangkeeper_journal_healthy 1"));
+  EXPECT_THAT(metrics->body, HasSubstr("gangkeeper_audit_healthy 1"));
+  EXPECT_THAT(metrics->body, ::testing::ContainsRegex("gangkeeper_journal_appends_total [1-9]"));
+  EXPECT_THAT(metrics->body, ::testing::ContainsRegex("gangkeeper_audit_events_total [1-9]"));
   // Bad parameters name the field; a team-admin sees only its namespaces.
   auto [bad_status, bad] = Get("/v1/audit?since=yesterday", "audit-secret");
   EXPECT_EQ(bad_status, 400);

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "gangkeeper/broker/broker.h"
+#include "gangkeeper/audit/audit.h"
 #include "gangkeeper/broker/journal.h"
 #include "gangkeeper/metrics/registry.h"
 
@@ -18,5 +19,9 @@ namespace gangkeeper::api {
 // snapshots, whether the journal accepts writes. `journal` outlives the
 // registry's scrapes.
 [[nodiscard]] absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::Journal* journal);
+
+// gangkeeper_audit_*: events written, failed appends, whether the audit log
+// accepts writes.
+[[nodiscard]] absl::Status RegisterAuditMetrics(metrics::Registry& registry, const audit::AuditLog* audit_log);
 
 }  // namespace gangkeeper::api
