@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/kube/client.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
@@ -225,6 +226,97 @@ int DescribeWorkload(kube::Client& client, const ClientFlags& f, const std::stri
 }
 
 }  // namespace
+
+// Prints the audit events matching `query` (a query string without limit
+// and cursor), page by page; with `follow`, keeps asking for new ones every
+// second until `follow_for` (0: until interrupted).
+int Audit(kube::Client& client, const ClientFlags& f, const std::string& query, int64_t limit, bool follow,
+          absl::Duration follow_for) {
+  std::string cursor;
+  int64_t printed = 0;
+  bool header = f.output == "table";
+  const absl::Time give_up = follow_for > absl::ZeroDuration() ? base::RealClock().Now() + follow_for : absl::InfiniteFuture();
+  while (true) {
+    const int64_t page = std::min<int64_t>(1000, limit - printed);
+    if (page <= 0) return 0;
+    std::optional<json> j = Fetch(client, absl::StrCat("/v1/audit?", query, query.empty() ? "" : "&", "limit=", page,
+                                                       cursor.empty() ? "" : "&cursor=" + cursor));
+    if (!j.has_value()) return 1;
+    std::vector<std::vector<std::string>> rows;
+    if (header) rows.push_back({"SEQ", "TIME", "ACTOR", "ACTION", "OBJECT", "CLUSTERQUEUE", "REASON"});
+    header = false;
+    for (const json& e : (*j)["items"]) {
+      ++printed;
+      cursor = S(e, "seq");
+      if (f.output == "json") {
+        std::printf("%s\n", e.dump().c_str());
+        continue;
+      }
+      const json& o = e.contains("object") ? e["object"] : json::object();
+      std::string object = S(o, "kind");
+      if (!S(o, "name").empty()) {
+        absl::StrAppend(&object, " ", S(o, "namespace"), S(o, "namespace").empty() ? "" : "/", S(o, "name"));
+      }
+      rows.push_back({S(e, "seq"), S(e, "time"), S(e, "actor"), S(e, "action"), object, S(e, "clusterQueue"),
+                      S(e, "reason")});
+    }
+    if (!rows.empty()) PrintTable(rows);
+    std::fflush(stdout);
+    if (j->contains("next")) {
+      cursor = S(*j, "next");
+      continue;
+    }
+    if (!follow || base::RealClock().Now() >= give_up) return 0;
+    absl::SleepFor(absl::Seconds(1));
+  }
+}
+
+int RunAudit(const std::vector<std::string>& args) {
+  ClientFlags f;
+  std::string ns, name, kind, action, actor, cq, since, until;
+  int limit = 1000;
+  bool follow = false;
+  absl::Duration follow_for = absl::ZeroDuration();
+  FlagSet flags("audit", "Shows audit events from the API, oldest first.\nusage: gangkeeper audit [filters] [--follow]");
+  AddClientFlags(flags, &f);
+  flags.String("n", &ns, "namespace");
+  flags.String("namespace", &ns, "namespace");
+  flags.String("name", &name, "object name");
+  flags.String("kind", &kind, "object kind (Workload, Job, PolicySet, ...)");
+  flags.String("action", &action, "e.g. workload.admitted, workload.preempted, review.denied, quota.changed");
+  flags.String("actor", &actor, "a Kubernetes user, a token name, or gangkeeper");
+  flags.String("cluster-queue", &cq, "ClusterQueue");
+  flags.String("since", &since, "RFC 3339 time: events at or after it");
+  flags.String("until", &until, "RFC 3339 time: events at or before it");
+  flags.Int("limit", &limit, "print at most this many events");
+  flags.Bool("follow", &follow, "keep printing new events as they come");
+  flags.Duration("follow-for", &follow_for, "with --follow, stop after this long (default: until interrupted)");
+  std::vector<std::string> rest;
+  bool help = false;
+  if (absl::Status s = flags.Parse(args, &rest, &help); !s.ok()) {
+    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (help) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (!rest.empty() || limit < 1 || (f.output != "table" && f.output != "json")) {
+    std::fprintf(stderr, "gangkeeper: usage: gangkeeper audit [--namespace NS] [--name N] [--action A] [--actor U] "
+                         "[--cluster-queue CQ] [--since T] [--until T] [--limit N] [--follow] [-o table|json]\n");
+    return 2;
+  }
+  std::string query;
+  for (const auto& [key, value] : std::vector<std::pair<const char*, std::string>>{
+           {"namespace", ns}, {"name", name}, {"kind", kind}, {"action", action}, {"actor", actor},
+           {"clusterQueue", cq}, {"since", since}, {"until", until}}) {
+    if (value.empty()) continue;
+    absl::StrAppend(&query, query.empty() ? "" : "&", key, "=", kube::QueryEscape(value));
+  }
+  std::unique_ptr<kube::Client> client = Connect(f);
+  if (client == nullptr) return 2;
+  return Audit(*client, f, query, limit, follow, follow_for);
+}
 
 int RunGet(const std::vector<std::string>& args) {
   ClientFlags f;

@@ -17,6 +17,7 @@ constexpr char kUsage[] =
     "  check-policies  validate Kueue manifests offline (exit 1 on errors)\n"
     "  get       list clusterqueues or workloads from the API (--server, --token)\n"
     "  describe  show one workload: where it queues and why it waits\n"
+    "  audit     show audit events (filters, --follow) from the API\n"
     "  version   print the version\n"
     "\n"
     "Run 'gangkeeper <command> --help' for a command's flags.\n";
@@ -35,6 +36,7 @@ int RunMain(int argc, char** argv) {
   if (command == "check-policies") return RunCheckPolicies(args);
   if (command == "get") return RunGet(args);
   if (command == "describe") return RunDescribe(args);
+  if (command == "audit") return RunAudit(args);
   if (command == "version" || command == "--version") {
     std::printf("gangkeeper %s\n", GK_VERSION);
     return 0;

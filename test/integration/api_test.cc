@@ -4,6 +4,9 @@
 #include <openssl/sha.h>
 
 #include <fstream>
+#include <thread>
+#include <sstream>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -261,6 +264,41 @@ TEST_F(ApiIntegrationTest, GetAndDescribeFromTheCommandLine) {
   auto usage = testing::RunCommand({testing::GangkeeperBinary(), "get", "pods", server, ca}, absl::Seconds(30));
   ASSERT_THAT(usage, IsOk());
   EXPECT_EQ(usage->exit_code, 2);
+}
+
+TEST_F(ApiIntegrationTest, AuditFromTheCommandLineAndFollow) {
+  const std::string server = absl::StrCat("--server=https://127.0.0.1:", server_->api_port());
+  const std::string ca = "--ca=" + dir_.File("certs/ca.crt");
+  auto table = testing::RunCommand({testing::GangkeeperBinary(), "audit", "-n", "team-a", "--name", "first", server,
+                                    ca, "--token=audit-secret"},
+                                   absl::Seconds(30));
+  ASSERT_THAT(table, IsOk());
+  EXPECT_EQ(table->exit_code, 0) << table->err;
+  EXPECT_THAT(table->out, HasSubstr("SEQ"));
+  EXPECT_THAT(table->out, ::testing::ContainsRegex("alice +workload.pending +Workload team-a/first"));
+  EXPECT_THAT(table->out, ::testing::ContainsRegex("gangkeeper +workload.admitted +Workload team-a/first +team-a-gpu"));
+  EXPECT_THAT(table->out, ::testing::Not(HasSubstr("second")));
+
+  // --follow prints what comes later: a gang registered while it runs.
+  std::atomic<bool> registered{false};
+  std::thread later([&] {
+    absl::SleepFor(absl::Milliseconds(800));
+    auto w = testing::TlsConnection::Connect(server_->webhook_port(), options_);
+    if (!w.ok()) return;
+    auto r = (*w)->Request("POST", "/validate", JobReview("third", 1, 1).dump());
+    registered = r.ok() && r->body.find(R"("allowed":true)") != std::string::npos;
+  });
+  auto follow = testing::RunCommand({testing::GangkeeperBinary(), "audit", "--action", "workload.pending", "--follow",
+                                     "--follow-for=3s", "-o", "json", server, ca, "--token=audit-secret"},
+                                    absl::Seconds(30));
+  later.join();
+  ASSERT_TRUE(registered);
+  ASSERT_THAT(follow, IsOk());
+  EXPECT_EQ(follow->exit_code, 0) << follow->err;
+  std::vector<std::string> names;
+  std::istringstream lines(follow->out);
+  for (std::string line; std::getline(lines, line);) names.push_back(json::parse(line)["object"]["name"]);
+  EXPECT_THAT(names, ::testing::ElementsAre("first", "second", "third"));
 }
 
 }  // namespace
