@@ -1,6 +1,7 @@
 // gangkeeper: the API's routes (see api.h).
 #include "gangkeeper/api/api.h"
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,11 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gangkeeper/model/encode.h"
+#include "gangkeeper/model/manifest.h"
+#include "gangkeeper/model/overlay.h"
+#include "gangkeeper/model/validate.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 
 namespace gangkeeper::api {
@@ -151,10 +157,283 @@ bool MayReadQueue(const Principal& who, const model::PolicySet& p, const std::st
   return false;
 }
 
+// A quota object (or a kind of them) named by a Kubernetes-style path.
+struct ObjectRef {
+  std::string api_version;  // of the path: kueue.x-k8s.io/v1beta1, scheduling.k8s.io/v1
+  std::string kind;
+  std::string namespace_name;  // LocalQueues
+  std::string name;            // "" for the whole kind
+  std::string Display() const { return namespace_name.empty() ? name : absl::StrCat(namespace_name, "/", name); }
+};
+
+// /apis/kueue.x-k8s.io/v1beta1/{resourceflavors,clusterqueues,cohorts,workloadpriorityclasses}[/NAME],
+// /apis/kueue.x-k8s.io/v1beta1/namespaces/NS/localqueues[/NAME],
+// /apis/scheduling.k8s.io/v1/priorityclasses[/NAME].
+bool ParseQuotaPath(absl::string_view path, ObjectRef* ref) {
+  std::vector<std::string> parts = absl::StrSplit(absl::StripSuffix(path, "/"), '/');
+  // "", "apis", group, version, ...
+  if (parts.size() < 5 || !parts[0].empty() || parts[1] != "apis") return false;
+  ref->api_version = absl::StrCat(parts[2], "/", parts[3]);
+  std::vector<std::string> rest(parts.begin() + 4, parts.end());
+  if (ref->api_version == "scheduling.k8s.io/v1") {
+    if (rest[0] != "priorityclasses" || rest.size() > 2) return false;
+    ref->kind = "PriorityClass";
+    ref->name = rest.size() == 2 ? rest[1] : "";
+    return true;
+  }
+  if (ref->api_version != "kueue.x-k8s.io/v1beta1") return false;
+  if (rest[0] == "namespaces") {
+    if (rest.size() < 3 || rest.size() > 4 || rest[2] != "localqueues" || rest[1].empty()) return false;
+    ref->kind = "LocalQueue";
+    ref->namespace_name = rest[1];
+    ref->name = rest.size() == 4 ? rest[3] : "";
+    return true;
+  }
+  static const std::map<std::string, std::string> kKinds = {{"resourceflavors", "ResourceFlavor"},
+                                                            {"clusterqueues", "ClusterQueue"},
+                                                            {"cohorts", "Cohort"},
+                                                            {"workloadpriorityclasses", "WorkloadPriorityClass"},
+                                                            {"localqueues", "LocalQueue"}};
+  auto k = kKinds.find(rest[0]);
+  if (k == kKinds.end() || rest.size() > 2) return false;
+  ref->kind = k->second;
+  if (ref->kind == "LocalQueue" && rest.size() == 2) return false;  // one LocalQueue needs its namespace
+  ref->name = rest.size() == 2 ? rest[1] : "";
+  return true;
+}
+
+template <typename Map, typename F>
+void ForKind(Map& m, const ObjectRef& ref, F f) {
+  for (auto& [key, object] : m) {
+    if (!ref.name.empty() && object.meta.name != ref.name) continue;
+    if (!ref.namespace_name.empty() && object.meta.namespace_name != ref.namespace_name) continue;
+    f(object);
+  }
+}
+
+// Calls f(object) for every object `ref` names (or every object of its kind).
+template <typename Set, typename F>
+void Visit(Set& p, const ObjectRef& ref, F f) {
+  if (ref.kind == "ResourceFlavor") ForKind(p.flavors, ref, f);
+  if (ref.kind == "ClusterQueue") ForKind(p.cluster_queues, ref, f);
+  if (ref.kind == "LocalQueue") ForKind(p.local_queues, ref, f);
+  if (ref.kind == "Cohort") ForKind(p.cohorts, ref, f);
+  if (ref.kind == "WorkloadPriorityClass") ForKind(p.workload_priority_classes, ref, f);
+  if (ref.kind == "PriorityClass") ForKind(p.priority_classes, ref, f);
+}
+
+std::vector<json> ObjectsOf(const model::PolicySet& p, const ObjectRef& ref) {
+  std::vector<json> out;
+  Visit(p, ref, [&](const auto& object) { out.push_back(model::EncodeObject(object)); });
+  return out;
+}
+
+std::string CurrentVersion(const model::PolicySet& p, const ObjectRef& ref) {
+  std::string v;
+  Visit(p, ref, [&](const auto& object) { v = object.meta.resource_version; });
+  return v;
+}
+
+size_t CountObjects(const model::PolicySet& p) {
+  return p.flavors.size() + p.cluster_queues.size() + p.local_queues.size() + p.cohorts.size() +
+         p.workload_priority_classes.size() + p.priority_classes.size() + p.namespaces.size() +
+         p.gpu_node_pools.size();
+}
+
+std::vector<ObjectRef> RefsOf(const model::PolicySet& p) {
+  std::vector<ObjectRef> out;
+  for (const char* kind : {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass",
+                           "PriorityClass"}) {
+    ObjectRef all{"", kind, "", ""};
+    Visit(p, all, [&](const auto& object) {
+      out.push_back(ObjectRef{"", kind, object.meta.namespace_name, object.meta.name});
+    });
+  }
+  return out;
+}
+
+void EraseObject(model::PolicySet* p, const ObjectRef& ref) {
+  auto erase = [&](auto& m) {
+    for (auto it = m.begin(); it != m.end();) {
+      if (it->second.meta.name == ref.name && it->second.meta.namespace_name == ref.namespace_name) {
+        it = m.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  if (ref.kind == "ResourceFlavor") erase(p->flavors);
+  if (ref.kind == "ClusterQueue") erase(p->cluster_queues);
+  if (ref.kind == "LocalQueue") erase(p->local_queues);
+  if (ref.kind == "Cohort") erase(p->cohorts);
+  if (ref.kind == "WorkloadPriorityClass") erase(p->workload_priority_classes);
+  if (ref.kind == "PriorityClass") erase(p->priority_classes);
+}
+
+// Copies the object `ref` names from `from` into `to`, at `version`.
+void PutObject(const model::PolicySet& from, const ObjectRef& ref, const std::string& version, model::PolicySet* to) {
+  auto put = [&](const auto& src, auto& dst) {
+    for (const auto& [key, object] : src) {
+      if (object.meta.name != ref.name || object.meta.namespace_name != ref.namespace_name) continue;
+      auto copy = object;
+      copy.meta.resource_version = version;
+      copy.meta.source = model::SourceRef{"API", 0};
+      dst.insert_or_assign(key, std::move(copy));
+    }
+  };
+  if (ref.kind == "ResourceFlavor") put(from.flavors, to->flavors);
+  if (ref.kind == "ClusterQueue") put(from.cluster_queues, to->cluster_queues);
+  if (ref.kind == "LocalQueue") put(from.local_queues, to->local_queues);
+  if (ref.kind == "Cohort") put(from.cohorts, to->cohorts);
+  if (ref.kind == "WorkloadPriorityClass") put(from.workload_priority_classes, to->workload_priority_classes);
+  if (ref.kind == "PriorityClass") put(from.priority_classes, to->priority_classes);
+}
+
+absl::Status MayWrite(const Principal& who, const ObjectRef& ref) {
+  if (who.role == Role::kAdmin) return absl::OkStatus();
+  if (who.role == Role::kTeamAdmin && ref.kind == "LocalQueue" && who.MayRead(ref.namespace_name)) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat("change ", ref.kind, " ", ref.Display()));
+}
+
+// 422 with every error, the first one's field path as `field`.
+server::HttpResponse Invalid(const model::Diagnostics& d) {
+  std::string field;
+  for (const model::Diagnostic& x : d.items) {
+    if (x.severity == model::Diagnostic::Severity::kError) {
+      field = x.path;
+      break;
+    }
+  }
+  return Error(422, "Invalid", d.ErrorSummary(), field);
+}
+
 class Api {
  public:
-  Api(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit)
-      : broker_(broker), tokens_(tokens), clock_(clock), audit_(audit) {}
+  Api(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit,
+      std::shared_ptr<const model::PolicySet> base)
+      : broker_(broker), tokens_(tokens), clock_(clock), audit_(audit), base_(std::move(base)) {
+    if (base_ == nullptr) base_ = std::make_shared<const model::PolicySet>();
+  }
+
+  // --- Quota objects (Kubernetes-style paths). ---
+
+  // GET list or one.
+  server::HttpResponse GetObjects(const Principal& who, const ObjectRef& ref) const {
+    if (who.role == Role::kAuditor) return Forbidden(who, absl::StrCat("read ", ref.kind, " objects"));
+    if (!ref.namespace_name.empty() && !who.MayRead(ref.namespace_name)) {
+      return Forbidden(who, absl::StrCat("read ", ref.kind, " objects in ", ref.namespace_name));
+    }
+    std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
+    std::vector<json> items = ObjectsOf(snap->policies(), ref);
+    if (ref.name.empty()) return Ok({{"apiVersion", ref.api_version}, {"kind", ref.kind + "List"}, {"items", items}});
+    if (items.empty()) return Error(404, "NotFound", absl::StrCat(ref.kind, " \"", ref.Display(), "\" does not exist"));
+    return Ok(items[0]);
+  }
+
+  // PUT (create or replace) and DELETE of one object; POST /v1/apply of a bundle.
+  server::HttpResponse Change(const Principal& who, const ObjectRef& ref, const std::string& method,
+                              const std::string& body) {
+    if (absl::Status may = MayWrite(who, ref); !may.ok()) return Forbidden(who, std::string(may.message()));
+    absl::MutexLock lock(&edit_mu_);
+    std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
+    auto overlay = std::make_shared<model::PolicyOverlay>(snap->overlay() != nullptr ? *snap->overlay()
+                                                                                       : model::PolicyOverlay{});
+    ++overlay->generation;
+    const std::string id = model::ObjectId(ref.kind, ref.namespace_name, ref.name);
+    const bool exists = !ObjectsOf(snap->policies(), ref).empty();
+    std::string what;
+    int status = 200;
+    json answer;
+    if (method == "DELETE") {
+      if (!exists) return Error(404, "NotFound", absl::StrCat(ref.kind, " \"", ref.Display(), "\" does not exist"));
+      EraseObject(&overlay->put, ref);
+      overlay->deleted.insert(id);
+      what = absl::StrCat("DELETE ", ref.kind, " ", ref.Display());
+      answer = {{"kind", "Status"}, {"status", "Success"}, {"details", {{"kind", ref.kind}, {"name", ref.name}}}};
+    } else {
+      model::PolicySet decoded;
+      model::Diagnostics diagnostics;
+      model::DecodeManifests(body, "request body", &decoded, &diagnostics);
+      if (diagnostics.HasErrors()) return Invalid(diagnostics);
+      std::vector<json> got = ObjectsOf(decoded, ObjectRef{ref.api_version, ref.kind, ref.namespace_name, ""});
+      if (got.size() != 1 || CountObjects(decoded) != 1) {
+        return Error(400, "BadRequest",
+                     absl::StrCat("the body must hold exactly one ", ref.kind, " (it holds ", CountObjects(decoded),
+                                  " object(s), ", got.size(), " of that kind)"),
+                     "kind");
+      }
+      const json& object = got[0];
+      const std::string name = object["metadata"].value("name", "");
+      if (name != ref.name) {
+        return Error(400, "BadRequest",
+                     absl::StrCat("metadata.name \"", name, "\" does not match the path's \"", ref.name, "\""),
+                     "metadata.name");
+      }
+      const std::string sent_version = object["metadata"].value("resourceVersion", "");
+      if (!sent_version.empty()) {
+        const std::string current = exists ? CurrentVersion(snap->policies(), ref) : "";
+        if (sent_version != current) {
+          return Error(409, "Conflict",
+                       absl::StrCat(ref.kind, " \"", ref.Display(), "\" is at resourceVersion \"", current,
+                                    "\", not \"", sent_version, "\": GET it again and apply your change to that"),
+                       "metadata.resourceVersion");
+        }
+      }
+      PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
+      overlay->deleted.erase(id);
+      what = absl::StrCat("PUT ", ref.kind, " ", ref.Display());
+      status = exists ? 200 : 201;
+    }
+    auto effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*base_, *overlay));
+    model::Diagnostics problems;
+    model::ValidatePolicySet(*effective, &problems);
+    if (problems.HasErrors()) return Invalid(problems);
+    absl::Status set = broker_->SetPolicies(effective, overlay, who.name, what);
+    if (absl::IsInvalidArgument(set)) return Error(422, "Invalid", std::string(set.message()));
+    if (!set.ok()) return Error(503, "Unavailable", absl::StrCat(set.message(), "; nothing changed, retry"));
+    if (method != "DELETE") {
+      std::vector<json> now = ObjectsOf(*effective, ref);
+      if (!now.empty()) answer = now[0];
+    }
+    server::HttpResponse r = Ok(answer);
+    r.status = status;
+    return r;
+  }
+
+  server::HttpResponse Apply(const Principal& who, const std::string& body) {
+    model::PolicySet decoded;
+    model::Diagnostics diagnostics;
+    model::DecodeManifests(body, "request body", &decoded, &diagnostics);
+    if (diagnostics.HasErrors()) return Invalid(diagnostics);
+    std::vector<ObjectRef> refs = RefsOf(decoded);
+    if (refs.empty()) return Error(400, "BadRequest", "the bundle holds no quota object", "items");
+    for (const ObjectRef& ref : refs) {
+      if (absl::Status may = MayWrite(who, ref); !may.ok()) return Forbidden(who, std::string(may.message()));
+    }
+    absl::MutexLock lock(&edit_mu_);
+    std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
+    auto overlay = std::make_shared<model::PolicyOverlay>(snap->overlay() != nullptr ? *snap->overlay()
+                                                                                       : model::PolicyOverlay{});
+    ++overlay->generation;
+    json applied = json::array();
+    for (const ObjectRef& ref : refs) {
+      const bool exists = !ObjectsOf(snap->policies(), ref).empty();
+      PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
+      overlay->deleted.erase(model::ObjectId(ref.kind, ref.namespace_name, ref.name));
+      applied.push_back({{"kind", ref.kind}, {"namespace", ref.namespace_name}, {"name", ref.name},
+                         {"action", exists ? "configured" : "created"}});
+    }
+    auto effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*base_, *overlay));
+    model::Diagnostics problems;
+    model::ValidatePolicySet(*effective, &problems);
+    if (problems.HasErrors()) return Invalid(problems);
+    absl::Status set = broker_->SetPolicies(effective, overlay, who.name, absl::StrCat("apply of ", refs.size(), " object(s)"));
+    if (absl::IsInvalidArgument(set)) return Error(422, "Invalid", std::string(set.message()));
+    if (!set.ok()) return Error(503, "Unavailable", absl::StrCat(set.message(), "; nothing changed, retry"));
+    return Ok({{"applied", applied}});
+  }
 
   server::HttpResponse Audit(const Principal& who, const server::HttpRequest& req) const {
     audit::Query q;
@@ -295,6 +574,8 @@ class Api {
   TokenStore* tokens_;
   const base::Clock* clock_;
   const audit::AuditLog* audit_;
+  std::shared_ptr<const model::PolicySet> base_;  // the policy files
+  absl::Mutex edit_mu_;  // one quota change at a time
 };
 
 server::Route Get(const std::string& path, bool prefix, server::Handler h) {
@@ -310,9 +591,38 @@ server::Route Get(const std::string& path, bool prefix, server::Handler h) {
 }  // namespace
 
 std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock,
-                                  const audit::AuditLog* audit) {
-  auto api = std::make_shared<Api>(broker, tokens, clock, audit);
+                                  const audit::AuditLog* audit, std::shared_ptr<const model::PolicySet> base_policies) {
+  auto api = std::make_shared<Api>(broker, tokens, clock, audit, std::move(base_policies));
   std::vector<server::Route> routes;
+  for (const char* prefix : {"/apis/kueue.x-k8s.io/", "/apis/scheduling.k8s.io/"}) {
+    for (const char* method : {"GET", "PUT", "DELETE"}) {
+      server::Route r = Get(prefix, true, [api, m = std::string(method)](const server::HttpRequest& req) {
+        return api->Guard(req, [&](const Principal& who) {
+          ObjectRef ref;
+          if (!ParseQuotaPath(req.path, &ref)) {
+            return Error(404, "NotFound",
+                         absl::StrCat(req.path, ": use /apis/kueue.x-k8s.io/v1beta1/{resourceflavors,clusterqueues,",
+                                      "cohorts,workloadpriorityclasses}[/NAME], /apis/kueue.x-k8s.io/v1beta1/",
+                                      "namespaces/NS/localqueues[/NAME] or /apis/scheduling.k8s.io/v1/priorityclasses[/NAME]"));
+          }
+          if (m == "GET") return api->GetObjects(who, ref);
+          if (ref.name.empty()) {
+            return Error(405, "MethodNotAllowed", absl::StrCat(m, " needs one object: add /NAME to the path"));
+          }
+          return api->Change(who, ref, m, req.body);
+        });
+      });
+      r.method = method;
+      routes.push_back(std::move(r));
+    }
+  }
+  {
+    server::Route r = Get("/v1/apply", false, [api](const server::HttpRequest& req) {
+      return api->Guard(req, [&](const Principal& who) { return api->Apply(who, req.body); });
+    });
+    r.method = "POST";
+    routes.push_back(std::move(r));
+  }
   routes.push_back(Get("/v1/audit", false, [api](const server::HttpRequest& req) {
     return api->Guard(req, [&](const Principal& who) { return api->Audit(who, req); });
   }));

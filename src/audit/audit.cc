@@ -109,8 +109,9 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
     json details = json::object();
     if (c.type == broker::StateChange::Type::kPoliciesChanged) {
       e.kind = "PolicySet";
+      if (!c.message.empty()) details["change"] = c.message;  // "PUT ClusterQueue team-a"
     } else {
-      e.kind = c.workload != nullptr ? "Workload" : "Workload";
+      e.kind = "Workload";
       e.namespace_name = c.key.namespace_name;
       e.name = c.key.name;
       e.uid = c.uid;

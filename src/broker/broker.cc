@@ -57,6 +57,8 @@ struct Event {
   std::string uid;
   std::string message;
   std::shared_ptr<const model::PolicySet> policies;
+  std::shared_ptr<const model::PolicyOverlay> overlay;  // kPolicies from the API
+  std::string actor;                                    // kPolicies from the API
   std::shared_ptr<Waiter> waiter;  // null: nobody waits
 };
 
@@ -136,6 +138,10 @@ struct Broker::Impl {
   // is acknowledged or actuated.
   std::vector<StateChange> unsynced;
   uint64_t durable_position = 0;  // the sink's position after the last durable batch
+  std::shared_ptr<const model::PolicyOverlay> overlay;  // writer thread
+  // Who changed the policies and how, for the batch's kPoliciesChanged
+  // changes, in order (writer thread).
+  std::deque<std::pair<std::string, std::string>> policy_notes;
   // After a restore: releases and suspensions to send again (writer thread).
   std::vector<StateChange> startup;
 
@@ -222,7 +228,14 @@ struct Broker::Impl {
         if (!SameObject(e)) return absl::OkStatus();
         return scheduler->Finish(e.key, now);
       case Event::Type::kAdopt: return scheduler->Adopt(e.workload, e.flavors, now);
-      case Event::Type::kPolicies: return scheduler->SetPolicies(e.policies, now);
+      case Event::Type::kPolicies: {
+        absl::Status set = scheduler->SetPolicies(e.policies, now);
+        if (set.ok()) {
+          if (e.overlay != nullptr) overlay = e.overlay;
+          policy_notes.emplace_back(e.actor, e.message);
+        }
+        return set;
+      }
       case Event::Type::kReleaseOk: return scheduler->ReleaseSucceeded(e.key, e.uid, now, e.message);
       case Event::Type::kReleaseFailed: return scheduler->ReleaseFailed(e.key, e.uid, e.message, now);
       case Event::Type::kStopped: return scheduler->Stopped(e.key, e.uid, now, e.message);
@@ -335,6 +348,7 @@ struct Broker::Impl {
     if (policies_changed) {
       batch.policies = scheduler->shared_policies();
       batch.terminating = scheduler->Terminating();
+      batch.overlay = overlay;
     }
     return batch;
   }
@@ -347,6 +361,7 @@ struct Broker::Impl {
     snap->durable_position_ = durable_position;
     snap->durable_ = unsynced.empty();
     snap->terminating_ = scheduler->Terminating();
+    snap->overlay_ = overlay;
     snap->policies_ = scheduler->shared_policies();
     snap->shards_ = old->shards_;
     snap->queues_ = old->queues_;
@@ -470,6 +485,13 @@ struct Broker::Impl {
       more_work = sched.more;
     }
     std::vector<StateChange> changes = scheduler->TakeChanges();
+    for (StateChange& c : changes) {
+      if (c.type != StateChange::Type::kPoliciesChanged || policy_notes.empty()) continue;
+      c.actor = policy_notes.front().first;
+      c.message = policy_notes.front().second;
+      policy_notes.pop_front();
+    }
+    policy_notes.clear();
     absl::Status durable = absl::OkStatus();
     if (!unsynced.empty()) {
       unsynced.insert(unsynced.end(), std::make_move_iterator(changes.begin()), std::make_move_iterator(changes.end()));
@@ -562,6 +584,7 @@ absl::StatusOr<std::unique_ptr<Broker>> Broker::Create(std::shared_ptr<const mod
   impl->clock = clock;
   impl->scheduler = *std::move(scheduler);
   impl->startup = std::move(startup);
+  if (recovered != nullptr) impl->overlay = recovered->overlay;
   impl->durable_position = recovered != nullptr ? recovered->position : 0;
   auto first = std::make_shared<Snapshot>();
   first->policies_ = impl->scheduler->shared_policies();
@@ -655,6 +678,18 @@ absl::Status Broker::SetPolicies(std::shared_ptr<const model::PolicySet> policie
   Event e;
   e.type = Event::Type::kPolicies;
   e.policies = std::move(policies);
+  return impl_->Send(std::move(e), true);
+}
+
+absl::Status Broker::SetPolicies(std::shared_ptr<const model::PolicySet> policies,
+                                 std::shared_ptr<const model::PolicyOverlay> overlay, const std::string& actor,
+                                 const std::string& what) {
+  Event e;
+  e.type = Event::Type::kPolicies;
+  e.policies = std::move(policies);
+  e.overlay = std::move(overlay);
+  e.actor = actor;
+  e.message = what;
   return impl_->Send(std::move(e), true);
 }
 

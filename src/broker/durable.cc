@@ -163,13 +163,20 @@ void PutChange(Encoder& e, const StateChange& c) {
 
 // The policies as Kueue manifests (the model's own encoding), and the
 // terminating ClusterQueues as a second manifest list.
-void PutPolicies(Encoder& e, const model::PolicySet* policies, const std::vector<model::ClusterQueue>& terminating) {
+void PutPolicies(Encoder& e, const model::PolicySet* policies, const std::vector<model::ClusterQueue>& terminating,
+                 const model::PolicyOverlay* overlay) {
   e.PutBool(policies != nullptr);
   if (policies == nullptr) return;
   e.PutString(model::EncodeManifests(*policies));
   model::PolicySet t;
   for (const model::ClusterQueue& cq : terminating) t.cluster_queues.emplace(cq.meta.name, cq);
   e.PutString(model::EncodeManifests(t));
+  e.PutBool(overlay != nullptr);
+  if (overlay == nullptr) return;
+  e.PutString(model::EncodeManifests(overlay->put));
+  e.PutVarint(overlay->deleted.size());
+  for (const std::string& id : overlay->deleted) e.PutString(id);
+  e.PutVarint(overlay->generation);
 }
 
 // --- Decoding ---
@@ -408,7 +415,8 @@ absl::Status DecodePolicies(absl::string_view text, const std::string& what,
 // Reads the policies part written by PutPolicies.
 absl::Status GetPolicies(Decoder& d, const std::string& what, bool* present,
                          std::shared_ptr<const model::PolicySet>* policies,
-                         std::vector<model::ClusterQueue>* terminating) {
+                         std::vector<model::ClusterQueue>* terminating,
+                         std::shared_ptr<const model::PolicyOverlay>* overlay) {
   std::string manifests;
   std::string terminating_manifests;
   if (!d.GetBool(present)) return d.status();
@@ -419,6 +427,24 @@ absl::Status GetPolicies(Decoder& d, const std::string& what, bool* present,
   if (absl::Status s = DecodePolicies(terminating_manifests, what, &t); !s.ok()) return s;
   terminating->clear();
   for (const auto& [name, cq] : t->cluster_queues) terminating->push_back(cq);
+  bool has_overlay = false;
+  if (!d.GetBool(&has_overlay)) return d.status();
+  overlay->reset();
+  if (!has_overlay) return absl::OkStatus();
+  auto o = std::make_shared<model::PolicyOverlay>();
+  std::string put;
+  uint64_t n = 0;
+  if (!d.GetString(&put) || !GetCount(d, &n)) return d.status();
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string id;
+    if (!d.GetString(&id)) return d.status();
+    o->deleted.insert(std::move(id));
+  }
+  if (!d.GetVarint(&o->generation)) return d.status();
+  std::shared_ptr<const model::PolicySet> put_set;
+  if (absl::Status s = DecodePolicies(put, what, &put_set); !s.ok()) return s;
+  o->put = *put_set;
+  *overlay = std::move(o);
   return absl::OkStatus();
 }
 
@@ -453,7 +479,7 @@ std::string EncodeBatch(const DurableBatch& batch) {
     e.PutBool(info != nullptr && info->workload != nullptr);
     if (info != nullptr && info->workload != nullptr) PutInfo(e, *info);
   }
-  PutPolicies(e, batch.policies.get(), batch.terminating);
+  PutPolicies(e, batch.policies.get(), batch.terminating, batch.overlay.get());
   return out;
 }
 
@@ -489,7 +515,8 @@ absl::Status ApplyBatch(absl::string_view payload, uint64_t seq, DurableState* s
   bool has_policies = false;
   std::shared_ptr<const model::PolicySet> policies;
   std::vector<model::ClusterQueue> terminating;
-  if (absl::Status s = GetPolicies(d, what, &has_policies, &policies, &terminating); !s.ok()) return s;
+  std::shared_ptr<const model::PolicyOverlay> overlay;
+  if (absl::Status s = GetPolicies(d, what, &has_policies, &policies, &terminating, &overlay); !s.ok()) return s;
   if (!d.done()) return absl::DataLossError(absl::StrCat(what, ": ", d.remaining(), " byte(s) left over"));
   // Decoded whole: now fold it in.
   for (auto& [key, info] : images) {
@@ -502,6 +529,7 @@ absl::Status ApplyBatch(absl::string_view payload, uint64_t seq, DurableState* s
   if (has_policies) {
     state->policies = std::move(policies);
     state->terminating = std::move(terminating);
+    state->overlay = std::move(overlay);
   }
   state->position = std::max(state->position, seq);
   if (changes != nullptr) {
@@ -514,7 +542,7 @@ std::string EncodeState(const DurableState& state) {
   std::string out;
   Encoder e(&out);
   e.PutU8(kStateVersion);
-  PutPolicies(e, state.policies.get(), state.terminating);
+  PutPolicies(e, state.policies.get(), state.terminating, state.overlay.get());
   // Sorted by key: the same state always encodes to the same bytes.
   std::vector<const std::pair<const std::string, std::shared_ptr<const WorkloadInfo>>*> sorted;
   sorted.reserve(state.workloads.size());
@@ -539,7 +567,10 @@ absl::StatusOr<DurableState> DecodeState(absl::string_view payload, uint64_t pos
   DurableState state;
   state.position = position;
   bool has_policies = false;
-  if (absl::Status s = GetPolicies(d, what, &has_policies, &state.policies, &state.terminating); !s.ok()) return s;
+  if (absl::Status s = GetPolicies(d, what, &has_policies, &state.policies, &state.terminating, &state.overlay);
+      !s.ok()) {
+    return s;
+  }
   uint64_t n = 0;
   if (!GetCount(d, &n)) return d.status();
   for (uint64_t i = 0; i < n; ++i) {

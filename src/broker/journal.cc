@@ -143,6 +143,7 @@ absl::Status Journal::WriteSnapshot(const Snapshot& snap) {
   state.position = position;
   state.policies = snap.shared_policies();
   state.terminating = snap.terminating();
+  state.overlay = snap.overlay();
   state.workloads.reserve(snap.workload_count());
   snap.ForEachShared([&](const std::shared_ptr<const WorkloadInfo>& info) {
     state.workloads.emplace(DurableKey(info->key), info);

@@ -33,6 +33,7 @@
 #include "gangkeeper/kube/reconciler.h"
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/manifest.h"
+#include "gangkeeper/model/overlay.h"
 #include "gangkeeper/server/server.h"
 #include "src/cli/certs.h"
 #include "src/cli/commands.h"
@@ -360,8 +361,20 @@ int RunServe(const std::vector<std::string>& args) {
   kube::ActuatorOptions actuator_options;
   actuator_options.dry_run = kube_client == nullptr;
   kube::KubeActuator actuator(kube_client.get(), actuator_options);
+  // Quota changes made through the API are kept over the policy files.
+  std::shared_ptr<const model::PolicySet> files = policies;
+  std::shared_ptr<const model::PolicySet> effective = files;
+  if (recovered.overlay != nullptr) {
+    effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*files, *recovered.overlay));
+    log->info("policies: {} object(s) changed and {} deleted through the API are kept over the files",
+              recovered.overlay->put.flavors.size() + recovered.overlay->put.cluster_queues.size() +
+                  recovered.overlay->put.local_queues.size() + recovered.overlay->put.cohorts.size() +
+                  recovered.overlay->put.workload_priority_classes.size() +
+                  recovered.overlay->put.priority_classes.size(),
+              recovered.overlay->deleted.size());
+  }
   absl::StatusOr<std::unique_ptr<broker::Broker>> workloads = broker::Broker::Create(
-      policies, f.broker, &actuator, &sink, &base::RealClock(), &recovered);
+      effective, f.broker, &actuator, &sink, &base::RealClock(), &recovered);
   recovered = broker::DurableState{};
   if (!workloads.ok()) {
     log->error("--policies {}: {}", f.policies_dir, workloads.status().message());
@@ -402,7 +415,7 @@ int RunServe(const std::vector<std::string>& args) {
     log->error("{}", m.message());
     return 1;
   }
-  for (server::Route& r : api::Routes(&broker, tokens->get(), &base::RealClock(), audit_log->get())) {
+  for (server::Route& r : api::Routes(&broker, tokens->get(), &base::RealClock(), audit_log->get(), files)) {
     f.server.routes.push_back(std::move(r));
   }
   f.server.routes.push_back(WebhookRoute("/mutate", *webhook_metrics, [&webhook](absl::string_view body) {

@@ -15,6 +15,7 @@
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/model/manifest.h"
+#include "gangkeeper/model/overlay.h"
 #include "gangkeeper/store/snapshot_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -495,6 +496,59 @@ metadata: {name: a100}
 )"));
   EXPECT_EQ(broker_->snapshot()->Find({"a", "running"})->phase, Phase::kRunning);
   EXPECT_EQ(broker_->AdmittedUsage("team-a").at("nvidia.com/gpu"), Quantity::FromUnits(4));
+}
+
+}  // namespace
+}  // namespace gangkeeper::broker
+
+namespace gangkeeper::broker {
+namespace {
+
+TEST_F(JournalTest, QuotaChangesThroughTheApiSurviveARestartOverTheSameFiles) {
+  Start();
+  // The API doubles team-a's GPUs (an overlay over the files).
+  auto overlay = std::make_shared<model::PolicyOverlay>();
+  overlay->generation = 1;
+  model::ClusterQueue bigger = Policies(kPolicies)->cluster_queues.at("team-a");
+  bigger.resource_groups[0].flavors[0].resources[0].nominal = Quantity::FromUnits(16);
+  bigger.meta.resource_version = "1";
+  overlay->put.cluster_queues["team-a"] = bigger;
+  auto effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*Policies(kPolicies), *overlay));
+  ASSERT_THAT(broker_->SetPolicies(effective, overlay, "platform", "PUT ClusterQueue team-a"), IsOk());
+  ASSERT_THAT(broker_->Register(Gang("big", 4, 4), "team-a"), IsOk());  // 16 GPUs
+  EXPECT_EQ(broker_->snapshot()->Find({"a", "big"})->phase, Phase::kReserved);
+  for (bool snapshot : {false, true}) {
+    if (snapshot) {
+      ASSERT_THAT(journal_->WriteSnapshot(*broker_->snapshot()), IsOk());
+    }
+    Crash();
+    JournalRecovery rec;
+    absl::StatusOr<std::unique_ptr<Journal>> j = Journal::Open(Options(), &rec);
+    ASSERT_THAT(j, IsOk());
+    DurableState recovered = (*j)->TakeRecovered();
+    ASSERT_NE(recovered.overlay, nullptr);
+    EXPECT_EQ(recovered.overlay->generation, 1u);
+    const model::PolicySet again = model::ApplyOverlay(*Policies(kPolicies), *recovered.overlay);
+    EXPECT_EQ(again.cluster_queues.at("team-a").resource_groups[0].flavors[0].resources[0].nominal,
+              Quantity::FromUnits(16));
+    j->reset();
+    Start(std::make_shared<const model::PolicySet>(again));
+    EXPECT_EQ(broker_->snapshot()->Find({"a", "big"})->phase, Phase::kReserved);
+    ASSERT_NE(broker_->snapshot()->overlay(), nullptr);
+  }
+}
+
+TEST(PolicyOverlayTest, PutsReplaceAndDeletionsRemoveOverTheFiles) {
+  const std::shared_ptr<const model::PolicySet> files = Policies(kPolicies);
+  model::PolicyOverlay overlay;
+  overlay.deleted.insert(model::ObjectId("LocalQueue", "a", "q"));
+  model::ResourceFlavor h100;
+  h100.meta.name = "h100";
+  overlay.put.flavors["h100"] = h100;
+  const model::PolicySet out = model::ApplyOverlay(*files, overlay);
+  EXPECT_EQ(out.local_queues.size(), 0u);
+  EXPECT_EQ(out.flavors.size(), 2u);
+  EXPECT_EQ(out.cluster_queues.size(), 1u);  // untouched objects come from the files
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // tokens: visibility reads per role, after workloads went through the
 // webhook (with --kube none, so releases are recorded, not sent).
 #include <openssl/sha.h>
+#include <signal.h>
 
 #include <fstream>
 #include <thread>
@@ -81,14 +82,7 @@ class ApiIntegrationTest : public ::testing::Test {
                                 {"namespaces", {"team-b"}}},
                                {{"name", "audit"}, {"sha256", Sha256Hex("audit-secret")}, {"role", "auditor"}}});
     std::ofstream(dir_.File("tokens.json")) << tokens.dump();
-    auto p = testing::ServerProcess::Start(
-        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
-         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
-         "--policies=" + std::string(GK_SOURCE_DIR) + "/policies", "--kube=none",
-         "--tokens=" + dir_.File("tokens.json")},
-        dir_.path());
-    ASSERT_THAT(p, IsOk());
-    server_ = *std::move(p);
+    StartServer();
     options_.ca_file = dir_.File("certs/ca.crt");
     auto w = testing::TlsConnection::Connect(server_->webhook_port(), options_);
     ASSERT_THAT(w, IsOk());
@@ -98,6 +92,29 @@ class ApiIntegrationTest : public ::testing::Test {
       ASSERT_THAT(r, IsOk());
       ASSERT_THAT(r->body, HasSubstr(R"("allowed":true)")) << r->body;
     }
+  }
+
+  void StartServer() {
+    auto p = testing::ServerProcess::Start(
+        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
+         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
+         "--policies=" + std::string(GK_SOURCE_DIR) + "/policies", "--kube=none",
+         "--tokens=" + dir_.File("tokens.json")},
+        dir_.path());
+    ASSERT_THAT(p, IsOk());
+    server_ = *std::move(p);
+  }
+
+  // `method` `path` with a body on the API listener.
+  std::pair<int, json> Send(const std::string& method, const std::string& path, const std::string& body,
+                            const std::string& token) {
+    auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
+    EXPECT_THAT(c, IsOk());
+    if (!c.ok()) return {0, json()};
+    auto r = (*c)->Request(method, path, body, absl::StrCat("Authorization: Bearer ", token, "\r\n"));
+    EXPECT_THAT(r, IsOk());
+    if (!r.ok()) return {0, json()};
+    return {r->status, json::parse(r->body, nullptr, false)};
   }
 
   // GET `path` on the API listener with `token` ("" = none).
@@ -224,6 +241,77 @@ TEST_F(ApiIntegrationTest, DecisionsAndDenialsAreInTheAuditLog) {
   EXPECT_EQ(bad["error"]["field"], "since");
   EXPECT_EQ(Get("/v1/audit?namespace=team-a", "team-b-secret").first, 403);
   EXPECT_EQ(Get("/v1/audit?namespace=team-b", "team-b-secret").first, 200);
+}
+
+TEST_F(ApiIntegrationTest, QuotaChangesAreValidatedDurableAndAudited) {
+  const std::string cq_path = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a-gpu";
+  auto [list_status, list] = Get("/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "team-b-secret");
+  ASSERT_EQ(list_status, 200) << list.dump();
+  EXPECT_EQ(list["kind"], "ClusterQueueList");
+  auto [get_status, cq] = Get(cq_path, "admin-secret");
+  ASSERT_EQ(get_status, 200) << cq.dump();
+  // Double team-a's GPUs: "second" (waiting for 4 GPUs) is admitted.
+  for (json& flavor : cq["spec"]["resourceGroups"][0]["flavors"]) {
+    for (json& r : flavor["resources"]) {
+      if (r["name"] == "nvidia.com/gpu") r["nominalQuota"] = "8";
+    }
+  }
+  EXPECT_EQ(Send("PUT", cq_path, cq.dump(), "team-b-secret").first, 403);
+  auto [put_status, put] = Send("PUT", cq_path, cq.dump(), "admin-secret");
+  ASSERT_EQ(put_status, 200) << put.dump();
+  const std::string version = put["metadata"]["resourceVersion"].get<std::string>();
+  EXPECT_FALSE(version.empty());
+  auto [wl_status, second] = Get("/v1/workloads/team-a/second", "admin-secret");
+  EXPECT_EQ(second["state"], "admitted") << second.dump();
+  // A stale resourceVersion is a conflict; a missing flavor is invalid, with the field.
+  json stale = put;
+  stale["metadata"]["resourceVersion"] = "0";
+  auto [conflict_status, conflict] = Send("PUT", cq_path, stale.dump(), "admin-secret");
+  EXPECT_EQ(conflict_status, 409) << conflict.dump();
+  json bad = put;
+  bad["spec"]["resourceGroups"][0]["flavors"][0]["name"] = "no-such-flavor";
+  auto [bad_status, invalid] = Send("PUT", cq_path, bad.dump(), "admin-secret");
+  EXPECT_EQ(bad_status, 422) << invalid.dump();
+  EXPECT_THAT(invalid["error"]["message"].get<std::string>(), HasSubstr("no-such-flavor"));
+  // A team-admin may add a LocalQueue in its own namespace (YAML body).
+  const std::string lq_path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/extra";
+  auto [lq_status, lq] = Send("PUT", lq_path,
+                              "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+                              "metadata: {name: extra, namespace: team-b}\nspec: {clusterQueue: team-b-gpu}\n",
+                              "team-b-secret");
+  EXPECT_EQ(lq_status, 201) << lq.dump();
+  // The change is in the audit log, by the token's name.
+  auto [audit_status, changes] = Get("/v1/audit?action=quota.changed&actor=platform", "audit-secret");
+  ASSERT_EQ(changes["items"].size(), 1u) << changes.dump();
+  EXPECT_THAT(changes["items"][0]["details"].dump(), HasSubstr("PUT ClusterQueue team-a-gpu"));
+
+  // Killed and started again on the same files: the API's changes are still there.
+  server_->Signal(SIGKILL);
+  ASSERT_THAT(server_->Wait(absl::Seconds(20)), IsOk());
+  StartServer();
+  auto [after_status, after] = Get(cq_path, "admin-secret");
+  ASSERT_EQ(after_status, 200);
+  EXPECT_EQ(after["metadata"]["resourceVersion"], version);
+  EXPECT_EQ(Get(lq_path, "admin-secret").first, 200);
+  EXPECT_EQ(Get("/v1/workloads/team-a/second", "admin-secret").second["state"], "admitted");
+
+  // DELETE, and a bundle applied all or nothing.
+  EXPECT_EQ(Send("DELETE", lq_path, "", "team-b-secret").first, 200);
+  EXPECT_EQ(Get(lq_path, "admin-secret").first, 404);
+  const std::string bundle =
+      "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: one, namespace: team-b}\n"
+      "spec: {clusterQueue: team-b-gpu}\n---\n"
+      "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: two, namespace: team-b}\n"
+      "spec: {clusterQueue: no-such-queue}\n";
+  auto [refused_status, refused] = Send("POST", "/v1/apply", bundle, "admin-secret");
+  EXPECT_EQ(refused_status, 422) << refused.dump();
+  EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/one", "admin-secret").first, 404);
+  std::string fixed = bundle;
+  fixed.replace(fixed.find("no-such-queue"), 13, "team-b-gpu");
+  auto [applied_status, applied] = Send("POST", "/v1/apply", fixed, "admin-secret");
+  ASSERT_EQ(applied_status, 200) << applied.dump();
+  EXPECT_EQ(applied["applied"].size(), 2u);
+  EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/two", "admin-secret").first, 200);
 }
 
 TEST_F(ApiIntegrationTest, GetAndDescribeFromTheCommandLine) {

@@ -7,6 +7,15 @@
 //                                              pending and admitted counts
 //   GET /v1/workloads?namespace=&clusterQueue=&state=pending|admitted|all
 //   GET /v1/workloads/NS/NAME                  one workload
+//   GET|PUT|DELETE /apis/kueue.x-k8s.io/v1beta1/{resourceflavors,clusterqueues,
+//                 cohorts,workloadpriorityclasses}[/NAME],
+//                 .../namespaces/NS/localqueues[/NAME],
+//                 /apis/scheduling.k8s.io/v1/priorityclasses[/NAME]
+//                 quota objects in Kueue's own form, JSON or YAML bodies;
+//                 a change is validated with every other object (422 with
+//                 the field), checked against metadata.resourceVersion
+//                 (409), and durable before the answer
+//   POST /v1/apply  a bundle of objects, applied all or nothing
 //   GET /v1/audit?namespace=&name=&kind=&action=&actor=&clusterQueue=
 //                 &since=&until=&limit=&cursor=   audit events, oldest
 //                                              first, with a `next` cursor
@@ -30,8 +39,10 @@
 namespace gangkeeper::api {
 
 // The API's routes. `broker`, `tokens`, `clock` and `audit` (may be null:
-// /v1/audit answers 503) must outlive them.
+// /v1/audit answers 503) must outlive them. `base_policies` are the policy
+// files: quota changes are kept as an overlay over them (model/overlay.h).
 std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock,
-                                  const audit::AuditLog* audit = nullptr);
+                                  const audit::AuditLog* audit = nullptr,
+                                  std::shared_ptr<const model::PolicySet> base_policies = nullptr);
 
 }  // namespace gangkeeper::api

@@ -120,6 +120,8 @@ class Snapshot {
   bool durable() const { return durable_; }
   // Deleted ClusterQueues that still hold quota.
   const std::vector<model::ClusterQueue>& terminating() const { return terminating_; }
+  // What the API changed over the policy files; null when nothing.
+  const std::shared_ptr<const model::PolicyOverlay>& overlay() const { return overlay_; }
   const model::PolicySet& policies() const { return *policies_; }
   const std::shared_ptr<const model::PolicySet>& shared_policies() const { return policies_; }
   // nullptr when unknown (or finished).
@@ -150,6 +152,7 @@ class Snapshot {
   uint64_t durable_position_ = 0;
   bool durable_ = true;
   std::vector<model::ClusterQueue> terminating_;
+  std::shared_ptr<const model::PolicyOverlay> overlay_;
   std::shared_ptr<const model::PolicySet> policies_;
   std::vector<std::shared_ptr<const Shard>> shards_;
   std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues_;
@@ -237,6 +240,12 @@ class Broker final : public WorkloadRegistry {
   // Replaces the policies; waits until applied. InvalidArgument when they
   // cannot form a quota tree (nothing changes).
   [[nodiscard]] absl::Status SetPolicies(std::shared_ptr<const model::PolicySet> policies);
+  // The same for a change through the API: `overlay` (what the API changed
+  // over the policy files) is made durable with the policies; `actor` and
+  // `what` ("PUT ClusterQueue team-a") go into the audit event.
+  [[nodiscard]] absl::Status SetPolicies(std::shared_ptr<const model::PolicySet> policies,
+                                         std::shared_ptr<const model::PolicyOverlay> overlay,
+                                         const std::string& actor, const std::string& what);
   // The actuator's answers (do not wait).
   // `detail` says what was sent (kept with the workload and in the audit).
   void ReleaseResult(const WorkloadKey& key, const std::string& uid, absl::Status result,

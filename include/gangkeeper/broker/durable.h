@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "gangkeeper/broker/scheduler.h"
 #include "gangkeeper/model/objects.h"
+#include "gangkeeper/model/overlay.h"
 
 namespace gangkeeper::broker {
 
@@ -40,6 +41,8 @@ struct DurableBatch {
   // ClusterQueues that still hold quota (terminating).
   std::shared_ptr<const model::PolicySet> policies;
   std::vector<model::ClusterQueue> terminating;
+  // With the policies: the objects the API changed over the policy files.
+  std::shared_ptr<const model::PolicyOverlay> overlay;
 };
 
 // The broker's durable state: what a snapshot holds, and what recovery
@@ -50,6 +53,7 @@ struct DurableState {
   // Null until a batch or snapshot carried policies.
   std::shared_ptr<const model::PolicySet> policies;
   std::vector<model::ClusterQueue> terminating;
+  std::shared_ptr<const model::PolicyOverlay> overlay;  // null: the API changed nothing
   // Tracked workloads by "namespace/name".
   absl::flat_hash_map<std::string, std::shared_ptr<const WorkloadInfo>> workloads;
 };
