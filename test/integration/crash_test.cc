@@ -1,5 +1,6 @@
 // Integration: durability of the real binary (issue #8). Concurrent clients
-// create, delete and finish Jobs through the webhook over TLS while the
+// create, delete and finish Jobs through the webhook and change team-a's
+// quota through the API, over TLS, while the
 // server is killed with SIGKILL at random moments (fixed seed) and started
 // again on the same --data-dir; and a SIGTERM under load. Afterwards every
 // acknowledged change is there, admitted gangs are the same as before a
@@ -76,6 +77,14 @@ metadata: {name: q, namespace: team-b}
 spec: {clusterQueue: team-b}
 )";
 
+// team-a's ClusterQueue as the API gets it, with NOMINAL to fill in.
+constexpr char kTeamA[] = R"({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+  "metadata": {"name": "team-a"},
+  "spec": {"cohort": "shared", "namespaceSelector": {},
+    "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+    "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "gpu",
+      "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "NOMINAL", "borrowingLimit": "4"}]}]}]}})";
+
 std::string Sha256Hex(const std::string& s) {
   unsigned char d[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
@@ -128,7 +137,11 @@ struct Ledger {
   std::map<std::string, std::string> live;  // "ns/name" -> ns, created and acknowledged, not ended
   std::set<std::string> ended;              // deleted or finished, acknowledged
   std::set<std::string> uncertain;          // ended without an answer: either way is right
-  int creates = 0, deletes = 0, finishes = 0, refused = 0, cut = 0;
+  int creates = 0, deletes = 0, finishes = 0, refused = 0, cut = 0, quota_changes = 0;
+  // team-a's GPU nominal quota as last acknowledged by the API, and the
+  // values of changes that got no answer since (either may have happened).
+  int quota = 8;
+  std::set<int> quota_unsure;
 };
 
 class CrashTest : public ::testing::Test {
@@ -185,10 +198,11 @@ class CrashTest : public ::testing::Test {
       for (const json& r : st["resources"]) {
         const double usage = std::stod(r["usage"].get<std::string>());
         cohort_usage += usage;
-        EXPECT_LE(usage, 12) << when << ": " << cq << " uses " << usage << " GPUs (nominal 8 + borrowing limit 4)";
+        // team-a's nominal moves between 6 and 10 (+ borrowing limit 4); team-b has 8 + 4.
+        EXPECT_LE(usage, 14) << when << ": " << cq << " uses " << usage << " GPUs";
       }
     }
-    EXPECT_LE(cohort_usage, 16) << when << ": the cohort uses " << cohort_usage << " of 16 GPUs";
+    EXPECT_LE(cohort_usage, 18) << when << ": the cohort uses " << cohort_usage << " of at most 18 GPUs";
   }
 
   // Load: `threads` clients send random creates, deletes and finishes until `stop`.
@@ -205,6 +219,26 @@ class CrashTest : public ::testing::Test {
             conn = *std::move(c);
           }
           const int dice = static_cast<int>(rng() % 100);
+          if (dice < 5) {
+            // A quota change through the API: team-a's nominal GPUs to 6, 8 or 10.
+            const int nominal = 6 + 2 * static_cast<int>(rng() % 3);
+            std::string cq(kTeamA);
+            cq.replace(cq.find("NOMINAL"), 7, std::to_string(nominal));
+            auto api = testing::TlsConnection::Connect(server_->api_port(), options_);
+            if (!api.ok()) return;
+            auto r = (*api)->Request("PUT", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a", cq,
+                                     "Authorization: Bearer admin-secret\r\n");
+            std::lock_guard<std::mutex> lock(ledger->mu);
+            if (r.ok() && r->status == 200) {
+              ledger->quota = nominal;
+              ledger->quota_unsure.clear();
+              ++ledger->quota_changes;
+            } else {
+              ledger->quota_unsure.insert(nominal);
+              if (!r.ok()) return;
+            }
+            continue;
+          }
           std::string victim;
           if (dice >= 70) {
             std::lock_guard<std::mutex> lock(ledger->mu);
@@ -309,8 +343,8 @@ class CrashTest : public ::testing::Test {
         EXPECT_EQ(holder.count(key), 0u) << key << " admitted twice without freeing (seq " << seq << ")";
         holder[key] = cq;
         usage[cq] += gpus(a);
-        EXPECT_LE(usage[cq], 12) << "seq " << seq << ": " << cq << " holds " << usage[cq] << " GPUs";
-        EXPECT_LE(usage["team-a"] + usage["team-b"], 16) << "seq " << seq << ": the cohort is over its 16 GPUs";
+        EXPECT_LE(usage[cq], 14) << "seq " << seq << ": " << cq << " holds " << usage[cq] << " GPUs";
+        EXPECT_LE(usage["team-a"] + usage["team-b"], 18) << "seq " << seq << ": the cohort is over 18 GPUs";
       } else if (e["details"].contains("freed")) {
         const json& a = e["details"]["freed"];
         usage[a["clusterQueue"].get<std::string>()] -= gpus(a);
@@ -322,7 +356,11 @@ class CrashTest : public ::testing::Test {
 
   void CheckAgainst(Ledger& ledger, const std::string& when) {
     const std::map<std::string, std::string> states = States();
+    json cq = Get("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a");
+    const int nominal = std::stoi(cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"].get<std::string>());
     std::lock_guard<std::mutex> lock(ledger.mu);
+    EXPECT_TRUE(nominal == ledger.quota || ledger.quota_unsure.count(nominal) != 0)
+        << when << ": team-a's nominal quota is " << nominal << ", the last acknowledged change set " << ledger.quota;
     for (const auto& [key, ns] : ledger.live) {
       EXPECT_EQ(states.count(key), 1u) << when << ": " << key << " was acknowledged but is gone";
     }
@@ -380,6 +418,7 @@ TEST_F(CrashTest, EveryAcknowledgedChangeSurvivesTwentyKills) {
   std::lock_guard<std::mutex> lock(ledger.mu);
   EXPECT_GT(ledger.creates, 100) << "the load did too little to prove anything";
   EXPECT_GT(ledger.deletes + ledger.finishes, 20);
+  EXPECT_GT(ledger.quota_changes, 5);
   RecordProperty("creates", ledger.creates);
   RecordProperty("ended", ledger.deletes + ledger.finishes);
 }
