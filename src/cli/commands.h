@@ -14,6 +14,7 @@ int RunCheckPolicies(const std::vector<std::string>& args);
 int RunGet(const std::vector<std::string>& args);
 int RunDescribe(const std::vector<std::string>& args);
 int RunAudit(const std::vector<std::string>& args);
+int RunApply(const std::vector<std::string>& args);
 // Dispatches argv[1] to a subcommand.
 int RunMain(int argc, char** argv);
 

@@ -18,6 +18,7 @@ constexpr char kUsage[] =
     "  get       list clusterqueues or workloads from the API (--server, --token)\n"
     "  describe  show one workload: where it queues and why it waits\n"
     "  audit     show audit events (filters, --follow) from the API\n"
+    "  apply     apply Kueue manifests through the API (-f FILE|DIR), all or nothing\n"
     "  version   print the version\n"
     "\n"
     "Run 'gangkeeper <command> --help' for a command's flags.\n";
@@ -37,6 +38,7 @@ int RunMain(int argc, char** argv) {
   if (command == "get") return RunGet(args);
   if (command == "describe") return RunDescribe(args);
   if (command == "audit") return RunAudit(args);
+  if (command == "apply") return RunApply(args);
   if (command == "version" || command == "--version") {
     std::printf("gangkeeper %s\n", GK_VERSION);
     return 0;

@@ -242,6 +242,7 @@ struct Client::Impl {
     auto send = [&] {
       return method == "GET"     ? c->Get(full.c_str(), Headers())
              : method == "PATCH" ? c->Patch(full.c_str(), Headers(), body, content_type.c_str())
+             : method == "POST"  ? c->Post(full.c_str(), Headers(), body, content_type.c_str())
                                  : c->Delete(full.c_str(), Headers(), body, content_type.c_str());
     };
     base::Stopwatch sent;
@@ -401,6 +402,16 @@ absl::StatusOr<nlohmann::json> Client::Patch(const std::string& path, PatchType 
   if (!body.ok()) return body.status();
   nlohmann::json j = nlohmann::json::parse(*body, nullptr, false);
   if (j.is_discarded()) return absl::DataLossError(absl::StrCat("PATCH ", path, ": the answer is not JSON"));
+  return j;
+}
+
+absl::StatusOr<nlohmann::json> Client::Post(const std::string& path, const std::string& body,
+                                            const std::string& content_type) {
+  absl::StatusOr<std::string> answer = impl_->Call("POST", path, body, content_type, this,
+                                                   /*retry_conflict=*/false);
+  if (!answer.ok()) return answer.status();
+  nlohmann::json j = nlohmann::json::parse(*answer, nullptr, false);
+  if (j.is_discarded()) return absl::DataLossError(absl::StrCat("POST ", path, ": the answer is not JSON"));
   return j;
 }
 

@@ -4,6 +4,7 @@
 #include <openssl/sha.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <sstream>
@@ -352,6 +353,40 @@ TEST_F(ApiIntegrationTest, GetAndDescribeFromTheCommandLine) {
   auto usage = testing::RunCommand({testing::GangkeeperBinary(), "get", "pods", server, ca}, absl::Seconds(30));
   ASSERT_THAT(usage, IsOk());
   EXPECT_EQ(usage->exit_code, 2);
+}
+
+TEST_F(ApiIntegrationTest, ApplyFromTheCommandLine) {
+  const std::string server = absl::StrCat("--server=https://127.0.0.1:", server_->api_port());
+  const std::string ca = "--ca=" + dir_.File("certs/ca.crt");
+  std::filesystem::create_directories(dir_.File("bundle"));
+  std::ofstream(dir_.File("bundle/a.yaml")) << "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+                                               "metadata: {name: research, namespace: team-b}\n"
+                                               "spec: {clusterQueue: team-b-gpu}\n";
+  std::ofstream(dir_.File("bundle/b.json"))
+      << R"({"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"WorkloadPriorityClass","metadata":{"name":"urgent"},"value":5000})";
+  auto applied = testing::RunCommand(
+      {testing::GangkeeperBinary(), "apply", "-f", dir_.File("bundle"), server, ca, "--token=admin-secret"},
+      absl::Seconds(30));
+  ASSERT_THAT(applied, IsOk());
+  EXPECT_EQ(applied->exit_code, 0) << applied->err;
+  EXPECT_THAT(applied->out, HasSubstr("LocalQueue team-b/research created"));
+  EXPECT_THAT(applied->out, HasSubstr("WorkloadPriorityClass urgent created"));
+  EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/workloadpriorityclasses/urgent", "admin-secret").first, 200);
+  // Again: configured, not created. A bad bundle changes nothing and exits 1 with the reason.
+  auto again = testing::RunCommand(
+      {testing::GangkeeperBinary(), "apply", "-f", dir_.File("bundle/a.yaml"), server, ca, "--token=admin-secret"},
+      absl::Seconds(30));
+  ASSERT_THAT(again, IsOk());
+  EXPECT_THAT(again->out, HasSubstr("LocalQueue team-b/research configured"));
+  std::ofstream(dir_.File("bad.yaml")) << "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+                                          "metadata: {name: lost, namespace: team-b}\nspec: {clusterQueue: nowhere}\n";
+  auto bad = testing::RunCommand(
+      {testing::GangkeeperBinary(), "apply", "-f", dir_.File("bad.yaml"), server, ca, "--token=admin-secret"},
+      absl::Seconds(30));
+  ASSERT_THAT(bad, IsOk());
+  EXPECT_EQ(bad->exit_code, 1);
+  EXPECT_THAT(bad->err, HasSubstr("nowhere"));
+  EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/lost", "admin-secret").first, 404);
 }
 
 TEST_F(ApiIntegrationTest, AuditFromTheCommandLineAndFollow) {

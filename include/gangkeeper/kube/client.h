@@ -108,6 +108,11 @@ class Client {
   // final.
   absl::StatusOr<nlohmann::json> Patch(const std::string& path, PatchType type, const nlohmann::json& patch,
                                        bool retry_conflict = true);
+  // POST `body` (of `content_type`) to `path`. Retried like every call on
+  // connection errors and 5xx, so use it where doing it twice is harmless
+  // (a create answers 409 the second time; gangkeeper's /v1/apply puts).
+  absl::StatusOr<nlohmann::json> Post(const std::string& path, const std::string& body,
+                                      const std::string& content_type = "application/json");
   // DELETE with preconditions (uid, when not empty) and a propagation
   // policy ("Background", "Foreground", "Orphan"; "" = the server's default).
   // A failed uid precondition (409: the name is another object now) is not
