@@ -560,8 +560,83 @@ class Api {
     std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
     const broker::WorkloadKey key{ns, name};
     const broker::WorkloadInfo* w = snap->Find(key);
-    if (w == nullptr) return Error(404, "NotFound", absl::StrCat("workload ", ns, "/", name, " is not tracked"));
-    return Ok(WorkloadJson(*w, snap->Position(key)));
+    json history = History(ns, name);
+    if (w == nullptr) {
+      // Gone from the broker (finished or deleted): what the audit log says.
+      if (history.empty()) return Error(404, "NotFound", absl::StrCat("workload ", ns, "/", name, " is not tracked"));
+      const std::string last = history.back().value("action", "");
+      json j = {{"namespace", ns}, {"name", name},
+                {"state", last == "workload.finished" ? "finished" : last == "workload.deleted" ? "deleted" : "unknown"}};
+      j["history"] = std::move(history);
+      return Ok(j);
+    }
+    json j = WorkloadJson(*w, snap->Position(key));
+    if (!history.empty()) j["history"] = std::move(history);
+    return Ok(j);
+  }
+
+  // The audit events of one workload, oldest first (the last 100).
+  json History(const std::string& ns, const std::string& name) const {
+    json out = json::array();
+    if (audit_ == nullptr) return out;
+    audit::Query q;
+    q.namespace_name = ns;
+    q.name = name;
+    q.kind = "Workload";
+    q.limit = 1000;
+    std::vector<audit::Event> events;
+    for (int page = 0; page < 100; ++page) {  // bounded: 100,000 events of one workload
+      absl::StatusOr<audit::Page> p = audit_->Find(q);
+      if (!p.ok()) break;
+      events.insert(events.end(), p->events.begin(), p->events.end());
+      if (events.size() > 100) events.erase(events.begin(), events.end() - 100);
+      if (p->next == 0) break;
+      q.after = p->next;
+    }
+    for (const audit::Event& e : events) {
+      json item = {{"seq", e.seq}, {"time", Time(e.time)}, {"action", e.action}, {"actor", e.actor}};
+      if (!e.reason.empty()) item["reason"] = e.reason;
+      json details = json::parse(e.details, nullptr, false);
+      if (details.is_object() && details.contains("message")) item["message"] = details["message"];
+      out.push_back(std::move(item));
+    }
+    return out;
+  }
+
+  // Every matching event as JSON lines (at most 100,000 per answer; the
+  // X-Gangkeeper-Next-Cursor header says where to go on).
+  server::HttpResponse Export(const Principal& who, const server::HttpRequest& req) const {
+    server::HttpResponse first = Audit(who, req);  // checks the role and the parameters
+    if (first.status != 200) return first;
+    audit::Query q;
+    q.namespace_name = req.QueryParam("namespace");
+    q.name = req.QueryParam("name");
+    q.kind = req.QueryParam("kind");
+    q.action = req.QueryParam("action");
+    q.actor = req.QueryParam("actor");
+    q.cluster_queue = req.QueryParam("clusterQueue");
+    for (const char* field : {"since", "until"}) {
+      absl::Time t;
+      std::string err;
+      if (const std::string v = req.QueryParam(field); !v.empty() && absl::ParseTime(absl::RFC3339_full, v, &t, &err)) {
+        (std::string(field) == "since" ? q.since : q.until) = t;
+      }
+    }
+    if (const std::string v = req.QueryParam("cursor"); !v.empty()) (void)absl::SimpleAtoi(v, &q.after);
+    q.limit = 1000;
+    server::HttpResponse r;
+    r.content_type = "application/x-ndjson";
+    size_t n = 0;
+    while (n < 100'000) {
+      absl::StatusOr<audit::Page> p = audit_->Find(q);
+      if (!p.ok()) return Error(500, "Internal", std::string(p.status().message()));
+      for (const audit::Event& e : p->events) absl::StrAppend(&r.body, audit::EncodeEvent(e), "\n");
+      n += p->events.size();
+      if (p->next == 0) return r;
+      q.after = p->next;
+    }
+    r.headers.emplace_back("X-Gangkeeper-Next-Cursor", absl::StrCat(q.after));
+    return r;
   }
 
  private:
@@ -623,6 +698,9 @@ std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, co
     r.method = "POST";
     routes.push_back(std::move(r));
   }
+  routes.push_back(Get("/v1/audit/export", false, [api](const server::HttpRequest& req) {
+    return api->Guard(req, [&](const Principal& who) { return api->Export(who, req); });
+  }));
   routes.push_back(Get("/v1/audit", false, [api](const server::HttpRequest& req) {
     return api->Guard(req, [&](const Principal& who) { return api->Audit(who, req); });
   }));

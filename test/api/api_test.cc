@@ -244,19 +244,18 @@ class ApiTest : public ::testing::Test {
   std::vector<server::Route> routes_;
 };
 
-TEST_F(ApiTest, RoutesAreTheGetsOnTheApiListener) {
-  std::set<std::pair<std::string, bool>> paths;
+TEST_F(ApiTest, RoutesAreOnTheApiListener) {
+  std::set<std::string> routes;
   for (const server::Route& r : routes_) {
-    EXPECT_EQ(r.method, "GET") << r.path;
     EXPECT_EQ(r.listener, server::Listener::kApi) << r.path;
     EXPECT_TRUE(r.handler) << r.path;
-    paths.insert({r.path, r.prefix});
+    routes.insert(absl::StrCat(r.method, " ", r.path, r.prefix ? "*" : ""));
   }
-  EXPECT_THAT(paths, UnorderedElementsAre(std::pair<std::string, bool>{"/v1/audit", false},
-                                          std::pair<std::string, bool>{"/v1/clusterqueues", false},
-                                          std::pair<std::string, bool>{"/v1/clusterqueues/", true},
-                                          std::pair<std::string, bool>{"/v1/workloads", false},
-                                          std::pair<std::string, bool>{"/v1/workloads/", true}));
+  EXPECT_THAT(routes, UnorderedElementsAre("GET /v1/audit", "GET /v1/audit/export", "GET /v1/clusterqueues",
+                                           "GET /v1/clusterqueues/*", "GET /v1/workloads", "GET /v1/workloads/*",
+                                           "POST /v1/apply", "GET /apis/kueue.x-k8s.io/*", "PUT /apis/kueue.x-k8s.io/*",
+                                           "DELETE /apis/kueue.x-k8s.io/*", "GET /apis/scheduling.k8s.io/*",
+                                           "PUT /apis/scheduling.k8s.io/*", "DELETE /apis/scheduling.k8s.io/*"));
 }
 
 TEST_F(ApiTest, WithoutAValidTokenEveryRouteIs401WithWwwAuthenticate) {

@@ -227,6 +227,28 @@ TEST_F(ApiIntegrationTest, DecisionsAndDenialsAreInTheAuditLog) {
   ASSERT_EQ(first_status, 200);
   EXPECT_EQ(first["items"][0]["seq"], 1);
   EXPECT_EQ(first["next"], "1");
+  // A workload's answer carries its history; the export is the same events as JSON lines.
+  auto [wl_status, first_wl] = Get("/v1/workloads/team-a/first", "admin-secret");
+  ASSERT_EQ(wl_status, 200);
+  ASSERT_GE(first_wl["history"].size(), 3u) << first_wl.dump();
+  EXPECT_EQ(first_wl["history"][0]["action"], "workload.pending");
+  EXPECT_EQ(first_wl["history"][0]["actor"], "alice");
+  {
+    auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
+    ASSERT_THAT(c, IsOk());
+    auto exported = (*c)->Request("GET", "/v1/audit/export?namespace=team-a", "",
+                                  "Authorization: Bearer audit-secret\r\n");
+    ASSERT_THAT(exported, IsOk());
+    EXPECT_EQ(exported->status, 200);
+    size_t lines = 0;
+    std::istringstream in(exported->body);
+    for (std::string line; std::getline(in, line);) {
+      EXPECT_FALSE(json::parse(line, nullptr, false).is_discarded()) << line;
+      ++lines;
+    }
+    auto [all_status2, all2] = Get("/v1/audit?namespace=team-a&limit=1000", "audit-secret");
+    EXPECT_EQ(lines, all2["items"].size());
+  }
   // The journal and the audit log report themselves.
   auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
   ASSERT_THAT(c, IsOk());

@@ -21,6 +21,9 @@
 //                                              first, with a `next` cursor
 //                                              (admin, auditor; a team-admin
 //                                              for one of its namespaces)
+//   GET /v1/audit/export?(same filters)        the events as JSON lines
+// A workload's answer carries its audit history; one that has ended is
+// still answered from the audit log (state finished / deleted).
 // Each workload: pod sets, flavor assignment, priority, phase, positions in
 // its ClusterQueue and LocalQueue, the pending reason in numbers,
 // timestamps, and what the actuator sent for it. Reads come from the
