@@ -23,6 +23,14 @@ std::string StringMember(const rapidjson::Value& v, const char* name) {
   return m != nullptr && m->IsString() ? std::string(m->GetString(), m->GetStringLength()) : std::string();
 }
 
+// At most `max` bytes of `text`, never ending inside a UTF-8 sequence.
+absl::string_view Utf8Prefix(absl::string_view text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t end = max;
+  for (int i = 0; i < 3 && end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80; ++i) --end;
+  return text.substr(0, end);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Review>> DecodeReview(absl::string_view body) {
@@ -125,7 +133,7 @@ std::string EncodeResponse(const Response& r) {
     size_t used = 0;
     for (const std::string& warning : r.warnings) {
       if (used >= kMaxWarningBytes) break;
-      std::string text = warning.substr(0, kMaxWarningBytes - used);
+      absl::string_view text = Utf8Prefix(warning, kMaxWarningBytes - used);
       used += text.size();
       w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
     }

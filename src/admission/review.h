@@ -44,8 +44,9 @@ struct Response {
   std::vector<std::string> warnings;
 };
 
-// The AdmissionReview v1 answer. Warnings are cut to 4096 characters in all
-// (the API server's limit is per warning; kubectl prints them one per line).
+// The AdmissionReview v1 answer. Warnings are cut to 4096 bytes in all, never
+// inside a UTF-8 character (the API server's limit is per warning; kubectl
+// prints them one per line).
 std::string EncodeResponse(const Response& response);
 
 }  // namespace gangkeeper::admission

@@ -70,7 +70,8 @@ bool IsFinishedObject(const rapidjson::Value& object) {
 absl::StatusOr<ObservedObject> ObserveObject(absl::string_view json, const KindInfo& kind,
                                              const model::PolicySet& policies, const ExtractOptions& options) {
   rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
+  // Iteratively, like DecodeReview: nesting depth must not exhaust the stack.
+  doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
   if (doc.HasParseError()) {
     return absl::InvalidArgumentError(absl::StrCat(kind.name, ": not JSON (", rapidjson::GetParseError_En(doc.GetParseError()),
                                                    " at offset ", doc.GetErrorOffset(), ")"));
