@@ -2,6 +2,7 @@
 #include "gangkeeper/api/api.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -435,17 +436,19 @@ class Api {
     return Ok({{"applied", applied}});
   }
 
-  server::HttpResponse Audit(const Principal& who, const server::HttpRequest& req) const {
-    audit::Query q;
-    q.namespace_name = req.QueryParam("namespace");
-    q.name = req.QueryParam("name");
-    q.kind = req.QueryParam("kind");
-    q.action = req.QueryParam("action");
-    q.actor = req.QueryParam("actor");
-    q.cluster_queue = req.QueryParam("clusterQueue");
+  // The audit query of `req`, checked against `who`'s role; or the error
+  // to answer with.
+  std::optional<server::HttpResponse> AuditQuery(const Principal& who, const server::HttpRequest& req,
+                                                 audit::Query* q) const {
+    q->namespace_name = req.QueryParam("namespace");
+    q->name = req.QueryParam("name");
+    q->kind = req.QueryParam("kind");
+    q->action = req.QueryParam("action");
+    q->actor = req.QueryParam("actor");
+    q->cluster_queue = req.QueryParam("clusterQueue");
     if (!who.MayReadAudit()) {
       if (who.role != Role::kTeamAdmin) return Forbidden(who, "read the audit log");
-      if (q.namespace_name.empty() || !who.MayRead(q.namespace_name)) {
+      if (q->namespace_name.empty() || !who.MayRead(q->namespace_name)) {
         return Forbidden(who, "read the audit log outside its namespaces (give namespace=)");
       }
     }
@@ -458,18 +461,24 @@ class Api {
       if (!absl::ParseTime(absl::RFC3339_full, v, &t, &err)) {
         return Error(400, "BadRequest", absl::StrCat(field, "=", v, ": not an RFC 3339 time (", err, ")"), field);
       }
-      (std::string(field) == "since" ? q.since : q.until) = t;
+      (std::string(field) == "since" ? q->since : q->until) = t;
     }
     if (const std::string v = req.QueryParam("limit"); !v.empty()) {
-      if (!absl::SimpleAtoi(v, &q.limit) || q.limit < 1 || q.limit > 1000) {
+      if (!absl::SimpleAtoi(v, &q->limit) || q->limit < 1 || q->limit > 1000) {
         return Error(400, "BadRequest", absl::StrCat("limit=", v, ": use 1 to 1000"), "limit");
       }
     }
     if (const std::string v = req.QueryParam("cursor"); !v.empty()) {
-      if (!absl::SimpleAtoi(v, &q.after)) {
+      if (!absl::SimpleAtoi(v, &q->after)) {
         return Error(400, "BadRequest", absl::StrCat("cursor=", v, ": use the `next` of the previous page"), "cursor");
       }
     }
+    return std::nullopt;
+  }
+
+  server::HttpResponse Audit(const Principal& who, const server::HttpRequest& req) const {
+    audit::Query q;
+    if (std::optional<server::HttpResponse> refused = AuditQuery(who, req, &q)) return *refused;
     absl::StatusOr<audit::Page> page = audit_->Find(q);
     if (!page.ok()) return Error(500, "Internal", std::string(page.status().message()));
     json items = json::array();
@@ -606,23 +615,8 @@ class Api {
   // Every matching event as JSON lines (at most 100,000 per answer; the
   // X-Gangkeeper-Next-Cursor header says where to go on).
   server::HttpResponse Export(const Principal& who, const server::HttpRequest& req) const {
-    server::HttpResponse first = Audit(who, req);  // checks the role and the parameters
-    if (first.status != 200) return first;
     audit::Query q;
-    q.namespace_name = req.QueryParam("namespace");
-    q.name = req.QueryParam("name");
-    q.kind = req.QueryParam("kind");
-    q.action = req.QueryParam("action");
-    q.actor = req.QueryParam("actor");
-    q.cluster_queue = req.QueryParam("clusterQueue");
-    for (const char* field : {"since", "until"}) {
-      absl::Time t;
-      std::string err;
-      if (const std::string v = req.QueryParam(field); !v.empty() && absl::ParseTime(absl::RFC3339_full, v, &t, &err)) {
-        (std::string(field) == "since" ? q.since : q.until) = t;
-      }
-    }
-    if (const std::string v = req.QueryParam("cursor"); !v.empty()) (void)absl::SimpleAtoi(v, &q.after);
+    if (std::optional<server::HttpResponse> refused = AuditQuery(who, req, &q)) return *refused;
     q.limit = 1000;
     server::HttpResponse r;
     r.content_type = "application/x-ndjson";

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,6 +50,22 @@ void AddClientFlags(FlagSet& flags, ClientFlags* f) {
   flags.String("ca", &f->ca, "CA certificate that signed the API's certificate (or GANGKEEPER_CA)");
   flags.String("o", &f->output, "output: table or json");
   flags.String("output", &f->output, "output: table or json");
+}
+
+// Parses the flags; an exit code when the command should end here (2 after
+// printing the problem, 0 after --help), nullopt to go on.
+std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& args,
+                               std::vector<std::string>* positional) {
+  bool help = false;
+  if (absl::Status s = flags.Parse(args, positional, &help); !s.ok()) {
+    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (help) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  return std::nullopt;
 }
 
 // A client for the API listener; prints the problem and returns null.
@@ -294,15 +311,7 @@ int RunAudit(const std::vector<std::string>& args) {
   flags.Bool("follow", &follow, "keep printing new events as they come");
   flags.Duration("follow-for", &follow_for, "with --follow, stop after this long (default: until interrupted)");
   std::vector<std::string> rest;
-  bool help = false;
-  if (absl::Status s = flags.Parse(args, &rest, &help); !s.ok()) {
-    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return 0;
-  }
+  if (std::optional<int> done = ParseOrExit(flags, args, &rest)) return *done;
   if (!rest.empty() || limit < 1 || (f.output != "table" && f.output != "json")) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper audit [--namespace NS] [--name N] [--action A] [--actor U] "
                          "[--cluster-queue CQ] [--since T] [--until T] [--limit N] [--follow] [-o table|json]\n");
@@ -330,15 +339,7 @@ int RunApply(const std::vector<std::string>& args) {
   flags.String("f", &file, "a manifest file, or a directory of *.yaml, *.yml and *.json");
   flags.String("filename", &file, "the same as -f");
   std::vector<std::string> rest;
-  bool help = false;
-  if (absl::Status s = flags.Parse(args, &rest, &help); !s.ok()) {
-    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return 0;
-  }
+  if (std::optional<int> done = ParseOrExit(flags, args, &rest)) return *done;
   if (file.empty() || !rest.empty()) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper apply -f FILE|DIR\n");
     return 2;
@@ -401,15 +402,7 @@ int RunGet(const std::vector<std::string>& args) {
   flags.String("cluster-queue", &cq, "ClusterQueue (workloads)");
   flags.String("state", &state, "pending, admitted or all (workloads)");
   std::vector<std::string> what;
-  bool help = false;
-  if (absl::Status s = flags.Parse(args, &what, &help); !s.ok()) {
-    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return 0;
-  }
+  if (std::optional<int> done = ParseOrExit(flags, args, &what)) return *done;
   if (what.size() != 1 || (f.output != "table" && f.output != "json")) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper get clusterqueues|workloads [-n NS] [-o table|json]\n");
     return 2;
@@ -431,15 +424,7 @@ int RunDescribe(const std::vector<std::string>& args) {
   FlagSet flags("describe", "Shows one workload: where it queues and why it waits.\nusage: gangkeeper describe workload NAMESPACE/NAME");
   AddClientFlags(flags, &f);
   std::vector<std::string> what;
-  bool help = false;
-  if (absl::Status s = flags.Parse(args, &what, &help); !s.ok()) {
-    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return 0;
-  }
+  if (std::optional<int> done = ParseOrExit(flags, args, &what)) return *done;
   if (what.size() != 2 || (what[0] != "workload" && what[0] != "workloads")) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper describe workload NAMESPACE/NAME\n");
     return 2;
