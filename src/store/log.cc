@@ -128,6 +128,8 @@ struct Writer {
   std::string bytes;
   uint64_t first_seq = 0;
   uint64_t count = 0;
+  uint64_t segment = 0;  // where bytes[0] went, set by the group's leader
+  uint64_t offset = 0;
   bool done = false;
   absl::Status status;
 };
@@ -299,7 +301,8 @@ absl::StatusOr<uint64_t> SegmentedLog::Append(absl::string_view payload) {
   return Append(absl::Span<const absl::string_view>(&payload, 1));
 }
 
-absl::StatusOr<uint64_t> SegmentedLog::Append(absl::Span<const absl::string_view> payloads) {
+absl::StatusOr<uint64_t> SegmentedLog::Append(absl::Span<const absl::string_view> payloads,
+                                              std::vector<RecordLocation>* where) {
   Impl& m = *impl_;
   if (payloads.empty()) return absl::InvalidArgumentError("log: nothing to append");
   size_t total = 0;
@@ -321,8 +324,20 @@ absl::StatusOr<uint64_t> SegmentedLog::Append(absl::Span<const absl::string_view
   m.writers.push_back(&w);
   auto my_turn = [&m, &w]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) { return w.done || m.writers.front() == &w; };
   m.mu.Await(absl::Condition(&my_turn));
+  // Every record of one Append is in one group, so in one segment, back to back.
+  auto locate = [&]() {
+    if (where == nullptr) return;
+    where->clear();
+    uint64_t off = w.offset;
+    for (absl::string_view p : payloads) {
+      const auto size = static_cast<uint32_t>(kRecordHeaderSize + p.size());
+      where->push_back({w.segment, off, size});
+      off += size;
+    }
+  };
   if (w.done) {
     if (!w.status.ok()) return w.status;
+    locate();
     return w.first_seq;
   }
   // The leader: everything queued up to max_group_bytes goes in one write.
@@ -339,6 +354,14 @@ absl::StatusOr<uint64_t> SegmentedLog::Append(absl::Span<const absl::string_view
                       (m.active_size >= m.options.segment_bytes && m.active_size > kSegmentHeaderSize));
   std::string new_path;
   if (status.ok()) {
+    // Where each writer's bytes go (only the leader writes, so this holds).
+    uint64_t offset = start_segment ? kSegmentHeaderSize : m.active_size;
+    const uint64_t segment = start_segment ? group.front()->first_seq : m.segments.back().first_seq;
+    for (Writer* q : group) {
+      q->segment = segment;
+      q->offset = offset;
+      offset += q->bytes.size();
+    }
     m.mu.Unlock();
     std::unique_ptr<WritableFile> next;
     if (start_segment) status = m.StartSegment(group.front()->first_seq, &next, &new_path);
@@ -384,12 +407,42 @@ absl::StatusOr<uint64_t> SegmentedLog::Append(absl::Span<const absl::string_view
     }
   }
   if (!status.ok()) return status;
+  locate();
   return w.first_seq;
 }
 
 absl::Status SegmentedLog::Read(uint64_t from,
                                 const std::function<absl::Status(uint64_t seq, absl::string_view payload)>& f,
                                 uint64_t* corrupt_seq) const {
+  return ReadLocated(
+      from, [&f](uint64_t seq, absl::string_view payload, const RecordLocation&) { return f(seq, payload); },
+      corrupt_seq);
+}
+
+absl::StatusOr<std::string> SegmentedLog::ReadRecord(uint64_t seq, const RecordLocation& at) const {
+  const Impl& m = *impl_;
+  std::string path;
+  {
+    absl::MutexLock lock(&m.mu);
+    if (seq >= m.durable_next) return absl::NotFoundError(absl::StrCat("log ", m.dir, ": no record ", seq, " yet"));
+    for (const Segment& s : m.segments) {
+      if (s.first_seq == at.segment) path = s.path;
+    }
+  }
+  if (path.empty()) {
+    return absl::NotFoundError(absl::StrCat("log ", m.dir, ": record ", seq, " was removed with its segment"));
+  }
+  absl::StatusOr<std::string> data = m.fs->ReadRange(path, at.offset, at.size);
+  if (!data.ok()) return data.status();
+  Parsed r;
+  if (!ParseRecord(*data, 0, &r) || r.seq != seq || r.size != at.size) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": the ", at.size, " bytes at byte ", at.offset, " are not record ", seq));
+  }
+  return std::string(r.payload);
+}
+
+absl::Status SegmentedLog::ReadLocated(uint64_t from, const LocatedReader& f, uint64_t* corrupt_seq) const {
   const Impl& m = *impl_;
   std::vector<Segment> segments;
   uint64_t active_size = 0;
@@ -440,7 +493,8 @@ absl::Status SegmentedLog::Read(uint64_t from,
                                             expect));
       }
       if (r.seq >= from) {
-        if (absl::Status s = f(r.seq, r.payload); !s.ok()) return s;
+        const RecordLocation at{seg.first_seq, off, static_cast<uint32_t>(r.size)};
+        if (absl::Status s = f(r.seq, r.payload, at); !s.ok()) return s;
       }
       off += r.size;
       ++expect;

@@ -380,6 +380,61 @@ TEST(SegmentedLogTest, ASegmentTornAtCreationIsRemoved) {
   EXPECT_EQ(ReadAll(*log).size(), 6u);
 }
 
+TEST(SegmentedLogTest, EveryRecordCanBeReadAloneWhereAppendSaidItIs) {
+  FaultFileSystem fs(11);
+  auto log = MustOpen(&fs, Options(/*segment_bytes=*/256));
+  ASSERT_NE(log, nullptr);
+  // Records of one call, of several concurrent calls, across segments.
+  std::map<uint64_t, std::pair<std::string, RecordLocation>> appended;
+  std::mutex mu;
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        std::vector<std::string> batch = {absl::StrCat("w", t, "-", i, "-a"), absl::StrCat("w", t, "-", i, "-bb")};
+        std::vector<absl::string_view> views(batch.begin(), batch.end());
+        std::vector<RecordLocation> where;
+        absl::StatusOr<uint64_t> first = log->Append(views, &where);
+        ASSERT_THAT(first, IsOk());
+        ASSERT_EQ(where.size(), 2u);
+        std::lock_guard<std::mutex> lock(mu);
+        for (size_t k = 0; k < 2; ++k) appended[*first + k] = {batch[k], where[k]};
+      }
+    });
+  }
+  for (std::thread& w : writers) w.join();
+  ASSERT_EQ(appended.size(), 200u);
+  EXPECT_GT(log->Segments().size(), 5u);
+  for (const auto& [seq, rec] : appended) {
+    absl::StatusOr<std::string> got = log->ReadRecord(seq, rec.second);
+    ASSERT_THAT(got, IsOk()) << seq;
+    EXPECT_EQ(*got, rec.first);
+  }
+  // A full read reports the same places.
+  size_t seen = 0;
+  ASSERT_THAT(log->ReadLocated(1,
+                               [&](uint64_t seq, absl::string_view payload, const RecordLocation& at) {
+                                 const auto& [text, where] = appended.at(seq);
+                                 EXPECT_EQ(payload, text);
+                                 EXPECT_EQ(at.segment, where.segment);
+                                 EXPECT_EQ(at.offset, where.offset);
+                                 EXPECT_EQ(at.size, where.size);
+                                 ++seen;
+                                 return absl::OkStatus();
+                               }),
+              IsOk());
+  EXPECT_EQ(seen, 200u);
+  // The wrong place is not silently another record; a dropped segment is gone.
+  RecordLocation wrong = appended.at(10).second;
+  EXPECT_THAT(log->ReadRecord(11, wrong), StatusIs(absl::StatusCode::kDataLoss));
+  wrong.offset += 1;
+  EXPECT_THAT(log->ReadRecord(10, wrong), StatusIs(absl::StatusCode::kDataLoss));
+  ASSERT_THAT(log->DropBefore(150), IsOk());
+  EXPECT_THAT(log->ReadRecord(1, appended.at(1).second), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(log->ReadRecord(199, appended.at(199).second), IsOk());
+  EXPECT_THAT(log->ReadRecord(201, appended.at(199).second), StatusIs(absl::StatusCode::kNotFound));
+}
+
 TEST(SegmentedLogTest, StartAtOnlyForALogWithoutRecords) {
   FaultFileSystem fs;
   auto log = MustOpen(&fs);

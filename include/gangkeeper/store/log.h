@@ -61,6 +61,15 @@ struct LogRecovery {
   std::vector<std::string> notes;  // one line per repair, for the log
 };
 
+// Where a record is on disk: the segment (named by its first record), the
+// record's byte offset in it and its size with the header. Lets a reader
+// (the audit index) fetch one record without reading its segment.
+struct RecordLocation {
+  uint64_t segment = 0;
+  uint64_t offset = 0;
+  uint32_t size = 0;
+};
+
 struct SegmentInfo {
   uint64_t first_seq = 0;
   std::string path;
@@ -92,7 +101,9 @@ class SegmentedLog {
   // Appends one record per payload, in order, durably. Returns the seq of
   // the first. InvalidArgument for an empty batch or a payload over
   // kMaxRecordPayload; the latched error after a failure.
-  [[nodiscard]] absl::StatusOr<uint64_t> Append(absl::Span<const absl::string_view> payloads);
+  // `where` (when not null) gets each record's location.
+  [[nodiscard]] absl::StatusOr<uint64_t> Append(absl::Span<const absl::string_view> payloads,
+                                                std::vector<RecordLocation>* where = nullptr);
   [[nodiscard]] absl::StatusOr<uint64_t> Append(absl::string_view payload);
 
   // Calls `f(seq, payload)` for every record with seq >= `from`, in order,
@@ -103,6 +114,15 @@ class SegmentedLog {
   [[nodiscard]] absl::Status Read(uint64_t from,
                                   const std::function<absl::Status(uint64_t seq, absl::string_view payload)>& f,
                                   uint64_t* corrupt_seq = nullptr) const;
+
+  // Read() that also gives each record's location.
+  using LocatedReader = std::function<absl::Status(uint64_t seq, absl::string_view payload, const RecordLocation& at)>;
+  [[nodiscard]] absl::Status ReadLocated(uint64_t from, const LocatedReader& f, uint64_t* corrupt_seq = nullptr) const;
+
+  // The payload of record `seq` at `at` (from Append or ReadLocated): one
+  // read of its bytes, checksum and seq checked. NotFound once retention
+  // removed its segment, DataLoss when the bytes there are not that record.
+  [[nodiscard]] absl::StatusOr<std::string> ReadRecord(uint64_t seq, const RecordLocation& at) const;
 
   // The next append starts a new segment (so that DropBefore can remove
   // the current one once a snapshot covers it).
