@@ -2,7 +2,14 @@
 #include "gangkeeper/audit/audit.h"
 
 #include <algorithm>
+#include <atomic>
+#include <deque>
+#include <limits>
+#include <thread>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gangkeeper/base/log.h"
@@ -49,12 +56,29 @@ const char* ActionOf(const broker::StateChange& c) {
   return "workload.changed";
 }
 
+// The reason of a change that carries none of its own (every event has one).
+std::string DefaultReason(broker::StateChange::Type t) {
+  using T = broker::StateChange::Type;
+  switch (t) {
+    case T::kRegistered: return "Queued";
+    case T::kUpdated: return "Updated";
+    case T::kRemoved: return "Deleted";
+    case T::kAdmitted: return "Admitted";
+    case T::kReleased: return "Released";
+    case T::kReleaseFailed: return "ReleaseFailed";
+    case T::kEvicted: return "Evicted";
+    case T::kRequeued: return "Requeued";
+    case T::kFinished: return "Finished";
+    case T::kPoliciesChanged: return "PoliciesChanged";
+  }
+  return "Changed";
+}
+
 }  // namespace
 
-std::string EncodeEvent(const Event& e) {
+std::string EncodeEvent(const Event& e, bool with_seq) {
   // Fields in DESIGN §8's order.
-  nlohmann::ordered_json j = {{"seq", e.seq},
-            {"time", Rfc3339Micros(e.time)},
+  nlohmann::ordered_json j = {{"time", Rfc3339Micros(e.time)},
             {"actor", e.actor},
             {"action", e.action},
             {"object", {{"kind", e.kind}, {"namespace", e.namespace_name}, {"name", e.name}, {"uid", e.uid}}},
@@ -64,6 +88,11 @@ std::string EncodeEvent(const Event& e) {
       e.details.empty() ? nlohmann::ordered_json::object() : nlohmann::ordered_json::parse(e.details, nullptr, false);
   j["details"] = details.is_discarded() ? nlohmann::ordered_json(e.details) : details;
   if (e.journal_record != 0) j["journal"] = e.journal_record;
+  if (with_seq) {
+    nlohmann::ordered_json numbered = {{"seq", e.seq}};
+    numbered.update(j);
+    j = std::move(numbered);
+  }
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -134,15 +163,308 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
       }
       if (!c.message.empty()) details["message"] = c.message;
     }
-    e.reason = c.reason;
+    e.reason = c.reason.empty() ? DefaultReason(c.type) : c.reason;
     e.details = details.dump(-1, ' ', false, json::error_handler_t::replace);
     out.push_back(std::move(e));
   }
   return out;
 }
 
+namespace {
+
+bool Matches(const Query& q, const Event& e) {
+  if (q.until.has_value() && e.time > *q.until) return false;
+  if (q.since.has_value() && e.time < *q.since) return false;
+  return (q.namespace_name.empty() || e.namespace_name == q.namespace_name) && (q.name.empty() || e.name == q.name) &&
+         (q.kind.empty() || e.kind == q.kind) && (q.action.empty() || e.action == q.action) &&
+         (q.actor.empty() || e.actor == q.actor) && (q.cluster_queue.empty() || e.cluster_queue == q.cluster_queue);
+}
+
+}  // namespace
+
+// The in-memory index of the newest events (see audit.h). Entries are
+// contiguous in seq: entries_[i] is event begin_ + i. Appends hand their
+// events to a small staging list under their own mutex; queries (and
+// appends, when nobody queries) fold it into the index, so an append never
+// waits for a query's filtering.
+class AuditIndex {
+ public:
+  // One indexed event: 48 bytes.
+  struct Entry {
+    int64_t time_us = 0;
+    int64_t max_time_us = 0;  // the latest time up to here: `since` is a binary search
+    uint32_t offset = 0, size = 0;
+    uint32_t ns = 0, name = 0, kind = 0, action = 0, actor = 0, cq = 0;
+  };
+  struct Hit {
+    uint64_t seq;
+    uint32_t offset, size;
+  };
+
+  AuditIndex(size_t capacity, uint64_t next_seq) : capacity_(capacity), begin_(next_seq) {}
+  ~AuditIndex() {
+    stop_.store(true);
+    if (filler_.joinable()) filler_.join();
+  }
+
+  // Fills events [from, end) from the log on a thread of its own.
+  void StartFill(const store::SegmentedLog* log, uint64_t from, uint64_t end) {
+    if (from >= end) {
+      absl::MutexLock lock(&mu_);
+      ready_ = true;
+      return;
+    }
+    filler_ = std::thread([this, log, from, end] { Fill(log, from, end); });
+  }
+
+  void Stage(uint64_t seq, const Event& e, const store::RecordLocation& at) {
+    {
+      absl::MutexLock lock(&staging_mu_);
+      staging_.push_back({seq, absl::ToUnixMicros(e.time), at.offset, at.size, e.namespace_name, e.name, e.kind,
+                          e.action, e.actor, e.cluster_queue});
+    }
+    // Fold now unless a query holds the index; the next one folds it then.
+    if (mu_.TryLock()) {
+      FoldLocked();
+      mu_.Unlock();
+    }
+  }
+
+  // Drops events below `first` (retention removed their segments).
+  void TrimBelow(uint64_t first) {
+    absl::MutexLock lock(&mu_);
+    FoldLocked();
+    while (!entries_.empty() && begin_ < first) {
+      entries_.pop_front();
+      ++begin_;
+    }
+    if (entries_.empty() && begin_ < first) begin_ = first;
+  }
+
+  // The first seq the index answers for (everything from there on).
+  uint64_t Begin() {
+    absl::MutexLock lock(&mu_);
+    FoldLocked();
+    return begin_;
+  }
+
+  // Up to `want` events matching `q` with seq >= `from`. False when the
+  // index no longer reaches back to `from` (the caller scans the gap).
+  bool Lookup(const Query& q, uint64_t from, size_t want, std::vector<Hit>* hits) {
+    absl::MutexLock lock(&mu_);
+    FoldLocked();
+    if (from < begin_) return false;
+    // Filters as ids; a string the index never saw matches nothing here.
+    struct Want {
+      const std::string* value;
+      uint32_t Entry::*field;
+      uint32_t id = 0;
+    };
+    Want wants[] = {{&q.namespace_name, &Entry::ns}, {&q.name, &Entry::name},   {&q.kind, &Entry::kind},
+                    {&q.action, &Entry::action},     {&q.actor, &Entry::actor}, {&q.cluster_queue, &Entry::cq}};
+    size_t n = 0;
+    for (Want& w : wants) {
+      if (w.value->empty()) continue;
+      auto it = ids_.find(*w.value);
+      if (it == ids_.end()) return true;
+      w.id = it->second;
+      wants[n++] = w;
+    }
+    size_t pos = from - begin_;
+    if (pos >= entries_.size()) return true;
+    if (q.since.has_value()) {
+      const int64_t since = absl::ToUnixMicros(*q.since);
+      auto first = std::partition_point(entries_.begin() + static_cast<std::ptrdiff_t>(pos), entries_.end(),
+                                        [since](const Entry& e) { return e.max_time_us < since; });
+      pos = static_cast<size_t>(first - entries_.begin());
+    }
+    for (; pos < entries_.size() && hits->size() < want; ++pos) {
+      const Entry& e = entries_[pos];
+      bool ok = true;
+      for (size_t i = 0; i < n && ok; ++i) ok = e.*(wants[i].field) == wants[i].id;
+      if (!ok) continue;
+      const absl::Time t = absl::FromUnixMicros(e.time_us);
+      if ((q.since.has_value() && t < *q.since) || (q.until.has_value() && t > *q.until)) continue;
+      hits->push_back({begin_ + pos, e.offset, e.size});
+    }
+    return true;
+  }
+
+  void Stats(AuditStats* out) {
+    absl::MutexLock lock(&mu_);
+    FoldLocked();
+    out->indexed_events = entries_.size();
+    out->index_first_seq = entries_.empty() ? 0 : begin_;
+    out->index_ready = ready_;
+  }
+
+  bool ready() {
+    absl::MutexLock lock(&mu_);
+    return ready_;
+  }
+
+ private:
+  struct Staged {
+    uint64_t seq;
+    int64_t time_us;
+    uint64_t offset;
+    uint32_t size;
+    std::string ns, name, kind, action, actor, cq;
+  };
+
+  uint32_t InternLocked(const std::string& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = ids_.find(s);
+    if (it != ids_.end()) return it->second;
+    strings_.push_back(s);
+    const auto id = static_cast<uint32_t>(strings_.size() - 1);
+    ids_.emplace(strings_.back(), id);
+    return id;
+  }
+
+  Entry MakeLocked(const Staged& s, int64_t prev_max) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Entry e;
+    e.time_us = s.time_us;
+    e.max_time_us = std::max(prev_max, s.time_us);
+    e.offset = static_cast<uint32_t>(s.offset);
+    e.size = s.size;
+    e.ns = InternLocked(s.ns);
+    e.name = InternLocked(s.name);
+    e.kind = InternLocked(s.kind);
+    e.action = InternLocked(s.action);
+    e.actor = InternLocked(s.actor);
+    e.cq = InternLocked(s.cq);
+    return e;
+  }
+
+  void FoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    {
+      absl::MutexLock lock(&staging_mu_);
+      if (staging_.empty()) return;
+      held_.insert(held_.end(), std::make_move_iterator(staging_.begin()), std::make_move_iterator(staging_.end()));
+      staging_.clear();
+    }
+    // Concurrent appends stage in any order: take the contiguous run and
+    // hold the rest until the events before them arrive.
+    std::sort(held_.begin(), held_.end(), [](const Staged& a, const Staged& b) { return a.seq < b.seq; });
+    size_t taken = 0;
+    for (; taken < held_.size(); ++taken) {
+      const Staged& s = held_[taken];
+      if (s.seq < begin_ + entries_.size()) continue;  // already dropped by a trim
+      if (s.seq != begin_ + entries_.size()) break;  // a gap: wait for the missing ones
+      // Segments hold at most 4 GiB of offsets; past that the event is scanned.
+      if (s.offset > std::numeric_limits<uint32_t>::max()) {
+        entries_.clear();
+        begin_ = s.seq + 1;
+        continue;
+      }
+      entries_.push_back(MakeLocked(s, entries_.empty() ? std::numeric_limits<int64_t>::min() : entries_.back().max_time_us));
+    }
+    held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(taken));
+    while (entries_.size() > capacity_) {
+      entries_.pop_front();
+      ++begin_;
+    }
+    MaybeCompactLocked();
+  }
+
+  // Strings of events that left the index are dropped once they outnumber
+  // the events.
+  void MaybeCompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (strings_.size() < 4096 || strings_.size() < 2 * (entries_.size() + built_.size())) return;
+    std::deque<std::string> old;
+    old.swap(strings_);
+    ids_.clear();
+    std::vector<uint32_t> remap(old.size(), std::numeric_limits<uint32_t>::max());
+    auto again = [&](uint32_t& id) {
+      if (remap[id] == std::numeric_limits<uint32_t>::max()) remap[id] = InternLocked(old[id]);
+      id = remap[id];
+    };
+    auto redo = [&](Entry& e) {
+      again(e.ns), again(e.name), again(e.kind), again(e.action), again(e.actor), again(e.cq);
+    };
+    for (Entry& e : built_) redo(e);
+    for (Entry& e : entries_) redo(e);
+  }
+
+  void Fill(const store::SegmentedLog* log, uint64_t from, uint64_t end) {
+    std::vector<Staged> chunk;
+    uint64_t next = from;
+    auto flush = [&] {
+      absl::MutexLock lock(&mu_);
+      for (const Staged& s : chunk) {
+        built_.push_back(MakeLocked(s, built_.empty() ? std::numeric_limits<int64_t>::min() : built_.back().max_time_us));
+      }
+      chunk.clear();
+    };
+    const absl::Status stop = absl::CancelledError("stopped");
+    absl::Status s = log->ReadLocated(from, [&](uint64_t seq, absl::string_view payload, const store::RecordLocation& at) {
+      if (stop_.load(std::memory_order_relaxed)) return stop;
+      if (seq >= end) return stop;
+      absl::StatusOr<Event> e = DecodeEvent(payload, seq);
+      if (!e.ok() || seq != next || at.offset > std::numeric_limits<uint32_t>::max()) {
+        return absl::DataLossError(absl::StrCat("record ", seq, " cannot be indexed"));
+      }
+      ++next;
+      chunk.push_back({seq, absl::ToUnixMicros(e->time), at.offset, at.size, std::move(e->namespace_name),
+                       std::move(e->name), std::move(e->kind), std::move(e->action), std::move(e->actor),
+                       std::move(e->cluster_queue)});
+      if (chunk.size() == 4096) flush();
+      return absl::OkStatus();
+    });
+    flush();
+    absl::MutexLock lock(&mu_);
+    FoldLocked();
+    if (s.ok() || s == stop) {
+      if (next == end && next == begin_) {
+        // Prepend what was built; the index keeps the newest `capacity_`.
+        const size_t room = capacity_ > entries_.size() ? capacity_ - entries_.size() : 0;
+        const size_t skip = built_.size() > room ? built_.size() - room : 0;
+        int64_t max_time = std::numeric_limits<int64_t>::min();
+        std::deque<Entry> merged(built_.begin() + static_cast<std::ptrdiff_t>(skip), built_.end());
+        for (Entry& e : entries_) {
+          merged.push_back(e);
+        }
+        for (Entry& e : merged) e.max_time_us = max_time = std::max(max_time, e.time_us);
+        begin_ = from + skip;
+        entries_.swap(merged);
+      }
+    } else {
+      base::GetLogger("audit")->warn("audit: the index covers only events from {} on ({}); older ones are scanned",
+                                     begin_, s.message());
+    }
+    built_.clear();
+    built_.shrink_to_fit();
+    ready_ = true;
+  }
+
+  const size_t capacity_;
+  std::atomic<bool> stop_{false};
+  std::thread filler_;
+
+  absl::Mutex staging_mu_;
+  std::vector<Staged> staging_ ABSL_GUARDED_BY(staging_mu_);
+
+  absl::Mutex mu_;
+  std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  uint64_t begin_ ABSL_GUARDED_BY(mu_);
+  std::vector<Staged> held_ ABSL_GUARDED_BY(mu_);   // staged after a gap, waiting
+  std::vector<Entry> built_ ABSL_GUARDED_BY(mu_);  // the background fill, oldest first
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::string> strings_ ABSL_GUARDED_BY(mu_);  // id -> string (stable addresses)
+  absl::flat_hash_map<absl::string_view, uint32_t> ids_ ABSL_GUARDED_BY(mu_);
+};
+
 AuditLog::AuditLog(AuditOptions options, std::unique_ptr<store::SegmentedLog> log, uint64_t last_journal_record)
-    : options_(std::move(options)), log_(std::move(log)), last_journal_record_(last_journal_record) {}
+    : options_(std::move(options)), log_(std::move(log)), last_journal_record_(last_journal_record) {
+  if (options_.index_events == 0) return;
+  const store::LogStats st = log_->stats();
+  index_ = std::make_unique<AuditIndex>(options_.index_events, st.next_seq);
+  const uint64_t n = st.next_seq - st.first_seq;
+  index_->StartFill(log_.get(), n > options_.index_events ? st.next_seq - options_.index_events : st.first_seq,
+                    st.next_seq);
+}
+
+AuditLog::~AuditLog() = default;
 
 absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options, store::LogRecovery* recovery) {
   store::LogOptions lo;
@@ -174,27 +496,31 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options, s
 
 absl::StatusOr<uint64_t> AuditLog::Append(const std::vector<Event>& events) {
   if (events.empty()) return log_->next_seq();
-  // Appends are serialised here, so the seq written inside each event is
-  // the record number the log gives it.
-  absl::MutexLock lock(&mu_);
-  const uint64_t first = log_->next_seq();
   std::vector<std::string> lines;
   lines.reserve(events.size());
   uint64_t record = 0;
-  for (size_t i = 0; i < events.size(); ++i) {
-    Event numbered = events[i];
-    numbered.seq = first + i;
-    lines.push_back(EncodeEvent(numbered));
-    record = std::max(record, events[i].journal_record);
+  for (const Event& e : events) {
+    lines.push_back(EncodeEvent(e, /*with_seq=*/false));
+    record = std::max(record, e.journal_record);
   }
   std::vector<absl::string_view> views(lines.begin(), lines.end());
-  absl::StatusOr<uint64_t> seq = log_->Append(views);
+  std::vector<store::RecordLocation> where;
+  absl::StatusOr<uint64_t> seq = log_->Append(views, &where);
   if (!seq.ok()) {
+    absl::MutexLock lock(&mu_);
     ++failed_appends_;
     return seq.status();
   }
+  if (index_ != nullptr) {
+    for (size_t i = 0; i < events.size(); ++i) index_->Stage(*seq + i, events[i], where[i]);
+  }
+  absl::MutexLock lock(&mu_);
   last_journal_record_ = std::max(last_journal_record_, record);
-  RetainLocked();
+  const uint64_t segments = log_->stats().segments;
+  if (segments != retained_segments_) {
+    RetainLocked();
+    retained_segments_ = log_->stats().segments;
+  }
   return *seq;
 }
 
@@ -205,32 +531,96 @@ void AuditLog::RetainLocked() {
   for (const store::SegmentInfo& s : segments) total += s.bytes;
   size_t drop = 0;
   while (drop + 1 < segments.size() && total > options_.max_bytes) total -= segments[drop++].bytes;
-  if (drop > 0) (void)log_->DropBefore(segments[drop].first_seq);
+  if (drop > 0) {
+    (void)log_->DropBefore(segments[drop].first_seq);
+    if (index_ != nullptr) index_->TrimBelow(log_->stats().first_seq);
+  }
+}
+
+absl::Status AuditLog::Scan(const Query& q, uint64_t from, uint64_t end, size_t want,
+                            std::vector<Event>* found) const {
+  if (from >= end || found->size() >= want) return absl::OkStatus();
+  // Cheap rejections before the JSON parse: a wanted value made of plain
+  // characters must appear quoted in the record, and the time is read alone.
+  std::vector<std::string> needles;
+  for (const std::string* v : {&q.namespace_name, &q.name, &q.kind, &q.action, &q.actor, &q.cluster_queue}) {
+    if (!v->empty() && std::all_of(v->begin(), v->end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_' || c == ':' ||
+                 c == '@';
+        })) {
+      needles.push_back(absl::StrCat("\"", *v, "\""));
+    }
+  }
+  const bool timed = q.since.has_value() || q.until.has_value();
+  const absl::Status stop = absl::CancelledError("done");
+  absl::Status s = log_->Read(from, [&](uint64_t seq, absl::string_view payload) {
+    if (seq >= end) return stop;
+    for (const std::string& n : needles) {
+      if (!absl::StrContains(payload, n)) return absl::OkStatus();
+    }
+    if (timed) {
+      constexpr absl::string_view kTime = "\"time\":\"";
+      const size_t at = payload.find(kTime);
+      const size_t close = at == absl::string_view::npos ? at : payload.find('"', at + kTime.size());
+      absl::Time t;
+      std::string err;
+      if (close != absl::string_view::npos &&
+          absl::ParseTime("%Y-%m-%d%ET%H:%M:%E*SZ", payload.substr(at + kTime.size(), close - at - kTime.size()),
+                          absl::UTCTimeZone(), &t, &err) &&
+          ((q.since.has_value() && t < *q.since) || (q.until.has_value() && t > *q.until))) {
+        return absl::OkStatus();
+      }
+    }
+    absl::StatusOr<Event> e = DecodeEvent(payload, seq);
+    if (!e.ok()) return e.status();
+    if (!Matches(q, *e)) return absl::OkStatus();
+    found->push_back(*std::move(e));
+    return found->size() >= want ? stop : absl::OkStatus();
+  });
+  return s == stop ? absl::OkStatus() : s;
 }
 
 absl::StatusOr<Page> AuditLog::Find(const Query& q) const {
   const size_t limit = std::clamp<size_t>(q.limit, 1, 1000);
-  Page page;
-  const absl::Status stop = absl::CancelledError("page full");
-  absl::Status s = log_->Read(q.after + 1, [&](uint64_t seq, absl::string_view payload) {
-    absl::StatusOr<Event> e = DecodeEvent(payload, seq);
-    if (!e.ok()) return e.status();
-    if (q.until.has_value() && e->time > *q.until) return absl::OkStatus();
-    if (q.since.has_value() && e->time < *q.since) return absl::OkStatus();
-    if (!q.namespace_name.empty() && e->namespace_name != q.namespace_name) return absl::OkStatus();
-    if (!q.name.empty() && e->name != q.name) return absl::OkStatus();
-    if (!q.kind.empty() && e->kind != q.kind) return absl::OkStatus();
-    if (!q.action.empty() && e->action != q.action) return absl::OkStatus();
-    if (!q.actor.empty() && e->actor != q.actor) return absl::OkStatus();
-    if (!q.cluster_queue.empty() && e->cluster_queue != q.cluster_queue) return absl::OkStatus();
-    if (page.events.size() == limit) {
-      page.next = page.events.back().seq;
-      return stop;
+  const size_t want = limit + 1;  // one more tells whether there is a next page
+  std::vector<Event> found;
+  uint64_t from = q.after + 1;
+  if (index_ == nullptr) {
+    if (absl::Status s = Scan(q, from, std::numeric_limits<uint64_t>::max(), want, &found); !s.ok()) return s;
+  }
+  // Older events are scanned, newer ones looked up; retention or the index's
+  // own bound may move its start between the two, hence the rounds.
+  for (int round = 0; index_ != nullptr && round < 16 && found.size() < want; ++round) {
+    const uint64_t indexed_from = index_->Begin();
+    if (from < indexed_from) {
+      if (absl::Status s = Scan(q, from, indexed_from, want, &found); !s.ok()) return s;
+      from = indexed_from;
+      continue;
     }
-    page.events.push_back(*std::move(e));
-    return absl::OkStatus();
-  });
-  if (!s.ok() && s != stop) return s;
+    std::vector<AuditIndex::Hit> hits;
+    if (!index_->Lookup(q, from, want - found.size(), &hits)) continue;
+    if (hits.empty()) break;
+    // Only the matching records are read: one pread each.
+    const std::vector<store::SegmentInfo> segments = log_->Segments();
+    for (const AuditIndex::Hit& h : hits) {
+      auto seg = std::upper_bound(segments.begin(), segments.end(), h.seq,
+                                  [](uint64_t seq, const store::SegmentInfo& si) { return seq < si.first_seq; });
+      if (seg == segments.begin()) continue;  // removed by retention meanwhile
+      absl::StatusOr<std::string> payload = log_->ReadRecord(h.seq, {std::prev(seg)->first_seq, h.offset, h.size});
+      if (absl::IsNotFound(payload.status())) continue;
+      if (!payload.ok()) return payload.status();
+      absl::StatusOr<Event> e = DecodeEvent(*payload, h.seq);
+      if (!e.ok()) return e.status();
+      found.push_back(*std::move(e));
+    }
+    break;
+  }
+  Page page;
+  if (found.size() > limit) {
+    found.resize(limit);
+    page.next = found.back().seq;
+  }
+  page.events = std::move(found);
   return page;
 }
 
@@ -242,6 +632,7 @@ uint64_t AuditLog::last_journal_record() const {
 AuditStats AuditLog::stats() const {
   AuditStats out;
   out.log = log_->stats();
+  if (index_ != nullptr) index_->Stats(&out);
   absl::MutexLock lock(&mu_);
   out.last_journal_record = last_journal_record_;
   out.failed_appends = failed_appends_;

@@ -13,6 +13,13 @@
 // the log does not have yet, so no acknowledged decision is missing and
 // none is there twice.
 //
+// Queries are answered from an in-memory index of the newest events
+// (AuditOptions::index_events; 48 bytes each, strings interned): the index
+// gives the matching records' places on disk and only those are read. Older
+// events are found by scanning their segments. The index is filled from the
+// log in the background after Open, so a start is not delayed; until then
+// those events are scanned too. Appends never wait for a query.
+//
 // Thread-safe.
 #pragma once
 
@@ -50,7 +57,10 @@ struct Event {
 };
 
 // The event as one line of JSON (no newline), DESIGN §8's field names.
-std::string EncodeEvent(const Event& e);
+// The log stores events without `seq` (with_seq false): the record number
+// is the seq, so concurrent appends need not agree on it beforehand and
+// share fsyncs (group commit).
+std::string EncodeEvent(const Event& e, bool with_seq = true);
 [[nodiscard]] absl::StatusOr<Event> DecodeEvent(absl::string_view json, uint64_t seq);
 
 // The events of one journal record's changes.
@@ -63,6 +73,9 @@ struct AuditOptions {
   // The oldest segments are removed once the log is larger than this.
   uint64_t max_bytes = 1ull << 30;
   bool truncate_corruption = false;
+  // The newest this many events are indexed in memory (48 bytes each plus
+  // their distinct strings); 0 turns the index off.
+  size_t index_events = 1'000'000;
 };
 
 struct Query {
@@ -81,13 +94,23 @@ struct AuditStats {
   store::LogStats log;
   uint64_t last_journal_record = 0;
   uint64_t failed_appends = 0;
+  uint64_t indexed_events = 0;
+  uint64_t index_first_seq = 0;  // 0 when nothing is indexed
+  bool index_ready = false;      // the background fill is done
 };
+
+class AuditIndex;
 
 class AuditLog {
  public:
+  ~AuditLog();
+  AuditLog(const AuditLog&) = delete;
+  AuditLog& operator=(const AuditLog&) = delete;
+
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<AuditLog>> Open(AuditOptions options,
                                                                       store::LogRecovery* recovery);
-  // Appends durably, in order; returns the seq of the first.
+  // Appends durably, in order; returns the seq of the first. Concurrent
+  // appends share fsyncs.
   [[nodiscard]] absl::StatusOr<uint64_t> Append(const std::vector<Event>& events);
   // Events matching `q`, oldest first, at most q.limit (1..1000).
   [[nodiscard]] absl::StatusOr<Page> Find(const Query& q) const;
@@ -99,12 +122,17 @@ class AuditLog {
  private:
   AuditLog(AuditOptions options, std::unique_ptr<store::SegmentedLog> log, uint64_t last_journal_record);
   void RetainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Scans records [from, end) of the log for `q`, adding to `found` until
+  // it holds `want`.
+  absl::Status Scan(const Query& q, uint64_t from, uint64_t end, size_t want, std::vector<Event>* found) const;
 
   AuditOptions options_;
   std::unique_ptr<store::SegmentedLog> log_;
+  std::unique_ptr<AuditIndex> index_;
   mutable absl::Mutex mu_;
   uint64_t last_journal_record_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_appends_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t retained_segments_ ABSL_GUARDED_BY(mu_) = 0;  // segment count at the last retention pass
 };
 
 // Appends the events of the journal records after audit->last_journal_record().
