@@ -14,7 +14,9 @@
 #include <openssl/x509.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -73,6 +75,31 @@ class GkSslServer final : public httplib::SSLServer {
 // access logger on the same worker thread.
 thread_local bool tls_request_started = false;
 thread_local int64_t tls_request_start_us = 0;
+
+// Stops reading on every connection accepted on one of `ports` (sockets of
+// this process whose local port is ours, other than the listening ones):
+// a worker waiting on an idle keep-alive connection sees the end of it and
+// closes it; a response being written still goes out. httplib's stop()
+// alone leaves each idle connection's worker waiting out its keep-alive
+// timeout (the API server keeps such connections open all the time).
+int ShutDownReading(const std::vector<int>& ports, const std::vector<int>& listening) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &fd) || fd < 0) continue;
+    if (std::find(listening.begin(), listening.end(), fd) != listening.end()) continue;
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    int port = -1;
+    if (addr.ss_family == AF_INET) port = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6) port = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+    if (port <= 0 || std::find(ports.begin(), ports.end(), port) == ports.end()) continue;
+    if (::shutdown(fd, SHUT_RD) == 0) ++n;
+  }
+  return n;
+}
 
 int64_t NowMicros(const base::Stopwatch& epoch) { return absl::ToInt64Microseconds(epoch.Elapsed()); }
 
@@ -135,6 +162,7 @@ class ServerImpl final : public Server {
     std::thread thread;
     std::atomic<bool> done{false};
   };
+  std::atomic<int64_t> in_flight_{0};  // routed, not yet logged
 
   absl::Status SetUp(Listening& l);
   HttpResponse Dispatch(Listener listener, const HttpRequest& req) const;
@@ -231,6 +259,7 @@ absl::Status ServerImpl::SetUp(Listening& l) {
 
   const Listener listener = l.listener;
   http.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
+    in_flight_.fetch_add(1);
     tls_request_started = true;
     tls_request_start_us = NowMicros(epoch_);
     return httplib::Server::HandlerResponse::Unhandled;
@@ -387,11 +416,31 @@ absl::Status ServerImpl::Shutdown(absl::Duration grace) {
   watch_cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
   // stop() closes the listening socket; httplib then finishes requests in
-  // flight, closes idle keep-alive connections and joins its workers.
+  // flight and joins its workers, each once its connection ends.
+  std::vector<int> ports, listening;
+  for (Listening& l : listeners_) {
+    ports.push_back(l.port);
+    listening.push_back(l.http->listening_fd());
+  }
   for (Listening& l : listeners_) l.http->stop();
+  // Requests in flight finish; then idle keep-alive connections are ended
+  // (again while workers remain: one may have been between requests). A
+  // request still arriving is not yet counted in flight, so connections are
+  // left alone for a moment first: clients send a request in one go.
+  const absl::Duration settle = std::min(absl::Seconds(1), grace / 4);
+  const absl::Duration stopped_at = clock.Elapsed();
+  int closed = 0;
+  for (Listening& l : listeners_) {
+    while (!l.done.load() && clock.Elapsed() < grace) {
+      if (in_flight_.load() == 0 && clock.Elapsed() - stopped_at >= settle) {
+        closed = std::max(closed, ShutDownReading(ports, listening));
+      }
+      absl::SleepFor(absl::Milliseconds(in_flight_.load() == 0 ? 50 : 5));
+    }
+  }
+  if (closed > 0) log_->info("shutdown: ended {} idle keep-alive connection(s)", closed);
   bool all_done = true;
   for (Listening& l : listeners_) {
-    while (!l.done.load() && clock.Elapsed() < grace) absl::SleepFor(absl::Milliseconds(5));
     if (l.done.load()) {
       l.thread.join();
     } else {
@@ -454,6 +503,7 @@ HttpResponse ServerImpl::Dispatch(Listener listener, const HttpRequest& req) con
 }
 
 void ServerImpl::OnRequestDone(Listener listener, const httplib::Request& req, const httplib::Response& res) {
+  if (tls_request_started) in_flight_.fetch_sub(1);
   int64_t micros = 0;
   if (tls_request_started) {
     micros = NowMicros(epoch_) - tls_request_start_us;

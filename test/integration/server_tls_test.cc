@@ -310,6 +310,30 @@ TEST_F(ServerTlsTest, SigtermLetsASlowRequestFinishThenExitsZero) {
   EXPECT_THAT(TlsConnection::Connect(server->api_port(), Client()), Not(IsOk()));
 }
 
+// The API server keeps keep-alive connections to the webhook open all the
+// time; they must not hold a SIGTERM for the whole grace period.
+TEST_F(ServerTlsTest, SigtermEndsIdleKeepAliveConnectionsAndExitsAtOnce) {
+  auto server = StartServer({"--shutdown-grace=20s"});
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<TlsConnection>> idle;
+  for (int port : {server->webhook_port(), server->api_port(), server->webhook_port()}) {
+    auto c = TlsConnection::Connect(port, Client());
+    ASSERT_THAT(c, IsOk());
+    auto r = (*c)->Request("GET", "/healthz");
+    ASSERT_THAT(r, IsOk());
+    ASSERT_EQ(r->status, 200);
+    idle.push_back(*std::move(c));  // kept open, idle
+  }
+  const absl::Time start = absl::Now();
+  server->Signal(SIGTERM);
+  auto code = server->Wait(absl::Seconds(10));  // half the grace
+  ASSERT_THAT(code, IsOk()) << "still running 10 s after SIGTERM: idle connections hold it";
+  EXPECT_EQ(*code, 0) << server->Stderr();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_THAT(server->Stderr(), HasSubstr("ended 3 idle keep-alive connection(s)"));
+  EXPECT_THAT(server->Stderr(), HasSubstr("stopped cleanly"));
+}
+
 TEST_F(ServerTlsTest, SixtyFourKeepAliveClientsAreAllServedByFourThreads) {
   auto server = StartServer({"--threads=4"});
   ASSERT_NE(server, nullptr);
