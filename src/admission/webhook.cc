@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
+#include "gangkeeper/workload/workload.h"
 #include "src/admission/json.h"
 #include "src/admission/mutate.h"
 #include "src/admission/review.h"
@@ -18,6 +19,14 @@ WebhookResult BadRequest(const absl::Status& status) {
                        "bad_request"};
 }
 
+// The review's kind and operation as metric labels (never free text).
+void Label(const Review& r, WebhookResult* out) {
+  if (const workload::KindInfo* k = workload::FindKind(r.group, r.kind)) out->kind = std::string(k->name);
+  if (r.operation == "CREATE" || r.operation == "UPDATE" || r.operation == "DELETE" || r.operation == "CONNECT") {
+    out->operation = r.operation;
+  }
+}
+
 }  // namespace
 
 Webhook::Webhook(PolicyProvider policies, broker::WorkloadRegistry& registry, WebhookOptions options)
@@ -29,7 +38,9 @@ WebhookResult Webhook::Mutate(absl::string_view body) const {
   std::shared_ptr<const model::PolicySet> policies = policies_();
   static const model::PolicySet kEmpty;
   Response r = MutateReview(**review, policies ? *policies : kEmpty, options_);
-  return WebhookResult{200, EncodeResponse(r), r.patch.empty() ? "allowed" : "patched"};
+  WebhookResult out{200, EncodeResponse(r), r.patch.empty() ? "allowed" : "patched"};
+  Label(**review, &out);
+  return out;
 }
 
 WebhookResult Webhook::Validate(absl::string_view body) const {
@@ -39,6 +50,7 @@ WebhookResult Webhook::Validate(absl::string_view body) const {
   static const model::PolicySet kEmpty;
   Response r = ValidateReview(**review, policies ? *policies : kEmpty, registry_, options_);
   WebhookResult out{200, EncodeResponse(r), r.allowed ? "allowed" : "denied", std::nullopt};
+  Label(**review, &out);
   if (!r.allowed) {
     const Review& rv = **review;
     const rapidjson::Value* object = rv.object != nullptr ? rv.object : rv.old_object;

@@ -229,6 +229,14 @@ absl::Status RegisterAuditMetrics(metrics::Registry& registry, const audit::Audi
                                     return std::vector<Sample>{Sample{{}, audit_log->health().ok() ? 1.0 : 0.0}};
                                   });
   }
+  if (s.ok()) {
+    s = registry.AddCallbackGauge("gangkeeper_audit_indexed_events",
+                                  "Audit events held in the in-memory query index (older ones are scanned).", {},
+                                  [audit_log] {
+                                    return std::vector<Sample>{
+                                        Sample{{}, static_cast<double>(audit_log->stats().indexed_events)}};
+                                  });
+  }
   return s;
 }
 

@@ -163,8 +163,34 @@ struct Broker::Impl {
     return info != nullptr && info->workload != nullptr ? info->workload->priority_class : "";
   }
 
+  // When each requeued gang went back to waiting (writer thread).
+  std::map<WorkloadKey, absl::Time> requeued_at;
+
   // Counts what the durable changes did, by ClusterQueue.
   void Count(const std::vector<StateChange>& changes) {
+    struct Waited {
+      const StateChange* c;
+      std::string priority_class;
+      absl::Duration waited;
+    };
+    std::vector<Waited> admissions;
+    for (const StateChange& c : changes) {
+      if (c.type == StateChange::Type::kRequeued || c.type == StateChange::Type::kReleaseFailed) {
+        requeued_at[c.key] = c.time;
+      } else if (c.type == StateChange::Type::kRemoved || c.type == StateChange::Type::kFinished) {
+        requeued_at.erase(c.key);
+      } else if (c.type == StateChange::Type::kAdmitted && options.on_admitted) {
+        absl::Time since = c.time;
+        if (auto it = requeued_at.find(c.key); it != requeued_at.end()) {
+          since = it->second;
+          requeued_at.erase(it);
+        } else if (const WorkloadInfo* info = scheduler->Find(c.key)) {
+          since = info->created_at;
+        }
+        admissions.push_back({&c, PriorityClassOf(c.key), std::max(absl::ZeroDuration(), c.time - since)});
+      }
+    }
+    for (const Waited& w : admissions) options.on_admitted(w.c->cluster_queue, w.priority_class, w.waited);
     absl::MutexLock lock(&stats_mu);
     for (const StateChange& c : changes) {
       switch (c.type) {

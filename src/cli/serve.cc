@@ -85,15 +85,70 @@ absl::StatusOr<std::optional<kube::ClusterConfig>> KubeConfigFor(const std::stri
 
 struct WebhookMetrics {
   metrics::CounterFamily* reviews;
+  metrics::HistogramFamily* durations;
 };
 
 absl::StatusOr<WebhookMetrics> RegisterWebhookMetrics(metrics::Registry& registry) {
-  absl::StatusOr<metrics::CounterFamily*> reviews =
-      registry.AddCounter("gangkeeper_webhook_reviews_total",
-                          "AdmissionReviews answered, by webhook and outcome (allowed, patched, denied, bad_request).",
-                          {"webhook", "outcome"});
+  absl::StatusOr<metrics::CounterFamily*> reviews = registry.AddCounter(
+      "gangkeeper_webhook_reviews_total",
+      "AdmissionReviews answered, by webhook, workload kind (or other), operation and decision "
+      "(allowed, patched, denied, bad_request).",
+      {"webhook", "kind", "operation", "decision"});
   if (!reviews.ok()) return reviews.status();
-  return WebhookMetrics{*reviews};
+  absl::StatusOr<metrics::HistogramFamily*> durations = registry.AddHistogram(
+      "gangkeeper_webhook_review_duration_seconds",
+      "Time to decide an AdmissionReview (decode, decide, durable registration, encode), by webhook, kind and "
+      "operation.",
+      {"webhook", "kind", "operation"}, metrics::LatencyBuckets());
+  if (!durations.ok()) return durations.status();
+  return WebhookMetrics{*reviews, *durations};
+}
+
+// gangkeeper_release_* from the actuator's outcomes and Kueue's admission
+// wait histograms from the broker's admissions. Labels are kinds, actions,
+// ClusterQueues and priority classes: bounded, never workload names.
+absl::Status RegisterFlowMetrics(metrics::Registry& registry, kube::ActuatorOptions* actuator,
+                                 broker::BrokerOptions* broker_options) {
+  absl::StatusOr<metrics::CounterFamily*> actuations = registry.AddCounter(
+      "gangkeeper_release_actuations_total",
+      "Releases (unsuspend, gate removal) and suspensions carried out or attempted, by action and workload kind.",
+      {"action", "kind"});
+  if (!actuations.ok()) return actuations.status();
+  absl::StatusOr<metrics::CounterFamily*> failures = registry.AddCounter(
+      "gangkeeper_release_failures_total",
+      "Releases and suspensions the Kubernetes API refused or that did not go through (suspensions are retried).",
+      {"action", "kind"});
+  if (!failures.ok()) return failures.status();
+  absl::StatusOr<metrics::HistogramFamily*> took = registry.AddHistogram(
+      "gangkeeper_release_duration_seconds",
+      "From the durable decision to the Kubernetes API's last answer for a release or suspension.",
+      {"action", "kind"}, metrics::LatencyBuckets());
+  if (!took.ok()) return took.status();
+  actuator->observe = [a = *actuations, fl = *failures, t = *took](const kube::ActuationOutcome& o) {
+    a->WithLabels({o.action, o.kind}).Increment();
+    if (!o.ok) fl->WithLabels({o.action, o.kind}).Increment();
+    t->WithLabels({o.action, o.kind}).Observe(absl::ToDoubleSeconds(o.took));
+  };
+  // 5 ms to about 3 hours.
+  const std::vector<double> wait_buckets = metrics::ExponentialBuckets(0.005, 2, 22);
+  absl::StatusOr<metrics::HistogramFamily*> wait = registry.AddHistogram(
+      "kueue_admission_wait_time_seconds",
+      "Time from a workload's creation or last requeue to its admission, by ClusterQueue and priority class.",
+      {"cluster_queue", "priority_class"}, wait_buckets);
+  if (!wait.ok()) return wait.status();
+  absl::StatusOr<metrics::HistogramFamily*> reserved = registry.AddHistogram(
+      "kueue_quota_reserved_wait_time_seconds",
+      "Time from a workload's creation or last requeue to its quota reservation (gangkeeper reserves and admits "
+      "at once), by ClusterQueue and priority class.",
+      {"cluster_queue", "priority_class"}, wait_buckets);
+  if (!reserved.ok()) return reserved.status();
+  broker_options->on_admitted = [w = *wait, r = *reserved](const model::ClusterQueueName& cq,
+                                                           const std::string& priority_class, absl::Duration waited) {
+    const double seconds = absl::ToDoubleSeconds(waited);
+    w->WithLabels({cq, priority_class}).Observe(seconds);
+    r->WithLabels({cq, priority_class}).Observe(seconds);
+  };
+  return absl::OkStatus();
 }
 
 // A denied review as an audit event ("review.denied", by the requesting user).
@@ -125,6 +180,7 @@ server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
   route.path = path;
   const std::string name = path.substr(1);
   route.handler = [handle = std::move(handle), m, name, audit_log](const server::HttpRequest& req) {
+    const absl::Time start = base::RealClock().Now();
     admission::WebhookResult result = handle(req.body);
     if (result.denial.has_value() && audit_log != nullptr) {
       absl::StatusOr<uint64_t> written = audit_log->Append({DenialEvent(*result.denial, base::RealClock().Now())});
@@ -133,7 +189,9 @@ server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
                                         result.denial->name, written.status().message());
       }
     }
-    m.reviews->WithLabels({name, result.outcome}).Increment();
+    m.reviews->WithLabels({name, result.kind, result.operation, result.outcome}).Increment();
+    m.durations->WithLabels({name, result.kind, result.operation})
+        .Observe(absl::ToDoubleSeconds(base::RealClock().Now() - start));
     server::HttpResponse out;
     out.status = result.http_status;
     out.body = std::move(result.body);
@@ -360,6 +418,10 @@ int RunServe(const std::vector<std::string>& args) {
   }
   kube::ActuatorOptions actuator_options;
   actuator_options.dry_run = kube_client == nullptr;
+  if (absl::Status m = RegisterFlowMetrics(registry, &actuator_options, &f.broker); !m.ok()) {
+    log->error("{}", m.message());
+    return 1;
+  }
   kube::KubeActuator actuator(kube_client.get(), actuator_options);
   // Quota changes made through the API are kept over the policy files.
   std::shared_ptr<const model::PolicySet> files = policies;

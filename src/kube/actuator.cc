@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/workload/observe.h"
 
@@ -224,6 +225,7 @@ std::string Describe(const broker::ReleaseOrder& order) {
 
 struct Order {
   bool release = true;
+  absl::Time given;  // when the broker gave it (a retried suspend keeps it)
   broker::ReleaseOrder rel;
   broker::SuspendOrder sus;
   const broker::WorkloadKey& key() const { return release ? rel.key : sus.key; }
@@ -278,6 +280,17 @@ struct KubeActuator::Impl {
     busy.erase(key);
   }
 
+  void Observe(const Order& o, bool ok) {
+    if (!options.observe) return;
+    ActuationOutcome out;
+    out.action = o.release ? "release" : "suspend";
+    const std::shared_ptr<const workload::Workload>& w = o.release ? o.rel.workload : o.sus.workload;
+    out.kind = w != nullptr ? std::string(workload::InfoFor(w->kind).name) : "other";
+    out.ok = ok;
+    out.took = base::RealClock().Now() - o.given;
+    options.observe(out);
+  }
+
   void Run() {
     Order o;
     while (Take(&o)) {
@@ -289,10 +302,12 @@ struct KubeActuator::Impl {
         } else {
           log->warn("release failed workload={}/{}: {}", o.rel.key.namespace_name, o.rel.key.name, s.message());
         }
+        Observe(o, s.ok());
         if (callbacks.released) callbacks.released(o.rel.key, o.rel.uid, s, detail);
       } else {
         std::string detail;
         absl::Status s = DoSuspend(o.sus, &detail);
+        Observe(o, s.ok());
         if (s.ok()) {
           log->info("stopped workload={}/{} {}", o.sus.key.namespace_name, o.sus.key.name, detail);
           if (callbacks.stopped) callbacks.stopped(o.sus.key, o.sus.uid, detail);
@@ -715,6 +730,7 @@ void KubeActuator::Bind(ActuatorCallbacks callbacks) { impl_->callbacks = std::m
 void KubeActuator::Release(const broker::ReleaseOrder& order) {
   Order o;
   o.release = true;
+  o.given = base::RealClock().Now();
   o.rel = order;
   impl_->Enqueue(std::move(o));
 }
@@ -722,6 +738,7 @@ void KubeActuator::Release(const broker::ReleaseOrder& order) {
 void KubeActuator::Suspend(const broker::SuspendOrder& order) {
   Order o;
   o.release = false;
+  o.given = base::RealClock().Now();
   o.sus = order;
   impl_->Enqueue(std::move(o));
 }

@@ -119,7 +119,10 @@ class CallbackFamily final : public Family {
     std::erase_if(samples, [this](const Sample& s) {
       bool ok = s.label_values.size() == label_names().size();
       GK_BUG(ok, "callback metric returned a sample with the wrong number of label values");
-      return !ok;
+      // A counter is never negative or NaN: such a sample is a bug, not data.
+      const bool counter_ok = type() != MetricType::kCounter || s.value >= 0;
+      GK_BUG(counter_ok, "callback counter returned a negative or NaN value");
+      return !ok || !counter_ok;
     });
     std::sort(samples.begin(), samples.end(), [](const Sample& a, const Sample& b) {
       return metrics_internal::LabelValuesLess()(a.label_values, b.label_values);

@@ -113,10 +113,14 @@ TEST_F(WebhookServerTest, MutateSuspendsAndValidateQueuesTheSeedJob) {
   ASSERT_THAT(api, IsOk());
   auto metrics = (*api)->Request("GET", "/metrics");
   ASSERT_THAT(metrics, IsOk());
-  EXPECT_THAT(metrics->body, HasSubstr(R"(gangkeeper_webhook_reviews_total{webhook="mutate",outcome="patched"} 1)"));
-  EXPECT_THAT(metrics->body, HasSubstr(R"(gangkeeper_webhook_reviews_total{webhook="validate",outcome="allowed"} 1)"));
   EXPECT_THAT(metrics->body,
-              HasSubstr(R"(gangkeeper_webhook_reviews_total{webhook="validate",outcome="bad_request"} 1)"));
+              HasSubstr(R"(gangkeeper_webhook_reviews_total{webhook="mutate",kind="Job",operation="CREATE",decision="patched"} 1)"));
+  EXPECT_THAT(metrics->body,
+              HasSubstr(R"(gangkeeper_webhook_reviews_total{webhook="validate",kind="Job",operation="CREATE",decision="allowed"} 1)"));
+  EXPECT_THAT(metrics->body,
+              HasSubstr(R"(gangkeeper_webhook_reviews_total{webhook="validate",kind="other",operation="other",decision="bad_request"} 1)"));
+  EXPECT_THAT(metrics->body,
+              HasSubstr(R"(gangkeeper_webhook_review_duration_seconds_count{webhook="mutate",kind="Job",operation="CREATE"} 1)"));
 }
 
 TEST_F(WebhookServerTest, EveryConfiguredWebhookPathIsServedAsDeclared) {
@@ -127,7 +131,10 @@ TEST_F(WebhookServerTest, EveryConfiguredWebhookPathIsServedAsDeclared) {
     for (const YAML::Node& hook : config["webhooks"]) {
       const std::string path = hook["clientConfig"]["service"]["path"].as<std::string>();
       EXPECT_EQ(hook["admissionReviewVersions"][0].as<std::string>(), "v1");
-      EXPECT_EQ(hook["failurePolicy"].as<std::string>(), "Fail");
+      // Fail closed where a review can deny; observe.gangkeeper.io only
+      // records deletions and completions and fails open (validating.yaml).
+      EXPECT_EQ(hook["failurePolicy"].as<std::string>(),
+                hook["name"].as<std::string>() == "observe.gangkeeper.io" ? "Ignore" : "Fail");
       EXPECT_LE(hook["timeoutSeconds"].as<int>(), 5);
       const std::string side = hook["sideEffects"].as<std::string>();
       EXPECT_TRUE(side == "None" || side == "NoneOnDryRun");

@@ -51,6 +51,10 @@ struct WebhookResult {
   // For metrics: "allowed", "patched", "denied" or "bad_request".
   const char* outcome = "allowed";
   std::optional<Denial> denial;  // set when outcome is "denied"
+  // For metrics, bounded: a workload kind gangkeeper knows (Job, PyTorchJob,
+  // Pod, ...) or "other"; CREATE, UPDATE, DELETE, CONNECT or "other".
+  std::string kind = "other";
+  std::string operation = "other";
 };
 
 // The current policies; called once per review.

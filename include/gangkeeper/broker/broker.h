@@ -169,6 +169,12 @@ struct BrokerOptions {
   size_t max_batch = 4096;
   // Period of clock ticks (a scheduling pass even without events).
   absl::Duration tick = absl::Seconds(1);
+  // Called on the broker's thread once an admission is durable, with how
+  // long the gang waited since it was created or last requeued (Kueue's
+  // admission wait time); may be empty. Must not block.
+  std::function<void(const model::ClusterQueueName& cluster_queue, const std::string& priority_class,
+                     absl::Duration waited)>
+      on_admitted;
 };
 
 struct BrokerStats {

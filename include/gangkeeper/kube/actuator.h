@@ -41,6 +41,14 @@
 
 namespace gangkeeper::kube {
 
+// One order carried out (or given up), for metrics.
+struct ActuationOutcome {
+  const char* action = "release";  // release, suspend
+  std::string kind;                // the workload's kind: Job, PyTorchJob, Pod, ...
+  bool ok = true;
+  absl::Duration took;             // from the order to the API's last answer
+};
+
 struct ActuatorOptions {
   bool dry_run = false;
   int workers = 2;
@@ -52,6 +60,8 @@ struct ActuatorOptions {
   // apart, before it fails.
   int not_found_retries = 10;
   absl::Duration not_found_wait = absl::Milliseconds(200);
+  // Called on a worker thread after each attempt at an order; may be empty.
+  std::function<void(const ActuationOutcome&)> observe;
 };
 
 // Where the actuator's answers go (Bind(Broker*) wires them to the broker).
