@@ -1,7 +1,9 @@
 // gangkeeper CLI: client subcommands that read the API (DESIGN §5):
-//   gangkeeper get clusterqueues|workloads [-n NS] [--cluster-queue CQ]
-//                  [--state pending|admitted|all] [-o table|json]
-//   gangkeeper describe workload NS/NAME [-o json]
+//   gangkeeper get clusterqueues|workloads|localqueues|flavors|cohorts|
+//                  workloadpriorityclasses|priorityclasses [-n NS]
+//                  [--cluster-queue CQ] [--state pending|admitted|all]
+//                  [-o table|wide|json|yaml]
+//   gangkeeper describe workload NS/NAME [-o json|yaml]
 // --server, --token and --ca, or GANGKEEPER_SERVER, GANGKEEPER_TOKEN and
 // GANGKEEPER_CA. Exit codes: 0 done, 1 the API refused or failed (its
 // message on stderr), 2 usage errors.
@@ -10,11 +12,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -48,8 +52,8 @@ void AddClientFlags(FlagSet& flags, ClientFlags* f) {
   flags.String("server", &f->server, "the API listener, https://HOST:PORT (or GANGKEEPER_SERVER)");
   flags.String("token", &f->token, "bearer token (or GANGKEEPER_TOKEN)");
   flags.String("ca", &f->ca, "CA certificate that signed the API's certificate (or GANGKEEPER_CA)");
-  flags.String("o", &f->output, "output: table or json");
-  flags.String("output", &f->output, "output: table or json");
+  flags.String("o", &f->output, "output: table, wide (more columns), json or yaml");
+  flags.String("output", &f->output, "output: table, wide (more columns), json or yaml");
 }
 
 // Parses the flags; an exit code when the command should end here (2 after
@@ -129,6 +133,72 @@ std::string S(const json& j, const char* key) {
   return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
 }
 
+// A string as a YAML scalar: plain when nothing in it could be read as
+// another type or as YAML syntax, else double-quoted with JSON's escapes
+// (which YAML's double-quoted style accepts).
+std::string YamlScalar(const std::string& v) {
+  static const char* kWords[] = {"true", "false", "yes", "no", "on", "off", "null", "~", "y", "n"};
+  bool plain = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_' || c == '/';
+  });
+  if (plain) {
+    for (const char* w : kWords) plain = plain && !absl::EqualsIgnoreCase(v, w);
+    double d = 0;
+    plain = plain && !absl::SimpleAtod(v, &d) && v.front() != '-' && v.front() != '.';
+  }
+  return plain ? v : json(v).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// `j` as block-style YAML, `indent` spaces deep.
+void AppendYaml(const json& j, int indent, std::string* out) {
+  const std::string pad(static_cast<size_t>(indent), ' ');
+  auto inline_value = [](const json& v) -> std::optional<std::string> {
+    if (v.is_string()) return YamlScalar(v.get<std::string>());
+    if (v.is_object() && v.empty()) return "{}";
+    if (v.is_array() && v.empty()) return "[]";
+    if (!v.is_object() && !v.is_array()) return v.dump();
+    return std::nullopt;
+  };
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) {
+      if (std::optional<std::string> x = inline_value(v)) {
+        absl::StrAppend(out, pad, YamlScalar(k), ": ", *x, "\n");
+      } else {
+        absl::StrAppend(out, pad, YamlScalar(k), ":\n");
+        AppendYaml(v, indent + 2, out);
+      }
+    }
+  } else if (j.is_array()) {
+    for (const json& v : j) {
+      if (std::optional<std::string> x = inline_value(v)) {
+        absl::StrAppend(out, pad, "- ", *x, "\n");
+      } else {
+        // The first line of a nested block goes after the dash.
+        std::string inner;
+        AppendYaml(v, indent + 2, &inner);
+        absl::StrAppend(out, pad, "- ", inner.substr(static_cast<size_t>(indent) + 2));
+      }
+    }
+  } else if (std::optional<std::string> x = inline_value(j)) {
+    absl::StrAppend(out, pad, *x, "\n");
+  }
+}
+
+// json or yaml output of a whole answer; false for table and wide.
+bool PrintStructured(const json& j, const ClientFlags& f) {
+  if (f.output == "json") {
+    std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+    return true;
+  }
+  if (f.output == "yaml") {
+    std::string out;
+    AppendYaml(j, 0, &out);
+    std::fputs(out.c_str(), stdout);
+    return true;
+  }
+  return false;
+}
+
 // Columns padded to their widest cell.
 void PrintTable(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
@@ -152,18 +222,21 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows) {
 int GetClusterQueues(kube::Client& client, const ClientFlags& f) {
   std::optional<json> j = Fetch(client, "/v1/clusterqueues");
   if (!j.has_value()) return 1;
-  if (f.output == "json") {
-    std::printf("%s\n", j->dump(2).c_str());
-    return 0;
-  }
+  if (PrintStructured(*j, f)) return 0;
+  const bool wide = f.output == "wide";
   std::vector<std::vector<std::string>> rows = {{"NAME", "COHORT", "PENDING", "ADMITTED", "USAGE/NOMINAL"}};
+  if (wide) rows[0].insert(rows[0].end(), {"BORROWED", "LENT", "SHARE"});
   for (const json& q : (*j)["items"]) {
-    std::vector<std::string> usage;
+    std::vector<std::string> usage, borrowed, lent;
     for (const json& r : q["resources"]) {
+      const std::string at = absl::StrCat(S(r, "resource"), "@", S(r, "flavor"), " ");
+      if (S(r, "borrowed") != "0") borrowed.push_back(at + S(r, "borrowed"));
+      if (S(r, "lent") != "0") lent.push_back(at + S(r, "lent"));
       if (S(r, "nominal") == "0" && S(r, "usage") == "0") continue;
-      usage.push_back(absl::StrCat(S(r, "resource"), "@", S(r, "flavor"), " ", S(r, "usage"), "/", S(r, "nominal")));
+      usage.push_back(at + S(r, "usage") + "/" + S(r, "nominal"));
     }
     rows.push_back({S(q, "name"), S(q, "cohort"), S(q, "pending"), S(q, "admitted"), absl::StrJoin(usage, ", ")});
+    if (wide) rows.back().insert(rows.back().end(), {absl::StrJoin(borrowed, ", "), absl::StrJoin(lent, ", "), S(q, "weightedShare")});
   }
   PrintTable(rows);
   return 0;
@@ -179,17 +252,127 @@ int GetWorkloads(kube::Client& client, const ClientFlags& f, const std::string& 
   if (!q.empty()) absl::StrAppend(&path, "?", absl::StrJoin(q, "&"));
   std::optional<json> j = Fetch(client, path);
   if (!j.has_value()) return 1;
-  if (f.output == "json") {
-    std::printf("%s\n", j->dump(2).c_str());
-    return 0;
-  }
+  if (PrintStructured(*j, f)) return 0;
+  const bool wide = f.output == "wide";
   std::vector<std::vector<std::string>> rows = {
       {"NAMESPACE", "NAME", "CLUSTERQUEUE", "STATE", "POSITION", "PRIORITY", "REASON"}};
+  if (wide) rows[0].insert(rows[0].end(), {"LOCALQUEUE", "KIND", "PODS", "FLAVORS", "CREATED", "ADMITTED"});
   for (const json& w : (*j)["items"]) {
     std::string position = w.contains("position") ? S(w["position"], "clusterQueue") : "";
     std::string reason = w.contains("reason") ? S(w["reason"], "message") : S(w, "phase");
     rows.push_back({S(w, "namespace"), S(w, "name"), S(w, "clusterQueue"), S(w, "state"), position,
                     S(w, "priority"), reason});
+    if (wide) {
+      int64_t pods = 0;
+      for (const json& ps : w.value("podSets", json::array())) pods += ps.value("count", int64_t{0});
+      std::vector<std::string> flavors;
+      if (w.contains("assignment")) {
+        for (const json& ps : w["assignment"]["podSets"]) {
+          for (const auto& [res, flavor] : ps["flavors"].items()) {
+            flavors.push_back(absl::StrCat(S(ps, "name"), ":", res, "@", flavor.get<std::string>()));
+          }
+        }
+      }
+      rows.back().insert(rows.back().end(), {S(w, "localQueue"), S(w, "kind"), absl::StrCat(pods),
+                                             absl::StrJoin(flavors, ","), S(w, "created"), S(w, "admitted")});
+    }
+  }
+  PrintTable(rows);
+  return 0;
+}
+
+// "k=v,k=v" of a JSON object of strings.
+std::string Pairs(const json& m) {
+  std::vector<std::string> out;
+  if (m.is_object()) {
+    for (const auto& [k, v] : m.items()) out.push_back(absl::StrCat(k, "=", v.is_string() ? v.get<std::string>() : v.dump()));
+  }
+  return absl::StrJoin(out, ",");
+}
+
+// Quota objects in Kueue's form, from the Kubernetes-style paths.
+int GetPolicyObjects(kube::Client& client, const ClientFlags& f, const std::string& kind, const std::string& ns) {
+  std::string path;
+  if (kind == "localqueues") {
+    path = ns.empty() ? "/apis/kueue.x-k8s.io/v1beta1/localqueues"
+                      : absl::StrCat("/apis/kueue.x-k8s.io/v1beta1/namespaces/", kube::QueryEscape(ns), "/localqueues");
+  } else if (kind == "priorityclasses") {
+    path = "/apis/scheduling.k8s.io/v1/priorityclasses";
+  } else {
+    path = absl::StrCat("/apis/kueue.x-k8s.io/v1beta1/", kind);
+  }
+  std::optional<json> j = Fetch(client, path);
+  if (!j.has_value()) return 1;
+  if (PrintStructured(*j, f)) return 0;
+  const bool wide = f.output == "wide";
+  // LocalQueues in wide form count their workloads.
+  std::map<std::pair<std::string, std::string>, std::pair<int, int>> counts;
+  if (kind == "localqueues" && wide) {
+    std::optional<json> w = Fetch(client, ns.empty() ? "/v1/workloads" : "/v1/workloads?namespace=" + kube::QueryEscape(ns));
+    if (!w.has_value()) return 1;
+    for (const json& x : (*w)["items"]) {
+      auto& c = counts[{S(x, "namespace"), S(x, "localQueue")}];
+      (S(x, "state") == "pending" ? c.first : c.second)++;
+    }
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const json& o : (*j)["items"]) {
+    const json meta = o.value("metadata", json::object());
+    const json spec = o.value("spec", json::object());
+    const std::string name = S(meta, "name");
+    if (kind == "localqueues") {
+      if (rows.empty()) rows.push_back({"NAMESPACE", "NAME", "CLUSTERQUEUE", "STOPPOLICY"});
+      rows.push_back({S(meta, "namespace"), name, S(spec, "clusterQueue"), S(spec, "stopPolicy")});
+      if (wide) {
+        const auto c = counts[{S(meta, "namespace"), name}];
+        rows.back().insert(rows.back().end(), {absl::StrCat(c.first), absl::StrCat(c.second)});
+      }
+    } else if (kind == "resourceflavors") {
+      if (rows.empty()) rows.push_back({"NAME", "NODELABELS"});
+      rows.push_back({name, Pairs(spec.value("nodeLabels", json::object()))});
+      if (wide) {
+        std::vector<std::string> taints, tolerations;
+        for (const json& t : spec.value("nodeTaints", json::array())) {
+          taints.push_back(absl::StrCat(S(t, "key"), t.contains("value") ? "=" + S(t, "value") : "", ":", S(t, "effect")));
+        }
+        for (const json& t : spec.value("tolerations", json::array())) {
+          tolerations.push_back(absl::StrCat(S(t, "key"), t.contains("value") ? "=" + S(t, "value") : "", ":", S(t, "effect")));
+        }
+        rows.back().insert(rows.back().end(), {absl::StrJoin(taints, ","), absl::StrJoin(tolerations, ",")});
+      }
+    } else if (kind == "cohorts") {
+      if (rows.empty()) rows.push_back({"NAME", "PARENT"});
+      rows.push_back({name, spec.contains("parentName") ? S(spec, "parentName") : S(spec, "parent")});
+      if (wide) {
+        std::vector<std::string> quota;
+        for (const json& rg : spec.value("resourceGroups", json::array())) {
+          for (const json& fl : rg.value("flavors", json::array())) {
+            for (const json& r : fl.value("resources", json::array())) {
+              quota.push_back(absl::StrCat(S(r, "name"), "@", S(fl, "name"), " ", S(r, "nominalQuota")));
+            }
+          }
+        }
+        rows.back().push_back(absl::StrJoin(quota, ", "));
+      }
+    } else {  // workloadpriorityclasses, priorityclasses
+      if (rows.empty()) rows.push_back({"NAME", "VALUE"});
+      rows.push_back({name, S(o, "value")});
+      if (wide) {
+        if (kind == "priorityclasses") rows.back().push_back(S(o, "preemptionPolicy"));
+        rows.back().push_back(S(o, "description"));
+      }
+    }
+  }
+  if (rows.empty()) {
+    std::printf("No %s found.\n", kind.c_str());
+    return 0;
+  }
+  if (wide) {
+    if (kind == "localqueues") rows[0].insert(rows[0].end(), {"PENDING", "ADMITTED"});
+    if (kind == "resourceflavors") rows[0].insert(rows[0].end(), {"TAINTS", "TOLERATIONS"});
+    if (kind == "cohorts") rows[0].push_back("QUOTA");
+    if (kind == "priorityclasses") rows[0].push_back("PREEMPTIONPOLICY");
+    if (kind == "workloadpriorityclasses" || kind == "priorityclasses") rows[0].push_back("DESCRIPTION");
   }
   PrintTable(rows);
   return 0;
@@ -204,10 +387,7 @@ int DescribeWorkload(kube::Client& client, const ClientFlags& f, const std::stri
   std::optional<json> w = Fetch(client, absl::StrCat("/v1/workloads/", kube::QueryEscape(ns_name.substr(0, slash)), "/",
                                                      kube::QueryEscape(ns_name.substr(slash + 1))));
   if (!w.has_value()) return 1;
-  if (f.output == "json") {
-    std::printf("%s\n", w->dump(2).c_str());
-    return 0;
-  }
+  if (PrintStructured(*w, f)) return 0;
   std::printf("Workload:      %s/%s (%s, uid %s)\n", S(*w, "namespace").c_str(), S(*w, "name").c_str(),
               S(*w, "kind").c_str(), S(*w, "uid").c_str());
   std::printf("Queue:         LocalQueue %s -> ClusterQueue %s\n", S(*w, "localQueue").c_str(),
@@ -395,28 +575,47 @@ int RunApply(const std::vector<std::string>& args) {
 int RunGet(const std::vector<std::string>& args) {
   ClientFlags f;
   std::string ns, cq, state;
-  FlagSet flags("get", "Lists clusterqueues or workloads from the API.\nusage: gangkeeper get clusterqueues|workloads [flags]");
+  FlagSet flags("get",
+                "Lists objects from the API.\nusage: gangkeeper get clusterqueues|workloads|localqueues|flavors|cohorts|"
+                "workloadpriorityclasses|priorityclasses [flags]");
   AddClientFlags(flags, &f);
-  flags.String("n", &ns, "namespace (workloads)");
-  flags.String("namespace", &ns, "namespace (workloads)");
+  flags.String("n", &ns, "namespace (workloads, localqueues)");
+  flags.String("namespace", &ns, "namespace (workloads, localqueues)");
   flags.String("cluster-queue", &cq, "ClusterQueue (workloads)");
-  flags.String("state", &state, "pending, admitted or all (workloads)");
+  flags.String("state", &state, "pending, admitted, finished or all (workloads)");
   std::vector<std::string> what;
   if (std::optional<int> done = ParseOrExit(flags, args, &what)) return *done;
-  if (what.size() != 1 || (f.output != "table" && f.output != "json")) {
-    std::fprintf(stderr, "gangkeeper: usage: gangkeeper get clusterqueues|workloads [-n NS] [-o table|json]\n");
+  const std::vector<std::string> outputs = {"table", "wide", "json", "yaml"};
+  if (what.size() != 1 || std::find(outputs.begin(), outputs.end(), f.output) == outputs.end()) {
+    std::fprintf(stderr,
+                 "gangkeeper: usage: gangkeeper get clusterqueues|workloads|localqueues|flavors|cohorts|"
+                 "workloadpriorityclasses|priorityclasses [-n NS] [-o table|wide|json|yaml]\n");
     return 2;
   }
-  const std::string kind = what[0];
-  const bool queues = kind == "clusterqueues" || kind == "clusterqueue" || kind == "cq";
-  const bool workloads = kind == "workloads" || kind == "workload" || kind == "wl";
-  if (!queues && !workloads) {
-    std::fprintf(stderr, "gangkeeper: get %s: use clusterqueues or workloads\n", kind.c_str());
+  // Names, plurals and short names, as kubectl takes them.
+  static const std::map<std::string, std::string> kKinds = {
+      {"clusterqueues", "clusterqueues"}, {"clusterqueue", "clusterqueues"}, {"cq", "clusterqueues"},
+      {"workloads", "workloads"}, {"workload", "workloads"}, {"wl", "workloads"},
+      {"localqueues", "localqueues"}, {"localqueue", "localqueues"}, {"lq", "localqueues"}, {"queues", "localqueues"},
+      {"flavors", "resourceflavors"}, {"flavor", "resourceflavors"}, {"resourceflavors", "resourceflavors"},
+      {"resourceflavor", "resourceflavors"}, {"rf", "resourceflavors"},
+      {"cohorts", "cohorts"}, {"cohort", "cohorts"},
+      {"workloadpriorityclasses", "workloadpriorityclasses"}, {"workloadpriorityclass", "workloadpriorityclasses"},
+      {"wpc", "workloadpriorityclasses"},
+      {"priorityclasses", "priorityclasses"}, {"priorityclass", "priorityclasses"}, {"pc", "priorityclasses"}};
+  auto kind = kKinds.find(what[0]);
+  if (kind == kKinds.end()) {
+    std::fprintf(stderr,
+                 "gangkeeper: get %s: use clusterqueues, workloads, localqueues, flavors, cohorts, "
+                 "workloadpriorityclasses or priorityclasses\n",
+                 what[0].c_str());
     return 2;
   }
   std::unique_ptr<kube::Client> client = Connect(f);
   if (client == nullptr) return 2;
-  return queues ? GetClusterQueues(*client, f) : GetWorkloads(*client, f, ns, cq, state);
+  if (kind->second == "clusterqueues") return GetClusterQueues(*client, f);
+  if (kind->second == "workloads") return GetWorkloads(*client, f, ns, cq, state);
+  return GetPolicyObjects(*client, f, kind->second, ns);
 }
 
 int RunDescribe(const std::vector<std::string>& args) {

@@ -4,7 +4,10 @@
 #include <openssl/sha.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <thread>
 #include <sstream>
@@ -14,6 +17,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "absl/strings/numbers.h"
+#include "test/metrics/prom_text.h"
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
@@ -335,6 +340,182 @@ TEST_F(ApiIntegrationTest, QuotaChangesAreValidatedDurableAndAudited) {
   ASSERT_EQ(applied_status, 200) << applied.dump();
   EXPECT_EQ(applied["applied"].size(), 2u);
   EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/two", "admin-secret").first, 200);
+}
+
+// /metrics is valid Prometheus text (a strict parser) and says what the
+// API's status says.
+TEST_F(ApiIntegrationTest, MetricsParseStrictlyAndAgreeWithTheStatus) {
+  auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
+  ASSERT_THAT(c, IsOk());
+  // The releases are recorded a batch after the admissions.
+  json status;
+  for (int i = 0; i < 100; ++i) {
+    status = Get("/v1/workloads/team-a/first", "admin-secret").second;
+    if (status.contains("actuation")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto m = (*c)->Request("GET", "/metrics");
+  ASSERT_THAT(m, IsOk());
+  absl::StatusOr<std::vector<testing::PromFamily>> fams = testing::ParsePromText(m->body);
+  ASSERT_THAT(fams, IsOk()) << m->body;
+  auto value = [&](const std::string& name, const std::map<std::string, std::string>& labels) {
+    absl::StatusOr<double> v = testing::PromValue(*fams, name, labels);
+    EXPECT_THAT(v, IsOk()) << name;
+    return v.ok() ? *v : -1;
+  };
+  for (const char* cq : {"team-a-gpu", "team-b-gpu"}) {
+    const json st = Get(absl::StrCat("/v1/clusterqueues/", cq, "/status"), "admin-secret").second;
+    EXPECT_EQ(value("kueue_pending_workloads", {{"cluster_queue", cq}, {"status", "active"}}), st["pending"]);
+    EXPECT_EQ(value("kueue_admitted_active_workloads", {{"cluster_queue", cq}}), st["admitted"]);
+    for (const json& r : st["resources"]) {
+      const std::map<std::string, std::string> labels = {{"cohort", st["cohort"].get<std::string>()},
+                                                         {"cluster_queue", cq},
+                                                         {"flavor", r["flavor"].get<std::string>()},
+                                                         {"resource", r["resource"].get<std::string>()}};
+      double nominal = 0, usage = 0;
+      ASSERT_TRUE(absl::SimpleAtod(r["nominal"].get<std::string>(), &nominal) || r["resource"] == "memory");
+      ASSERT_TRUE(absl::SimpleAtod(r["usage"].get<std::string>(), &usage) || r["resource"] == "memory");
+      if (r["resource"] == "memory") continue;  // "256Gi": quantities, not plain numbers
+      EXPECT_EQ(value("kueue_cluster_queue_nominal_quota", labels), nominal) << r.dump();
+      EXPECT_EQ(value("kueue_cluster_queue_resource_usage", labels), usage) << r.dump();
+    }
+  }
+  // The two reviews, the one admission and its (recorded) release.
+  EXPECT_EQ(value("gangkeeper_webhook_reviews_total",
+                  {{"webhook", "validate"}, {"kind", "Job"}, {"operation", "CREATE"}, {"decision", "allowed"}}),
+            2);
+  EXPECT_EQ(value("gangkeeper_webhook_review_duration_seconds_count",
+                  {{"webhook", "validate"}, {"kind", "Job"}, {"operation", "CREATE"}}),
+            2);
+  EXPECT_EQ(value("kueue_admission_wait_time_seconds_count", {{"cluster_queue", "team-a-gpu"}, {"priority_class", ""}}),
+            1);
+  EXPECT_EQ(value("gangkeeper_release_actuations_total", {{"action", "release"}, {"kind", "Job"}}), 1);
+  EXPECT_EQ(value("gangkeeper_audit_healthy", {}), 1);
+}
+
+// The issue's end-to-end story: the platform admin moves GPUs from team-b
+// to team-a; team-a's waiting gangs are admitted; what people see (get,
+// describe, the audit log) matches the broker, before and after a restart.
+TEST_F(ApiIntegrationTest, AdminMovesQuotaAndEveryoneSeesTheSameStory) {
+  auto w = testing::TlsConnection::Connect(server_->webhook_port(), options_);
+  ASSERT_THAT(w, IsOk());
+  auto third = (*w)->Request("POST", "/validate", JobReview("third", 2, 2).dump());
+  ASSERT_THAT(third, IsOk());
+  ASSERT_THAT(third->body, HasSubstr(R"("allowed":true)"));
+  const std::string server = absl::StrCat("--server=https://127.0.0.1:", server_->api_port());
+  const std::string ca = "--ca=" + dir_.File("certs/ca.crt");
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), testing::GangkeeperBinary());
+    args.insert(args.end(), {server, ca, "--token=admin-secret"});
+    auto r = testing::RunCommand(args, absl::Seconds(30));
+    EXPECT_THAT(r, IsOk());
+    return r.ok() ? *r : testing::CommandResult{};
+  };
+
+  // Before: "second" and "third" wait, first and second in line; the
+  // command line says what the API says.
+  auto [status, api_list] = Get("/v1/workloads?namespace=team-a&state=pending", "admin-secret");
+  ASSERT_EQ(status, 200);
+  auto listed = cli({"get", "workloads", "-n", "team-a", "--state", "pending", "-o", "json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  json cli_list = json::parse(listed.out, nullptr, false);
+  ASSERT_EQ(cli_list["items"].size(), 2u) << listed.out;
+  std::map<std::string, json> position;
+  for (const json& x : cli_list["items"]) position[x["name"].get<std::string>()] = x["position"];
+  EXPECT_EQ(position["second"]["clusterQueue"], 1);
+  EXPECT_EQ(position["third"]["clusterQueue"], 2);
+  for (const json& x : api_list["items"]) EXPECT_EQ(x["position"], position[x["name"].get<std::string>()]);
+  auto described = cli({"describe", "workload", "team-a/second"});
+  ASSERT_EQ(described.exit_code, 0) << described.err;
+  const json second = Get("/v1/workloads/team-a/second", "admin-secret").second;
+  EXPECT_THAT(described.out, HasSubstr(second["reason"]["message"].get<std::string>()));
+  EXPECT_THAT(described.out, HasSubstr("team-a-gpu"));
+  auto wide = cli({"get", "workloads", "-n", "team-a", "-o", "wide"});
+  EXPECT_THAT(wide.out, HasSubstr("LOCALQUEUE"));
+  EXPECT_THAT(wide.out, HasSubstr("gpu-queue"));
+  const uint64_t before = Get("/v1/audit?limit=1000", "audit-secret").second["items"].back()["seq"].get<uint64_t>();
+
+  // The platform admin lowers team-b's GPUs to 0 and raises team-a's to 12.
+  auto set_gpus = [&](const std::string& cq, const std::string& gpus) {
+    const std::string path = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/" + cq;
+    json obj = Get(path, "admin-secret").second;
+    for (json& flavor : obj["spec"]["resourceGroups"]) {
+      for (json& f : flavor["flavors"]) {
+        for (json& r : f["resources"]) {
+          if (r["name"] == "nvidia.com/gpu") r["nominalQuota"] = gpus;
+        }
+      }
+    }
+    auto [put_status, put] = Send("PUT", path, obj.dump(), "admin-secret");
+    EXPECT_EQ(put_status, 200) << put.dump();
+  };
+  set_gpus("team-b-gpu", "0");
+  set_gpus("team-a-gpu", "12");
+  for (int i = 0; i < 100; ++i) {
+    if (Get("/v1/workloads?namespace=team-a&state=pending", "admin-secret").second["items"].empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(Get("/v1/workloads?namespace=team-a&state=pending", "admin-secret").second["items"].empty());
+  for (const char* name : {"second", "third"}) {
+    EXPECT_EQ(Get(absl::StrCat("/v1/workloads/team-a/", name), "admin-secret").second["state"], "admitted");
+  }
+  auto queues = cli({"get", "clusterqueues"});
+  EXPECT_THAT(queues.out, HasSubstr("nvidia.com/gpu@"));
+  EXPECT_THAT(queues.out, HasSubstr("12/12"));
+
+  // The audit log tells it in order, without gaps: the two changes by the
+  // admin, then each gang admitted and released by gangkeeper, with reasons.
+  // (Releases are recorded, not sent, with --kube none; they come a batch later.)
+  json story;
+  for (int i = 0; i < 100; ++i) {
+    story = Get(absl::StrCat("/v1/audit?limit=1000&cursor=", before), "audit-secret").second;
+    int released = 0;
+    for (const json& e : story["items"]) released += e["action"] == "workload.released";
+    if (released == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::vector<std::string> lines;
+  uint64_t expect_seq = before + 1;
+  for (const json& e : story["items"]) {
+    EXPECT_EQ(e["seq"].get<uint64_t>(), expect_seq++) << "a gap or a repeat in the audit log";
+    EXPECT_FALSE(e["actor"].get<std::string>().empty());
+    EXPECT_FALSE(e["reason"].get<std::string>().empty()) << e.dump();
+    lines.push_back(absl::StrCat(e["action"].get<std::string>(), " ", e["object"]["name"].get<std::string>(), " by ",
+                                 e["actor"].get<std::string>()));
+  }
+  ASSERT_GE(lines.size(), 6u) << story.dump(2);
+  EXPECT_EQ(lines[0], "quota.changed  by platform");
+  EXPECT_EQ(lines[1], "quota.changed  by platform");
+  EXPECT_THAT(story["items"][0]["details"].dump(), HasSubstr("PUT ClusterQueue team-b-gpu"));
+  EXPECT_THAT(story["items"][1]["details"].dump(), HasSubstr("PUT ClusterQueue team-a-gpu"));
+  // Each gang: admitted before released, "second" (first in line) before "third".
+  auto at = [&](const std::string& line) {
+    return std::find(lines.begin(), lines.end(), line) - lines.begin();
+  };
+  for (const char* name : {"second", "third"}) {
+    const auto admitted = at(absl::StrCat("workload.admitted ", name, " by gangkeeper"));
+    const auto released = at(absl::StrCat("workload.released ", name, " by gangkeeper"));
+    EXPECT_LT(admitted, static_cast<std::ptrdiff_t>(lines.size())) << name;
+    EXPECT_LT(released, static_cast<std::ptrdiff_t>(lines.size())) << name;
+    EXPECT_LT(admitted, released) << name;
+  }
+  EXPECT_LT(at("workload.admitted second by gangkeeper"), at("workload.admitted third by gangkeeper"));
+
+  // After a restart: the same story from the audit log, and the quota
+  // change still in force.
+  server_->Signal(SIGTERM);
+  ASSERT_THAT(server_->Wait(absl::Seconds(30)), IsOk());
+  StartServer();
+  json again = Get(absl::StrCat("/v1/audit?limit=1000&cursor=", before), "audit-secret").second;
+  ASSERT_GE(again["items"].size(), story["items"].size());
+  for (size_t i = 0; i < story["items"].size(); ++i) EXPECT_EQ(again["items"][i], story["items"][i]) << i;
+  json cq = Get("/v1/clusterqueues/team-a-gpu/status", "admin-secret").second;
+  bool twelve = false;
+  for (const json& r : cq["resources"]) twelve = twelve || (r["resource"] == "nvidia.com/gpu" && r["nominal"] == "12");
+  EXPECT_TRUE(twelve) << cq.dump();
+  for (const char* name : {"first", "second", "third"}) {
+    EXPECT_EQ(Get(absl::StrCat("/v1/workloads/team-a/", name), "admin-secret").second["state"], "admitted") << name;
+  }
 }
 
 TEST_F(ApiIntegrationTest, GetAndDescribeFromTheCommandLine) {
