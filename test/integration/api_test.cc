@@ -86,7 +86,8 @@ class ApiIntegrationTest : public ::testing::Test {
                                 {"sha256", Sha256Hex("team-b-secret")},
                                 {"role", "team-admin"},
                                 {"namespaces", {"team-b"}}},
-                               {{"name", "audit"}, {"sha256", Sha256Hex("audit-secret")}, {"role", "auditor"}}});
+                               {{"name", "audit"}, {"sha256", Sha256Hex("audit-secret")}, {"role", "auditor"}},
+                               {{"name", "dashboards"}, {"sha256", Sha256Hex("viewer-secret")}, {"role", "viewer"}}});
     std::ofstream(dir_.File("tokens.json")) << tokens.dump();
     StartServer();
     options_.ca_file = dir_.File("certs/ca.crt");
@@ -340,6 +341,49 @@ TEST_F(ApiIntegrationTest, QuotaChangesAreValidatedDurableAndAudited) {
   ASSERT_EQ(applied_status, 200) << applied.dump();
   EXPECT_EQ(applied["applied"].size(), 2u);
   EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/two", "admin-secret").first, 200);
+}
+
+// Every role against every kind of call, over TLS with real tokens: what
+// each may do, and 401 / 403 with the JSON error shape otherwise.
+TEST_F(ApiIntegrationTest, EachRoleMayDoExactlyWhatItsRoleAllows) {
+  const std::string lq_b = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/role-check";
+  const std::string lq_a = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/localqueues/role-check";
+  auto lq = [](const std::string& ns, const std::string& cq) {
+    return absl::StrCat("apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: role-check, namespace: ",
+                        ns, "}\nspec: {clusterQueue: ", cq, "}\n");
+  };
+  struct Call {
+    std::string method, path, body;
+    std::map<std::string, int> want;  // token -> status
+  };
+  const std::vector<Call> calls = {
+      {"GET", "/v1/workloads", "",
+       {{"admin-secret", 200}, {"viewer-secret", 200}, {"team-b-secret", 200}, {"audit-secret", 403}, {"", 401}}},
+      {"GET", "/v1/workloads?namespace=team-a", "",
+       {{"admin-secret", 200}, {"viewer-secret", 200}, {"team-b-secret", 403}, {"audit-secret", 403}}},
+      {"GET", "/v1/clusterqueues/team-a-gpu/status", "",
+       {{"admin-secret", 200}, {"viewer-secret", 200}, {"team-b-secret", 403}, {"audit-secret", 403}, {"", 401}}},
+      {"GET", "/v1/audit", "",
+       {{"admin-secret", 200}, {"audit-secret", 200}, {"viewer-secret", 403}, {"team-b-secret", 403}, {"", 401}}},
+      {"GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "",
+       {{"admin-secret", 200}, {"viewer-secret", 200}, {"team-b-secret", 200}, {"", 401}}},
+      {"PUT", lq_b, lq("team-b", "team-b-gpu"),
+       {{"viewer-secret", 403}, {"audit-secret", 403}, {"team-b-secret", 201}, {"", 401}}},
+      {"PUT", lq_a, lq("team-a", "team-a-gpu"), {{"team-b-secret", 403}, {"viewer-secret", 403}, {"admin-secret", 201}}},
+      {"DELETE", lq_a, "", {{"team-b-secret", 403}, {"viewer-secret", 403}, {"admin-secret", 200}}},
+      {"DELETE", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu", "",
+       {{"team-b-secret", 403}, {"viewer-secret", 403}, {"audit-secret", 403}}},
+  };
+  for (const Call& c : calls) {
+    for (const auto& [token, want] : c.want) {
+      auto [status, body] = Send(c.method, c.path, c.body, token);
+      EXPECT_EQ(status, want) << c.method << " " << c.path << " as " << (token.empty() ? "nobody" : token) << ": "
+                              << body.dump();
+      if (status == 401 || status == 403) {
+        EXPECT_TRUE(body["error"].contains("code") && body["error"].contains("message")) << body.dump();
+      }
+    }
+  }
 }
 
 // /metrics is valid Prometheus text (a strict parser) and says what the
