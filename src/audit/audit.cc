@@ -525,15 +525,38 @@ absl::StatusOr<uint64_t> AuditLog::Append(const std::vector<Event>& events) {
 }
 
 void AuditLog::RetainLocked() {
-  // Past max_bytes, whole segments go from the oldest (never the last).
+  // Whole segments go from the oldest (never the last): past max_bytes, and
+  // while the next segment began before now - max_age.
   std::vector<store::SegmentInfo> segments = log_->Segments();
   uint64_t total = 0;
   for (const store::SegmentInfo& s : segments) total += s.bytes;
   size_t drop = 0;
   while (drop + 1 < segments.size() && total > options_.max_bytes) total -= segments[drop++].bytes;
+  if (options_.max_age > absl::ZeroDuration()) {
+    const absl::Time cutoff = (options_.clock != nullptr ? *options_.clock : base::RealClock()).Now() - options_.max_age;
+    while (drop + 1 < segments.size()) {
+      const uint64_t next = segments[drop + 1].first_seq;
+      auto it = first_event_time_.find(next);
+      if (it == first_event_time_.end()) {
+        // The next segment's first event, read once.
+        std::optional<absl::Time> first;
+        const absl::Status stop = absl::CancelledError("first");
+        (void)log_->Read(next, [&](uint64_t seq, absl::string_view payload) {
+          absl::StatusOr<Event> e = DecodeEvent(payload, seq);
+          if (e.ok()) first = e->time;
+          return stop;
+        });
+        if (!first.has_value()) break;
+        it = first_event_time_.emplace(next, *first).first;
+      }
+      if (it->second >= cutoff) break;
+      ++drop;
+    }
+  }
   if (drop > 0) {
     (void)log_->DropBefore(segments[drop].first_seq);
     if (index_ != nullptr) index_->TrimBelow(log_->stats().first_seq);
+    first_event_time_.erase(first_event_time_.begin(), first_event_time_.lower_bound(segments[drop].first_seq));
   }
 }
 

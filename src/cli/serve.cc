@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -58,6 +59,9 @@ struct ServeFlags {
   std::string kube_context;
   std::string store = "file";
   std::string recover = "strict";  // strict | truncate
+  size_t audit_max_mib = 1024;
+  size_t audit_index_events = 1'000'000;
+  absl::Duration audit_max_age = absl::Hours(24 * 400);
   broker::JournalOptions journal;
 };
 
@@ -245,6 +249,12 @@ int RunServe(const std::vector<std::string>& args) {
   flags.String("recover", &f.recover,
                "strict: refuse to start on a corrupt journal record that has valid ones after it; truncate: cut "
                "the journal there (what follows is lost)");
+  flags.Size("audit-max-mib", &f.audit_max_mib,
+             "the audit log's size limit in MiB; past it the oldest 16 MiB segments are removed");
+  flags.Duration("audit-max-age", &f.audit_max_age,
+                 "audit segments whose events are all older than this are removed (0: no age limit)");
+  flags.Size("audit-index-events", &f.audit_index_events,
+             "the newest this many audit events are indexed in memory (48 bytes each); older ones are scanned; 0: none");
   flags.Size("snapshot-every-records", &f.journal.snapshot_every_records,
                "write a snapshot after this many journal records");
   flags.Duration("snapshot-interval", &f.journal.snapshot_every,
@@ -376,6 +386,9 @@ int RunServe(const std::vector<std::string>& args) {
   audit::AuditOptions audit_options;
   audit_options.dir = f.data_dir + "/audit";
   audit_options.truncate_corruption = f.journal.truncate_corruption;
+  audit_options.max_bytes = static_cast<uint64_t>(std::max<size_t>(f.audit_max_mib, 32)) << 20;
+  audit_options.index_events = f.audit_index_events;
+  audit_options.max_age = f.audit_max_age;
   store::LogRecovery audit_recovery;
   absl::StatusOr<std::unique_ptr<audit::AuditLog>> audit_log = audit::AuditLog::Open(audit_options, &audit_recovery);
   if (!audit_log.ok()) {

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gangkeeper/audit/audit.h"
+#include "gangkeeper/base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fault_fs.h"
@@ -66,6 +67,7 @@ class AuditIndexTest : public ::testing::TestWithParam<size_t> {
     o.segment_bytes = 64 << 10;
     o.max_bytes = max_bytes;
     o.index_events = index_events;
+    o.max_age = absl::ZeroDuration();  // the stream's times are long past
     absl::StatusOr<std::unique_ptr<AuditLog>> log = AuditLog::Open(o, nullptr);
     EXPECT_THAT(log, IsOk());
     return log.ok() ? *std::move(log) : nullptr;
@@ -111,6 +113,53 @@ TEST_P(AuditIndexTest, RetentionRemovesEventsFromTheAnswersToo) {
   if (GetParam() > 0) {
     EXPECT_GE(log->stats().index_first_seq, first);
   }
+}
+
+TEST(AuditRetentionTest, SegmentsOlderThanMaxAgeGoAndTheAnswersFollow) {
+  FaultFileSystem fs(3);
+  base::SimulatedClock clock(kStart);
+  AuditOptions o;
+  o.dir = "/audit";
+  o.fs = &fs;
+  o.segment_bytes = 16 << 10;
+  o.max_age = absl::Hours(1);
+  o.clock = &clock;
+  o.index_events = 1000;
+  absl::StatusOr<std::unique_ptr<AuditLog>> log = AuditLog::Open(o, nullptr);
+  ASSERT_THAT(log, IsOk());
+  // Two hours of events, one a second, written as they happen.
+  for (uint64_t i = 0; i < 7200; i += 10) {
+    clock.SetTime(kStart + absl::Seconds(static_cast<int64_t>(i)));
+    std::vector<Event> batch;
+    for (uint64_t k = i; k < i + 10; ++k) {
+      Event e = MakeEvent(k);
+      e.time = kStart + absl::Seconds(static_cast<int64_t>(k));
+      batch.push_back(e);
+    }
+    ASSERT_THAT((*log)->Append(batch), IsOk());
+  }
+  // Only the last hour is kept, plus at most the segment that reaches into it.
+  Query all;
+  all.limit = 1000;
+  std::vector<uint64_t> kept = AllPages(**log, all);
+  ASSERT_FALSE(kept.empty());
+  const uint64_t first = kept.front();
+  EXPECT_EQ(first, (*log)->stats().log.first_seq);
+  EXPECT_GT(first, 3000u) << "nothing older than an hour was removed";
+  EXPECT_LT(first, 3600u) << "events younger than an hour were removed";
+  for (size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(kept[i], first + i);
+  // Without an age limit nothing goes.
+  o.dir = "/audit-kept";
+  o.max_age = absl::ZeroDuration();
+  absl::StatusOr<std::unique_ptr<AuditLog>> keep = AuditLog::Open(o, nullptr);
+  ASSERT_THAT(keep, IsOk());
+  for (uint64_t i = 0; i < 7200; i += 100) {
+    clock.SetTime(kStart + absl::Seconds(static_cast<int64_t>(i) + 7200));
+    std::vector<Event> batch;
+    for (uint64_t k = i; k < i + 100; ++k) batch.push_back(MakeEvent(k));
+    ASSERT_THAT((*keep)->Append(batch), IsOk());
+  }
+  EXPECT_EQ((*keep)->stats().log.first_seq, 1u);
 }
 
 TEST_P(AuditIndexTest, QueriesRunningBesideAppendsSeeAPrefixInOrder) {

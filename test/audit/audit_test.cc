@@ -111,6 +111,7 @@ class AuditTest : public ::testing::Test {
     ao.fs = &fs_;
     ao.segment_bytes = segment_bytes_;
     ao.max_bytes = max_bytes_;
+    ao.clock = &clock_;
     auto a = AuditLog::Open(ao, nullptr);
     ASSERT_THAT(a, IsOk());
     audit_ = *std::move(a);

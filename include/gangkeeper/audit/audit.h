@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/journal.h"
 #include "gangkeeper/store/file_system.h"
@@ -70,8 +72,12 @@ struct AuditOptions {
   std::string dir = "data/audit";
   store::FileSystem* fs = nullptr;  // nullptr: POSIX
   uint64_t segment_bytes = 16ull << 20;
-  // The oldest segments are removed once the log is larger than this.
+  // The oldest segments are removed once the log is larger than this, and
+  // once every event in them is older than max_age (a segment's events all
+  // came before the next segment's first one). Zero max_age: no age limit.
   uint64_t max_bytes = 1ull << 30;
+  absl::Duration max_age = absl::Hours(24 * 400);
+  const base::Clock* clock = nullptr;  // nullptr: the real clock
   bool truncate_corruption = false;
   // The newest this many events are indexed in memory (48 bytes each plus
   // their distinct strings); 0 turns the index off.
@@ -133,6 +139,7 @@ class AuditLog {
   uint64_t last_journal_record_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_appends_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t retained_segments_ ABSL_GUARDED_BY(mu_) = 0;  // segment count at the last retention pass
+  std::map<uint64_t, absl::Time> first_event_time_ ABSL_GUARDED_BY(mu_);  // by segment
 };
 
 // Appends the events of the journal records after audit->last_journal_record().
