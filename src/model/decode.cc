@@ -624,6 +624,12 @@ absl::StatusOr<LoadResult> LoadPolicies(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
          !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      // Hidden entries are skipped: a mounted ConfigMap holds every file
+      // twice, once in a "..2026_..." directory its "..data" link names.
+      if (it->path().filename().string().starts_with(".")) {
+        if (it->is_directory(ec)) it.disable_recursion_pending();
+        continue;
+      }
       const std::string ext = it->path().extension().string();
       if (it->is_regular_file(ec) && (ext == ".yaml" || ext == ".yml" || ext == ".json")) {
         files.push_back(it->path().string());

@@ -1,4 +1,6 @@
 // Real manifests: the seed's, Kueue's documented examples, and policies/.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -85,6 +87,35 @@ TEST(FixturesTest, KueueExamplesLoadOrNameTheUnsupportedField) {
   ASSERT_EQ(cq.resource_groups[0].flavors.size(), 3u);
   EXPECT_EQ(cq.resource_groups[0].flavors[2].name, "spot");
   EXPECT_EQ(cq.resource_groups[0].flavors[2].resources[1].nominal.Format(), "64Gi");
+}
+
+// A ConfigMap mounted as a volume: each file sits in a hidden timestamped
+// directory, "..data" links to it and the visible names link through
+// "..data". Loading the mount must see every object once.
+TEST(FixturesTest, PoliciesMountedFromAConfigMapLoadOnce) {
+  namespace fs = std::filesystem;
+  const fs::path mount = fs::temp_directory_path() / ("gk-configmap-" + std::to_string(::getpid()));
+  fs::remove_all(mount);
+  const fs::path real = mount / "..2026_12_03_10_00_00.123456789";
+  fs::create_directories(real);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(Fixture("policies"))) {
+    if (e.path().extension() != ".yaml") continue;
+    fs::copy_file(e.path(), real / e.path().filename());
+    names.push_back(e.path().filename().string());
+  }
+  ASSERT_FALSE(names.empty());
+  fs::create_directory_symlink(real.filename(), mount / "..data");
+  for (const std::string& n : names) fs::create_symlink(fs::path("..data") / n, mount / n);
+  auto mounted = LoadPolicies(mount.string());
+  auto plain = LoadPolicies(Fixture("policies"));
+  fs::remove_all(mount);
+  ASSERT_THAT(mounted, IsOk());
+  ASSERT_THAT(plain, IsOk());
+  EXPECT_FALSE(mounted->diagnostics.HasErrors()) << mounted->diagnostics.ErrorSummary();
+  EXPECT_EQ(mounted->files, plain->files);
+  EXPECT_EQ(mounted->policies.cluster_queues.size(), plain->policies.cluster_queues.size());
+  EXPECT_EQ(mounted->policies.local_queues.size(), plain->policies.local_queues.size());
 }
 
 TEST(FixturesTest, ExamplePoliciesAreCleanAndComplete) {
