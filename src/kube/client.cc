@@ -8,6 +8,7 @@
 #include "gangkeeper/kube/client.h"
 
 #include <httplib.h>
+#include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <sys/stat.h>
@@ -32,6 +33,26 @@
 
 namespace gangkeeper::kube {
 namespace {
+
+// Every certificate of a PEM bundle in a new X509_STORE (nullptr if none).
+X509_STORE* CaStore(const std::string& pem) {
+  X509_STORE* store = X509_STORE_new();
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  int added = 0;
+  for (int i = 0; i < 1000; ++i) {
+    X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+    if (cert == nullptr) break;
+    if (X509_STORE_add_cert(store, cert) == 1) ++added;
+    X509_free(cert);
+  }
+  ERR_clear_error();  // the end of the bundle reads as an error
+  BIO_free(bio);
+  if (added == 0) {
+    X509_STORE_free(store);
+    return nullptr;
+  }
+  return store;
+}
 
 constexpr char kHttpCodePayload[] = "gangkeeper.io/http-code";
 
@@ -114,7 +135,6 @@ std::string ResourcePath(const workload::KindInfo& kind, const std::string& name
 struct Client::Impl {
   ClusterConfig config;
   ClientOptions options;
-  std::string ca_file;
   X509* cert = nullptr;
   EVP_PKEY* key = nullptr;
 
@@ -137,7 +157,6 @@ struct Client::Impl {
   ~Impl() {
     if (cert != nullptr) X509_free(cert);
     if (key != nullptr) EVP_PKEY_free(key);
-    if (!ca_file.empty()) std::remove(ca_file.c_str());
   }
 
   std::string Token() {
@@ -165,7 +184,9 @@ struct Client::Impl {
                                                 ? std::make_unique<httplib::SSLClient>(name, config.port, cert, key)
                                                 : std::make_unique<httplib::SSLClient>(name, config.port);
     if (name != config.host) c->set_hostname_addr_map({{name, config.host}});
-    c->set_ca_cert_path(ca_file.c_str());
+    // The CA bundle from memory (no file: the root filesystem may be
+    // read-only); the connection's SSL_CTX takes the store over.
+    c->set_ca_cert_store(CaStore(config.ca_pem));
     c->enable_server_certificate_verification(true);
     const int64_t us = absl::ToInt64Microseconds(options.timeout);
     c->set_connection_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
@@ -319,14 +340,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClusterConfig config, Cli
     }
     X509_free(ca);
   }
-  char tmpl[] = "/tmp/gangkeeper-kube-ca-XXXXXX";
-  int fd = mkstemp(tmpl);
-  if (fd < 0) return absl::InternalError("kube: cannot create a temporary file for the CA bundle");
-  const ssize_t wrote = write(fd, config.ca_pem.data(), config.ca_pem.size());
-  close(fd);
-  impl->ca_file = tmpl;
-  if (wrote != static_cast<ssize_t>(config.ca_pem.size())) {
-    return absl::InternalError("kube: cannot write the CA bundle to a temporary file");
+  if (X509_STORE* store = CaStore(config.ca_pem)) {
+    X509_STORE_free(store);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("kube: the CA of ", config.source, " holds no PEM certificate"));
   }
   if (!config.client_cert_pem.empty()) {
     BIO* cb = BIO_new_mem_buf(config.client_cert_pem.data(), static_cast<int>(config.client_cert_pem.size()));
