@@ -12,12 +12,14 @@ jobs="$(nproc)"
 builds="${TEST_BUILDS:-release asan}"
 for b in $builds; do
   case "$b" in
-    release) flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo); skip=() ;;
+    # -g1 (line tables, enough for sanitizer and crash stack traces) instead
+    # of full debug info: a quarter less compile time on the CI's two cores.
+    release) flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"); skip=() ;;
     # The testssl scan checks the TLS configuration, not our memory use,
     # and the "scale" tests (a million audit events) repeat at volume what
     # the unit tests check under the sanitizers: once, in the release
     # build, is enough.
-    asan)    flags=(-DCMAKE_BUILD_TYPE=Debug -DGK_SANITIZE=ON); skip=(-LE "tls-scan|scale") ;;
+    asan)    flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1" -DGK_SANITIZE=ON); skip=(-LE "tls-scan|scale") ;;
     *) echo "test.sh: unknown build '$b' (release, asan)" >&2; exit 2 ;;
   esac
   echo "== build: $b"
