@@ -1,0 +1,433 @@
+// The ClusterRole of deploy/ against the API calls gangkeeper really makes.
+//
+// The real gangkeeper binary runs with --kube pointing at FakeKubeApi (an
+// HTTPS API-server double on loopback that records every request), and is
+// driven through what its actuator and reconciler do in a cluster:
+//   - the reconciler's lists and watches of every managed kind;
+//   - the release of an object of every managed kind, and of a pod group
+//     (placement while gated, then the gates removed);
+//   - the preemption of a Job that ran (suspend, startTime cleared through
+//     jobs/status, templates restored);
+//   - the preemption of a pod group (its pods deleted).
+// Each recorded request is mapped to (API group, resource[/subresource],
+// verb) the way the API server's authorizer sees it, and the set must equal
+// the set the rendered ClusterRole grants: a verb gangkeeper needs and lacks
+// fails it, and so does one it is granted and never uses.
+#include <signal.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/deploy/render.h"
+#include "test/testing/fake_kube_api.h"
+#include "test/testing/process.h"
+#include "test/testing/status_matchers.h"
+#include "test/testing/temp_dir.h"
+#include "test/testing/tls_client.h"
+
+namespace gangkeeper::deploy_test {
+namespace {
+
+using json = nlohmann::json;
+using ::gangkeeper::testing::IsOk;
+
+// (group, resource or resource/subresource, verb)
+using Access = std::tuple<std::string, std::string, std::string>;
+
+std::string Describe(const Access& a) {
+  return absl::StrCat(std::get<0>(a).empty() ? "core" : std::get<0>(a), " ", std::get<1>(a), " ", std::get<2>(a));
+}
+
+// What the authorizer sees of a request: NotFound for a path that is not
+// a resource (discovery, /version), which a ClusterRole of resources
+// cannot grant.
+absl::StatusOr<Access> AccessOf(const testing::RecordedCall& call) {
+  std::vector<std::string> segs = absl::StrSplit(call.path, '/', absl::SkipEmpty());
+  std::string group;
+  size_t i = 0;
+  if (segs.size() >= 2 && segs[0] == "api") {
+    i = 2;
+  } else if (segs.size() >= 3 && segs[0] == "apis") {
+    group = segs[1];
+    i = 3;
+  } else {
+    return absl::NotFoundError(absl::StrCat("not a resource path: ", call.method, " ", call.path));
+  }
+  std::vector<std::string> rest(segs.begin() + i, segs.end());
+  if (rest.size() >= 3 && rest[0] == "namespaces") rest.erase(rest.begin(), rest.begin() + 2);
+  if (rest.empty()) return absl::NotFoundError(absl::StrCat("discovery: ", call.method, " ", call.path));
+  const std::string resource = rest.size() >= 3 ? absl::StrCat(rest[0], "/", rest[2]) : rest[0];
+  const bool named = rest.size() >= 2;
+  bool watch = false;
+  for (absl::string_view kv : absl::StrSplit(call.query, '&')) watch |= kv == "watch=true" || kv == "watch=1";
+  std::string verb;
+  if (call.method == "GET") {
+    verb = watch ? "watch" : named ? "get" : "list";
+  } else if (call.method == "PATCH") {
+    verb = "patch";
+  } else if (call.method == "DELETE") {
+    verb = named ? "delete" : "deletecollection";
+  } else if (call.method == "POST") {
+    verb = "create";
+  } else if (call.method == "PUT") {
+    verb = "update";
+  } else {
+    return absl::NotFoundError(absl::StrCat("method ", call.method));
+  }
+  return Access{group, resource, verb};
+}
+
+TEST(AccessOfTest, MapsRequestsTheWayTheAuthorizerDoes) {
+  auto of = [](const std::string& method, const std::string& path, const std::string& query = "") {
+    testing::RecordedCall c;
+    c.method = method;
+    c.path = path;
+    c.query = query;
+    absl::StatusOr<Access> a = AccessOf(c);
+    return a.ok() ? Describe(*a) : std::string(a.status().message());
+  };
+  EXPECT_EQ(of("GET", "/apis/batch/v1/jobs", "labelSelector=x&watch=true"), "batch jobs watch");
+  EXPECT_EQ(of("GET", "/apis/batch/v1/jobs", "limit=500"), "batch jobs list");
+  EXPECT_EQ(of("GET", "/apis/batch/v1/namespaces/a/jobs/j"), "batch jobs get");
+  EXPECT_EQ(of("PATCH", "/apis/batch/v1/namespaces/a/jobs/j/status"), "batch jobs/status patch");
+  EXPECT_EQ(of("DELETE", "/api/v1/namespaces/a/pods/p"), "core pods delete");
+  EXPECT_EQ(of("DELETE", "/api/v1/namespaces/a/pods"), "core pods deletecollection");
+  EXPECT_EQ(of("GET", "/api/v1/namespaces/a/pods"), "core pods list");
+  EXPECT_EQ(of("GET", "/api/v1/namespaces/a"), "core namespaces get");
+  EXPECT_EQ(of("POST", "/apis/kubeflow.org/v1/namespaces/a/pytorchjobs"), "kubeflow.org pytorchjobs create");
+  EXPECT_THAT(of("GET", "/apis"), ::testing::HasSubstr("not a resource path"));
+  EXPECT_THAT(of("GET", "/apis/batch/v1"), ::testing::HasSubstr("discovery"));
+}
+
+// What the rendered ClusterRole grants, rule by rule.
+absl::StatusOr<std::set<Access>> Granted() {
+  absl::StatusOr<Rendering> r = Kustomize(SourceDir() + "/deploy");
+  if (!r.ok()) return r.status();
+  std::vector<const json*> roles = OfKind(r->objects, "ClusterRole");
+  if (roles.size() != 1) return absl::FailedPreconditionError("deploy/ must render one ClusterRole");
+  std::set<Access> out;
+  for (const json& rule : (*roles[0])["rules"]) {
+    for (const json& g : rule["apiGroups"]) {
+      for (const json& res : rule["resources"]) {
+        for (const json& v : rule["verbs"]) out.insert({g.get<std::string>(), res.get<std::string>(), v.get<std::string>()});
+      }
+    }
+  }
+  return out;
+}
+
+// ---- A gangkeeper against a fake API server ---------------------------------------
+
+json PodSpec(const std::string& cpu, int gpus = 0) {
+  json resources = {{"cpu", cpu}};
+  if (gpus > 0) resources["nvidia.com/gpu"] = std::to_string(gpus);
+  return {{"restartPolicy", "Never"},
+          {"containers",
+           json::array({{{"name", "w"}, {"image", "busybox"}, {"resources", {{"requests", resources}, {"limits", resources}}}}})}};
+}
+json Template(const std::string& cpu, int gpus = 0) { return {{"spec", PodSpec(cpu, gpus)}}; }
+
+json Meta(const std::string& name, const std::string& priority_class = "") {
+  json labels = {{"kueue.x-k8s.io/queue-name", "gpu-queue"}};
+  if (!priority_class.empty()) labels["kueue.x-k8s.io/priority-class"] = priority_class;
+  return {{"name", name}, {"namespace", "team-a"}, {"uid", "uid-" + name}, {"labels", labels}};
+}
+
+// One object of a managed kind, as a user would create it.
+struct Workload {
+  std::string group, version, kind, resource;
+  json object;
+  std::string collection() const {
+    return absl::StrCat(group.empty() ? "/api/" + version : absl::StrCat("/apis/", group, "/", version),
+                        "/namespaces/team-a/", resource);
+  }
+  std::string path() const { return absl::StrCat(collection(), "/", object["metadata"]["name"].get<std::string>()); }
+};
+
+Workload JobOf(const std::string& name, int pods, const std::string& cpu, int gpus, const std::string& pc = "") {
+  return {"batch", "v1", "Job", "jobs",
+          {{"apiVersion", "batch/v1"},
+           {"kind", "Job"},
+           {"metadata", Meta(name, pc)},
+           {"spec", {{"parallelism", pods}, {"completions", pods}, {"template", Template(cpu, gpus)}}}}};
+}
+
+Workload Kubeflow(const std::string& version, const std::string& kind, const std::string& resource,
+                  const std::string& specs, json replicas) {
+  json spec = json::object();
+  spec[specs] = json::object();
+  for (auto& [type, count] : replicas.items()) spec[specs][type] = {{"replicas", count}, {"template", Template("100m")}};
+  return {"kubeflow.org", version, kind, resource,
+          {{"apiVersion", "kubeflow.org/" + version},
+           {"kind", kind},
+           {"metadata", Meta(absl::AsciiStrToLower(kind))},
+           {"spec", spec}}};
+}
+
+json RayClusterSpec() {
+  return {{"headGroupSpec", {{"rayStartParams", json::object()}, {"template", Template("100m")}}},
+          {"workerGroupSpecs", json::array({{{"groupName", "w"}, {"replicas", 1}, {"template", Template("100m")}}})}};
+}
+
+// Every kind of workload::ManagedKinds() but pods, small enough to fit at once.
+std::vector<Workload> OneOfEachKind() {
+  return {
+      JobOf("job", 2, "100m", 0),
+      Kubeflow("v1", "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", {{"Master", 1}, {"Worker", 1}}),
+      Kubeflow("v1", "TFJob", "tfjobs", "tfReplicaSpecs", {{"Worker", 2}}),
+      Kubeflow("v2beta1", "MPIJob", "mpijobs", "mpiReplicaSpecs", {{"Launcher", 1}, {"Worker", 2}}),
+      Kubeflow("v1", "XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", {{"Master", 1}, {"Worker", 1}}),
+      Kubeflow("v1", "PaddleJob", "paddlejobs", "paddleReplicaSpecs", {{"Worker", 2}}),
+      {"jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets",
+       {{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+        {"kind", "JobSet"},
+        {"metadata", Meta("jobset")},
+        {"spec",
+         {{"replicatedJobs",
+           json::array({{{"name", "workers"},
+                         {"replicas", 1},
+                         {"template", {{"spec", {{"parallelism", 2}, {"completions", 2}, {"template", Template("100m")}}}}}}})}}}}},
+      {"ray.io", "v1", "RayJob", "rayjobs",
+       {{"apiVersion", "ray.io/v1"},
+        {"kind", "RayJob"},
+        {"metadata", Meta("rayjob")},
+        {"spec", {{"entrypoint", "python train.py"}, {"rayClusterSpec", RayClusterSpec()}}}}},
+      {"ray.io", "v1", "RayCluster", "rayclusters",
+       {{"apiVersion", "ray.io/v1"}, {"kind", "RayCluster"}, {"metadata", Meta("raycluster")}, {"spec", RayClusterSpec()}}},
+  };
+}
+
+Workload GroupPod(const std::string& group, int index, int total, const std::string& cpu, int gpus,
+                  const std::string& pc = "") {
+  json meta = Meta(absl::StrCat(group, "-", index), pc);
+  meta["labels"]["kueue.x-k8s.io/pod-group-name"] = group;
+  meta["annotations"] = {{"kueue.x-k8s.io/pod-group-total-count", std::to_string(total)}};
+  return {"", "v1", "Pod", "pods", {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", PodSpec(cpu, gpus)}}};
+}
+
+// Held back by gangkeeper: suspended, or gated.
+bool Held(const Workload& w, const json& stored) {
+  if (w.kind == "Pod") {
+    for (const json& g : stored["spec"].value("schedulingGates", json::array())) {
+      if (g.value("name", "") == "gangkeeper.io/admission") return true;
+    }
+    return false;
+  }
+  if (w.group == "kubeflow.org") return stored["spec"].value("runPolicy", json::object()).value("suspend", false);
+  return stored["spec"].value("suspend", false);
+}
+
+class Cluster {
+ public:
+  // Starts FakeKubeApi and `gangkeeper serve --kube` against it; waits
+  // until /readyz (the reconciler's first list of every kind).
+  void Start() {
+    auto certs = testing::RunCommand({testing::GangkeeperBinary(), "certs", "--out", dir_.File("certs")},
+                                     absl::Seconds(30));
+    ASSERT_THAT(certs, IsOk());
+    ASSERT_EQ(certs->exit_code, 0) << certs->err;
+    testing::FakeKubeOptions fo;
+    fo.cert_file = dir_.File("certs/tls.crt");
+    fo.key_file = dir_.File("certs/tls.key");
+    auto fake = testing::FakeKubeApi::Start(fo);
+    ASSERT_THAT(fake, IsOk());
+    fake_ = *std::move(fake);
+    std::ofstream(dir_.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+                                           << "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:"
+                                           << fake_->port() << "\n    certificate-authority: certs/ca.crt\n"
+                                           << "users:\n- name: gk\n  user:\n    token: fake-token\n"
+                                           << "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: gk\n";
+    auto p = testing::ServerProcess::Start(
+        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
+         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
+         "--policies=" + SourceDir() + "/policies", "--kube=" + dir_.File("kubeconfig")},
+        dir_.path());
+    ASSERT_THAT(p, IsOk());
+    server_ = *std::move(p);
+    testing::TlsClientOptions o;
+    o.ca_file = dir_.File("certs/ca.crt");
+    auto c = testing::TlsConnection::Connect(server_->webhook_port(), o);
+    ASSERT_THAT(c, IsOk());
+    conn_ = *std::move(c);
+    ASSERT_TRUE(WaitFor([&] {
+      auto api = testing::TlsConnection::Connect(server_->api_port(), o);
+      if (!api.ok()) return false;
+      auto r = (*api)->Request("GET", "/readyz");
+      return r.ok() && r->status == 200;
+    })) << server_->Stderr();
+  }
+
+  // SIGTERM, exit 0; returns what the fake recorded.
+  std::vector<testing::RecordedCall> Stop() {
+    conn_.reset();
+    server_->Signal(SIGTERM);
+    auto code = server_->Wait(absl::Seconds(40));
+    EXPECT_THAT(code, IsOk());
+    if (code.ok()) {
+      EXPECT_EQ(*code, 0) << server_->Stderr();
+    }
+    std::vector<testing::RecordedCall> calls = fake_->Calls();
+    server_.reset();
+    fake_.reset();
+    return calls;
+  }
+
+  // What the API server does on CREATE: /mutate, its patch, /validate, store.
+  void Submit(const Workload& w) {
+    static int n = 0;
+    json object = w.object;
+    auto review = [&](const std::string& uid) {
+      return json{{"apiVersion", "admission.k8s.io/v1"},
+                  {"kind", "AdmissionReview"},
+                  {"request",
+                   {{"uid", uid},
+                    {"kind", {{"group", w.group}, {"version", w.version}, {"kind", w.kind}}},
+                    {"resource", {{"group", w.group}, {"version", w.version}, {"resource", w.resource}}},
+                    {"namespace", "team-a"},
+                    {"name", object["metadata"]["name"]},
+                    {"operation", "CREATE"},
+                    {"userInfo", {{"username", "alice"}}},
+                    {"object", object},
+                    {"oldObject", nullptr},
+                    {"dryRun", false}}}}
+          .dump();
+    };
+    const std::string uid = absl::StrCat("review-", ++n);
+    auto m = conn_->Request("POST", "/mutate", review(uid + "m"));
+    ASSERT_THAT(m, IsOk());
+    json answer = json::parse(m->body);
+    ASSERT_TRUE(answer["response"]["allowed"].get<bool>()) << w.kind << ": " << m->body;
+    if (answer["response"].contains("patch")) {
+      std::string patch;
+      ASSERT_TRUE(absl::Base64Unescape(answer["response"]["patch"].get<std::string>(), &patch));
+      object = object.patch(json::parse(patch));
+    }
+    auto v = conn_->Request("POST", "/validate", review(uid + "v"));
+    ASSERT_THAT(v, IsOk());
+    ASSERT_TRUE(json::parse(v->body)["response"]["allowed"].get<bool>()) << w.kind << ": " << v->body;
+    auto stored = fake_->Create(w.collection(), object);
+    ASSERT_THAT(stored, IsOk());
+    ASSERT_TRUE(Held(w, *stored)) << w.kind << " was not held back by /mutate: " << stored->dump();
+  }
+
+  json Get(const Workload& w) {
+    auto o = fake_->Get(w.path());
+    return o.ok() ? *o : json();
+  }
+  bool Gone(const Workload& w) { return absl::IsNotFound(fake_->Get(w.path()).status()); }
+  bool Released(const Workload& w) {
+    json o = Get(w);
+    return o.is_object() && !Held(w, o);
+  }
+  // The Job controller: a released Job starts.
+  void StartJob(const Workload& w) {
+    json j = Get(w);
+    j["status"]["startTime"] = "2026-12-03T10:00:00Z";
+    ASSERT_THAT(fake_->Replace(w.path(), j), IsOk());
+  }
+
+  // Polls `done` every 50 ms for at most `limit`.
+  static bool WaitFor(const std::function<bool()>& done, absl::Duration limit = absl::Seconds(30)) {
+    const int rounds = static_cast<int>(limit / absl::Milliseconds(50));
+    for (int i = 0; i < rounds; ++i) {
+      if (done()) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return done();
+  }
+
+  std::string Stderr() const { return server_ != nullptr ? server_->Stderr() : ""; }
+
+ private:
+  testing::TempDir dir_;
+  std::unique_ptr<testing::FakeKubeApi> fake_;
+  std::unique_ptr<testing::ServerProcess> server_;
+  std::unique_ptr<testing::TlsConnection> conn_;
+};
+
+TEST(RbacTest, TheClusterRoleGrantsExactlyTheCallsGangkeeperMakes) {
+  absl::StatusOr<std::set<Access>> granted = Granted();
+  ASSERT_THAT(granted, IsOk());
+  std::vector<testing::RecordedCall> calls;
+  auto record = [&](std::vector<testing::RecordedCall> more) { calls.insert(calls.end(), more.begin(), more.end()); };
+
+  {  // Lists and watches of every kind; a release of every kind and of a pod group.
+    SCOPED_TRACE("a release of every kind");
+    Cluster c;
+    ASSERT_NO_FATAL_FAILURE(c.Start());
+    std::vector<Workload> all = OneOfEachKind();
+    all.push_back(GroupPod("pair", 0, 2, "100m", 0));
+    all.push_back(GroupPod("pair", 1, 2, "100m", 0));
+    for (const Workload& w : all) ASSERT_NO_FATAL_FAILURE(c.Submit(w));
+    for (const Workload& w : all) {
+      EXPECT_TRUE(Cluster::WaitFor([&] { return c.Released(w); })) << w.kind << " was not released\n" << c.Stderr();
+    }
+    record(c.Stop());
+  }
+  {  // team-a's 6 GPUs taken by a Job that then runs, preempted by a higher priority.
+    SCOPED_TRACE("preemption of a Job that ran");
+    Cluster c;
+    ASSERT_NO_FATAL_FAILURE(c.Start());
+    const Workload low = JobOf("low", 3, "100m", 2, "training-batch");
+    const Workload urgent = JobOf("urgent", 2, "100m", 1, "inference-critical");
+    ASSERT_NO_FATAL_FAILURE(c.Submit(low));
+    ASSERT_TRUE(Cluster::WaitFor([&] { return c.Released(low); })) << c.Stderr();
+    ASSERT_NO_FATAL_FAILURE(c.StartJob(low));
+    ASSERT_NO_FATAL_FAILURE(c.Submit(urgent));
+    ASSERT_TRUE(Cluster::WaitFor([&] { return c.Released(urgent); })) << c.Stderr();
+    const json stopped = c.Get(low);
+    EXPECT_TRUE(stopped["spec"].value("suspend", false));
+    EXPECT_FALSE(stopped.value("status", json::object()).contains("startTime")) << "cleared through jobs/status";
+    record(c.Stop());
+  }
+  {  // The same with a pod group as the victim: its pods are deleted.
+    SCOPED_TRACE("preemption of a pod group");
+    Cluster c;
+    ASSERT_NO_FATAL_FAILURE(c.Start());
+    std::vector<Workload> pods;
+    for (int i = 0; i < 3; ++i) pods.push_back(GroupPod("trio", i, 3, "100m", 2, "training-batch"));
+    for (const Workload& p : pods) ASSERT_NO_FATAL_FAILURE(c.Submit(p));
+    for (const Workload& p : pods) ASSERT_TRUE(Cluster::WaitFor([&] { return c.Released(p); })) << c.Stderr();
+    const Workload urgent = JobOf("urgent", 2, "100m", 1, "inference-critical");
+    ASSERT_NO_FATAL_FAILURE(c.Submit(urgent));
+    for (const Workload& p : pods) EXPECT_TRUE(Cluster::WaitFor([&] { return c.Gone(p); })) << c.Stderr();
+    EXPECT_TRUE(Cluster::WaitFor([&] { return c.Released(urgent); })) << c.Stderr();
+    record(c.Stop());
+  }
+
+  std::set<Access> used;
+  for (const testing::RecordedCall& call : calls) {
+    absl::StatusOr<Access> a = AccessOf(call);
+    EXPECT_THAT(a, IsOk()) << "a call no resource rule grants";
+    if (a.ok()) used.insert(*a);
+  }
+  std::vector<std::string> missing, unused;
+  for (const Access& a : used) {
+    if (!granted->count(a)) missing.push_back(Describe(a));
+  }
+  for (const Access& a : *granted) {
+    if (!used.count(a)) unused.push_back(Describe(a));
+  }
+  EXPECT_TRUE(missing.empty()) << "gangkeeper calls these, deploy/common/rbac.yaml does not grant them:\n  "
+                               << absl::StrJoin(missing, "\n  ");
+  EXPECT_TRUE(unused.empty()) << "deploy/common/rbac.yaml grants these, gangkeeper never calls them:\n  "
+                              << absl::StrJoin(unused, "\n  ");
+}
+
+}  // namespace
+}  // namespace gangkeeper::deploy_test
