@@ -169,13 +169,20 @@ struct ObjectRef {
 
 // /apis/kueue.x-k8s.io/v1beta1/{resourceflavors,clusterqueues,cohorts,workloadpriorityclasses}[/NAME],
 // /apis/kueue.x-k8s.io/v1beta1/namespaces/NS/localqueues[/NAME],
-// /apis/scheduling.k8s.io/v1/priorityclasses[/NAME].
+// /apis/scheduling.k8s.io/v1/priorityclasses[/NAME],
+// /apis/gangkeeper.io/v1alpha1/gpunodepools[/NAME].
 bool ParseQuotaPath(absl::string_view path, ObjectRef* ref) {
   std::vector<std::string> parts = absl::StrSplit(absl::StripSuffix(path, "/"), '/');
   // "", "apis", group, version, ...
   if (parts.size() < 5 || !parts[0].empty() || parts[1] != "apis") return false;
   ref->api_version = absl::StrCat(parts[2], "/", parts[3]);
   std::vector<std::string> rest(parts.begin() + 4, parts.end());
+  if (ref->api_version == "gangkeeper.io/v1alpha1") {
+    if (rest[0] != "gpunodepools" || rest.size() > 2) return false;
+    ref->kind = "GPUNodePool";
+    ref->name = rest.size() == 2 ? rest[1] : "";
+    return true;
+  }
   if (ref->api_version == "scheduling.k8s.io/v1") {
     if (rest[0] != "priorityclasses" || rest.size() > 2) return false;
     ref->kind = "PriorityClass";
@@ -203,11 +210,38 @@ bool ParseQuotaPath(absl::string_view path, ObjectRef* ref) {
   return true;
 }
 
+// Name, namespace and resourceVersion of any policy object (a GPUNodePool,
+// gangkeeper's own kind, keeps only a name and a version).
+template <typename T>
+const std::string& NameOf(const T& o) {
+  if constexpr (requires { o.meta; }) {
+    return o.meta.name;
+  } else {
+    return o.name;
+  }
+}
+template <typename T>
+std::string NamespaceOf(const T& o) {
+  if constexpr (requires { o.meta; }) {
+    return o.meta.namespace_name;
+  } else {
+    return "";
+  }
+}
+template <typename T>
+decltype(auto) VersionOf(T& o) {
+  if constexpr (requires { o.meta; }) {
+    return (o.meta.resource_version);
+  } else {
+    return (o.resource_version);
+  }
+}
+
 template <typename Map, typename F>
 void ForKind(Map& m, const ObjectRef& ref, F f) {
   for (auto& [key, object] : m) {
-    if (!ref.name.empty() && object.meta.name != ref.name) continue;
-    if (!ref.namespace_name.empty() && object.meta.namespace_name != ref.namespace_name) continue;
+    if (!ref.name.empty() && NameOf(object) != ref.name) continue;
+    if (!ref.namespace_name.empty() && NamespaceOf(object) != ref.namespace_name) continue;
     f(object);
   }
 }
@@ -221,6 +255,7 @@ void Visit(Set& p, const ObjectRef& ref, F f) {
   if (ref.kind == "Cohort") ForKind(p.cohorts, ref, f);
   if (ref.kind == "WorkloadPriorityClass") ForKind(p.workload_priority_classes, ref, f);
   if (ref.kind == "PriorityClass") ForKind(p.priority_classes, ref, f);
+  if (ref.kind == "GPUNodePool") ForKind(p.gpu_node_pools, ref, f);
 }
 
 std::vector<json> ObjectsOf(const model::PolicySet& p, const ObjectRef& ref) {
@@ -231,7 +266,7 @@ std::vector<json> ObjectsOf(const model::PolicySet& p, const ObjectRef& ref) {
 
 std::string CurrentVersion(const model::PolicySet& p, const ObjectRef& ref) {
   std::string v;
-  Visit(p, ref, [&](const auto& object) { v = object.meta.resource_version; });
+  Visit(p, ref, [&](const auto& object) { v = VersionOf(object); });
   return v;
 }
 
@@ -244,11 +279,9 @@ size_t CountObjects(const model::PolicySet& p) {
 std::vector<ObjectRef> RefsOf(const model::PolicySet& p) {
   std::vector<ObjectRef> out;
   for (const char* kind : {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass",
-                           "PriorityClass"}) {
+                           "PriorityClass", "GPUNodePool"}) {
     ObjectRef all{"", kind, "", ""};
-    Visit(p, all, [&](const auto& object) {
-      out.push_back(ObjectRef{"", kind, object.meta.namespace_name, object.meta.name});
-    });
+    Visit(p, all, [&](const auto& object) { out.push_back(ObjectRef{"", kind, NamespaceOf(object), NameOf(object)}); });
   }
   return out;
 }
@@ -256,7 +289,7 @@ std::vector<ObjectRef> RefsOf(const model::PolicySet& p) {
 void EraseObject(model::PolicySet* p, const ObjectRef& ref) {
   auto erase = [&](auto& m) {
     for (auto it = m.begin(); it != m.end();) {
-      if (it->second.meta.name == ref.name && it->second.meta.namespace_name == ref.namespace_name) {
+      if (NameOf(it->second) == ref.name && NamespaceOf(it->second) == ref.namespace_name) {
         it = m.erase(it);
       } else {
         ++it;
@@ -269,16 +302,17 @@ void EraseObject(model::PolicySet* p, const ObjectRef& ref) {
   if (ref.kind == "Cohort") erase(p->cohorts);
   if (ref.kind == "WorkloadPriorityClass") erase(p->workload_priority_classes);
   if (ref.kind == "PriorityClass") erase(p->priority_classes);
+  if (ref.kind == "GPUNodePool") erase(p->gpu_node_pools);
 }
 
 // Copies the object `ref` names from `from` into `to`, at `version`.
 void PutObject(const model::PolicySet& from, const ObjectRef& ref, const std::string& version, model::PolicySet* to) {
   auto put = [&](const auto& src, auto& dst) {
     for (const auto& [key, object] : src) {
-      if (object.meta.name != ref.name || object.meta.namespace_name != ref.namespace_name) continue;
+      if (NameOf(object) != ref.name || NamespaceOf(object) != ref.namespace_name) continue;
       auto copy = object;
-      copy.meta.resource_version = version;
-      copy.meta.source = model::SourceRef{"API", 0};
+      VersionOf(copy) = version;
+      if constexpr (requires { copy.meta.source; }) copy.meta.source = model::SourceRef{"API", 0};
       dst.insert_or_assign(key, std::move(copy));
     }
   };
@@ -288,6 +322,7 @@ void PutObject(const model::PolicySet& from, const ObjectRef& ref, const std::st
   if (ref.kind == "Cohort") put(from.cohorts, to->cohorts);
   if (ref.kind == "WorkloadPriorityClass") put(from.workload_priority_classes, to->workload_priority_classes);
   if (ref.kind == "PriorityClass") put(from.priority_classes, to->priority_classes);
+  if (ref.kind == "GPUNodePool") put(from.gpu_node_pools, to->gpu_node_pools);
 }
 
 absl::Status MayWrite(const Principal& who, const ObjectRef& ref) {
@@ -564,6 +599,19 @@ class Api {
     return Ok({{"items", items}});
   }
 
+  // The times the audit history holds and the broker does not keep: the
+  // last release, the end; creation and admission when the broker forgot.
+  static void AddTimestamps(const json& history, json* j) {
+    for (const json& e : history) {
+      const std::string action = e.value("action", "");
+      const std::string time = e.value("time", "");
+      if (action == "workload.pending" && !j->contains("created")) (*j)["created"] = time;
+      if (action == "workload.admitted" && !j->contains("admitted")) (*j)["admitted"] = time;
+      if (action == "workload.released") (*j)["released"] = time;
+      if (action == "workload.finished" || action == "workload.deleted") (*j)["finished"] = time;
+    }
+  }
+
   server::HttpResponse Workload(const Principal& who, const std::string& ns, const std::string& name) const {
     if (!who.MayRead(ns)) return Forbidden(who, absl::StrCat("read workloads in ", ns));
     std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
@@ -576,10 +624,12 @@ class Api {
       const std::string last = history.back().value("action", "");
       json j = {{"namespace", ns}, {"name", name},
                 {"state", last == "workload.finished" ? "finished" : last == "workload.deleted" ? "deleted" : "unknown"}};
+      AddTimestamps(history, &j);
       j["history"] = std::move(history);
       return Ok(j);
     }
     json j = WorkloadJson(*w, snap->Position(key));
+    AddTimestamps(history, &j);
     if (!history.empty()) j["history"] = std::move(history);
     return Ok(j);
   }
@@ -663,7 +713,7 @@ std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, co
                                   const audit::AuditLog* audit, std::shared_ptr<const model::PolicySet> base_policies) {
   auto api = std::make_shared<Api>(broker, tokens, clock, audit, std::move(base_policies));
   std::vector<server::Route> routes;
-  for (const char* prefix : {"/apis/kueue.x-k8s.io/", "/apis/scheduling.k8s.io/"}) {
+  for (const char* prefix : {"/apis/kueue.x-k8s.io/", "/apis/scheduling.k8s.io/", "/apis/gangkeeper.io/"}) {
     for (const char* method : {"GET", "PUT", "DELETE"}) {
       server::Route r = Get(prefix, true, [api, m = std::string(method)](const server::HttpRequest& req) {
         return api->Guard(req, [&](const Principal& who) {
@@ -672,7 +722,8 @@ std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, co
             return Error(404, "NotFound",
                          absl::StrCat(req.path, ": use /apis/kueue.x-k8s.io/v1beta1/{resourceflavors,clusterqueues,",
                                       "cohorts,workloadpriorityclasses}[/NAME], /apis/kueue.x-k8s.io/v1beta1/",
-                                      "namespaces/NS/localqueues[/NAME] or /apis/scheduling.k8s.io/v1/priorityclasses[/NAME]"));
+                                      "namespaces/NS/localqueues[/NAME], /apis/scheduling.k8s.io/v1/priorityclasses[/NAME] "
+                                      "or /apis/gangkeeper.io/v1alpha1/gpunodepools[/NAME]"));
           }
           if (m == "GET") return api->GetObjects(who, ref);
           if (ref.name.empty()) {

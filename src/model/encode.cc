@@ -288,6 +288,7 @@ json EncodeObject(const Namespace& ns) { return Header(kCoreV1, "Namespace", ns.
 json EncodeObject(const GpuNodePool& pool) {
   json metadata = json::object();
   metadata["name"] = pool.name;
+  if (!pool.resource_version.empty()) metadata["resourceVersion"] = pool.resource_version;
   json spec = json::object();
   spec["flavor"] = pool.flavor;
   spec["gpu"] = GpuModelName(pool.gpu);

@@ -268,6 +268,9 @@ void Decode(const json& object, const FieldPath& root, GpuNodePool* out,
                                "'.', starting and ending with a letter or digit, at most 253 "
                                "characters"));
     }
+    if (const json* version = Member(*metadata, "resourceVersion"); version != nullptr && version->is_string()) {
+      out->resource_version = version->get<std::string>();
+    }
   }
 
   const FieldPath spec_path = root.Child("spec");

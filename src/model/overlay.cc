@@ -37,6 +37,8 @@ PolicySet ApplyOverlay(const PolicySet& base, const PolicyOverlay& overlay) {
         [](const WorkloadPriorityClass& o) { return ObjectId("WorkloadPriorityClass", "", o.meta.name); });
   Apply(out.priority_classes, overlay.put.priority_classes, d,
         [](const PriorityClass& o) { return ObjectId("PriorityClass", "", o.meta.name); });
+  Apply(out.gpu_node_pools, overlay.put.gpu_node_pools, d,
+        [](const GpuNodePool& o) { return ObjectId("GPUNodePool", "", o.name); });
   return out;
 }
 

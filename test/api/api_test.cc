@@ -255,7 +255,9 @@ TEST_F(ApiTest, RoutesAreOnTheApiListener) {
                                            "GET /v1/clusterqueues/*", "GET /v1/workloads", "GET /v1/workloads/*",
                                            "POST /v1/apply", "GET /apis/kueue.x-k8s.io/*", "PUT /apis/kueue.x-k8s.io/*",
                                            "DELETE /apis/kueue.x-k8s.io/*", "GET /apis/scheduling.k8s.io/*",
-                                           "PUT /apis/scheduling.k8s.io/*", "DELETE /apis/scheduling.k8s.io/*"));
+                                           "PUT /apis/scheduling.k8s.io/*", "DELETE /apis/scheduling.k8s.io/*",
+                                           "GET /apis/gangkeeper.io/*", "PUT /apis/gangkeeper.io/*",
+                                           "DELETE /apis/gangkeeper.io/*"));
 }
 
 TEST_F(ApiTest, WithoutAValidTokenEveryRouteIs401WithWwwAuthenticate) {

@@ -281,8 +281,10 @@ void Compare(Differ& d, const std::string& p, const Namespace& a, const Namespac
 }
 
 void Compare(Differ& d, const std::string& p, const GpuNodePool& a, const GpuNodePool& b) {
-  [[maybe_unused]] const auto& [name, flavor, gpu, gpus_per_node, nodes, mig_strategy, mig_profiles] = a;
+  [[maybe_unused]] const auto& [name, resource_version, flavor, gpu, gpus_per_node, nodes, mig_strategy,
+                                mig_profiles] = a;
   d.Eq(p + ".name", a.name, b.name);
+  d.Eq(p + ".resource_version", a.resource_version, b.resource_version);
   d.Eq(p + ".flavor", a.flavor, b.flavor);
   d.Eq(p + ".gpu", a.gpu, b.gpu);
   d.Eq(p + ".gpus_per_node", a.gpus_per_node, b.gpus_per_node);
@@ -455,7 +457,7 @@ Namespace MakeNamespace(const std::string& name, Labels labels) {
 
 GpuNodePool MakePool(const std::string& name, const std::string& flavor, GpuModel gpu, int64_t gpus_per_node,
                      int64_t nodes, MigStrategy strategy, std::vector<std::string> profiles) {
-  return GpuNodePool{name, flavor, gpu, gpus_per_node, nodes, strategy, std::move(profiles)};
+  return GpuNodePool{name, "", flavor, gpu, gpus_per_node, nodes, strategy, std::move(profiles)};
 }
 
 template <typename Map, typename Obj>

@@ -73,6 +73,7 @@ struct MigProfile {
 // manifest (AKS or NVIDIA spellings, see ResolveMigProfile); every GPU of the pool has it.
 struct GpuNodePool {
   std::string name;    // metadata.name
+  std::string resource_version;  // metadata.resourceVersion (set by the API on changes)
   std::string flavor;  // the ResourceFlavor whose nodeLabels select these nodes
   GpuModel gpu = GpuModel::kA100_80GB;
   int64_t gpus_per_node = 1;
