@@ -175,25 +175,25 @@ absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::J
     double (*value)(const broker::JournalStats&);
   };
   static constexpr One kAll[] = {
-      {"gangkeeper_journal_appends_total", "Journal appends acknowledged (one per broker batch), each durable.", true,
+      {"gangkeeper_store_journal_appends_total", "Journal appends acknowledged (one per broker batch), each durable.", true,
        [](const broker::JournalStats& s) { return static_cast<double>(s.log.appends); }},
-      {"gangkeeper_journal_fsyncs_total", "Journal writes, each followed by one fsync (group commit).", true,
+      {"gangkeeper_store_journal_fsyncs_total", "Journal writes, each followed by one fsync (group commit).", true,
        [](const broker::JournalStats& s) { return static_cast<double>(s.log.groups); }},
-      {"gangkeeper_journal_bytes_total", "Bytes written to the journal.", true,
+      {"gangkeeper_store_journal_bytes_total", "Bytes written to the journal.", true,
        [](const broker::JournalStats& s) { return static_cast<double>(s.log.bytes); }},
-      {"gangkeeper_journal_segments", "Journal segment files kept.", false,
+      {"gangkeeper_store_journal_segments", "Journal segment files kept.", false,
        [](const broker::JournalStats& s) { return static_cast<double>(s.log.segments); }},
-      {"gangkeeper_journal_next_record", "The number the next journal record gets.", false,
+      {"gangkeeper_store_journal_next_record", "The number the next journal record gets.", false,
        [](const broker::JournalStats& s) { return static_cast<double>(s.log.next_seq); }},
-      {"gangkeeper_journal_snapshots_total", "Snapshots written.", true,
+      {"gangkeeper_store_journal_snapshots_total", "Snapshots written.", true,
        [](const broker::JournalStats& s) { return static_cast<double>(s.snapshots); }},
-      {"gangkeeper_journal_snapshot_failures_total", "Snapshots that could not be written.", true,
+      {"gangkeeper_store_journal_snapshot_failures_total", "Snapshots that could not be written.", true,
        [](const broker::JournalStats& s) { return static_cast<double>(s.snapshot_failures); }},
-      {"gangkeeper_journal_last_snapshot_bytes", "Size of the last snapshot.", false,
+      {"gangkeeper_store_journal_last_snapshot_bytes", "Size of the last snapshot.", false,
        [](const broker::JournalStats& s) { return static_cast<double>(s.last_snapshot_bytes); }},
-      {"gangkeeper_journal_last_snapshot_seconds", "Time the last snapshot took to write.", false,
+      {"gangkeeper_store_journal_last_snapshot_seconds", "Time the last snapshot took to write.", false,
        [](const broker::JournalStats& s) { return absl::ToDoubleSeconds(s.last_snapshot_took); }},
-      {"gangkeeper_journal_records_since_snapshot", "Journal records a restart would replay.", false,
+      {"gangkeeper_store_journal_records_since_snapshot", "Journal records a restart would replay.", false,
        [](const broker::JournalStats& s) { return static_cast<double>(s.records_since_snapshot); }},
   };
   for (const One& m : kAll) {
@@ -203,7 +203,7 @@ absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::J
                                : registry.AddCallbackGauge(m.name, m.help, {}, collect);
     if (!s.ok()) return s;
   }
-  return registry.AddCallbackGauge("gangkeeper_journal_healthy",
+  return registry.AddCallbackGauge("gangkeeper_store_journal_healthy",
                                    "1 while the journal accepts writes; 0 after a write error (restart needed).", {},
                                    [journal] {
                                      return std::vector<Sample>{Sample{{}, journal->health().ok() ? 1.0 : 0.0}};

@@ -298,6 +298,8 @@ int GetPolicyObjects(kube::Client& client, const ClientFlags& f, const std::stri
                       : absl::StrCat("/apis/kueue.x-k8s.io/v1beta1/namespaces/", kube::QueryEscape(ns), "/localqueues");
   } else if (kind == "priorityclasses") {
     path = "/apis/scheduling.k8s.io/v1/priorityclasses";
+  } else if (kind == "gpunodepools") {
+    path = "/apis/gangkeeper.io/v1alpha1/gpunodepools";
   } else {
     path = absl::StrCat("/apis/kueue.x-k8s.io/v1beta1/", kind);
   }
@@ -354,6 +356,15 @@ int GetPolicyObjects(kube::Client& client, const ClientFlags& f, const std::stri
         }
         rows.back().push_back(absl::StrJoin(quota, ", "));
       }
+    } else if (kind == "gpunodepools") {
+      if (rows.empty()) rows.push_back({"NAME", "FLAVOR", "GPU", "GPUS/NODE", "NODES", "MIG"});
+      std::string mig = S(spec, "migStrategy");
+      if (spec.contains("migProfiles")) {
+        std::vector<std::string> profiles;
+        for (const json& p : spec["migProfiles"]) profiles.push_back(p.is_string() ? p.get<std::string>() : p.dump());
+        absl::StrAppend(&mig, " [", absl::StrJoin(profiles, ","), "]");
+      }
+      rows.push_back({name, S(spec, "flavor"), S(spec, "gpu"), S(spec, "gpusPerNode"), S(spec, "nodes"), mig});
     } else {  // workloadpriorityclasses, priorityclasses
       if (rows.empty()) rows.push_back({"NAME", "VALUE"});
       rows.push_back({name, S(o, "value")});
@@ -485,8 +496,8 @@ int RunAudit(const std::vector<std::string>& args) {
   flags.String("action", &action, "e.g. workload.admitted, workload.preempted, review.denied, quota.changed");
   flags.String("actor", &actor, "a Kubernetes user, a token name, or gangkeeper");
   flags.String("cluster-queue", &cq, "ClusterQueue");
-  flags.String("since", &since, "RFC 3339 time: events at or after it");
-  flags.String("until", &until, "RFC 3339 time: events at or before it");
+  flags.String("since", &since, "events at or after this: an RFC 3339 time, or a duration ago (1h, 30m, 7d)");
+  flags.String("until", &until, "events at or before this: an RFC 3339 time, or a duration ago");
   flags.Int("limit", &limit, "print at most this many events");
   flags.Bool("follow", &follow, "keep printing new events as they come");
   flags.Duration("follow-for", &follow_for, "with --follow, stop after this long (default: until interrupted)");
@@ -494,8 +505,25 @@ int RunAudit(const std::vector<std::string>& args) {
   if (std::optional<int> done = ParseOrExit(flags, args, &rest)) return *done;
   if (!rest.empty() || limit < 1 || (f.output != "table" && f.output != "json")) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper audit [--namespace NS] [--name N] [--action A] [--actor U] "
-                         "[--cluster-queue CQ] [--since T] [--until T] [--limit N] [--follow] [-o table|json]\n");
+                         "[--cluster-queue CQ] [--since T|1h] [--until T|1h] [--limit N] [--follow] [-o table|json]\n");
     return 2;
+  }
+  // "1h" means an hour ago ("7d" a week: days are not a Go duration unit).
+  for (std::string* t : {&since, &until}) {
+    if (t->empty()) continue;
+    absl::Duration ago;
+    std::string spelled = *t;
+    int64_t days = 0;
+    if (absl::EndsWith(spelled, "d") && absl::SimpleAtoi(absl::string_view(spelled).substr(0, spelled.size() - 1), &days)) {
+      spelled = absl::StrCat(days * 24, "h");
+    }
+    if (absl::ParseDuration(spelled, &ago)) {
+      if (ago < absl::ZeroDuration()) {
+        std::fprintf(stderr, "gangkeeper: --since/--until %s: give a positive duration (how long ago)\n", t->c_str());
+        return 2;
+      }
+      *t = absl::FormatTime("%Y-%m-%d%ET%H:%M:%E6SZ", base::RealClock().Now() - ago, absl::UTCTimeZone());
+    }
   }
   std::string query;
   for (const auto& [key, value] : std::vector<std::pair<const char*, std::string>>{
@@ -577,7 +605,7 @@ int RunGet(const std::vector<std::string>& args) {
   std::string ns, cq, state;
   FlagSet flags("get",
                 "Lists objects from the API.\nusage: gangkeeper get clusterqueues|workloads|localqueues|flavors|cohorts|"
-                "workloadpriorityclasses|priorityclasses [flags]");
+                "workloadpriorityclasses|priorityclasses|gpunodepools [flags]");
   AddClientFlags(flags, &f);
   flags.String("n", &ns, "namespace (workloads, localqueues)");
   flags.String("namespace", &ns, "namespace (workloads, localqueues)");
@@ -589,7 +617,7 @@ int RunGet(const std::vector<std::string>& args) {
   if (what.size() != 1 || std::find(outputs.begin(), outputs.end(), f.output) == outputs.end()) {
     std::fprintf(stderr,
                  "gangkeeper: usage: gangkeeper get clusterqueues|workloads|localqueues|flavors|cohorts|"
-                 "workloadpriorityclasses|priorityclasses [-n NS] [-o table|wide|json|yaml]\n");
+                 "workloadpriorityclasses|priorityclasses|gpunodepools [-n NS] [-o table|wide|json|yaml]\n");
     return 2;
   }
   // Names, plurals and short names, as kubectl takes them.
@@ -602,12 +630,13 @@ int RunGet(const std::vector<std::string>& args) {
       {"cohorts", "cohorts"}, {"cohort", "cohorts"},
       {"workloadpriorityclasses", "workloadpriorityclasses"}, {"workloadpriorityclass", "workloadpriorityclasses"},
       {"wpc", "workloadpriorityclasses"},
-      {"priorityclasses", "priorityclasses"}, {"priorityclass", "priorityclasses"}, {"pc", "priorityclasses"}};
+      {"priorityclasses", "priorityclasses"}, {"priorityclass", "priorityclasses"}, {"pc", "priorityclasses"},
+      {"gpunodepools", "gpunodepools"}, {"gpunodepool", "gpunodepools"}, {"pools", "gpunodepools"}};
   auto kind = kKinds.find(what[0]);
   if (kind == kKinds.end()) {
     std::fprintf(stderr,
                  "gangkeeper: get %s: use clusterqueues, workloads, localqueues, flavors, cohorts, "
-                 "workloadpriorityclasses or priorityclasses\n",
+                 "workloadpriorityclasses, priorityclasses or gpunodepools\n",
                  what[0].c_str());
     return 2;
   }

@@ -14,6 +14,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -260,9 +261,9 @@ TEST_F(ApiIntegrationTest, DecisionsAndDenialsAreInTheAuditLog) {
   ASSERT_THAT(c, IsOk());
   auto metrics = (*c)->Request("GET", "/metrics");
   ASSERT_THAT(metrics, IsOk());
-  EXPECT_THAT(metrics->body, HasSubstr("gangkeeper_journal_healthy 1"));
+  EXPECT_THAT(metrics->body, HasSubstr("gangkeeper_store_journal_healthy 1"));
   EXPECT_THAT(metrics->body, HasSubstr("gangkeeper_audit_healthy 1"));
-  EXPECT_THAT(metrics->body, ::testing::ContainsRegex("gangkeeper_journal_appends_total [1-9]"));
+  EXPECT_THAT(metrics->body, ::testing::ContainsRegex("gangkeeper_store_journal_appends_total [1-9]"));
   EXPECT_THAT(metrics->body, ::testing::ContainsRegex("gangkeeper_audit_events_total [1-9]"));
   // Bad parameters name the field; a team-admin sees only its namespaces.
   auto [bad_status, bad] = Get("/v1/audit?since=yesterday", "audit-secret");
@@ -302,6 +303,7 @@ TEST_F(ApiIntegrationTest, QuotaChangesAreValidatedDurableAndAudited) {
   auto [bad_status, invalid] = Send("PUT", cq_path, bad.dump(), "admin-secret");
   EXPECT_EQ(bad_status, 422) << invalid.dump();
   EXPECT_THAT(invalid["error"]["message"].get<std::string>(), HasSubstr("no-such-flavor"));
+  EXPECT_THAT(invalid["error"].value("field", ""), HasSubstr("flavors")) << invalid.dump();
   // A team-admin may add a LocalQueue in its own namespace (YAML body).
   const std::string lq_path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/extra";
   auto [lq_status, lq] = Send("PUT", lq_path,
@@ -545,6 +547,16 @@ TEST_F(ApiIntegrationTest, AdminMovesQuotaAndEveryoneSeesTheSameStory) {
   }
   EXPECT_LT(at("workload.admitted second by gangkeeper"), at("workload.admitted third by gangkeeper"));
 
+  // The same from the command line, an hour back; a workload's answer has
+  // its release time from the history.
+  auto recent = cli({"audit", "--since", "1h", "--action", "quota.changed", "-o", "json"});
+  ASSERT_EQ(recent.exit_code, 0) << recent.err;
+  EXPECT_THAT(recent.out, HasSubstr("PUT ClusterQueue team-b-gpu"));
+  EXPECT_THAT(recent.out, HasSubstr("PUT ClusterQueue team-a-gpu"));
+  auto future = cli({"audit", "--until", "2h", "--action", "quota.changed", "-o", "json"});
+  EXPECT_THAT(future.out, ::testing::Not(HasSubstr("PUT ClusterQueue"))) << "--until 2h means two hours ago";
+  EXPECT_TRUE(Get("/v1/workloads/team-a/second", "admin-secret").second.contains("released"));
+
   // After a restart: the same story from the audit log, and the quota
   // change still in force.
   server_->Signal(SIGTERM);
@@ -560,6 +572,44 @@ TEST_F(ApiIntegrationTest, AdminMovesQuotaAndEveryoneSeesTheSameStory) {
   for (const char* name : {"first", "second", "third"}) {
     EXPECT_EQ(Get(absl::StrCat("/v1/workloads/team-a/", name), "admin-secret").second["state"], "admitted") << name;
   }
+}
+
+// GPUNodePool, gangkeeper's own kind, is a quota object like Kueue's.
+TEST_F(ApiIntegrationTest, GpuNodePoolsAreChangedLikeEveryOtherQuotaObject) {
+  const std::string list_path = "/apis/gangkeeper.io/v1alpha1/gpunodepools";
+  const std::string path = list_path + "/gpu-a100";
+  auto [list_status, list] = Get(list_path, "viewer-secret");
+  ASSERT_EQ(list_status, 200) << list.dump();
+  EXPECT_EQ(list["kind"], "GPUNodePoolList");
+  EXPECT_EQ(list["items"].size(), 2u);
+  json pool = Get(path, "admin-secret").second;
+  ASSERT_EQ(pool["spec"]["nodes"], 2) << pool.dump();
+  pool["spec"]["nodes"] = 3;
+  EXPECT_EQ(Send("PUT", path, pool.dump(), "team-b-secret").first, 403);
+  auto [put_status, put] = Send("PUT", path, pool.dump(), "admin-secret");
+  ASSERT_EQ(put_status, 200) << put.dump();
+  EXPECT_EQ(put["spec"]["nodes"], 3);
+  const std::string version = put["metadata"].value("resourceVersion", "");
+  EXPECT_FALSE(version.empty());
+  json bad = put;
+  bad["spec"]["gpu"] = "A100";
+  auto [bad_status, invalid] = Send("PUT", path, bad.dump(), "admin-secret");
+  EXPECT_EQ(bad_status, 422) << invalid.dump();
+  EXPECT_THAT(invalid.dump(), HasSubstr("spec.gpu"));
+  json stale = put;
+  stale["metadata"]["resourceVersion"] = version + "0";
+  EXPECT_EQ(Send("PUT", path, stale.dump(), "admin-secret").first, 409);
+  // Kept over a restart, then deleted.
+  server_->Signal(SIGKILL);
+  ASSERT_THAT(server_->Wait(absl::Seconds(20)), IsOk());
+  StartServer();
+  EXPECT_EQ(Get(path, "admin-secret").second["spec"]["nodes"], 3);
+  EXPECT_EQ(Send("DELETE", path, "", "admin-secret").first, 200);
+  EXPECT_EQ(Get(path, "admin-secret").first, 404);
+  auto [changes_status, changes] = Get("/v1/audit?action=quota.changed", "audit-secret");
+  ASSERT_EQ(changes_status, 200);
+  EXPECT_THAT(changes.dump(), HasSubstr("PUT GPUNodePool gpu-a100"));
+  EXPECT_THAT(changes.dump(), HasSubstr("DELETE GPUNodePool gpu-a100"));
 }
 
 TEST_F(ApiIntegrationTest, GetAndDescribeFromTheCommandLine) {
@@ -600,6 +650,45 @@ TEST_F(ApiIntegrationTest, GetAndDescribeFromTheCommandLine) {
   auto usage = testing::RunCommand({testing::GangkeeperBinary(), "get", "pods", server, ca}, absl::Seconds(30));
   ASSERT_THAT(usage, IsOk());
   EXPECT_EQ(usage->exit_code, 2);
+}
+
+TEST_F(ApiIntegrationTest, EveryQuotaKindIsListedFromTheCommandLine) {
+  const std::string server = absl::StrCat("--server=https://127.0.0.1:", server_->api_port());
+  const std::string ca = "--ca=" + dir_.File("certs/ca.crt");
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), testing::GangkeeperBinary());
+    args.insert(args.end(), {server, ca, "--token=viewer-secret"});
+    auto r = testing::RunCommand(args, absl::Seconds(30));
+    EXPECT_THAT(r, IsOk());
+    return r.ok() ? *r : testing::CommandResult{};
+  };
+  struct Want {
+    std::vector<std::string> args;
+    std::vector<std::string> says;
+  };
+  const std::vector<Want> wants = {
+      {{"get", "localqueues"}, {"NAMESPACE", "CLUSTERQUEUE", "team-a", "gpu-queue", "team-a-gpu"}},
+      {{"get", "lq", "-n", "team-b", "-o", "wide"}, {"PENDING", "ADMITTED", "team-b-gpu"}},
+      {{"get", "flavors"}, {"NODELABELS", "nvidia-gpu"}},
+      {{"get", "flavors", "-o", "wide"}, {"TOLERATIONS"}},
+      {{"get", "cohorts", "-o", "wide"}, {"No cohorts found."}},  // policies/ has none
+      {{"get", "gpunodepools"}, {"gpu-a100", "A100-80GB", "migmixed", "mixed [MIG3g,MIG2g,MIG1g,MIG1g]"}},
+      {{"get", "priorityclasses", "-o", "wide"}, {"inference-critical", "PREEMPTIONPOLICY"}},
+      {{"get", "workloadpriorityclasses"}, {"training-batch", "VALUE"}},
+      {{"get", "clusterqueues", "-o", "wide"}, {"BORROWED", "SHARE", "team-a-gpu"}},
+      {{"get", "workloads", "-n", "team-a", "-o", "yaml"}, {"items:\n  - ", "    name: first\n", "    state: admitted\n"}},
+      {{"describe", "workload", "team-a/second", "-o", "yaml"}, {"name: second\n", "reason:\n"}},
+  };
+  for (const Want& w : wants) {
+    auto r = run(w.args);
+    EXPECT_EQ(r.exit_code, 0) << absl::StrJoin(w.args, " ") << ": " << r.err;
+    for (const std::string& text : w.says) EXPECT_THAT(r.out, HasSubstr(text)) << absl::StrJoin(w.args, " ");
+  }
+  auto unknown = run({"get", "nodes"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("gpunodepools"));
+  auto bad_output = run({"get", "flavors", "-o", "xml"});
+  EXPECT_EQ(bad_output.exit_code, 2);
 }
 
 TEST_F(ApiIntegrationTest, ApplyFromTheCommandLine) {

@@ -15,7 +15,7 @@ namespace gangkeeper::api {
 // `broker` must outlive `registry`'s scrapes.
 [[nodiscard]] absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* broker);
 
-// gangkeeper_journal_*: appends, fsyncs (one per group commit), bytes,
+// gangkeeper_store_journal_*: appends, fsyncs (one per group commit), bytes,
 // snapshots, whether the journal accepts writes. `journal` outlives the
 // registry's scrapes.
 [[nodiscard]] absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::Journal* journal);
