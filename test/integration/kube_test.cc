@@ -246,15 +246,20 @@ TEST_F(KubeIntegrationTest, SeedJobIsAdmittedAndReleasedWithTheFlavorsPlacement)
     EXPECT_EQ(ops.back(), json({{"op", "add"}, {"path", "/spec/suspend"}, {"value", false}}));
   }
   EXPECT_EQ(patches, 1);
-  // The lists and watches carry the queue label selector.
-  bool watched = false;
-  for (const testing::RecordedCall& c : fake_->Calls()) {
-    if (c.path == "/apis/batch/v1/jobs" && c.query.find("watch=true") != std::string::npos) {
-      watched = true;
-      EXPECT_THAT(c.query, HasSubstr("labelSelector=kueue.x-k8s.io%2Fqueue-name"));
+  // The lists and watches carry the queue label selector. (The Jobs watch
+  // starts after its list, which may come after the release on a busy
+  // machine: wait for it.)
+  auto jobs_watches = [&] {
+    std::vector<testing::RecordedCall> out;
+    for (const testing::RecordedCall& c : fake_->Calls()) {
+      if (c.path == "/apis/batch/v1/jobs" && c.query.find("watch=true") != std::string::npos) out.push_back(c);
     }
+    return out;
+  };
+  ASSERT_TRUE(WaitFor([&] { return !jobs_watches().empty(); })) << "no watch of Jobs";
+  for (const testing::RecordedCall& c : jobs_watches()) {
+    EXPECT_THAT(c.query, HasSubstr("labelSelector=kueue.x-k8s.io%2Fqueue-name"));
   }
-  EXPECT_TRUE(watched);
 }
 
 TEST_F(KubeIntegrationTest, AFinishedJobFreesQuotaForTheNextGang) {
