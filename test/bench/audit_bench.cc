@@ -26,29 +26,13 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/base/check.h"
+#include "test/bench/bench_dir.h"
 #include "gangkeeper/base/clock.h"
 
 namespace gangkeeper::audit {
 namespace {
 
-class BenchDir {
- public:
-  BenchDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/gangkeeper-bench-XXXXXX";
-    char* made = ::mkdtemp(tmpl.data());
-    GK_CHECK(made != nullptr);
-    path_ = made;
-  }
-  ~BenchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::gangkeeper::bench::BenchDir;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'760'000'000);
 constexpr uint64_t kEvents = 1'000'000;

@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/check.h"
+#include "test/bench/bench_dir.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/journal.h"
@@ -36,25 +37,7 @@
 namespace gangkeeper::broker {
 namespace {
 
-// A fresh directory under $TMPDIR, removed at scope exit.
-class BenchDir {
- public:
-  BenchDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/gangkeeper-bench-XXXXXX";
-    char* made = ::mkdtemp(tmpl.data());
-    GK_CHECK(made != nullptr);
-    path_ = made;
-  }
-  ~BenchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::gangkeeper::bench::BenchDir;
 
 void BM_GroupCommit(benchmark::State& state) {
   const int writers = static_cast<int>(state.range(0));
