@@ -24,21 +24,30 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
+// Forks and execs `args`. The parent is multi-threaded (servers, clients),
+// so the child runs only async-signal-safe calls between fork and exec:
+// everything that allocates (argv, the C strings) is made before the fork.
+// A malloc in the child can block forever on a lock another thread held at
+// fork time (it did, under AddressSanitizer, in CI).
 pid_t Spawn(const std::vector<std::string>& args, const std::string& cwd, const std::string& out,
             const std::string& err) {
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const char* dir = cwd.empty() ? nullptr : cwd.c_str();
+  const char* out_path = out.c_str();
+  const char* err_path = err.c_str();
   pid_t pid = ::fork();
   if (pid != 0) return pid;
-  if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(127);
-  int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (dir != nullptr && ::chdir(dir) != 0) ::_exit(127);
+  int o = ::open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  int e = ::open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (o < 0 || e < 0) ::_exit(127);
   ::dup2(o, 1);
   ::dup2(e, 2);
   int devnull = ::open("/dev/null", O_RDONLY);
   if (devnull >= 0) ::dup2(devnull, 0);
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
   ::execv(argv[0], argv.data());
   ::_exit(127);
 }
