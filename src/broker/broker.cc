@@ -48,7 +48,8 @@ struct Waiter {
 
 struct Event {
   enum class Type {
-    kAdd, kUpdate, kRemove, kFinish, kAdopt, kRerelease, kPolicies, kReleaseOk, kReleaseFailed, kStopped, kFlush
+    kAdd, kUpdate, kRemove, kFinish, kAdopt, kRerelease, kPolicies, kReleaseOk, kReleaseFailed, kStopped, kFlush,
+    kFollow, kLead  // role switches: taken alone, never in a batch with others
   };
   Type type = Type::kFlush;
   workload::Workload workload;
@@ -60,7 +61,50 @@ struct Event {
   std::shared_ptr<const model::PolicyOverlay> overlay;  // kPolicies from the API
   std::string actor;                                    // kPolicies from the API
   std::shared_ptr<Waiter> waiter;  // null: nobody waits
+  int64_t intake_revision = 0;     // an intake event's place in the store (Submit)
+  // kFollow, kLead: the state to start from; kLead: the new sink and actuator.
+  std::shared_ptr<DurableState> state;
+  StateSink* sink = nullptr;
+  Actuator* actuator = nullptr;
 };
+
+bool IsRoleSwitch(const Event& e) { return e.type == Event::Type::kFollow || e.type == Event::Type::kLead; }
+
+// Events that change the state (a follower refuses them).
+bool IsChange(const Event& e) { return e.type != Event::Type::kFlush && !IsRoleSwitch(e); }
+
+// A scheduler rebuilt from a durable state (its workloads are moved out);
+// `startup` gets the releases and suspensions that were sent but not
+// confirmed, to send again (both are idempotent).
+absl::StatusOr<std::unique_ptr<Scheduler>> RestoreFrom(DurableState* state,
+                                                       std::shared_ptr<const model::PolicySet> fallback,
+                                                       const SchedulerOptions& options,
+                                                       std::vector<StateChange>* startup) {
+  std::vector<std::shared_ptr<const WorkloadInfo>> workloads;
+  workloads.reserve(state->workloads.size());
+  for (auto& [key, info] : state->workloads) workloads.push_back(std::move(info));
+  state->workloads.clear();
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Restore(
+      state->policies != nullptr ? state->policies : std::move(fallback), state->terminating, std::move(workloads),
+      options);
+  if (!scheduler.ok()) {
+    return absl::Status(scheduler.status().code(),
+                        absl::StrCat("restoring the recorded state: ", scheduler.status().message()));
+  }
+  for (const WorkloadInfo* info : (*scheduler)->Workloads()) {
+    if (info->phase != Phase::kReserved && info->phase != Phase::kEvicting) continue;
+    StateChange c;
+    c.type = info->phase == Phase::kReserved ? StateChange::Type::kAdmitted : StateChange::Type::kEvicted;
+    c.key = info->key;
+    c.uid = info->workload->uid;
+    c.cluster_queue = info->admission.has_value() ? info->admission->cluster_queue : info->cluster_queue;
+    c.assignment = info->admission;
+    c.reason = "Restarted";
+    c.message = info->eviction_reason;
+    startup->push_back(std::move(c));
+  }
+  return scheduler;
+}
 
 }  // namespace
 
@@ -137,6 +181,10 @@ struct Broker::Impl {
   // Changes not yet durable (the sink failed): retried before anything new
   // is acknowledged or actuated.
   std::vector<StateChange> unsynced;
+  // The highest intake revision applied, and the one the sink last took.
+  int64_t intake_applied = 0;
+  int64_t intake_durable = 0;
+  std::atomic<Role> role{Role::kLeader};
   uint64_t durable_position = 0;  // the sink's position after the last durable batch
   std::shared_ptr<const model::PolicyOverlay> overlay;  // writer thread
   // Who changed the policies and how, for the batch's kPoliciesChanged
@@ -216,7 +264,8 @@ struct Broker::Impl {
     }
   }
 
-  absl::Status Send(Event e, bool wait) {
+  absl::Status Send(Event e, bool wait, absl::Duration timeout = absl::ZeroDuration()) {
+    if (timeout == absl::ZeroDuration()) timeout = options.ack_timeout;
     std::shared_ptr<Waiter> waiter;
     if (wait) {
       waiter = std::make_shared<Waiter>();
@@ -228,9 +277,9 @@ struct Broker::Impl {
       queue.push_back(std::move(e));
     }
     if (!wait) return absl::OkStatus();
-    if (!waiter->done.WaitForNotificationWithTimeout(options.ack_timeout)) {
+    if (!waiter->done.WaitForNotificationWithTimeout(timeout)) {
       return absl::UnavailableError(
-          absl::StrCat("the broker did not confirm within ", absl::FormatDuration(options.ack_timeout), "; retry"));
+          absl::StrCat("the broker did not confirm within ", absl::FormatDuration(timeout), "; retry"));
     }
     return waiter->status;
   }
@@ -282,7 +331,9 @@ struct Broker::Impl {
         actuator->Release(MakeRelease(c));
         return absl::OkStatus();
       }
-      case Event::Type::kFlush: return absl::OkStatus();
+      case Event::Type::kFlush:
+      case Event::Type::kFollow:
+      case Event::Type::kLead: return absl::OkStatus();
     }
     return absl::OkStatus();
   }
@@ -488,14 +539,20 @@ struct Broker::Impl {
         const size_t n = std::min(queue.size(), options.max_batch);
         batch.clear();
         for (size_t i = 0; i < n; ++i) {
+          if (IsRoleSwitch(queue.front()) && !batch.empty()) break;
           batch.push_back(std::move(queue.front()));
           queue.pop_front();
+          if (IsRoleSwitch(batch.back())) break;
         }
         stop = stopping && queue.empty();
         absl::MutexLock stats_lock(&stats_mu);
         stats.queue_depth = queue.size();
       }
-      ProcessBatch(batch);
+      if (batch.size() == 1 && IsRoleSwitch(batch.front())) {
+        SwitchRole(batch.front());
+      } else {
+        ProcessBatch(batch);
+      }
       if (stop) return;
     }
   }
@@ -504,7 +561,25 @@ struct Broker::Impl {
     const absl::Time now = clock->Now();
     std::vector<absl::Status> results;
     results.reserve(batch.size());
-    for (Event& e : batch) results.push_back(Apply(e, now));
+    const bool following = role.load() == Role::kFollower;
+    for (Event& e : batch) {
+      if (following && IsChange(e)) {
+        results.push_back(absl::FailedPreconditionError(
+            "this replica follows the leader: changes go through the replicated store"));
+        continue;
+      }
+      results.push_back(Apply(e, now));
+      intake_applied = std::max(intake_applied, e.intake_revision);
+    }
+    if (following) {
+      Publish(now);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (batch[i].waiter == nullptr) continue;
+        batch[i].waiter->status = results[i];
+        batch[i].waiter->done.Notify();
+      }
+      return;
+    }
     const ScheduleStats sched = scheduler->Schedule(now);
     {
       absl::MutexLock lock(&mu);
@@ -524,10 +599,15 @@ struct Broker::Impl {
       changes = std::move(unsynced);
       unsynced.clear();
     }
-    if (sink != nullptr && !changes.empty()) {
-      absl::StatusOr<uint64_t> position = sink->Append(MakeDurableBatch(changes));
+    if (sink != nullptr && (!changes.empty() || intake_applied > intake_durable)) {
+      DurableBatch durable_batch = MakeDurableBatch(changes);
+      durable_batch.intake_revision = intake_applied;
+      absl::StatusOr<uint64_t> position = sink->Append(durable_batch);
       durable = position.status();
-      if (position.ok()) durable_position = *position;
+      if (position.ok()) {
+        durable_position = *position;
+        intake_durable = intake_applied;
+      }
     }
     if (durable.ok()) {
       Count(changes);
@@ -553,6 +633,69 @@ struct Broker::Impl {
     stats.preempted += static_cast<uint64_t>(sched.preempted);
     if (!durable.ok()) ++stats.sink_failures;
   }
+
+  // Follow or Lead: the scheduler is rebuilt from the event's state and the
+  // snapshot is published whole. A new leader then runs its first cycle at
+  // once and sends again what was sent but not confirmed.
+  void SwitchRole(Event& e) {
+    const absl::Time now = clock->Now();
+    std::vector<StateChange> resend;
+    absl::StatusOr<std::unique_ptr<Scheduler>> restored =
+        RestoreFrom(e.state.get(), scheduler->shared_policies(), options.scheduler, &resend);
+    const bool recorded = e.state->policies != nullptr;
+    if (restored.ok() && e.type == Event::Type::kLead && e.policies != nullptr &&
+        (!recorded || model::EncodeManifests(*e.policies) != model::EncodeManifests((*restored)->policies()))) {
+      // The files (with the API's overlay) in effect on this replica replace
+      // the recorded policies; the first batch records them.
+      if (absl::Status set = (*restored)->SetPolicies(e.policies, now); !set.ok()) restored = set;
+    }
+    if (!restored.ok()) {
+      base::GetLogger("broker")->error("broker: cannot take the {} role: {}",
+                                       e.type == Event::Type::kLead ? "leader" : "follower",
+                                       restored.status().message());
+      if (e.waiter != nullptr) {
+        e.waiter->status = restored.status();
+        e.waiter->done.Notify();
+      }
+      return;
+    }
+    scheduler = *std::move(restored);
+    durable_position = e.state->position;
+    overlay = e.state->overlay;
+    unsynced.clear();
+    intake_applied = 0;
+    intake_durable = 0;
+    policy_notes.clear();
+    requeued_at.clear();
+    startup.clear();
+    if (e.type == Event::Type::kLead) {
+      role.store(Role::kLeader);
+      sink = e.sink;
+      actuator = e.actuator;
+    } else {
+      role.store(Role::kFollower);
+      sink = nullptr;
+      actuator = nullptr;
+    }
+    // Publish from an empty base: the new scheduler reports everything.
+    std::shared_ptr<const Snapshot> old = current.load();
+    auto base = std::make_shared<Snapshot>();
+    base->version_ = old->version_;
+    base->policies_ = scheduler->shared_policies();
+    for (size_t i = 0; i < Snapshot::kShards; ++i) base->shards_.push_back(std::make_shared<const Snapshot::Shard>());
+    current.store(std::move(base));
+    tree_of.clear();
+    tree_members.clear();
+    stale_orders.clear();
+    order_built_ms.clear();
+    Publish(now);
+    if (e.waiter != nullptr) e.waiter->done.Notify();
+    if (e.type == Event::Type::kLead) {
+      Actuate(resend);
+      std::vector<Event> none;
+      ProcessBatch(none);
+    }
+  }
 };
 
 Broker::Broker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -567,29 +710,8 @@ absl::StatusOr<std::unique_ptr<Broker>> Broker::Create(std::shared_ptr<const mod
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler;
   std::vector<StateChange> startup;
   if (recovered != nullptr) {
-    std::vector<std::shared_ptr<const WorkloadInfo>> workloads;
-    workloads.reserve(recovered->workloads.size());
-    for (auto& [key, info] : recovered->workloads) workloads.push_back(std::move(info));
-    recovered->workloads.clear();
-    scheduler = Scheduler::Restore(recovered->policies != nullptr ? recovered->policies : policies,
-                                   recovered->terminating, std::move(workloads), options.scheduler);
-    if (!scheduler.ok()) {
-      return absl::Status(scheduler.status().code(),
-                          absl::StrCat("restoring the recorded state: ", scheduler.status().message()));
-    }
-    // What was sent but not confirmed before the restart is sent again.
-    for (const WorkloadInfo* info : (*scheduler)->Workloads()) {
-      if (info->phase != Phase::kReserved && info->phase != Phase::kEvicting) continue;
-      StateChange c;
-      c.type = info->phase == Phase::kReserved ? StateChange::Type::kAdmitted : StateChange::Type::kEvicted;
-      c.key = info->key;
-      c.uid = info->workload->uid;
-      c.cluster_queue = info->admission.has_value() ? info->admission->cluster_queue : info->cluster_queue;
-      c.assignment = info->admission;
-      c.reason = "Restarted";
-      c.message = info->eviction_reason;
-      startup.push_back(std::move(c));
-    }
+    scheduler = RestoreFrom(recovered, policies, options.scheduler, &startup);
+    if (!scheduler.ok()) return scheduler.status();
   } else {
     scheduler = Scheduler::Create(policies, options.scheduler);
   }
@@ -691,6 +813,59 @@ absl::Status Broker::Adopt(const workload::Workload& w,
   e.key = KeyOf(w);
   e.flavors = std::move(flavors);
   return impl_->Send(std::move(e), true);
+}
+
+absl::Status Broker::Follow(DurableState state) {
+  Event e;
+  e.type = Event::Type::kFollow;
+  e.state = std::make_shared<DurableState>(std::move(state));
+  return impl_->Send(std::move(e), true, absl::Minutes(2));
+}
+
+absl::Status Broker::Lead(DurableState state, std::shared_ptr<const model::PolicySet> policies, StateSink* sink,
+                          Actuator* actuator) {
+  Event e;
+  e.type = Event::Type::kLead;
+  e.state = std::make_shared<DurableState>(std::move(state));
+  e.policies = std::move(policies);
+  e.sink = sink;
+  e.actuator = actuator;
+  return impl_->Send(std::move(e), true, absl::Minutes(2));
+}
+
+Role Broker::role() const { return impl_->role.load(); }
+
+void Broker::Submit(IntakeEvent in) {
+  Event e;
+  e.intake_revision = in.revision;
+  switch (in.type) {
+    case IntakeEvent::Type::kRegister:
+      e.type = Event::Type::kAdd;
+      e.workload = Lean(in.workload);
+      break;
+    case IntakeEvent::Type::kUpdate:
+      e.type = Event::Type::kUpdate;
+      e.workload = Lean(in.workload);
+      break;
+    case IntakeEvent::Type::kRemove:
+      e.type = Event::Type::kRemove;
+      e.key = std::move(in.key);
+      e.uid = std::move(in.uid);
+      break;
+    case IntakeEvent::Type::kFinish:
+      e.type = Event::Type::kFinish;
+      e.key = std::move(in.key);
+      e.uid = std::move(in.uid);
+      break;
+    case IntakeEvent::Type::kPolicies:
+      e.type = Event::Type::kPolicies;
+      e.policies = std::move(in.policies);
+      e.overlay = std::move(in.overlay);
+      e.actor = std::move(in.actor);
+      e.message = std::move(in.what);
+      break;
+  }
+  (void)impl_->Send(std::move(e), false);
 }
 
 void Broker::EnsureReleased(const WorkloadKey& key) {

@@ -103,6 +103,19 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(JournalOptions options, J
   return journal;
 }
 
+DurableState DurableStateOf(const Snapshot& snap) {
+  DurableState state;
+  state.position = snap.durable_position();
+  state.policies = snap.shared_policies();
+  state.terminating = snap.terminating();
+  state.overlay = snap.overlay();
+  state.workloads.reserve(snap.workload_count());
+  snap.ForEachShared([&](const std::shared_ptr<const WorkloadInfo>& info) {
+    state.workloads.emplace(DurableKey(info->key), info);
+  });
+  return state;
+}
+
 DurableState Journal::TakeRecovered() {
   DurableState out = std::move(recovered_);
   recovered_ = DurableState{};
@@ -139,16 +152,7 @@ absl::Status Journal::WriteSnapshot(const Snapshot& snap) {
     if (position == 0 || position <= stats_.last_snapshot_position) return absl::OkStatus();  // nothing new
   }
   const base::Stopwatch watch;
-  DurableState state;
-  state.position = position;
-  state.policies = snap.shared_policies();
-  state.terminating = snap.terminating();
-  state.overlay = snap.overlay();
-  state.workloads.reserve(snap.workload_count());
-  snap.ForEachShared([&](const std::shared_ptr<const WorkloadInfo>& info) {
-    state.workloads.emplace(DurableKey(info->key), info);
-  });
-  const std::string payload = EncodeState(state);
+  const std::string payload = EncodeState(DurableStateOf(snap));
   store::FileSystem* fs = FsOf(options_);
   absl::Status s = store::WriteSnapshot(fs, snapshot_dir_, kSnapshotKind, position, payload);
   absl::StatusOr<uint64_t> oldest_kept = s.ok() ? store::PruneSnapshots(fs, snapshot_dir_, options_.keep_snapshots)

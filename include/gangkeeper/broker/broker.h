@@ -177,6 +177,31 @@ struct BrokerOptions {
       on_admitted;
 };
 
+// A change that reached this replica through the replicated store (a
+// replica's webhook wrote it to etcd): applied like the calls of
+// WorkloadRegistry, without waiting, in the order submitted. `revision`
+// (increasing) is its place in the store: each batch hands the sink the
+// highest one applied so far (DurableBatch::intake_revision), so the store
+// records how far the intake is consumed in the same transaction as the
+// changes, and a new leader applies exactly the events after it.
+struct IntakeEvent {
+  enum class Type { kRegister, kUpdate, kRemove, kFinish, kPolicies };
+  Type type = Type::kRegister;
+  workload::Workload workload;  // kRegister, kUpdate
+  WorkloadKey key;              // kRemove, kFinish
+  std::string uid;              // kRemove, kFinish: only that object ("" = any)
+  // kPolicies: the new set, what the API changed over the files, who, what.
+  std::shared_ptr<const model::PolicySet> policies;
+  std::shared_ptr<const model::PolicyOverlay> overlay;
+  std::string actor, what;
+  int64_t revision = 0;
+};
+
+// What a replica does (etcd store, DESIGN §9): a leader schedules, makes
+// its changes durable in its sink and actuates; a follower only shows the
+// state the leader made durable (Follow), and refuses changes.
+enum class Role { kLeader, kFollower };
+
 struct BrokerStats {
   uint64_t batches = 0;
   uint64_t events = 0;
@@ -237,6 +262,24 @@ class Broker final : public WorkloadRegistry {
   // A workload found running (see Scheduler::Adopt).
   absl::Status Adopt(const workload::Workload& w,
                      std::map<std::string, std::map<std::string, std::string>> flavors);
+
+  // --- Replication (several replicas on etcd). A broker made by Create is a
+  // leader with the sink and actuator it was given.
+  // Becomes a follower showing `state` (a leader's durable state): the
+  // scheduler is rebuilt from it, nothing is scheduled, made durable or
+  // actuated, and direct changes are refused. Called again with newer
+  // states as the leader's records arrive. Waits until applied.
+  [[nodiscard]] absl::Status Follow(DurableState state);
+  // Becomes the leader from `state` (read after its term began): `sink`
+  // and `actuator` (may be null) take over, releases and suspensions not
+  // confirmed are sent again, and `policies` (the files with the API's
+  // overlay) replace the recorded ones when they differ, as in Create.
+  // Waits until applied.
+  [[nodiscard]] absl::Status Lead(DurableState state, std::shared_ptr<const model::PolicySet> policies,
+                                  StateSink* sink, Actuator* actuator);
+  Role role() const;
+  // Queues an intake event (does not wait). Ignored by a follower.
+  void Submit(IntakeEvent e);
 
   // A running gang has members held again (a pod group's replacement pod,
   // gated by the webhook): the actuator is asked to release it again, which

@@ -43,6 +43,11 @@ struct DurableBatch {
   std::vector<model::ClusterQueue> terminating;
   // With the policies: the objects the API changed over the policy files.
   std::shared_ptr<const model::PolicyOverlay> overlay;
+  // Not encoded: the highest revision of the intake events (Broker::Submit)
+  // applied up to this batch, for a store that records how far its intake
+  // is consumed in the same write; 0 when none. A batch may carry only
+  // this (intake events that changed nothing).
+  int64_t intake_revision = 0;
 };
 
 // The broker's durable state: what a snapshot holds, and what recovery

@@ -37,6 +37,10 @@
 
 namespace gangkeeper::broker {
 
+// The durable state a published snapshot stands for (what a snapshot
+// file, or the etcd store's snapshot, holds). Shares the workloads.
+DurableState DurableStateOf(const Snapshot& snap);
+
 struct JournalOptions {
   std::string data_dir = "data";
   store::FileSystem* fs = nullptr;  // nullptr: the POSIX file system

@@ -1,0 +1,203 @@
+// gangkeeper: a broker's roles when several replicas share one store
+// (broker.h: Follow, Lead, Submit). A follower shows what the leader made
+// durable and changes nothing; a new leader starts from the durable state,
+// sends again what was not confirmed and schedules at once; intake events
+// reach the sink with the batch that applied them.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/durable.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/gangs.h"
+#include "test/testing/status_matchers.h"
+
+namespace gangkeeper::broker {
+namespace {
+
+using ::gangkeeper::testing::GpuGang;
+using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+// Keeps every batch, encoded as a journal would, and folds them into the
+// durable state a replica would read back.
+class RecordingSink : public StateSink {
+ public:
+  absl::StatusOr<uint64_t> Append(const DurableBatch& batch) override {
+    absl::MutexLock lock(&mu_);
+    intake_.push_back(batch.intake_revision);
+    if (batch.changes.empty() && batch.policies == nullptr) return position_;
+    ++position_;
+    if (absl::Status s = ApplyBatch(EncodeBatch(batch), position_, &state_); !s.ok()) return s;
+    return position_;
+  }
+  DurableState state() {
+    absl::MutexLock lock(&mu_);
+    return state_;
+  }
+  // The intake revision each batch carried.
+  std::vector<int64_t> intake() {
+    absl::MutexLock lock(&mu_);
+    return intake_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t position_ = 0;
+  DurableState state_;
+  std::vector<int64_t> intake_;
+};
+
+// Records what it is asked to do; answers nothing (a release in flight).
+class SilentActuator : public Actuator {
+ public:
+  void Release(const ReleaseOrder& order) override {
+    absl::MutexLock lock(&mu_);
+    releases_.push_back(order.key.name);
+  }
+  void Suspend(const SuspendOrder& order) override {
+    absl::MutexLock lock(&mu_);
+    suspends_.push_back(order.key.name);
+  }
+  std::vector<std::string> releases() {
+    absl::MutexLock lock(&mu_);
+    return releases_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> releases_, suspends_;
+};
+
+std::map<std::string, std::string> Phases(const Snapshot& snap) {
+  std::map<std::string, std::string> out;
+  snap.ForEachWorkload([&](const WorkloadInfo& w) { out[w.key.name] = PhaseName(w.phase); });
+  return out;
+}
+
+class ReplicationTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Broker> NewBroker(StateSink* sink, Actuator* actuator) {
+    auto b = Broker::Create(policies_, {}, actuator, sink, &clock_);
+    EXPECT_THAT(b.status(), IsOk());
+    (*b)->Start();
+    return *std::move(b);
+  }
+
+  std::shared_ptr<const model::PolicySet> policies_ = testing::PoliciesFrom(testing::kOneTeamPolicies);
+  base::SimulatedClock clock_{absl::FromUnixSeconds(1'700'000'000)};
+};
+
+TEST_F(ReplicationTest, TheSinkLearnsHowFarTheIntakeIsAppliedWithTheChanges) {
+  RecordingSink sink;
+  SilentActuator actuator;
+  std::unique_ptr<Broker> leader = NewBroker(&sink, &actuator);
+  ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
+  const size_t start = sink.intake().size();  // the batch that recorded the policies
+  leader->Submit({.type = IntakeEvent::Type::kRegister, .workload = GpuGang("one", 2, 2), .revision = 11});
+  leader->Submit({.type = IntakeEvent::Type::kRegister, .workload = GpuGang("two", 2, 1), .revision = 12});
+  ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
+  ASSERT_GT(sink.intake().size(), start);
+  EXPECT_EQ(sink.intake().back(), 12);
+  EXPECT_EQ(Phases(*leader->snapshot()), (std::map<std::string, std::string>{{"one", "reserved"}, {"two", "reserved"}}));
+  EXPECT_THAT(actuator.releases(), UnorderedElementsAre("one", "two"));
+
+  // The same registration again (another replica's retry) changes nothing,
+  // but the sink still hears that the intake moved on.
+  const size_t before = sink.intake().size();
+  leader->Submit({.type = IntakeEvent::Type::kRegister, .workload = GpuGang("one", 2, 2), .revision = 13});
+  ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
+  ASSERT_EQ(sink.intake().size(), before + 1);
+  EXPECT_EQ(sink.intake().back(), 13);
+
+  leader->Submit({.type = IntakeEvent::Type::kFinish, .key = {"a", "one"}, .uid = "uid-one", .revision = 14});
+  // A removal naming another object of the same name changes nothing.
+  leader->Submit({.type = IntakeEvent::Type::kRemove, .key = {"a", "two"}, .uid = "uid-older", .revision = 15});
+  ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
+  EXPECT_EQ(sink.intake().back(), 15);
+  EXPECT_EQ(Phases(*leader->snapshot()), (std::map<std::string, std::string>{{"two", "reserved"}}));
+}
+
+TEST_F(ReplicationTest, AFollowerShowsTheDurableStateAndRefusesChanges) {
+  RecordingSink sink;
+  SilentActuator leader_actuator;
+  std::unique_ptr<Broker> leader = NewBroker(&sink, &leader_actuator);
+  ASSERT_THAT(leader->Register(GpuGang("big", 2, 3), ""), IsOk());
+  ASSERT_THAT(leader->Register(GpuGang("wide", 4, 1), ""), IsOk());
+  ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
+
+  SilentActuator follower_actuator;
+  std::unique_ptr<Broker> follower = NewBroker(nullptr, &follower_actuator);
+  ASSERT_THAT(follower->Follow(sink.state()), IsOk());
+  EXPECT_EQ(follower->role(), Role::kFollower);
+  EXPECT_EQ(Phases(*follower->snapshot()), Phases(*leader->snapshot()));
+  ASSERT_NE(follower->snapshot()->FindClusterQueue("team-a"), nullptr);
+  EXPECT_EQ(follower->PendingIn("team-a"), 1);
+
+  EXPECT_THAT(follower->Register(GpuGang("direct", 1, 1), ""), StatusIs(absl::StatusCode::kFailedPrecondition));
+  follower->Submit({.type = IntakeEvent::Type::kRegister, .workload = GpuGang("queued", 1, 1), .revision = 1});
+  ASSERT_TRUE(follower->Flush(absl::Seconds(10)));
+  EXPECT_EQ(follower->snapshot()->Find({"a", "queued"}), nullptr);
+  EXPECT_THAT(follower_actuator.releases(), IsEmpty());
+
+  // Newer states replace the shown one, removals included.
+  ASSERT_THAT(leader->Remove({"a", "wide"}), IsOk());
+  ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
+  ASSERT_THAT(follower->Follow(sink.state()), IsOk());
+  EXPECT_EQ(Phases(*follower->snapshot()), (std::map<std::string, std::string>{{"big", "reserved"}}));
+}
+
+TEST_F(ReplicationTest, ANewLeaderResendsWhatWasNotConfirmedAndSchedulesAtOnce) {
+  RecordingSink sink;
+  SilentActuator old_actuator;
+  std::unique_ptr<Broker> old_leader = NewBroker(&sink, &old_actuator);
+  ASSERT_THAT(old_leader->Register(GpuGang("big", 2, 3), ""), IsOk());  // released, never confirmed
+  ASSERT_THAT(old_leader->Register(GpuGang("next", 1, 4), ""), IsOk());  // waits for big
+  ASSERT_TRUE(old_leader->Flush(absl::Seconds(10)));
+  EXPECT_THAT(old_actuator.releases(), ElementsAre("big"));
+
+  // The old leader steps down; another replica takes over from the store.
+  ASSERT_THAT(old_leader->Follow(sink.state()), IsOk());
+  RecordingSink new_sink;
+  SilentActuator new_actuator;
+  std::unique_ptr<Broker> replica = NewBroker(nullptr, nullptr);
+  ASSERT_THAT(replica->Follow(sink.state()), IsOk());
+  ASSERT_THAT(replica->Lead(sink.state(), policies_, &new_sink, &new_actuator), IsOk());
+  EXPECT_EQ(replica->role(), Role::kLeader);
+  ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
+  EXPECT_THAT(new_actuator.releases(), ElementsAre("big"));
+
+  // It schedules: big finishes, next is admitted and released by the new
+  // leader; the old one, following, sends nothing and ignores late answers.
+  ASSERT_THAT(replica->Finish({"a", "big"}), IsOk());
+  ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
+  EXPECT_THAT(new_actuator.releases(), ElementsAre("big", "next"));
+  old_leader->ReleaseResult({"a", "big"}, "uid-big", absl::OkStatus());
+  ASSERT_TRUE(old_leader->Flush(absl::Seconds(10)));
+  EXPECT_THAT(old_actuator.releases(), ElementsAre("big"));
+  EXPECT_EQ(Phases(*replica->snapshot()), (std::map<std::string, std::string>{{"next", "reserved"}}));
+}
+
+TEST_F(ReplicationTest, ALeaderOfAnEmptyStoreRecordsThePoliciesItRunsWith) {
+  RecordingSink sink;
+  std::unique_ptr<Broker> replica = NewBroker(nullptr, nullptr);
+  ASSERT_THAT(replica->Lead(DurableState{}, policies_, &sink, nullptr), IsOk());
+  ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
+  ASSERT_NE(sink.state().policies, nullptr);
+  EXPECT_EQ(sink.state().policies->cluster_queues.size(), 1u);
+  ASSERT_THAT(replica->Register(GpuGang("one", 1, 1), ""), IsOk());
+  ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
+  EXPECT_TRUE(sink.state().workloads.contains("a/one"));
+}
+
+}  // namespace
+}  // namespace gangkeeper::broker
