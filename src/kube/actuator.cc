@@ -294,6 +294,15 @@ struct KubeActuator::Impl {
   void Run() {
     Order o;
     while (Take(&o)) {
+      if (!Gate().ok()) {
+        // Not the leader (any more): the leader sends again what no one
+        // confirmed, so the order goes unanswered.
+        log->info("{} of workload={}/{} dropped: this replica does not lead", o.release ? "release" : "suspension",
+                  o.release ? o.rel.key.namespace_name : o.sus.key.namespace_name,
+                  o.release ? o.rel.key.name : o.sus.key.name);
+        Done(o.key());
+        continue;
+      }
       if (o.release) {
         std::string detail;
         absl::Status s = DoRelease(o.rel, &detail);
@@ -341,6 +350,12 @@ struct KubeActuator::Impl {
     }();
     if (w->kind == workload::Kind::kMPIJob && absl::EndsWith(w->api_version, "/v1")) return &kMpiJobV1;
     return &base;
+  }
+
+  // FailedPrecondition when this replica may not send (may_send).
+  absl::Status Gate() const {
+    if (!options.may_send || options.may_send()) return absl::OkStatus();
+    return absl::FailedPreconditionError("this replica no longer leads: nothing sent");
   }
 
   // --- release -------------------------------------------------------------
@@ -449,6 +464,7 @@ struct KubeActuator::Impl {
   // stale one is a conflict); a guard that fails comes back as 422, like a
   // failed `test`, so that the caller reads the object again.
   absl::StatusOr<json> JsonPatch(const std::string& path, const json& current, const json& ops) {
+    if (absl::Status gate = Gate(); !gate.ok()) return gate;
     absl::StatusOr<json> r = client->Patch(path, PatchType::kJson, ops);
     if (r.ok() || HttpCode(r.status()) != 415) return r;
     json target;
@@ -602,7 +618,8 @@ struct KubeActuator::Impl {
         // precondition spares a pod recreated under the same name (409).
         for (const std::string& done : ungated) {
           absl::StatusOr<json> d =
-              client->Delete(ResourcePath(kind, order.key.namespace_name, done), uid_of[done], "Background");
+              Gate().ok() ? client->Delete(ResourcePath(kind, order.key.namespace_name, done), uid_of[done], "Background")
+                          : absl::StatusOr<json>(Gate());
           if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) {
             log->error("pod {}/{} was ungated but could not be deleted after a failed group release: {}",
                        order.key.namespace_name, done, d.status().message());
@@ -634,6 +651,7 @@ struct KubeActuator::Impl {
       int deleted = 0;
       for (const json& pod : *pods) {
         const std::string name = Str(At(pod, "/metadata/name"));
+        if (absl::Status gate = Gate(); !gate.ok()) return gate;
         absl::StatusOr<json> d = client->Delete(ResourcePath(*kind, order.key.namespace_name, name),
                                                 Str(At(pod, "/metadata/uid")), "Background");
         if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) return d.status();

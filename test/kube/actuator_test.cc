@@ -5,6 +5,7 @@
 // bounded.
 #include "gangkeeper/kube/actuator.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -1195,6 +1196,29 @@ TEST_F(ActuatorTest, FailedSuspendIsRetriedUntilItGoesThrough) {
 }
 
 // ---- 9. Dry run -------------------------------------------------------------
+
+TEST_F(ActuatorTest, AReplicaThatDoesNotLeadSendsNothingAndAnswersNothing) {
+  const std::string uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];
+  api_->ClearCalls();
+  std::atomic<bool> leading{false};
+  StartActuator(ActuatorOptions{.may_send = [&leading] { return leading.load(); }});
+  const broker::ReleaseOrder release = JobRelease("train", uid);
+  actuator_->Release(release);
+  actuator_->Suspend(SuspendOf(release));
+  // The orders are dropped: no call, no answer, the job still suspended.
+  for (int i = 0; i < 20 && api_->Calls().empty(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_TRUE(api_->Calls().empty());
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_TRUE(recorder_.Snapshot().empty());
+  EXPECT_EQ(MustGet(std::string(kJobs) + "/train")["spec"]["suspend"], true);
+  // Leading again (a new term): the new leader's orders go out.
+  leading = true;
+  actuator_->Release(release);
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_THAT(results[0].status, IsOk());
+  EXPECT_EQ(MustGet(std::string(kJobs) + "/train")["spec"]["suspend"], false);
+}
 
 TEST_F(ActuatorTest, DryRunSendsNothing) {
   const std::string uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];

@@ -62,6 +62,11 @@ struct ActuatorOptions {
   absl::Duration not_found_wait = absl::Milliseconds(200);
   // Called on a worker thread after each attempt at an order; may be empty.
   std::function<void(const ActuationOutcome&)> observe;
+  // Several replicas (etcd): asked before each order and each write to the
+  // API server; while false nothing is sent and the order is dropped
+  // unanswered (this replica no longer leads; the new leader sends again
+  // what was not confirmed). Empty: always send.
+  std::function<bool()> may_send;
 };
 
 // Where the actuator's answers go (Bind(Broker*) wires them to the broker).
