@@ -1,7 +1,6 @@
 // Integration: the API listener of the real binary over TLS with real
 // tokens: visibility reads per role, after workloads went through the
 // webhook (with --kube none, so releases are recorded, not sent).
-#include <openssl/sha.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "absl/strings/numbers.h"
 #include "test/metrics/prom_text.h"
+#include "test/testing/job_review.h"
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
@@ -29,16 +29,10 @@ namespace gangkeeper {
 namespace {
 
 using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::Sha256Hex;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-std::string Sha256Hex(const std::string& s) {
-  unsigned char d[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
-  std::string out;
-  for (unsigned char b : d) absl::StrAppend(&out, absl::Hex(b, absl::kZeroPad2));
-  return out;
-}
 
 json JobReview(const std::string& name, int pods, int gpus) {
   json job = {{"apiVersion", "batch/v1"},

@@ -6,7 +6,6 @@
 // acknowledged change is there, admitted gangs are the same as before a
 // kill, no ClusterQueue ever held more than its quota allows (replayed from
 // the audit log), and the audit log is numbered without gaps or repeats.
-#include <openssl/sha.h>
 #include <signal.h>
 
 #include <atomic>
@@ -24,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/testing/job_review.h"
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
@@ -33,6 +33,9 @@ namespace gangkeeper {
 namespace {
 
 using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::Job;
+using ::gangkeeper::testing::Review;
+using ::gangkeeper::testing::Sha256Hex;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
@@ -84,52 +87,6 @@ constexpr char kTeamA[] = R"({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "C
     "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
     "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "gpu",
       "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "NOMINAL", "borrowingLimit": "4"}]}]}]}})";
-
-std::string Sha256Hex(const std::string& s) {
-  unsigned char d[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
-  std::string out;
-  for (unsigned char b : d) absl::StrAppend(&out, absl::Hex(b, absl::kZeroPad2));
-  return out;
-}
-
-json Job(const std::string& ns, const std::string& name, int pods, int gpus, bool complete = false) {
-  json job = {{"apiVersion", "batch/v1"},
-              {"kind", "Job"},
-              {"metadata",
-               {{"name", name}, {"namespace", ns}, {"uid", "uid-" + name}, {"labels", {{"kueue.x-k8s.io/queue-name", "q"}}}}},
-              {"spec",
-               {{"parallelism", pods},
-                {"completions", pods},
-                {"suspend", true},
-                {"template",
-                 {{"spec",
-                   {{"restartPolicy", "Never"},
-                    {"containers",
-                     {{{"name", "w"},
-                       {"image", "img"},
-                       {"resources",
-                        {{"requests", {{"nvidia.com/gpu", std::to_string(gpus)}}},
-                         {"limits", {{"nvidia.com/gpu", std::to_string(gpus)}}}}}}}}}}}}}}};
-  if (complete) job["status"] = {{"conditions", {{{"type", "Complete"}, {"status", "True"}}}}};
-  return job;
-}
-
-json Review(const std::string& op, const std::string& uid, const std::string& ns, const std::string& name,
-            const json& object, const json& old_object, const std::string& sub_resource = "") {
-  json req = {{"uid", uid},
-              {"kind", {{"group", "batch"}, {"version", "v1"}, {"kind", "Job"}}},
-              {"resource", {{"group", "batch"}, {"version", "v1"}, {"resource", "jobs"}}},
-              {"namespace", ns},
-              {"name", name},
-              {"operation", op},
-              {"userInfo", {{"username", "alice"}}},
-              {"object", object},
-              {"oldObject", old_object},
-              {"dryRun", false}};
-  if (!sub_resource.empty()) req["subResource"] = sub_resource;
-  return {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", req}};
-}
 
 // What the clients were told, shared by the load threads.
 struct Ledger {
