@@ -12,7 +12,7 @@ build_pkgs=(
   curl ca-certificates
 )
 test_pkgs=(
-  testssl.sh
+  testssl.sh etcd-server
 )
 
 want=("${build_pkgs[@]}")
