@@ -1,0 +1,70 @@
+// gangkeeper replica: a follower's copy of the leader's durable state
+// (DESIGN §9, issue #10).
+//
+// Follower reads the state from etcd (ReadState), then watches the journal
+// and folds each new record into it (broker::ApplyBatch), and hands the
+// broker the newer state (Broker::Follow) at most every `min_interval`:
+// rebuilding the broker's view costs time in the number of workloads, so
+// a burst of records makes one rebuild. A gap in the records (a watch that
+// missed some) or a compacted revision starts over from ReadState.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/durable.h"
+#include "gangkeeper/etcd/client.h"
+
+namespace gangkeeper::replica {
+
+struct FollowerStats {
+  uint64_t position = 0;  // the last record the broker shows
+  uint64_t records = 0;   // folded from the watch
+  uint64_t reads = 0;     // whole reads of the state (start, gaps, compaction)
+  uint64_t rebuilds = 0;  // Broker::Follow calls
+  bool synced = false;    // the broker showed the state at least once
+};
+
+class Follower {
+ public:
+  // `client` and `broker` must outlive the follower.
+  Follower(etcd::Client* client, std::string prefix, broker::Broker* broker,
+           absl::Duration min_interval = absl::Milliseconds(200));
+  ~Follower();  // Stop()
+  Follower(const Follower&) = delete;
+  Follower& operator=(const Follower&) = delete;
+
+  // Stops watching; the broker keeps the state it was last given.
+  void Stop();
+  FollowerStats stats() const;
+
+ private:
+  void Run();
+  // One life: read, follow the watch until it ends or Stop().
+  absl::Status Follow();
+  void OnEvents(const std::vector<etcd::WatchEvent>& events);
+
+  etcd::Client* const client_;
+  const std::string prefix_;
+  broker::Broker* const broker_;
+  const absl::Duration min_interval_;
+
+  mutable absl::Mutex mu_;
+  broker::DurableState state_ ABSL_GUARDED_BY(mu_);
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;
+  bool gap_ ABSL_GUARDED_BY(mu_) = false;  // a record missing or undecodable: read again
+  FollowerStats stats_ ABSL_GUARDED_BY(mu_);
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+}  // namespace gangkeeper::replica

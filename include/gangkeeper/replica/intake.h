@@ -1,0 +1,114 @@
+// gangkeeper replica: the intake, how any replica hands changes to the
+// leader through etcd (DESIGN §9, issue #10).
+//
+// Every replica's webhook registers, updates, removes and finishes
+// workloads by putting an intake event under
+//   P intake/<replica id>/<start time in ns>-<counter, 20 digits>
+// (one put: durable in etcd's quorum when it returns, so the webhook may
+// acknowledge). The leader applies the events in etcd revision order
+// (IntakeFeeder: a range, then a watch; an event's revision is its key's
+// mod revision) through Broker::Submit, and its
+// journal records how far it got (P intake-applied, etcd_journal.h) in the
+// same transaction as the changes: a new leader applies exactly the events
+// after that revision, none twice, none lost. Applied events are deleted
+// in the background.
+//
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/registry.h"
+#include "gangkeeper/etcd/client.h"
+
+namespace gangkeeper::replica {
+
+std::string IntakePrefix(const std::string& prefix);
+
+// The value of an intake key (the revision is etcd's, not encoded).
+// kPolicies events are not written to the intake (the API's changes have
+// their own key).
+std::string EncodeIntake(const broker::IntakeEvent& e);
+[[nodiscard]] absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data);
+
+// The webhook's registry on every replica: changes go to the intake, reads
+// come from the local broker (leader or follower).
+class IntakeRegistry final : public broker::WorkloadRegistry {
+ public:
+  // `client` and `view` must outlive the registry; `replica_id` must be
+  // unique among the replicas (and across restarts: host, pid, start time).
+  IntakeRegistry(etcd::Client* client, std::string prefix, std::string replica_id, const broker::Broker* view);
+
+  absl::Status Register(const workload::Workload& w, const std::string& cluster_queue) override;
+  absl::Status Update(const workload::Workload& w) override;
+  absl::Status Remove(const broker::WorkloadKey& key) override;
+  absl::Status Finish(const broker::WorkloadKey& key) override;
+  std::optional<broker::WorkloadRecord> Find(const broker::WorkloadKey& key) const override;
+  int64_t PendingIn(const std::string& cluster_queue) const override;
+  std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const override;
+
+  uint64_t written() const { return counter_.load(); }
+
+ private:
+  absl::Status Put(const broker::IntakeEvent& e);
+
+  etcd::Client* const client_;
+  const std::string prefix_;
+  const std::string replica_id_;
+  const std::string session_;
+  const broker::Broker* const view_;
+  std::atomic<uint64_t> counter_{0};
+};
+
+struct FeederStats {
+  uint64_t submitted = 0;
+  uint64_t undecodable = 0;  // skipped, logged
+  uint64_t watch_restarts = 0;
+  uint64_t deleted = 0;
+  int64_t last_revision = 0;
+};
+
+// On the leader: submits every intake event after `applied` to `broker`,
+// in revision order, until stopped; keeps at it across etcd outages
+// (bounded backoff) and deletes the events the journal says are applied.
+class IntakeFeeder {
+ public:
+  IntakeFeeder(etcd::Client* client, std::string prefix, int64_t applied, broker::Broker* broker);
+  ~IntakeFeeder();  // Stop()
+  IntakeFeeder(const IntakeFeeder&) = delete;
+  IntakeFeeder& operator=(const IntakeFeeder&) = delete;
+
+  void Stop();
+  FeederStats stats() const;
+
+ private:
+  void Run();
+  // Ranges the events after last_ and submits them; then watches. Returns
+  // when the watch ends or Stop().
+  absl::Status CatchUpAndWatch();
+  void Feed(const etcd::KeyValue& kv);
+  void DeleteApplied();
+
+  etcd::Client* const client_;
+  const std::string prefix_;
+  broker::Broker* const broker_;
+  mutable absl::Mutex mu_;
+  int64_t last_ ABSL_GUARDED_BY(mu_);  // the highest revision submitted
+  FeederStats stats_ ABSL_GUARDED_BY(mu_);
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+}  // namespace gangkeeper::replica

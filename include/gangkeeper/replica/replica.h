@@ -1,0 +1,126 @@
+// gangkeeper replica: one of several gangkeeper replicas sharing their
+// state in etcd (DESIGN §9, issue #10). Ties the pieces together:
+//
+//   etcd::Elector   who leads (lease, keep-alives, fencing)
+//   Follower        while following: the broker shows the leader's state
+//   EtcdJournal     while leading: the broker's sink, fenced by the term
+//   IntakeFeeder    while leading: every replica's registrations, in order
+//
+// On election the state is read from etcd after the term began, the broker
+// leads from it (sending again what was not confirmed) with a journal
+// fenced by the term, and the feeder applies the intake from where the
+// journal says it stopped; `on_lead` then starts what only a leader runs
+// (the reconciler). On losing the lease (or etcd) `on_follow` stops those,
+// the broker follows again and stops actuating. Transitions run on a
+// thread of their own, so the elector's keep-alives never wait for them;
+// the same thread writes snapshots while leading.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/etcd/election.h"
+#include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/replica/follower.h"
+#include "gangkeeper/replica/intake.h"
+
+namespace gangkeeper::replica {
+
+struct ReplicaOptions {
+  std::string prefix = "/gangkeeper/";
+  // key "" = prefix + "leader"; identity is required.
+  etcd::ElectionOptions election;
+  EtcdJournalOptions journal;  // its prefix is set from `prefix`
+  // A leader writes a snapshot after this many records, or this long with
+  // at least one record, since the last one.
+  uint64_t snapshot_every_records = 10'000;
+  absl::Duration snapshot_every = absl::Minutes(5);
+  absl::Duration follow_interval = absl::Milliseconds(200);
+  // The policies a new leader runs with, given the state it read (the
+  // files with the state's API overlay). Required.
+  std::function<std::shared_ptr<const model::PolicySet>(const broker::DurableState&)> policies;
+  // Run on the replica's thread after the broker leads / before it
+  // follows again (start and stop the reconciler). May be empty.
+  std::function<void()> on_lead, on_follow;
+};
+
+struct ReplicaStats {
+  bool leading = false;
+  std::string leader;   // the leader's identity as etcd last showed it
+  uint64_t terms = 0;   // terms this replica led
+  absl::Time led_since;
+  absl::Duration last_takeover;  // from elected to the broker leading
+  EtcdJournalStats journal;      // of the current or last term
+  FollowerStats follower;
+  FeederStats feeder;
+};
+
+class Replica {
+ public:
+  // Starts following and campaigning. `client`, `broker` and `actuator`
+  // (may be null) must outlive the replica; the broker must be started.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Replica>> Start(etcd::Client* client, broker::Broker* broker,
+                                                                     broker::Actuator* actuator,
+                                                                     ReplicaOptions options,
+                                                                     const base::Clock* clock = &base::RealClock());
+  ~Replica();  // Shutdown()
+  Replica(const Replica&) = delete;
+  Replica& operator=(const Replica&) = delete;
+
+  // Leading now, with the lease surely held: the actuator's gate.
+  bool MaySend() const;
+  // Stops leading (another replica takes over at once) and following.
+  void Shutdown();
+  // Tests: a partition between this replica and etcd's lease keep-alives.
+  void PauseKeepAlives(bool paused);
+  ReplicaStats stats() const;
+
+ private:
+  Replica(etcd::Client* client, broker::Broker* broker, broker::Actuator* actuator, ReplicaOptions options,
+          const base::Clock* clock);
+  struct Transition {
+    bool lead = false;
+    etcd::Term term;
+  };
+  void Run();
+  void BecomeLeader(const etcd::Term& term);
+  void BecomeFollower();
+  void MaybeSnapshot();
+
+  etcd::Client* const client_;
+  broker::Broker* const broker_;
+  broker::Actuator* const actuator_;
+  ReplicaOptions options_;
+  const base::Clock* const clock_;
+  std::unique_ptr<etcd::Elector> elector_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Transition> transitions_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<etcd::Term> term_ ABSL_GUARDED_BY(mu_);  // the term the broker leads in
+  ReplicaStats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+
+  // The replica thread's alone.
+  std::unique_ptr<EtcdJournal> journal_;
+  std::unique_ptr<IntakeFeeder> feeder_;
+  std::unique_ptr<Follower> follower_;
+  uint64_t snapshot_position_ = 0;
+  absl::Time snapshot_time_;
+};
+
+}  // namespace gangkeeper::replica

@@ -1,0 +1,150 @@
+// gangkeeper replica: the audit log from the journal in etcd (see
+// audit_feed.h).
+#include "gangkeeper/replica/audit_feed.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/base/log.h"
+#include "gangkeeper/broker/durable.h"
+#include "gangkeeper/replica/etcd_journal.h"
+
+namespace gangkeeper::replica {
+
+AuditFeed::AuditFeed(etcd::Client* client, std::string prefix, audit::AuditLog* audit)
+    : client_(client), prefix_(std::move(prefix)), audit_(audit) {
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.position = audit_->last_journal_record();
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+AuditFeed::~AuditFeed() { Stop(); }
+
+void AuditFeed::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+AuditFeedStats AuditFeed::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void AuditFeed::Run() {
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (!stop_.HasBeenNotified()) {
+    absl::Status s = CatchUpAndWatch();
+    if (stop_.HasBeenNotified()) break;
+    base::GetLogger("audit")->warn("audit feed: following the journal in etcd stopped ({}); again in {}",
+                                   s.message(), absl::FormatDuration(backoff));
+    if (stop_.WaitForNotificationWithTimeout(backoff)) break;
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
+}
+
+absl::Status AuditFeed::Write(uint64_t record, const std::string& payload) {
+  uint64_t position;
+  {
+    absl::MutexLock lock(&mu_);
+    position = stats_.position;
+  }
+  if (record <= position) return absl::OkStatus();
+  if (record > position + 1) {
+    base::GetLogger("audit")->warn(
+        "audit feed: records {} to {} were removed from etcd before this replica wrote their events; skipped",
+        position + 1, record - 1);
+    absl::MutexLock lock(&mu_);
+    stats_.skipped += record - position - 1;
+  }
+  broker::DurableState scratch;
+  std::vector<broker::StateChange> changes;
+  if (absl::Status s = broker::ApplyBatch(payload, record, &scratch, &changes); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("journal record ", record, ": ", s.message()));
+  }
+  std::vector<audit::Event> events = audit::EventsFor(changes, record);
+  if (!events.empty()) {
+    absl::StatusOr<uint64_t> appended = audit_->Append(events);
+    if (!appended.ok()) {
+      absl::MutexLock lock(&mu_);
+      ++stats_.failures;
+      return appended.status();
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  stats_.position = record;
+  ++stats_.records;
+  return absl::OkStatus();
+}
+
+absl::Status AuditFeed::CatchUpAndWatch() {
+  uint64_t from;
+  {
+    absl::MutexLock lock(&mu_);
+    from = stats_.position + 1;
+  }
+  etcd::RangeOptions o;
+  o.range_end = etcd::PrefixEnd(JournalPrefix(prefix_));
+  o.limit = 256;
+  int64_t revision = 0;
+  for (int page = 0; page < (1 << 24); ++page) {
+    absl::StatusOr<etcd::RangeResult> r = client_->Range(JournalKey(prefix_, from), o);
+    if (!r.ok()) return r.status();
+    if (revision == 0) {
+      revision = r->revision;
+      o.revision = revision;
+    }
+    for (const etcd::KeyValue& kv : r->kvs) {
+      const std::optional<uint64_t> record = RecordOfKey(prefix_, kv.key);
+      if (!record.has_value()) continue;
+      if (absl::Status s = Write(*record, kv.value); !s.ok()) return s;
+      from = *record + 1;
+    }
+    if (!r->more || r->kvs.empty() || stop_.HasBeenNotified()) break;
+  }
+  absl::Notification ended;
+  absl::Mutex why_mu;
+  absl::Status why = absl::UnavailableError("the watch ended");
+  etcd::WatchOptions wo;
+  wo.range_end = etcd::PrefixEnd(JournalPrefix(prefix_));
+  wo.start_revision = revision + 1;
+  absl::StatusOr<std::unique_ptr<etcd::Watch>> watch = client_->StartWatch(
+      JournalPrefix(prefix_), wo,
+      [&](const std::vector<etcd::WatchEvent>& events, int64_t) {
+        // Callbacks come one at a time on the watch's thread.
+        if (ended.HasBeenNotified()) return;
+        for (const etcd::WatchEvent& e : events) {
+          if (e.type != etcd::WatchEvent::Type::kPut) continue;  // the leader's clean-up
+          const std::optional<uint64_t> record = RecordOfKey(prefix_, e.kv.key);
+          if (!record.has_value()) continue;
+          if (absl::Status s = Write(*record, e.kv.value); !s.ok()) {
+            {
+              absl::MutexLock lock(&why_mu);
+              why = s;
+            }
+            ended.Notify();
+            return;
+          }
+        }
+      },
+      [&](const absl::Status& s) {
+        {
+          absl::MutexLock lock(&why_mu);
+          if (!s.ok()) why = s;
+        }
+        if (!ended.HasBeenNotified()) ended.Notify();
+      });
+  if (!watch.ok()) return watch.status();
+  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+    if (ended.HasBeenNotified()) break;
+  }
+  (*watch)->Cancel();
+  watch->reset();
+  absl::MutexLock lock(&why_mu);
+  return why;
+}
+
+}  // namespace gangkeeper::replica

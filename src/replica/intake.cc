@@ -1,0 +1,294 @@
+// gangkeeper replica: the intake (see intake.h).
+#include "gangkeeper/replica/intake.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/base/log.h"
+#include "gangkeeper/broker/durable.h"
+#include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/codec.h"
+
+namespace gangkeeper::replica {
+namespace {
+
+constexpr uint8_t kIntakeVersion = 1;
+constexpr int kDeleteOpsPerTxn = 100;  // etcd refuses more than --max-txn-ops (128)
+
+}  // namespace
+
+std::string IntakePrefix(const std::string& prefix) { return prefix + "intake/"; }
+
+std::string EncodeIntake(const broker::IntakeEvent& e) {
+  std::string out;
+  store::Encoder enc(&out);
+  enc.PutU8(kIntakeVersion);
+  enc.PutU8(static_cast<uint8_t>(e.type));
+  const bool with_workload =
+      e.type == broker::IntakeEvent::Type::kRegister || e.type == broker::IntakeEvent::Type::kUpdate;
+  const broker::WorkloadKey key = with_workload ? broker::KeyOf(e.workload) : e.key;
+  enc.PutString(key.namespace_name);
+  enc.PutString(key.name);
+  enc.PutString(with_workload ? e.workload.uid : e.uid);
+  if (with_workload) {
+    broker::WorkloadInfo info;
+    info.key = key;
+    info.workload = std::make_shared<const workload::Workload>(e.workload);
+    enc.PutString(broker::EncodeWorkloadInfo(info));
+  }
+  return out;
+}
+
+absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data) {
+  store::Decoder d(data, "intake event");
+  uint8_t version = 0;
+  uint64_t type = 0;
+  broker::IntakeEvent e;
+  if (!d.GetU8(&version)) return d.status();
+  if (version != kIntakeVersion) {
+    return absl::DataLossError(absl::StrCat("intake event: version ", version, " (this gangkeeper reads ",
+                                            kIntakeVersion, "; upgrade every replica)"));
+  }
+  if (!d.GetBounded(static_cast<uint64_t>(broker::IntakeEvent::Type::kFinish), &type) ||
+      !d.GetString(&e.key.namespace_name) || !d.GetString(&e.key.name) || !d.GetString(&e.uid)) {
+    return d.status();
+  }
+  e.type = static_cast<broker::IntakeEvent::Type>(type);
+  if (e.type == broker::IntakeEvent::Type::kRegister || e.type == broker::IntakeEvent::Type::kUpdate) {
+    std::string image;
+    if (!d.GetString(&image)) return d.status();
+    absl::StatusOr<broker::WorkloadInfo> info = broker::DecodeWorkloadInfo(image);
+    if (!info.ok()) return info.status();
+    if (info->workload == nullptr) return absl::DataLossError("intake event: a registration without its workload");
+    e.workload = *info->workload;
+  }
+  if (!d.done()) return absl::DataLossError(absl::StrCat("intake event: ", d.remaining(), " byte(s) left over"));
+  return e;
+}
+
+// --- IntakeRegistry.
+
+IntakeRegistry::IntakeRegistry(etcd::Client* client, std::string prefix, std::string replica_id,
+                               const broker::Broker* view)
+    : client_(client),
+      prefix_(std::move(prefix)),
+      replica_id_(std::move(replica_id)),
+      // A replica started again under the same id must not reuse a key the
+      // leader has not applied yet: keys carry the start time.
+      session_(absl::StrCat(absl::ToUnixNanos(base::RealClock().Now()))),
+      view_(view) {}
+
+absl::Status IntakeRegistry::Put(const broker::IntakeEvent& e) {
+  const uint64_t n = counter_.fetch_add(1) + 1;
+  const std::string key =
+      absl::StrCat(IntakePrefix(prefix_), replica_id_, "/", session_, "-", absl::StrFormat("%020d", n));
+  absl::StatusOr<int64_t> put = client_->Put(key, EncodeIntake(e));
+  if (!put.ok()) {
+    // A put whose answer was lost may still have happened: the leader then
+    // applies it, and the retry the webhook asks for applies again, which
+    // changes nothing (the same object).
+    return absl::UnavailableError(absl::StrCat("could not record the change in etcd (", put.status().message(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IntakeRegistry::Register(const workload::Workload& w, const std::string& /*cluster_queue*/) {
+  return Put({.type = broker::IntakeEvent::Type::kRegister, .workload = w});
+}
+
+absl::Status IntakeRegistry::Update(const workload::Workload& w) {
+  // Refused at once when the local view already shows it admitted; the
+  // leader checks again against its own state.
+  if (std::optional<broker::WorkloadRecord> r = view_->Find(broker::KeyOf(w));
+      r.has_value() && r->state == broker::WorkloadState::kAdmitted) {
+    return absl::FailedPreconditionError("the workload is admitted: its pod sets can no longer change");
+  }
+  return Put({.type = broker::IntakeEvent::Type::kUpdate, .workload = w});
+}
+
+absl::Status IntakeRegistry::Remove(const broker::WorkloadKey& key) {
+  return Put({.type = broker::IntakeEvent::Type::kRemove, .key = key});
+}
+
+absl::Status IntakeRegistry::Finish(const broker::WorkloadKey& key) {
+  return Put({.type = broker::IntakeEvent::Type::kFinish, .key = key});
+}
+
+std::optional<broker::WorkloadRecord> IntakeRegistry::Find(const broker::WorkloadKey& key) const {
+  return view_->Find(key);
+}
+
+int64_t IntakeRegistry::PendingIn(const std::string& cluster_queue) const { return view_->PendingIn(cluster_queue); }
+
+std::map<std::string, quantity::Quantity> IntakeRegistry::AdmittedUsage(const std::string& cluster_queue) const {
+  return view_->AdmittedUsage(cluster_queue);
+}
+
+// --- IntakeFeeder.
+
+IntakeFeeder::IntakeFeeder(etcd::Client* client, std::string prefix, int64_t applied, broker::Broker* broker)
+    : client_(client), prefix_(std::move(prefix)), broker_(broker) {
+  {
+    absl::MutexLock lock(&mu_);
+    last_ = applied;
+    stats_.last_revision = applied;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+IntakeFeeder::~IntakeFeeder() { Stop(); }
+
+void IntakeFeeder::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+FeederStats IntakeFeeder::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void IntakeFeeder::Run() {
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (!stop_.HasBeenNotified()) {
+    absl::Status s = CatchUpAndWatch();
+    if (stop_.HasBeenNotified()) break;
+    base::GetLogger("replica")->warn("intake: watching etcd ended ({}); again in {}", s.message(),
+                                     absl::FormatDuration(backoff));
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.watch_restarts;
+    }
+    if (stop_.WaitForNotificationWithTimeout(backoff)) break;
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+    if (s.ok()) backoff = absl::Milliseconds(100);
+  }
+}
+
+void IntakeFeeder::Feed(const etcd::KeyValue& kv) {
+  absl::MutexLock lock(&mu_);
+  if (kv.mod_revision <= last_) return;
+  last_ = kv.mod_revision;
+  stats_.last_revision = last_;
+  absl::StatusOr<broker::IntakeEvent> e = DecodeIntake(kv.value);
+  if (!e.ok()) {
+    ++stats_.undecodable;
+    base::GetLogger("replica")->error("intake: {} skipped: {}", kv.key, e.status().message());
+    return;
+  }
+  e->revision = kv.mod_revision;
+  broker_->Submit(*std::move(e));
+  ++stats_.submitted;
+}
+
+absl::Status IntakeFeeder::CatchUpAndWatch() {
+  const std::string from = IntakePrefix(prefix_);
+  etcd::RangeOptions o;
+  o.range_end = etcd::PrefixEnd(from);
+  o.limit = 1000;
+  std::vector<etcd::KeyValue> events;
+  std::string start = from;
+  int64_t revision = 0;
+  for (int page = 0; page < (1 << 20); ++page) {
+    absl::StatusOr<etcd::RangeResult> r = client_->Range(start, o);
+    if (!r.ok()) return r.status();
+    if (revision == 0) {
+      revision = r->revision;
+      o.revision = revision;  // every page at the first page's revision
+    }
+    int64_t after;
+    {
+      absl::MutexLock lock(&mu_);
+      after = last_;
+    }
+    if (!r->kvs.empty()) start = r->kvs.back().key + std::string(1, '\0');  // before the keys move
+    for (etcd::KeyValue& kv : r->kvs) {
+      if (kv.mod_revision > after) events.push_back(std::move(kv));
+    }
+    if (!r->more || r->kvs.empty()) break;
+  }
+  std::sort(events.begin(), events.end(),
+            [](const etcd::KeyValue& a, const etcd::KeyValue& b) { return a.mod_revision < b.mod_revision; });
+  int64_t after_revision;
+  {
+    absl::MutexLock lock(&mu_);
+    after_revision = last_;
+  }
+  base::GetLogger("replica")->info("intake: {} event(s) after revision {} waiting at revision {}; applying them",
+                                   events.size(), after_revision, revision);
+  for (const etcd::KeyValue& kv : events) Feed(kv);
+
+  absl::Notification ended;
+  absl::Status why;
+  absl::Mutex why_mu;
+  etcd::WatchOptions wo;
+  wo.range_end = etcd::PrefixEnd(from);
+  wo.start_revision = revision + 1;
+  absl::StatusOr<std::unique_ptr<etcd::Watch>> watch = client_->StartWatch(
+      from, wo,
+      [this](const std::vector<etcd::WatchEvent>& got, int64_t) {
+        for (const etcd::WatchEvent& e : got) {
+          // Intake keys are written once: a put is a new event.
+          if (e.type == etcd::WatchEvent::Type::kPut) Feed(e.kv);
+        }
+      },
+      [&](const absl::Status& s) {
+        {
+          absl::MutexLock lock(&why_mu);
+          why = s;
+        }
+        ended.Notify();
+      });
+  if (!watch.ok()) return watch.status();
+  while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(2))) {
+    if (ended.HasBeenNotified()) break;
+    DeleteApplied();
+  }
+  (*watch)->Cancel();
+  watch->reset();
+  absl::MutexLock lock(&why_mu);
+  return why.ok() && !stop_.HasBeenNotified() ? absl::UnavailableError("the watch ended") : why;
+}
+
+void IntakeFeeder::DeleteApplied() {
+  absl::StatusOr<etcd::RangeResult> cursor = client_->Range(IntakeAppliedKey(prefix_));
+  int64_t applied = 0;
+  if (!cursor.ok() || cursor->kvs.empty() || !absl::SimpleAtoi(cursor->kvs.front().value, &applied)) return;
+  etcd::RangeOptions o;
+  o.range_end = etcd::PrefixEnd(IntakePrefix(prefix_));
+  o.limit = 500;
+  o.keys_only = true;
+  std::vector<etcd::Op> ops;
+  uint64_t deleted = 0;
+  auto flush = [&] {
+    if (ops.empty()) return;
+    absl::StatusOr<etcd::TxnResult> t = client_->Txn({}, ops);
+    if (t.ok()) deleted += ops.size();
+    ops.clear();
+  };
+  // Keys sort by replica and session, not by revision: applied ones may
+  // come after pending ones, so every page is looked at (a bounded number
+  // per call; the next call goes on).
+  std::string start = IntakePrefix(prefix_);
+  for (int page = 0; page < 20 && !stop_.HasBeenNotified(); ++page) {
+    absl::StatusOr<etcd::RangeResult> keys = client_->Range(start, o);
+    if (!keys.ok() || keys->kvs.empty()) break;
+    for (const etcd::KeyValue& kv : keys->kvs) {
+      if (kv.mod_revision > applied) continue;
+      ops.push_back(etcd::Op::Delete(kv.key));
+      if (ops.size() == kDeleteOpsPerTxn) flush();
+    }
+    if (!keys->more) break;
+    start = keys->kvs.back().key + std::string(1, '\0');
+  }
+  flush();
+  absl::MutexLock lock(&mu_);
+  stats_.deleted += deleted;
+}
+
+}  // namespace gangkeeper::replica

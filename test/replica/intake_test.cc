@@ -1,0 +1,230 @@
+// gangkeeper: the intake in a real etcd (replica/intake.h): registrations
+// written by any replica reach the leader's broker in order, a new leader
+// applies exactly the events its predecessor had not, and applied events
+// are cleaned up.
+#include "gangkeeper/replica/intake.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/durable.h"
+#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/replica/etcd_journal.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/etcd_process.h"
+#include "test/testing/gangs.h"
+#include "test/testing/status_matchers.h"
+
+namespace gangkeeper::replica {
+namespace {
+
+using ::gangkeeper::testing::GpuGang;
+using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::StatusIs;
+
+TEST(IntakeCodecTest, EveryKindOfEventRoundTrips) {
+  broker::IntakeEvent reg{.type = broker::IntakeEvent::Type::kRegister, .workload = GpuGang("train", 4, 2)};
+  reg.workload.annotations["gangkeeper.io/note"] = "x";
+  absl::StatusOr<broker::IntakeEvent> back = DecodeIntake(EncodeIntake(reg));
+  ASSERT_THAT(back.status(), IsOk());
+  EXPECT_EQ(back->type, broker::IntakeEvent::Type::kRegister);
+  EXPECT_EQ(back->workload.name, "train");
+  EXPECT_EQ(back->workload.uid, "uid-train");
+  ASSERT_EQ(back->workload.pod_sets.size(), 1u);
+  EXPECT_EQ(back->workload.pod_sets[0].count, 4);
+  EXPECT_EQ(back->workload.annotations.at("gangkeeper.io/note"), "x");
+
+  broker::IntakeEvent fin{.type = broker::IntakeEvent::Type::kFinish, .key = {"a", "train"}, .uid = "u1"};
+  back = DecodeIntake(EncodeIntake(fin));
+  ASSERT_THAT(back.status(), IsOk());
+  EXPECT_EQ(back->type, broker::IntakeEvent::Type::kFinish);
+  EXPECT_EQ(back->key.name, "train");
+  EXPECT_EQ(back->uid, "u1");
+}
+
+TEST(IntakeCodecTest, DamagedEventsAreErrorsNotCrashes) {
+  const std::string good = EncodeIntake({.type = broker::IntakeEvent::Type::kRegister, .workload = GpuGang("t", 1, 1)});
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_FALSE(DecodeIntake(good.substr(0, n)).ok()) << "truncated to " << n;
+  }
+  std::string future = good;
+  future[0] = 9;
+  EXPECT_THAT(DecodeIntake(future).status(), StatusIs(absl::StatusCode::kDataLoss, "upgrade every replica"));
+  EXPECT_THAT(DecodeIntake(good + "x").status(), StatusIs(absl::StatusCode::kDataLoss, "left over"));
+}
+
+class IntakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto etcd = testing::EtcdProcess::Start();
+    ASSERT_THAT(etcd.status(), IsOk());
+    etcd_ = *std::move(etcd);
+    etcd::ClientOptions o;
+    o.endpoints = {etcd_->endpoint()};
+    auto c = etcd::Client::Create(o);
+    ASSERT_THAT(c.status(), IsOk());
+    client_ = *std::move(c);
+  }
+
+  etcd::Compare NewTerm() {
+    EXPECT_THAT(client_->Delete(prefix_ + "leader").status(), IsOk());
+    absl::StatusOr<int64_t> rev = client_->Put(prefix_ + "leader", "replica");
+    EXPECT_THAT(rev.status(), IsOk());
+    return etcd::Compare::CreateRevision(prefix_ + "leader", rev.ok() ? *rev : 0);
+  }
+
+  // A leader: the state from etcd, a broker leading from it, the feeder.
+  struct Leader {
+    std::unique_ptr<EtcdJournal> journal;
+    std::unique_ptr<broker::Broker> broker;
+    std::unique_ptr<IntakeFeeder> feeder;
+  };
+  Leader StartLeader() {
+    Leader l;
+    const etcd::Compare term = NewTerm();
+    EtcdRecovery r;
+    absl::StatusOr<broker::DurableState> state = ReadState(client_.get(), prefix_, &r);
+    EXPECT_THAT(state.status(), IsOk());
+    l.journal = std::make_unique<EtcdJournal>(client_.get(), EtcdJournalOptions{.prefix = prefix_}, r.next_record, term);
+    auto b = broker::Broker::Create(policies_, {}, nullptr, nullptr, &clock_);
+    EXPECT_THAT(b.status(), IsOk());
+    l.broker = *std::move(b);
+    l.broker->Start();
+    EXPECT_THAT(l.broker->Lead(*std::move(state), policies_, l.journal.get(), nullptr), IsOk());
+    l.feeder = std::make_unique<IntakeFeeder>(client_.get(), prefix_, r.intake_revision, l.broker.get());
+    return l;
+  }
+
+  // Waits (at most 10 s) until `b` tracks every name in `names`.
+  static bool Tracks(const broker::Broker& b, const std::vector<std::string>& names) {
+    for (int i = 0; i < 200; ++i) {
+      bool all = true;
+      for (const std::string& n : names) all = all && b.snapshot()->Find({"a", n}) != nullptr;
+      if (all) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  }
+
+  // How many times each workload was registered, over every record.
+  std::map<std::string, int> Registrations() {
+    std::map<std::string, int> out;
+    etcd::RangeOptions o;
+    o.range_end = etcd::PrefixEnd(JournalPrefix(prefix_));
+    absl::StatusOr<etcd::RangeResult> all = client_->Range(JournalPrefix(prefix_), o);
+    EXPECT_THAT(all.status(), IsOk());
+    if (!all.ok()) return out;
+    for (const etcd::KeyValue& kv : all->kvs) {
+      broker::DurableState scratch;
+      std::vector<broker::StateChange> changes;
+      EXPECT_THAT(broker::ApplyBatch(kv.value, *RecordOfKey(prefix_, kv.key), &scratch, &changes), IsOk());
+      for (const broker::StateChange& c : changes) {
+        if (c.type == broker::StateChange::Type::kRegistered) ++out[c.key.name];
+      }
+    }
+    return out;
+  }
+
+  const std::string prefix_ = "/gk/";
+  std::unique_ptr<testing::EtcdProcess> etcd_;
+  std::unique_ptr<etcd::Client> client_;
+  std::shared_ptr<const model::PolicySet> policies_ = testing::PoliciesFrom(testing::kOneTeamPolicies);
+  base::SimulatedClock clock_{absl::FromUnixSeconds(1'700'000'000)};
+};
+
+TEST_F(IntakeTest, RegistrationsFromEveryReplicaReachTheLeaderAndAreCleanedUp) {
+  Leader leader = StartLeader();
+  IntakeRegistry one(client_.get(), prefix_, "replica-1", leader.broker.get());
+  IntakeRegistry two(client_.get(), prefix_, "replica-2", leader.broker.get());
+  ASSERT_THAT(one.Register(GpuGang("first", 2, 2), "team-a"), IsOk());
+  ASSERT_THAT(two.Register(GpuGang("second", 1, 2), "team-a"), IsOk());
+  ASSERT_THAT(one.Register(GpuGang("first", 2, 2), "team-a"), IsOk());  // a retried review
+  ASSERT_TRUE(Tracks(*leader.broker, {"first", "second"}));
+  // The registry's reads come from the local broker.
+  std::optional<broker::WorkloadRecord> first = two.Find({"a", "first"});
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->state, broker::WorkloadState::kAdmitted);
+
+  ASSERT_THAT(two.Finish({"a", "first"}), IsOk());
+  for (int i = 0; i < 200 && leader.broker->snapshot()->Find({"a", "first"}) != nullptr; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(leader.broker->snapshot()->Find({"a", "first"}), nullptr);
+
+  // Applied events go; how far is recorded with the journal.
+  etcd::RangeOptions o;
+  o.range_end = etcd::PrefixEnd(IntakePrefix(prefix_));
+  o.count_only = true;
+  int64_t left = -1;
+  for (int i = 0; i < 100 && left != 0; ++i) {
+    absl::StatusOr<etcd::RangeResult> r = client_->Range(IntakePrefix(prefix_), o);
+    ASSERT_THAT(r.status(), IsOk());
+    left = r->count;
+    if (left != 0) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(left, 0);
+  EtcdRecovery r;
+  ASSERT_THAT(ReadState(client_.get(), prefix_, &r).status(), IsOk());
+  EXPECT_GT(r.intake_revision, 0);
+  EXPECT_GE(leader.feeder->stats().submitted, 4u);
+  EXPECT_EQ(Registrations(), (std::map<std::string, int>{{"first", 1}, {"second", 1}}));
+}
+
+TEST_F(IntakeTest, ANewLeaderAppliesExactlyWhatItsPredecessorHadNot) {
+  {
+    Leader old = StartLeader();
+    IntakeRegistry r(client_.get(), prefix_, "replica-1", old.broker.get());
+    for (int i = 0; i < 5; ++i) ASSERT_THAT(r.Register(GpuGang(absl::StrCat("early", i), 1, 1), ""), IsOk());
+    ASSERT_TRUE(Tracks(*old.broker, {"early0", "early1", "early2", "early3", "early4"}));
+    // The old leader dies: its feeder and broker stop where they are.
+    old.feeder->Stop();
+    old.broker->Stop();
+  }
+  // Replicas keep taking registrations while nobody leads.
+  auto view = broker::Broker::Create(policies_, {}, nullptr, nullptr, &clock_);
+  ASSERT_THAT(view.status(), IsOk());
+  IntakeRegistry r(client_.get(), prefix_, "replica-2", view->get());
+  for (int i = 0; i < 5; ++i) ASSERT_THAT(r.Register(GpuGang(absl::StrCat("late", i), 1, 1), ""), IsOk());
+
+  Leader next = StartLeader();
+  ASSERT_TRUE(Tracks(*next.broker, {"early0", "early4", "late0", "late4"}));
+  ASSERT_TRUE(next.broker->Flush(absl::Seconds(10)));
+  EXPECT_EQ(next.feeder->stats().submitted, 5u) << "only the events the old leader had not applied";
+  std::map<std::string, int> regs = Registrations();
+  EXPECT_EQ(regs.size(), 10u);
+  for (const auto& [name, times] : regs) EXPECT_EQ(times, 1) << name;
+}
+
+TEST_F(IntakeTest, ABacklogOfMoreThanOnePageIsAppliedWhole) {
+  // 1,200 registrations while nobody leads: more than one page of the
+  // feeder's range (1,000 keys).
+  auto view = broker::Broker::Create(policies_, {}, nullptr, nullptr, &clock_);
+  ASSERT_THAT(view.status(), IsOk());
+  IntakeRegistry r(client_.get(), prefix_, "replica-1", view->get());
+  constexpr int kBacklog = 1200;
+  for (int i = 0; i < kBacklog; ++i) {
+    ASSERT_THAT(r.Register(GpuGang(absl::StrCat("w", i), 1, 1), ""), IsOk());
+  }
+  Leader leader = StartLeader();
+  ASSERT_TRUE(Tracks(*leader.broker, {"w0", "w999", "w1000", absl::StrCat("w", kBacklog - 1)}));
+  ASSERT_TRUE(leader.broker->Flush(absl::Seconds(10)));
+  EXPECT_EQ(leader.broker->snapshot()->workload_count(), static_cast<size_t>(kBacklog));
+  EXPECT_EQ(leader.feeder->stats().submitted, static_cast<uint64_t>(kBacklog));
+}
+
+TEST_F(IntakeTest, AWriteWithoutEtcdIsUnavailableAndNotAcknowledged) {
+  auto view = broker::Broker::Create(policies_, {}, nullptr, nullptr, &clock_);
+  ASSERT_THAT(view.status(), IsOk());
+  IntakeRegistry r(client_.get(), prefix_, "replica-1", view->get());
+  etcd_->Kill();
+  EXPECT_THAT(r.Register(GpuGang("lost", 1, 1), ""), StatusIs(absl::StatusCode::kUnavailable, "etcd"));
+}
+
+}  // namespace
+}  // namespace gangkeeper::replica
