@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/admission/webhook.h"
 #include "gangkeeper/api/api.h"
@@ -35,7 +37,11 @@
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/overlay.h"
+#include "gangkeeper/replica/audit_feed.h"
+#include "gangkeeper/replica/intake.h"
+#include "gangkeeper/replica/replica.h"
 #include "gangkeeper/server/server.h"
+#include "gangkeeper/etcd/client.h"
 #include "src/cli/certs.h"
 #include "src/cli/commands.h"
 #include "src/cli/flags.h"
@@ -63,6 +69,13 @@ struct ServeFlags {
   size_t audit_index_events = 1'000'000;
   absl::Duration audit_max_age = absl::Hours(24 * 400);
   broker::JournalOptions journal;
+  // --store etcd://...
+  std::string etcd_ca, etcd_cert, etcd_key;
+  std::string etcd_prefix = "/gangkeeper/";
+  absl::Duration lease_ttl = absl::Seconds(10);
+  absl::Duration lease_renew = absl::Seconds(3);
+  std::string replica_id;
+  bool test_hooks = false;
 };
 
 // --kube: auto = in-cluster when KUBERNETES_SERVICE_HOST is set, else none.
@@ -245,7 +258,19 @@ int RunServe(const std::vector<std::string>& args) {
                "API bearer tokens: YAML/JSON list of {name, sha256, role, namespaces}; reloaded when it changes");
   flags.String("kube-context", &f.kube_context, "the kubeconfig context to use (default: current-context)");
   flags.String("data-dir", &f.data_dir, "directory for gangkeeper's durable state (journal, snapshots)");
-  flags.String("store", &f.store, "where state is kept: file (the journal in --data-dir)");
+  flags.String("store", &f.store,
+               "where state is kept: file (the journal in --data-dir), or etcd://host:port[,host:port...] (several "
+               "replicas share it; one leads)");
+  flags.String("etcd-ca", &f.etcd_ca, "with --store etcd: TLS to etcd, verified with this CA (PEM)");
+  flags.String("etcd-cert", &f.etcd_cert, "with --store etcd: the client certificate presented to etcd (PEM)");
+  flags.String("etcd-key", &f.etcd_key, "with --store etcd: the client certificate's key (PEM)");
+  flags.String("etcd-prefix", &f.etcd_prefix, "with --store etcd: the key prefix of gangkeeper's state");
+  flags.Duration("lease-ttl", &f.lease_ttl,
+                 "with --store etcd: the leader's lease; a dead leader is replaced within it (and one cycle)");
+  flags.Duration("lease-renew", &f.lease_renew,
+                 "with --store etcd: how often the leader renews its lease (below a third of --lease-ttl)");
+  flags.String("replica-id", &f.replica_id, "with --store etcd: this replica's name (default: host-pid-start time)");
+  flags.Bool("test-hooks", &f.test_hooks, "tests only: SIGUSR2 toggles the lease keep-alives (a partition)");
   flags.String("recover", &f.recover,
                "strict: refuse to start on a corrupt journal record that has valid ones after it; truncate: cut "
                "the journal there (what follows is lost)");
@@ -300,6 +325,7 @@ int RunServe(const std::vector<std::string>& args) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
@@ -351,9 +377,16 @@ int RunServe(const std::vector<std::string>& args) {
               policies->local_queues.size(), policies->cohorts.size(), policies->workload_priority_classes.size(),
               policies->priority_classes.size(), policies->gpu_node_pools.size());
   }
-  if (f.store != "file") {
-    log->error("--store {}: only the embedded file store (--store file) is built in; the etcd store comes with "
-               "replication (DESIGN §9)", f.store);
+  // --store: the journal in --data-dir, or etcd shared by several replicas.
+  const bool replicated = absl::StartsWith(f.store, "etcd://");
+  absl::StatusOr<std::vector<std::string>> etcd_endpoints = std::vector<std::string>{};
+  if (replicated) etcd_endpoints = etcd::ParseEndpoints(f.store);
+  if (f.store != "file" && !replicated) {
+    log->error("--store {}: use file (the journal in --data-dir) or etcd://host:port[,host:port...]", f.store);
+    return 2;
+  }
+  if (!etcd_endpoints.ok()) {
+    log->error("--store: {}", etcd_endpoints.status().message());
     return 2;
   }
   if (f.recover != "strict" && f.recover != "truncate") {
@@ -367,25 +400,57 @@ int RunServe(const std::vector<std::string>& args) {
     return 1;
   }
   ::chmod(f.data_dir.c_str(), 0700);
-  // Recover the durable state before anything can change it.
-  f.journal.data_dir = f.data_dir;
-  f.journal.truncate_corruption = f.recover == "truncate";
-  broker::JournalRecovery recovery;
-  absl::StatusOr<std::unique_ptr<broker::Journal>> journal = broker::Journal::Open(f.journal, &recovery);
-  if (!journal.ok()) {
-    log->error("--data-dir {}: {}", f.data_dir, journal.status().message());
-    return 1;
+  std::unique_ptr<broker::Journal> journal;
+  broker::DurableState recovered;
+  std::unique_ptr<etcd::Client> etcd_client;
+  if (!replicated) {
+    // Recover the durable state before anything can change it.
+    f.journal.data_dir = f.data_dir;
+    f.journal.truncate_corruption = f.recover == "truncate";
+    broker::JournalRecovery recovery;
+    absl::StatusOr<std::unique_ptr<broker::Journal>> opened = broker::Journal::Open(f.journal, &recovery);
+    if (!opened.ok()) {
+      log->error("--data-dir {}: {}", f.data_dir, opened.status().message());
+      return 1;
+    }
+    journal = *std::move(opened);
+    for (const std::string& note : recovery.notes) log->warn("recovery: {}", note);
+    log->info("recovery: {} workload(s) from {} (snapshot at record {}, {} record(s) replayed) in {}; next record {}",
+              recovery.workloads, f.data_dir, recovery.snapshot_position, recovery.replayed_records,
+              absl::FormatDuration(recovery.took), recovery.next_record);
+    recovered = journal->TakeRecovered();
+  } else {
+    etcd::ClientOptions eo;
+    eo.endpoints = *etcd_endpoints;
+    eo.ca_file = f.etcd_ca;
+    eo.cert_file = f.etcd_cert;
+    eo.key_file = f.etcd_key;
+    absl::StatusOr<std::unique_ptr<etcd::Client>> c = etcd::Client::Create(eo);
+    if (!c.ok()) {
+      log->error("--store {}: {}", f.store, c.status().message());
+      return 2;
+    }
+    etcd_client = *std::move(c);
+    // Fail fast on a wrong address or certificate instead of serving
+    // nothing but errors.
+    if (absl::StatusOr<etcd::RangeResult> probe = etcd_client->Range(f.etcd_prefix + "leader"); !probe.ok()) {
+      log->error("--store {}: cannot read from etcd: {}", f.store, probe.status().message());
+      return 1;
+    }
+    if (f.replica_id.empty()) {
+      char host[256] = {0};
+      ::gethostname(host, sizeof host - 1);
+      f.replica_id = absl::StrCat(host, "-", ::getpid(), "-", absl::ToUnixMillis(base::RealClock().Now()));
+    }
+    log->info("store: etcd at {} under {}; this replica is {}", absl::StrJoin(*etcd_endpoints, ","), f.etcd_prefix,
+              f.replica_id);
   }
-  for (const std::string& note : recovery.notes) log->warn("recovery: {}", note);
-  log->info("recovery: {} workload(s) from {} (snapshot at record {}, {} record(s) replayed) in {}; next record {}",
-            recovery.workloads, f.data_dir, recovery.snapshot_position, recovery.replayed_records,
-            absl::FormatDuration(recovery.took), recovery.next_record);
-  broker::DurableState recovered = (*journal)->TakeRecovered();
-  // The audit log; then the events of journal records it missed (a crash
-  // between the two writes).
+  // The audit log: with the file journal, written after each record (and
+  // caught up with the records it missed); with etcd, every replica writes
+  // it from the leader's records (replica::AuditFeed).
   audit::AuditOptions audit_options;
   audit_options.dir = f.data_dir + "/audit";
-  audit_options.truncate_corruption = f.journal.truncate_corruption;
+  audit_options.truncate_corruption = f.recover == "truncate";
   audit_options.max_bytes = static_cast<uint64_t>(std::max<size_t>(f.audit_max_mib, 32)) << 20;
   audit_options.index_events = f.audit_index_events;
   audit_options.max_age = f.audit_max_age;
@@ -396,14 +461,17 @@ int RunServe(const std::vector<std::string>& args) {
     return 1;
   }
   for (const std::string& note : audit_recovery.notes) log->warn("audit recovery: {}", note);
-  uint64_t caught_up = 0;
-  if (absl::Status c = audit::CatchUp(**journal, audit_log->get(), &caught_up); !c.ok()) {
-    log->error("--data-dir {}: audit log: catching up with the journal: {}", f.data_dir, c.message());
-    return 1;
+  std::unique_ptr<audit::AuditedJournal> audited;
+  if (journal != nullptr) {
+    uint64_t caught_up = 0;
+    if (absl::Status c = audit::CatchUp(*journal, audit_log->get(), &caught_up); !c.ok()) {
+      log->error("--data-dir {}: audit log: catching up with the journal: {}", f.data_dir, c.message());
+      return 1;
+    }
+    if (caught_up > 0) log->warn("audit: wrote {} event(s) the journal had and the audit log missed", caught_up);
+    journal->SetRetentionFloor([a = audit_log->get()] { return a->last_journal_record() + 1; });
+    audited = std::make_unique<audit::AuditedJournal>(journal.get(), audit_log->get());
   }
-  if (caught_up > 0) log->warn("audit: wrote {} event(s) the journal had and the audit log missed", caught_up);
-  (*journal)->SetRetentionFloor([a = audit_log->get()] { return a->last_journal_record() + 1; });
-  audit::AuditedJournal sink(journal->get(), audit_log->get());
 
   metrics::Registry registry;
   if (absl::Status m = metrics::RegisterProcessMetrics(registry); !m.ok()) {
@@ -435,12 +503,23 @@ int RunServe(const std::vector<std::string>& args) {
     log->error("{}", m.message());
     return 1;
   }
+  // With etcd only the leader sends, and only while its lease surely holds.
+  std::atomic<replica::Replica*> leader_gate{nullptr};
+  if (replicated) {
+    actuator_options.may_send = [&leader_gate] {
+      replica::Replica* r = leader_gate.load();
+      return r != nullptr && r->MaySend();
+    };
+  }
   kube::KubeActuator actuator(kube_client.get(), actuator_options);
   // Quota changes made through the API are kept over the policy files.
   std::shared_ptr<const model::PolicySet> files = policies;
-  std::shared_ptr<const model::PolicySet> effective = files;
+  auto effective_for = [files](const std::shared_ptr<const model::PolicyOverlay>& overlay) {
+    return overlay == nullptr ? files
+                              : std::make_shared<const model::PolicySet>(model::ApplyOverlay(*files, *overlay));
+  };
+  std::shared_ptr<const model::PolicySet> effective = effective_for(recovered.overlay);
   if (recovered.overlay != nullptr) {
-    effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*files, *recovered.overlay));
     log->info("policies: {} object(s) changed and {} deleted through the API are kept over the files",
               recovered.overlay->put.flavors.size() + recovered.overlay->put.cluster_queues.size() +
                   recovered.overlay->put.local_queues.size() + recovered.overlay->put.cohorts.size() +
@@ -449,7 +528,7 @@ int RunServe(const std::vector<std::string>& args) {
               recovered.overlay->deleted.size());
   }
   absl::StatusOr<std::unique_ptr<broker::Broker>> workloads = broker::Broker::Create(
-      effective, f.broker, &actuator, &sink, &base::RealClock(), &recovered);
+      effective, f.broker, &actuator, audited.get(), &base::RealClock(), journal != nullptr ? &recovered : nullptr);
   recovered = broker::DurableState{};
   if (!workloads.ok()) {
     log->error("--policies {}: {}", f.policies_dir, workloads.status().message());
@@ -458,15 +537,44 @@ int RunServe(const std::vector<std::string>& args) {
   actuator.Bind(workloads->get());
   (*workloads)->Start();
   broker::Broker& broker = **workloads;
-  (*journal)->StartSnapshots([&broker] { return broker.snapshot(); }, &base::RealClock());
+  if (replicated) {
+    // A replica follows until it is elected; it shows nothing before the
+    // state from etcd arrives.
+    if (absl::Status followed = broker.Follow(broker::DurableState{}); !followed.ok()) {
+      log->error("broker: {}", followed.message());
+      return 1;
+    }
+  }
+  if (journal != nullptr) journal->StartSnapshots([&broker] { return broker.snapshot(); }, &base::RealClock());
+  // The reconciler runs where the broker leads: always with the file
+  // journal, on the elected replica with etcd.
+  absl::Mutex reconciler_mu;
   std::unique_ptr<kube::Reconciler> reconciler;
-  if (kube_client != nullptr) {
+  std::atomic<bool> reconciler_synced{kube_client == nullptr};
+  auto start_reconciler = [&] {
+    if (kube_client == nullptr) return;
+    absl::MutexLock lock(&reconciler_mu);
     kube::ReconcilerOptions ro;
     ro.manage_jobs_without_queue_name = f.webhook.manage_jobs_without_queue_name;
     reconciler = std::make_unique<kube::Reconciler>(kube_client.get(), &broker, ro);
     reconciler->Start();
+  };
+  auto stop_reconciler = [&] {
+    std::unique_ptr<kube::Reconciler> r;
+    {
+      absl::MutexLock lock(&reconciler_mu);
+      r = std::move(reconciler);
+    }
+    if (r != nullptr) r->Stop();
+  };
+  if (!replicated) start_reconciler();
+  std::unique_ptr<replica::IntakeRegistry> intake;
+  if (replicated) {
+    intake = std::make_unique<replica::IntakeRegistry>(etcd_client.get(), f.etcd_prefix, f.replica_id, &broker);
   }
-  admission::Webhook webhook([&broker] { return broker.policies(); }, broker, f.webhook);
+  broker::WorkloadRegistry& webhook_registry =
+      intake != nullptr ? static_cast<broker::WorkloadRegistry&>(*intake) : static_cast<broker::WorkloadRegistry&>(broker);
+  admission::Webhook webhook([&broker] { return broker.policies(); }, webhook_registry, f.webhook);
   absl::StatusOr<WebhookMetrics> webhook_metrics = RegisterWebhookMetrics(registry);
   if (!webhook_metrics.ok()) {
     log->error("{}", webhook_metrics.status().message());
@@ -482,13 +590,27 @@ int RunServe(const std::vector<std::string>& args) {
     log->error("{}", m.message());
     return 1;
   }
-  if (absl::Status m = api::RegisterJournalMetrics(registry, journal->get()); !m.ok()) {
-    log->error("{}", m.message());
-    return 1;
+  if (journal != nullptr) {
+    if (absl::Status m = api::RegisterJournalMetrics(registry, journal.get()); !m.ok()) {
+      log->error("{}", m.message());
+      return 1;
+    }
   }
   if (absl::Status m = api::RegisterBrokerMetrics(registry, &broker); !m.ok()) {
     log->error("{}", m.message());
     return 1;
+  }
+  if (replicated) {
+    absl::Status m = registry.AddCallbackGauge(
+        "gangkeeper_replica_leader", "1 while this replica leads (holds the lease, schedules and actuates), else 0.",
+        {"replica"}, [&leader_gate, id = f.replica_id] {
+          replica::Replica* r = leader_gate.load();
+          return std::vector<metrics::Sample>{{{id}, r != nullptr && r->MaySend() ? 1.0 : 0.0}};
+        });
+    if (!m.ok()) {
+      log->error("{}", m.message());
+      return 1;
+    }
   }
   for (server::Route& r : api::Routes(&broker, tokens->get(), &base::RealClock(), audit_log->get(), files)) {
     f.server.routes.push_back(std::move(r));
@@ -504,28 +626,69 @@ int RunServe(const std::vector<std::string>& args) {
     log->error("{}", srv.status().message());
     return 2;
   }
-  if (reconciler != nullptr) {
+  if (kube_client != nullptr && !replicated) {
     (*srv)->readiness().Set("kube", false, "waiting for the first list of the managed kinds");
   }
+  if (replicated) (*srv)->readiness().Set("store", false, "waiting for the state from etcd");
   if (absl::Status started = (*srv)->Start(); !started.ok()) {
     log->error("{}", started.message());
     return 1;
   }
-  // /readyz waits for the reconciler's first full list, and fails for good
-  // once the journal has failed (nothing can be acknowledged any more).
+  // With etcd: campaign and follow; the audit log follows the journal.
+  std::unique_ptr<replica::Replica> replica;
+  std::unique_ptr<replica::AuditFeed> audit_feed;
+  if (replicated) {
+    replica::ReplicaOptions ro;
+    ro.prefix = f.etcd_prefix;
+    ro.election.identity = f.replica_id;
+    ro.election.ttl = f.lease_ttl;
+    ro.election.renew = f.lease_renew;
+    ro.snapshot_every_records = f.journal.snapshot_every_records;
+    ro.snapshot_every = f.journal.snapshot_every;
+    ro.policies = [&effective_for](const broker::DurableState& state) { return effective_for(state.overlay); };
+    ro.on_lead = [&] {
+      start_reconciler();
+      log->info("replica: leading: scheduling and actuating");
+    };
+    ro.on_follow = [&] { stop_reconciler(); };
+    absl::StatusOr<std::unique_ptr<replica::Replica>> r =
+        replica::Replica::Start(etcd_client.get(), &broker, &actuator, ro);
+    if (!r.ok()) {
+      log->error("--store {}: {}", f.store, r.status().message());
+      return 2;
+    }
+    replica = *std::move(r);
+    leader_gate.store(replica.get());
+    audit_feed = std::make_unique<replica::AuditFeed>(etcd_client.get(), f.etcd_prefix, audit_log->get());
+  }
+  // /readyz waits for the reconciler's first full list (or, with etcd, for
+  // the state from etcd), and fails for good once the journal has failed
+  // (nothing can be acknowledged any more).
   std::thread ready_watch;
   std::atomic<bool> serving{true};
   ready_watch = std::thread([&] {
-    bool kube_synced = reconciler == nullptr;
+    bool kube_synced = kube_client == nullptr || replicated;
+    bool store_ready = !replicated;
     bool store_failed = false;
     for (int i = 0; serving.load(); ++i) {
-      if (!kube_synced && reconciler->synced()) {
-        kube_synced = true;
-        (*srv)->readiness().Set("kube", true);
-        log->info("kube: first list done; ready");
+      if (!kube_synced) {
+        absl::MutexLock lock(&reconciler_mu);
+        if (reconciler != nullptr && reconciler->synced()) {
+          kube_synced = true;
+          (*srv)->readiness().Set("kube", true);
+          log->info("kube: first list done; ready");
+        }
+      }
+      if (!store_ready) {
+        const replica::ReplicaStats st = replica->stats();
+        if (st.follower.synced || st.leading) {
+          store_ready = true;
+          (*srv)->readiness().Set("store", true);
+          log->info("store: state from etcd shown; ready");
+        }
       }
       if (!store_failed) {
-        absl::Status health = (*journal)->health();
+        absl::Status health = journal != nullptr ? journal->health() : absl::OkStatus();
         if (health.ok()) health = (*audit_log)->health();
         if (!health.ok()) {
           store_failed = true;
@@ -558,23 +721,34 @@ int RunServe(const std::vector<std::string>& args) {
       (void)(*srv)->ReloadCertificates();  // logged inside
       continue;
     }
+    if (sig == SIGUSR2 && replica != nullptr && f.test_hooks) {
+      // --test-hooks: a network partition between this replica and etcd's
+      // lease keep-alives, toggled (the failover tests).
+      static bool paused = false;
+      paused = !paused;
+      replica->PauseKeepAlives(paused);
+      log->warn("test hook: lease keep-alives {}", paused ? "paused" : "resumed");
+      continue;
+    }
+    if (sig != SIGTERM && sig != SIGINT) continue;
     log->info("received {}: draining (grace {})", sig == SIGTERM ? "SIGTERM" : "SIGINT",
               absl::FormatDuration(f.shutdown_grace));
     // A second signal, or the grace running out, ends the process at once.
-    // Every acknowledged change is already in the journal, so that is safe:
-    // the next start recovers it (only the final snapshot is skipped).
+    // Every acknowledged change is already durable (the journal, or etcd),
+    // so that is safe: the next start recovers it (only the final snapshot
+    // is skipped).
     const absl::Time deadline = base::RealClock().Now() + f.shutdown_grace + absl::Seconds(5);
     std::thread hard_stop([signals, deadline, log] {
       while (true) {
         const absl::Duration left = deadline - base::RealClock().Now();
         if (left <= absl::ZeroDuration()) {
-          log->error("shutdown: the grace period ran out; exiting now (the journal holds every acknowledged change)");
+          log->error("shutdown: the grace period ran out; exiting now (every acknowledged change is durable)");
           break;
         }
         timespec ts = absl::ToTimespec(std::min(left, absl::Seconds(1)));
         const int got = sigtimedwait(&signals, nullptr, &ts);
         if (got == SIGTERM || got == SIGINT) {
-          log->warn("shutdown: second signal; exiting now (the journal holds every acknowledged change)");
+          log->warn("shutdown: second signal; exiting now (every acknowledged change is durable)");
           break;
         }
       }
@@ -586,18 +760,27 @@ int RunServe(const std::vector<std::string>& args) {
     serving.store(false);
     if (ready_watch.joinable()) ready_watch.join();
     if (!stopped.ok()) log->error("shutdown: {}", stopped.message());
-    if (reconciler != nullptr) reconciler->Stop();
+    // With etcd: resign, so another replica leads at once (this stops the
+    // reconciler and makes the broker follow).
+    if (replica != nullptr) replica->Shutdown();
+    if (audit_feed != nullptr) audit_feed->Stop();
+    stop_reconciler();
     // The broker applies what is queued (its last batch is durable), then a
     // final snapshot makes the next start quick.
     broker.Stop();
     actuator.Stop();
-    (*journal)->StopSnapshots();
-    if (absl::Status snap = (*journal)->WriteSnapshot(*broker.snapshot()); !snap.ok()) {
-      log->warn("shutdown: no final snapshot ({}); the journal has everything", snap.message());
+    if (journal != nullptr) {
+      journal->StopSnapshots();
+      if (absl::Status snap = journal->WriteSnapshot(*broker.snapshot()); !snap.ok()) {
+        log->warn("shutdown: no final snapshot ({}); the journal has everything", snap.message());
+      }
+      const broker::JournalStats js = journal->stats();
+      log->info("stopped cleanly: journal at record {}, snapshot at record {}", js.log.next_seq - 1,
+                js.last_snapshot_position);
+    } else {
+      log->info("stopped cleanly: another replica leads from etcd");
     }
-    const broker::JournalStats js = (*journal)->stats();
-    log->info("stopped cleanly: journal at record {}, snapshot at record {}", js.log.next_seq - 1,
-              js.last_snapshot_position);
+    leader_gate.store(nullptr);
     base::FlushLogs();
     return stopped.ok() ? 0 : 1;
   }

@@ -1,0 +1,434 @@
+// Integration: three `gangkeeper serve --store etcd://...` replicas on one
+// real etcd (Debian's etcd-server) on loopback (issue #10). Creates go to
+// every replica while the leader admits; the leader is killed with SIGKILL
+// again and again (fixed seed) and started again; a partitioned leader
+// stops actuating; etcd itself is restarted under load. Afterwards every
+// acknowledged workload exists once, every replica shows the same state,
+// and replaying the audit log never finds a ClusterQueue over its quota.
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gangkeeper/base/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/testing/etcd_process.h"
+#include "test/testing/job_review.h"
+#include "test/testing/process.h"
+#include "test/testing/status_matchers.h"
+#include "test/testing/temp_dir.h"
+#include "test/testing/tls_client.h"
+
+namespace gangkeeper {
+namespace {
+
+using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::Job;
+using ::gangkeeper::testing::Review;
+using ::gangkeeper::testing::Sha256Hex;
+using nlohmann::json;
+
+// Two teams of 8 GPUs sharing a cohort; each may borrow 4.
+constexpr char kPolicies[] = R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  cohort: shared
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-b}
+spec:
+  cohort: shared
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: team-a}
+spec: {clusterQueue: team-a}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: team-b}
+spec: {clusterQueue: team-b}
+)";
+
+#ifdef GK_SANITIZED
+constexpr int kKills = 4;  // the sanitizer build is three times slower; the release build does all
+#else
+constexpr int kKills = 10;
+#endif
+
+class ReplicatedServeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto etcd = testing::EtcdProcess::Start();
+    ASSERT_THAT(etcd, IsOk());
+    etcd_ = *std::move(etcd);
+    auto certs = testing::RunCommand({testing::GangkeeperBinary(), "certs", "--out", dir_.File("certs")},
+                                     absl::Seconds(30));
+    ASSERT_THAT(certs, IsOk());
+    ASSERT_EQ(certs->exit_code, 0) << certs->err;
+    json tokens = json::array({{{"name", "platform"}, {"sha256", Sha256Hex("admin-secret")}, {"role", "admin"}}});
+    std::ofstream(dir_.File("tokens.json")) << tokens.dump();
+    std::filesystem::create_directories(dir_.File("policies"));
+    std::ofstream(dir_.File("policies/queues.yaml")) << kPolicies;
+    options_.ca_file = dir_.File("certs/ca.crt");
+    for (int i = 0; i < 3; ++i) {
+      replicas_.emplace_back();
+      Start(i);
+    }
+  }
+
+  void Start(int i) {
+    auto p = testing::ServerProcess::Start(
+        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
+         "--tls-key=" + dir_.File("certs/tls.key"), absl::StrCat("--data-dir=", dir_.File(absl::StrCat("data", i))),
+         "--policies=" + dir_.File("policies"), "--kube=none", "--tokens=" + dir_.File("tokens.json"),
+         "--drain-delay=0s", "--store=etcd://" + etcd_->endpoint(), "--etcd-prefix=/gk/", "--lease-ttl=2s",
+         "--lease-renew=500ms", absl::StrCat("--replica-id=replica-", i), "--test-hooks",
+         "--snapshot-every-records=100"},
+        dir_.path());
+    ASSERT_THAT(p, IsOk());
+    std::lock_guard<std::mutex> lock(replicas_mu_);
+    replicas_[i] = *std::move(p);
+  }
+
+  // SIGKILL: a crash.
+  void Kill(int i) {
+    std::unique_ptr<testing::ServerProcess> gone;
+    {
+      std::lock_guard<std::mutex> lock(replicas_mu_);
+      gone = std::move(replicas_[i]);
+    }
+    gone->Signal(SIGKILL);
+    (void)gone->Wait(absl::Seconds(10));
+  }
+
+  absl::StatusOr<testing::HttpReply> Call(int i, const std::string& method, const std::string& path,
+                                          const std::string& body = "", bool webhook = false) {
+    int port = 0;
+    {
+      std::lock_guard<std::mutex> lock(replicas_mu_);
+      if (replicas_[i] == nullptr) return absl::UnavailableError("not running");
+      port = webhook ? replicas_[i]->webhook_port() : replicas_[i]->api_port();
+    }
+    auto c = testing::TlsConnection::Connect(port, options_);
+    if (!c.ok()) return c.status();
+    return (*c)->Request(method, path, body, "Authorization: Bearer admin-secret\r\n");
+  }
+
+  // Whether replica `i` says it leads (its gangkeeper_replica_leader gauge).
+  bool Leads(int i) {
+    absl::StatusOr<testing::HttpReply> r = Call(i, "GET", "/metrics");
+    return r.ok() && r->body.find(absl::StrCat("gangkeeper_replica_leader{replica=\"replica-", i, "\"} 1")) !=
+                         std::string::npos;
+  }
+
+  // The replica that leads, waiting up to `wait`; -1 when none does.
+  int Leader(absl::Duration wait) {
+    const base::Stopwatch watch;
+    while (watch.Elapsed() < wait) {
+      int leader = -1, count = 0;
+      for (int i = 0; i < 3; ++i) {
+        if (Leads(i)) {
+          leader = i;
+          ++count;
+        }
+      }
+      EXPECT_LE(count, 1) << "two replicas lead at once";
+      if (count == 1) return leader;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return -1;
+  }
+
+  // Sends a create of `name` to replica `i`; true when allowed.
+  bool Create(int i, const std::string& ns, const std::string& name, int pods, int gpus) {
+    json review = Review("CREATE", "req-" + name, ns, name, Job(ns, name, pods, gpus), nullptr);
+    absl::StatusOr<testing::HttpReply> r = Call(i, "POST", "/validate", review.dump(), /*webhook=*/true);
+    return r.ok() && r->status == 200 && r->body.find(R"("allowed":true)") != std::string::npos;
+  }
+
+  // "ns/name" -> state, as replica `i` shows them.
+  std::map<std::string, std::string> States(int i) {
+    std::map<std::string, std::string> out;
+    absl::StatusOr<testing::HttpReply> r = Call(i, "GET", "/v1/workloads?state=all");
+    if (!r.ok() || r->status != 200) return out;
+    json all = json::parse(r->body, nullptr, false);
+    for (const json& w : all["items"]) {
+      out[w["namespace"].get<std::string>() + "/" + w["name"].get<std::string>()] = w["state"].get<std::string>();
+    }
+    return out;
+  }
+
+  // Waits (up to 15 s) until every running replica shows the same states
+  // with all of `names`; returns them.
+  std::map<std::string, std::string> Converged(const std::set<std::string>& names) {
+    std::map<std::string, std::string> last;
+    for (int round = 0; round < 150; ++round) {
+      std::vector<std::map<std::string, std::string>> seen;
+      for (int i = 0; i < 3; ++i) {
+        bool running;
+        {
+          std::lock_guard<std::mutex> lock(replicas_mu_);
+          running = replicas_[i] != nullptr;
+        }
+        if (running) seen.push_back(States(i));
+      }
+      bool same = !seen.empty();
+      for (const auto& s : seen) same = same && s == seen.front();
+      bool all = same;
+      for (const std::string& n : names) all = all && seen.front().count(n) != 0;
+      last = seen.empty() ? last : seen.front();
+      if (all) return last;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    std::string seen_sizes;
+    for (int i = 0; i < 3; ++i) {
+      const std::map<std::string, std::string> st = States(i);
+      int missing = 0;
+      for (const std::string& n : names) missing += st.count(n) == 0;
+      absl::StrAppend(&seen_sizes, " replica-", i, ": ", st.size(), " shown, ", missing, " missing;");
+    }
+    std::string logs;
+    {
+      std::lock_guard<std::mutex> lock(replicas_mu_);
+      for (int i = 0; i < 3; ++i) {
+        if (replicas_[i] == nullptr) continue;
+        // Its warnings, errors and role changes (not the access log).
+        std::vector<std::string> lines;
+        for (absl::string_view line : absl::StrSplit(replicas_[i]->Stderr(), '\n')) {
+          if (absl::StrContains(line, " access: ")) continue;
+          if (absl::StrContains(line, "Z W ") || absl::StrContains(line, "Z E ") ||
+              absl::StrContains(line, "replica")) {
+            lines.emplace_back(line.substr(0, 300));
+          }
+        }
+        if (lines.size() > 40) lines.erase(lines.begin(), lines.end() - 40);
+        absl::StrAppend(&logs, "\n--- replica-", i, "\n", absl::StrJoin(lines, "\n"));
+      }
+    }
+    ADD_FAILURE() << "the replicas did not converge:" << seen_sizes << logs;
+    return last;
+  }
+
+  // Every audit event of replica `i`, oldest first.
+  std::vector<json> AuditEvents(int i) {
+    std::vector<json> out;
+    std::string cursor;
+    for (int page = 0; page < 1000; ++page) {
+      absl::StatusOr<testing::HttpReply> r =
+          Call(i, "GET", absl::StrCat("/v1/audit?limit=1000", cursor.empty() ? "" : "&cursor=" + cursor));
+      if (!r.ok() || r->status != 200) break;
+      json p = json::parse(r->body, nullptr, false);
+      for (const json& e : p["items"]) out.push_back(e);
+      if (!p.contains("next")) break;
+      cursor = p["next"].get<std::string>();
+    }
+    return out;
+  }
+
+  // Replaying the leader's decisions (any replica's audit log holds them
+  // all): no workload admitted twice without being freed, no ClusterQueue
+  // over nominal + borrowing limit, the cohort within 16 GPUs.
+  void CheckAuditLog(int i) {
+    std::map<std::string, double> usage;
+    std::map<std::string, std::string> holder;
+    int admitted = 0;
+    auto gpus = [](const json& a) {
+      double n = 0;
+      for (const auto& [flavor, resources] : a["usage"].items()) {
+        if (resources.contains("nvidia.com/gpu")) n += std::stod(resources["nvidia.com/gpu"].get<std::string>());
+      }
+      return n;
+    };
+    for (const json& e : AuditEvents(i)) {
+      const std::string action = e["action"].get<std::string>();
+      if (!e.contains("object") || !e["object"].contains("name")) continue;
+      const std::string key = e["object"]["namespace"].get<std::string>() + "/" + e["object"]["name"].get<std::string>();
+      if (action == "workload.admitted") {
+        ++admitted;
+        const json& a = e["details"]["assignment"];
+        const std::string cq = a["clusterQueue"].get<std::string>();
+        EXPECT_EQ(holder.count(key), 0u) << key << " admitted twice without being freed: " << e.dump();
+        holder[key] = cq;
+        usage[cq] += gpus(a);
+        EXPECT_LE(usage[cq], 12) << cq << " over quota at " << e.dump();
+        EXPECT_LE(usage["team-a"] + usage["team-b"], 16) << "the cohort over quota at " << e.dump();
+      } else if (e.contains("details") && e["details"].contains("freed")) {
+        const json& a = e["details"]["freed"];
+        usage[a["clusterQueue"].get<std::string>()] -= gpus(a);
+        holder.erase(key);
+      }
+    }
+    EXPECT_GT(admitted, 0);
+  }
+
+  testing::TempDir dir_;
+  testing::TlsClientOptions options_;
+  std::unique_ptr<testing::EtcdProcess> etcd_;
+  std::mutex replicas_mu_;  // the load's threads read the ports
+  std::vector<std::unique_ptr<testing::ServerProcess>> replicas_;
+};
+
+TEST_F(ReplicatedServeTest, CreatesOnEveryReplicaAreAdmittedByTheOneLeader) {
+  const int leader = Leader(absl::Seconds(15));
+  ASSERT_GE(leader, 0) << "nobody was elected";
+  std::set<std::string> names;
+  // 12 one-GPU jobs per team, spread over the replicas: 16 fit the cohort.
+  for (int n = 0; n < 24; ++n) {
+    const std::string ns = n % 2 == 0 ? "team-a" : "team-b";
+    const std::string name = absl::StrCat("job-", n);
+    ASSERT_TRUE(Create(n % 3, ns, name, 1, 1)) << name;
+    names.insert(ns + "/" + name);
+  }
+  const std::map<std::string, std::string> states = Converged(names);
+  int admitted = 0;
+  for (const auto& [name, state] : states) admitted += state == "admitted";
+  EXPECT_EQ(admitted, 16) << "the cohort's 16 GPUs, no more, no less";
+  EXPECT_EQ(states.size(), 24u);
+  for (int i = 0; i < 3; ++i) CheckAuditLog(i);
+}
+
+TEST_F(ReplicatedServeTest, KillingTheLeaderAgainAndAgainLosesNothing) {
+  std::mt19937_64 rng(20261203);
+  std::mutex mu;
+  std::set<std::string> acknowledged;
+  std::atomic<bool> stop{false};
+  std::atomic<int> next{0};
+  // Clients create two-GPU jobs on every live replica, all along.
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 3; ++t) {
+    clients.emplace_back([&, t] {
+      for (int k = 0; k < 100000 && !stop.load(); ++k) {
+        const int n = next.fetch_add(1);
+        const std::string ns = n % 2 == 0 ? "team-a" : "team-b";
+        const std::string name = absl::StrCat("job-", n);
+        // A replica that is down refuses: the API server would retry
+        // elsewhere (through the Service); so does this client.
+        bool ok = Create((t + k) % 3, ns, name, 1, 2) || Create((t + k + 1) % 3, ns, name, 1, 2);
+        if (ok) {
+          std::lock_guard<std::mutex> lock(mu);
+          acknowledged.insert(ns + "/" + name);
+        }
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+    });
+  }
+  absl::Duration worst_takeover;
+  for (int kill = 0; kill < kKills; ++kill) {
+    const int leader = Leader(absl::Seconds(15));
+    ASSERT_GE(leader, 0) << "nobody leads before kill " << kill;
+    absl::SleepFor(absl::Milliseconds(200 + static_cast<int64_t>(rng() % 600)));
+    const base::Stopwatch since_kill;
+    Kill(leader);
+    const int next_leader = Leader(absl::Seconds(15));
+    ASSERT_GE(next_leader, 0) << "nobody took over after kill " << kill;
+    worst_takeover = std::max(worst_takeover, since_kill.Elapsed());
+    // Lease TTL (2 s) + 2 s for the new leader's first cycle.
+    EXPECT_LT(since_kill.Elapsed(), absl::Seconds(4) + absl::Seconds(2)) << "kill " << kill;
+    Start(leader);
+  }
+  stop = true;
+  for (std::thread& c : clients) c.join();
+  std::set<std::string> want;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    want = acknowledged;
+  }
+  ASSERT_GT(want.size(), 10u);
+  const std::map<std::string, std::string> states = Converged(want);
+  for (const std::string& name : want) EXPECT_EQ(states.count(name), 1u) << name << " was acknowledged, then lost";
+  int admitted = 0;
+  for (const auto& [name, state] : states) admitted += state == "admitted";
+  EXPECT_EQ(admitted, 8) << "eight two-GPU jobs fill the cohort's 16 GPUs";
+  for (int i = 0; i < 3; ++i) CheckAuditLog(i);
+  std::printf("[ takeover ] worst time from SIGKILL to a new leader: %s over %d kills\n",
+              absl::FormatDuration(worst_takeover).c_str(), kKills);
+}
+
+TEST_F(ReplicatedServeTest, APartitionedLeaderStopsActuatingAndAnotherLeads) {
+  const int old = Leader(absl::Seconds(15));
+  ASSERT_GE(old, 0);
+  ASSERT_TRUE(Create(old, "team-a", "before", 1, 1));
+  // SIGUSR2 (--test-hooks): its lease keep-alives stop, as in a partition.
+  replicas_[old]->Signal(SIGUSR2);
+  ASSERT_TRUE(replicas_[old]->WaitForStderr("lease keep-alives paused", absl::Seconds(5)));
+  // It steps down by itself within the lease TTL (2 s) minus a renew period,
+  // before etcd lets its key go; then another replica is elected.
+  ASSERT_TRUE(replicas_[old]->WaitForStderr("leadership lost", absl::Seconds(5)));
+  EXPECT_FALSE(Leads(old));
+  int next = -1;
+  for (int i = 0; i < 100 && (next < 0 || next == old); ++i) {
+    next = Leader(absl::Seconds(10));
+    if (next == old) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GE(next, 0);
+  EXPECT_NE(next, old);
+  // The old leader still takes registrations; the new one admits them.
+  ASSERT_TRUE(Create(old, "team-a", "after", 1, 1));
+  const std::map<std::string, std::string> states = Converged({"team-a/before", "team-a/after"});
+  EXPECT_EQ(states.at("team-a/after"), "admitted");
+  CheckAuditLog(next);
+}
+
+TEST_F(ReplicatedServeTest, EtcdRestartedUnderLoadLosesNothingAcknowledged) {
+  ASSERT_GE(Leader(absl::Seconds(15)), 0);
+  std::set<std::string> acknowledged;
+  for (int n = 0; n < 6; ++n) {
+    const std::string name = absl::StrCat("early-", n);
+    if (Create(n % 3, "team-a", name, 1, 1)) acknowledged.insert("team-a/" + name);
+  }
+  etcd_->Kill();
+  // Without etcd nothing is acknowledged: the webhook refuses (its failure
+  // policy decides what the API server does).
+  EXPECT_FALSE(Create(0, "team-a", "during", 1, 1));
+  ASSERT_THAT(etcd_->Restart(), IsOk());
+  ASSERT_GE(Leader(absl::Seconds(20)), 0) << "nobody leads after etcd came back";
+  for (int n = 0; n < 6; ++n) {
+    const std::string name = absl::StrCat("late-", n);
+    bool ok = false;
+    for (int attempt = 0; attempt < 50 && !ok; ++attempt) {
+      ok = Create(n % 3, "team-a", name, 1, 1);
+      if (!ok) absl::SleepFor(absl::Milliseconds(100));
+    }
+    ASSERT_TRUE(ok) << name;
+    acknowledged.insert("team-a/" + name);
+  }
+  const std::map<std::string, std::string> states = Converged(acknowledged);
+  for (const std::string& name : acknowledged) EXPECT_EQ(states.count(name), 1u) << name;
+}
+
+}  // namespace
+}  // namespace gangkeeper
