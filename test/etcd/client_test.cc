@@ -259,25 +259,11 @@ TEST(CreateTest, RejectsBadOptionsNamingTheField) {
 // ---------------------------------------------------------------------------
 // Against one shared etcd.
 
-class EtcdClientTest : public ::testing::Test {
+class EtcdClientTest : public testing::SharedEtcdTest {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<EtcdProcess>> p = EtcdProcess::Start();
-    if (p.ok()) {
-      etcd_ = p->release();
-    } else {
-      start_error_ = new std::string(p.status().ToString());
-    }
-  }
-  static void TearDownTestSuite() {
-    delete etcd_;
-    etcd_ = nullptr;
-    delete start_error_;
-    start_error_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_NE(etcd_, nullptr) << "cannot start etcd: " << (start_error_ != nullptr ? *start_error_ : "");
+    SharedEtcdTest::SetUp();
+    if (HasFatalFailure()) return;
     client_ = NewClient({etcd_->endpoint()});
     ASSERT_NE(client_, nullptr);
     prefix_ = absl::StrCat("test/", ::testing::UnitTest::GetInstance()->current_test_info()->name(), "/");
@@ -291,14 +277,10 @@ class EtcdClientTest : public ::testing::Test {
     return rev.ok() ? *rev : 0;
   }
 
-  static EtcdProcess* etcd_;
-  static std::string* start_error_;
   std::unique_ptr<Client> client_;
   std::string prefix_;
 };
 
-EtcdProcess* EtcdClientTest::etcd_ = nullptr;
-std::string* EtcdClientTest::start_error_ = nullptr;
 
 TEST_F(EtcdClientTest, PutThenRangeReturnsTheKeyWithItsRevisions) {
   const int64_t first = MustPut(Key("a"), "one");
@@ -726,18 +708,18 @@ TEST_F(EtcdClientTest, CancelStopsTheWatchPromptlyAndForGood) {
 
   base::Stopwatch took;
   (*w)->Cancel();
-  EXPECT_LT(took.Elapsed(), absl::Seconds(2));
+  EXPECT_LT(took.Elapsed(), absl::Seconds(4));  // not a read timeout
   MustPut(Key("c"), "2");
   ASSERT_TRUE(witness.WaitForEvents(2));  // etcd sent the change out
   EXPECT_EQ(rec.EventCount(), 1u);
   w->reset();  // joins the thread
-  EXPECT_LT(took.Elapsed(), absl::Seconds(2));
+  EXPECT_LT(took.Elapsed(), absl::Seconds(4));  // not a read timeout
   EXPECT_THAT(rec.Ends(), IsEmpty()) << "Cancel() is not an end";
 
   // Destroying a watch without Cancel() is as quick.
   took.Reset();
   other->reset();
-  EXPECT_LT(took.Elapsed(), absl::Seconds(2));
+  EXPECT_LT(took.Elapsed(), absl::Seconds(4));  // not a read timeout
   EXPECT_THAT(witness.Ends(), IsEmpty());
 }
 
@@ -769,7 +751,7 @@ TEST_F(EtcdClientTest, CancelFromInsideTheCallbackEndsTheWatch) {
   }
   base::Stopwatch took;
   doomed.reset();
-  EXPECT_LT(took.Elapsed(), absl::Seconds(2));
+  EXPECT_LT(took.Elapsed(), absl::Seconds(4));  // not a read timeout
   EXPECT_THAT(rec.Ends(), IsEmpty());
 }
 
@@ -856,7 +838,7 @@ TEST(EtcdOutageTest, KilledEtcdIsUnavailableQuicklyAndRestartRecovers) {
 
   // Bounded by the attempts' timeouts and backoffs; a refused connection
   // is much quicker.
-  const absl::Duration bound = timeout * attempts + absl::Milliseconds(50 + 100) + absl::Seconds(2);
+  const absl::Duration bound = timeout * attempts + absl::Milliseconds(50 + 100) + absl::Seconds(4);
   base::Stopwatch took;
   EXPECT_THAT(c->Put("k", "during"), StatusIs(absl::StatusCode::kUnavailable, "no etcd endpoint answered"));
   EXPECT_LT(took.Elapsed(), bound);
@@ -922,7 +904,7 @@ TEST(EtcdOutageTest, HungEtcdTimesOutAndCancelStillReturnsPromptly) {
 
   // SIGSTOP: connections are accepted by the kernel and never answered.
   ASSERT_EQ(::kill((*etcd)->pid(), SIGSTOP), 0);
-  const absl::Duration bound = timeout * 2 + absl::Milliseconds(50) + absl::Seconds(2);
+  const absl::Duration bound = timeout * 2 + absl::Milliseconds(50) + absl::Seconds(4);
   base::Stopwatch took;
   EXPECT_THAT(c->Range("k"), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_LT(took.Elapsed(), bound);
@@ -939,7 +921,7 @@ TEST(EtcdOutageTest, HungEtcdTimesOutAndCancelStillReturnsPromptly) {
   took.Reset();
   (*w)->Cancel();
   w->reset();
-  EXPECT_LT(took.Elapsed(), absl::Seconds(2));
+  EXPECT_LT(took.Elapsed(), absl::Seconds(4));  // not a read timeout
   EXPECT_THAT(rec.Ends(), IsEmpty());
   ASSERT_EQ(::kill((*etcd)->pid(), SIGCONT), 0);
 }

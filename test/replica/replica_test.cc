@@ -232,7 +232,7 @@ TEST_F(ReplicaTest, ALeaderThatShutsDownHandsOverAtOnce) {
   nodes_[old]->replica->Shutdown();
   nodes_[old]->broker->Stop();
   nodes_[old].reset();
-  const int next = Leader(absl::Seconds(5));
+  const int next = Leader(absl::Seconds(15));
   ASSERT_GE(next, 0);
   ASSERT_THAT(nodes_[next]->registry->Register(GpuGang("two", 1, 1), ""), IsOk());
   EXPECT_TRUE(AllShow({{"one", "reserved"}, {"two", "reserved"}}));
