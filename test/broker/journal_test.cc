@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fault_fs.h"
+#include "test/testing/gangs.h"
 #include "test/testing/status_matchers.h"
 
 namespace gangkeeper::broker {
@@ -31,53 +32,12 @@ using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr char kPolicies[] = R"(
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: a100}
-spec:
-  nodeLabels: {gpu: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-a}
-spec:
-  namespaceSelector: {}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: a}
-spec: {clusterQueue: team-a}
-)";
+constexpr const char* kPolicies = testing::kOneTeamPolicies;
 
-std::shared_ptr<const model::PolicySet> Policies(const std::string& yaml) {
-  auto p = std::make_shared<model::PolicySet>();
-  model::Diagnostics d;
-  model::DecodeManifests(yaml, "test.yaml", p.get(), &d);
-  EXPECT_FALSE(d.HasErrors()) << d.ErrorSummary();
-  return p;
-}
+std::shared_ptr<const model::PolicySet> Policies(const std::string& yaml) { return testing::PoliciesFrom(yaml); }
 
 workload::Workload Gang(const std::string& name, int64_t pods, int64_t gpus, int32_t priority = 0) {
-  workload::Workload w;
-  w.namespace_name = "a";
-  w.name = name;
-  w.uid = "uid-" + name;
-  w.queue_name = "q";
-  w.priority = priority;
-  workload::PodSet ps;
-  ps.name = "worker";
-  ps.count = pods;
-  ps.requests["nvidia.com/gpu"] = Quantity::FromUnits(gpus);
-  ps.template_pointer = "/spec/template";
-  w.pod_sets.push_back(ps);
-  return w;
+  return testing::GpuGang(name, pods, gpus, priority);
 }
 
 class RecordingActuator : public Actuator {

@@ -19,6 +19,7 @@
 #include "gangkeeper/etcd/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/replica/etcd_fixture.h"
 #include "test/testing/etcd_process.h"
 #include "test/testing/gangs.h"
 #include "test/testing/status_matchers.h"
@@ -51,33 +52,7 @@ std::map<std::string, std::string> Phases(const broker::Snapshot& snap) {
   return out;
 }
 
-class EtcdJournalTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto etcd = testing::EtcdProcess::Start();
-    ASSERT_THAT(etcd.status(), IsOk());
-    etcd_ = *std::move(etcd);
-    etcd::ClientOptions o;
-    o.endpoints = {etcd_->endpoint()};
-    auto c = etcd::Client::Create(o);
-    ASSERT_THAT(c.status(), IsOk());
-    client_ = *std::move(c);
-  }
-
-  // A term: the leader key (re)created; its fence.
-  etcd::Compare NewTerm() {
-    EXPECT_THAT(client_->Delete(kLeader).status(), IsOk());
-    absl::StatusOr<int64_t> rev = client_->Put(kLeader, "replica");
-    EXPECT_THAT(rev.status(), IsOk());
-    return etcd::Compare::CreateRevision(kLeader, rev.ok() ? *rev : 0);
-  }
-
-  static constexpr char kLeader[] = "/gk/leader";
-  const std::string prefix_ = "/gk/";
-  std::unique_ptr<testing::EtcdProcess> etcd_;
-  std::unique_ptr<etcd::Client> client_;
-  base::SimulatedClock clock_{absl::FromUnixSeconds(1'700'000'000)};
-};
+using EtcdJournalTest = EtcdFixture;
 
 TEST_F(EtcdJournalTest, ABrokerOnEtcdRestoresWholeInAnotherBroker) {
   EtcdRecovery first;

@@ -17,6 +17,7 @@
 #include "gangkeeper/replica/etcd_journal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/replica/etcd_fixture.h"
 #include "test/testing/etcd_process.h"
 #include "test/testing/gangs.h"
 #include "test/testing/status_matchers.h"
@@ -59,26 +60,8 @@ TEST(IntakeCodecTest, DamagedEventsAreErrorsNotCrashes) {
   EXPECT_THAT(DecodeIntake(good + "x").status(), StatusIs(absl::StatusCode::kDataLoss, "left over"));
 }
 
-class IntakeTest : public ::testing::Test {
+class IntakeTest : public EtcdFixture {
  protected:
-  void SetUp() override {
-    auto etcd = testing::EtcdProcess::Start();
-    ASSERT_THAT(etcd.status(), IsOk());
-    etcd_ = *std::move(etcd);
-    etcd::ClientOptions o;
-    o.endpoints = {etcd_->endpoint()};
-    auto c = etcd::Client::Create(o);
-    ASSERT_THAT(c.status(), IsOk());
-    client_ = *std::move(c);
-  }
-
-  etcd::Compare NewTerm() {
-    EXPECT_THAT(client_->Delete(prefix_ + "leader").status(), IsOk());
-    absl::StatusOr<int64_t> rev = client_->Put(prefix_ + "leader", "replica");
-    EXPECT_THAT(rev.status(), IsOk());
-    return etcd::Compare::CreateRevision(prefix_ + "leader", rev.ok() ? *rev : 0);
-  }
-
   // A leader: the state from etcd, a broker leading from it, the feeder.
   struct Leader {
     std::unique_ptr<EtcdJournal> journal;
@@ -131,11 +114,7 @@ class IntakeTest : public ::testing::Test {
     return out;
   }
 
-  const std::string prefix_ = "/gk/";
-  std::unique_ptr<testing::EtcdProcess> etcd_;
-  std::unique_ptr<etcd::Client> client_;
   std::shared_ptr<const model::PolicySet> policies_ = testing::PoliciesFrom(testing::kOneTeamPolicies);
-  base::SimulatedClock clock_{absl::FromUnixSeconds(1'700'000'000)};
 };
 
 TEST_F(IntakeTest, RegistrationsFromEveryReplicaReachTheLeaderAndAreCleanedUp) {

@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 
 namespace gangkeeper::testing {
 
@@ -87,6 +88,33 @@ class EtcdProcess {
   int client_port_ = 0;
   int peer_port_ = 0;
   pid_t pid_ = -1;
+};
+
+// A test suite sharing one etcd across its tests (started before the first,
+// killed after the last): SetUp() fails the test with the reason when etcd
+// could not start. Derived fixtures call SharedEtcdTest::SetUp() first.
+class SharedEtcdTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<EtcdProcess>> p = EtcdProcess::Start();
+    if (p.ok()) {
+      etcd_ = p->release();
+    } else {
+      start_error_ = new std::string(p.status().ToString());
+    }
+  }
+  static void TearDownTestSuite() {
+    delete etcd_;
+    etcd_ = nullptr;
+    delete start_error_;
+    start_error_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(etcd_, nullptr) << "cannot start etcd: " << (start_error_ != nullptr ? *start_error_ : "");
+  }
+
+  static inline EtcdProcess* etcd_ = nullptr;
+  static inline std::string* start_error_ = nullptr;
 };
 
 }  // namespace gangkeeper::testing
