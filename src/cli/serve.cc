@@ -550,7 +550,6 @@ int RunServe(const std::vector<std::string>& args) {
   // journal, on the elected replica with etcd.
   absl::Mutex reconciler_mu;
   std::unique_ptr<kube::Reconciler> reconciler;
-  std::atomic<bool> reconciler_synced{kube_client == nullptr};
   auto start_reconciler = [&] {
     if (kube_client == nullptr) return;
     absl::MutexLock lock(&reconciler_mu);
