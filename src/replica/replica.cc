@@ -1,6 +1,7 @@
 // gangkeeper replica: one replica among several on etcd (see replica.h).
 #include "gangkeeper/replica/replica.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -135,18 +136,26 @@ void Replica::BecomeLeader(const etcd::Term& term) {
   // could still write is fenced off from here on.
   absl::StatusOr<broker::DurableState> state;
   EtcdRecovery r;
-  for (int attempt = 0; attempt < 10; ++attempt) {
+  // Tried for as long as the term lasts: while this replica holds the lease
+  // nobody else can lead, so giving up would leave the cluster without a
+  // scheduler. Stopping is bounded by the term (the lease lapses when etcd
+  // is unreachable) or by a restart.
+  for (int attempt = 0;; ++attempt) {
     std::optional<etcd::Term> leading = elector_->Leading();
     if (!leading.has_value() || leading->revision != term.revision) {
       log->warn("replica: term {} ended before it began", term.revision);
       return;
     }
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
     state = ReadState(client_, options_.prefix, &r);
     if (state.ok()) break;
-    log->error("replica: elected, but reading the state from etcd failed: {}", state.status().message());
-    absl::SleepFor(absl::Milliseconds(100) * (attempt + 1));
+    log->error("replica: elected, but reading the state from etcd failed (attempt {}): {}", attempt + 1,
+               state.status().message());
+    absl::SleepFor(std::min(absl::Milliseconds(100) * (attempt + 1), absl::Seconds(2)));
   }
-  if (!state.ok()) return;  // the lease lapses and another replica (or this one) tries again
   if (follower_ != nullptr) follower_->Stop();
   follower_.reset();
   journal_ = std::make_unique<EtcdJournal>(client_, options_.journal, r.next_record, elector_->Fence(term));
