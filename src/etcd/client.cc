@@ -1,7 +1,6 @@
 // gangkeeper: the etcd v3 JSON-gateway client (see client.h).
 //
-// Gateway facts this file relies on, checked against etcd 3.4.23 (see also
-// /work/shared/docs/ETCD-GATEWAY.md):
+// Gateway facts this file relies on, checked against etcd 3.4.23:
 //  * every call is a POST of one JSON object; bytes fields are base64,
 //    int64 fields are strings, and fields holding their default value
 //    (0, false, "", PUT) are left out of answers;
