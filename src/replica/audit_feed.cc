@@ -10,6 +10,7 @@
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/replica/etcd_journal.h"
+#include "src/replica/watch_loop.h"
 
 namespace gangkeeper::replica {
 
@@ -35,15 +36,7 @@ AuditFeedStats AuditFeed::stats() const {
 }
 
 void AuditFeed::Run() {
-  absl::Duration backoff = absl::Milliseconds(100);
-  while (!stop_.HasBeenNotified()) {
-    absl::Status s = CatchUpAndWatch();
-    if (stop_.HasBeenNotified()) break;
-    base::GetLogger("audit")->warn("audit feed: following the journal in etcd stopped ({}); again in {}",
-                                   s.message(), absl::FormatDuration(backoff));
-    if (stop_.WaitForNotificationWithTimeout(backoff)) break;
-    backoff = std::min(backoff * 2, absl::Seconds(5));
-  }
+  internal::RunSessions(&stop_, "audit", "audit feed: following the journal in etcd", [this] { return CatchUpAndWatch(); });
 }
 
 absl::Status AuditFeed::Write(uint64_t record, const std::string& payload) {
@@ -105,46 +98,33 @@ absl::Status AuditFeed::CatchUpAndWatch() {
     }
     if (!r->more || r->kvs.empty() || stop_.HasBeenNotified()) break;
   }
-  absl::Notification ended;
-  absl::Mutex why_mu;
-  absl::Status why = absl::UnavailableError("the watch ended");
+  // A write that fails ends the session (at the next tick); the events
+  // after it wait for the next one, which starts from the position.
+  absl::Mutex failed_mu;
+  absl::Status failed;
   etcd::WatchOptions wo;
   wo.range_end = etcd::PrefixEnd(JournalPrefix(prefix_));
   wo.start_revision = revision + 1;
-  absl::StatusOr<std::unique_ptr<etcd::Watch>> watch = client_->StartWatch(
-      JournalPrefix(prefix_), wo,
+  return internal::WatchUntilEnd(
+      client_, JournalPrefix(prefix_), wo,
       [&](const std::vector<etcd::WatchEvent>& events, int64_t) {
         // Callbacks come one at a time on the watch's thread.
-        if (ended.HasBeenNotified()) return;
+        absl::MutexLock lock(&failed_mu);
+        if (!failed.ok()) return;
         for (const etcd::WatchEvent& e : events) {
           if (e.type != etcd::WatchEvent::Type::kPut) continue;  // the leader's clean-up
           const std::optional<uint64_t> record = RecordOfKey(prefix_, e.kv.key);
           if (!record.has_value()) continue;
           if (absl::Status s = Write(*record, e.kv.value); !s.ok()) {
-            {
-              absl::MutexLock lock(&why_mu);
-              why = s;
-            }
-            ended.Notify();
+            failed = s;
             return;
           }
         }
       },
-      [&](const absl::Status& s) {
-        {
-          absl::MutexLock lock(&why_mu);
-          if (!s.ok()) why = s;
-        }
-        if (!ended.HasBeenNotified()) ended.Notify();
+      &stop_, absl::Milliseconds(200), [&] {
+        absl::MutexLock lock(&failed_mu);
+        return failed;
       });
-  if (!watch.ok()) return watch.status();
-  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
-    if (ended.HasBeenNotified()) break;
-  }
-  (*watch)->Cancel();
-  watch->reset();
-  absl::MutexLock lock(&why_mu);
-  return why;
 }
 
 }  // namespace gangkeeper::replica

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/replica/etcd_journal.h"
+#include "src/replica/watch_loop.h"
 
 namespace gangkeeper::replica {
 
@@ -30,15 +31,7 @@ FollowerStats Follower::stats() const {
 }
 
 void Follower::Run() {
-  absl::Duration backoff = absl::Milliseconds(100);
-  while (!stop_.HasBeenNotified()) {
-    absl::Status s = Follow();
-    if (stop_.HasBeenNotified()) break;
-    base::GetLogger("replica")->warn("follower: following the journal in etcd stopped ({}); again in {}",
-                                     s.message(), absl::FormatDuration(backoff));
-    if (stop_.WaitForNotificationWithTimeout(backoff)) break;
-    backoff = std::min(backoff * 2, absl::Seconds(5));
-  }
+  internal::RunSessions(&stop_, "replica", "follower: following the journal in etcd", [this] { return Follow(); });
 }
 
 void Follower::OnEvents(const std::vector<etcd::WatchEvent>& events) {
@@ -74,63 +67,39 @@ absl::Status Follower::Follow() {
     gap_ = false;
     ++stats_.reads;
   }
-  absl::Notification ended;
-  absl::Mutex why_mu;
-  absl::Status why = absl::UnavailableError("the watch ended");
   etcd::WatchOptions wo;
   wo.range_end = etcd::PrefixEnd(JournalPrefix(prefix_));
   wo.start_revision = r.revision + 1;
-  absl::StatusOr<std::unique_ptr<etcd::Watch>> watch = client_->StartWatch(
-      JournalPrefix(prefix_), wo, [this](const std::vector<etcd::WatchEvent>& events, int64_t) { OnEvents(events); },
-      [&](const absl::Status& s) {
-        {
-          absl::MutexLock lock(&why_mu);
-          if (!s.ok()) why = s;
-        }
-        ended.Notify();
-      });
-  if (!watch.ok()) return watch.status();
-  absl::Status out = absl::OkStatus();
-  while (true) {
-    // Hand the broker the newest state (at most every min_interval).
-    broker::DurableState copy;
-    bool give = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (gap_) {
-        out = absl::DataLossError("a record was missed or did not decode");
-        break;
-      }
-      if (dirty_) {
-        copy = state_;
-        dirty_ = false;
-        give = true;
-      }
-    }
-    if (give) {
-      const uint64_t position = copy.position;
-      absl::Status s = broker_->Follow(std::move(copy));
-      absl::MutexLock lock(&mu_);
-      if (s.ok()) {
-        ++stats_.rebuilds;
-        stats_.position = position;
-        stats_.synced = true;
-      } else {
-        base::GetLogger("replica")->error("follower: the broker refused the state at record {}: {}", position,
-                                          s.message());
-        dirty_ = true;
-      }
-    }
-    if (stop_.WaitForNotificationWithTimeout(min_interval_)) break;
-    if (ended.HasBeenNotified()) {
-      absl::MutexLock lock(&why_mu);
-      out = why;
-      break;
-    }
+  if (absl::Status s = HandOver(); !s.ok()) return s;
+  return internal::WatchUntilEnd(
+      client_, JournalPrefix(prefix_), wo,
+      [this](const std::vector<etcd::WatchEvent>& events, int64_t) { OnEvents(events); }, &stop_, min_interval_,
+      [this] { return HandOver(); });
+}
+
+absl::Status Follower::HandOver() {
+  // The newest state, at most every min_interval.
+  broker::DurableState copy;
+  {
+    absl::MutexLock lock(&mu_);
+    if (gap_) return absl::DataLossError("a record was missed or did not decode");
+    if (!dirty_) return absl::OkStatus();
+    copy = state_;
+    dirty_ = false;
   }
-  (*watch)->Cancel();
-  watch->reset();
-  return out;
+  const uint64_t position = copy.position;
+  absl::Status s = broker_->Follow(std::move(copy));
+  absl::MutexLock lock(&mu_);
+  if (s.ok()) {
+    ++stats_.rebuilds;
+    stats_.position = position;
+    stats_.synced = true;
+  } else {
+    base::GetLogger("replica")->error("follower: the broker refused the state at record {}: {}", position,
+                                      s.message());
+    dirty_ = true;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gangkeeper::replica

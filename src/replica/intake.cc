@@ -12,6 +12,7 @@
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/replica/etcd_journal.h"
+#include "src/replica/watch_loop.h"
 #include "gangkeeper/store/codec.h"
 
 namespace gangkeeper::replica {
@@ -154,20 +155,11 @@ FeederStats IntakeFeeder::stats() const {
 }
 
 void IntakeFeeder::Run() {
-  absl::Duration backoff = absl::Milliseconds(100);
-  while (!stop_.HasBeenNotified()) {
-    absl::Status s = CatchUpAndWatch();
-    if (stop_.HasBeenNotified()) break;
-    base::GetLogger("replica")->warn("intake: watching etcd ended ({}); again in {}", s.message(),
-                                     absl::FormatDuration(backoff));
-    {
-      absl::MutexLock lock(&mu_);
-      ++stats_.watch_restarts;
-    }
-    if (stop_.WaitForNotificationWithTimeout(backoff)) break;
-    backoff = std::min(backoff * 2, absl::Seconds(5));
-    if (s.ok()) backoff = absl::Milliseconds(100);
-  }
+  internal::RunSessions(&stop_, "replica", "intake: watching etcd", [this] { return CatchUpAndWatch(); },
+                        [this] {
+                          absl::MutexLock lock(&mu_);
+                          ++stats_.watch_restarts;
+                        });
 }
 
 void IntakeFeeder::Feed(const etcd::KeyValue& kv) {
@@ -223,36 +215,21 @@ absl::Status IntakeFeeder::CatchUpAndWatch() {
                                    events.size(), after_revision, revision);
   for (const etcd::KeyValue& kv : events) Feed(kv);
 
-  absl::Notification ended;
-  absl::Status why;
-  absl::Mutex why_mu;
   etcd::WatchOptions wo;
   wo.range_end = etcd::PrefixEnd(from);
   wo.start_revision = revision + 1;
-  absl::StatusOr<std::unique_ptr<etcd::Watch>> watch = client_->StartWatch(
-      from, wo,
+  return internal::WatchUntilEnd(
+      client_, from, wo,
       [this](const std::vector<etcd::WatchEvent>& got, int64_t) {
         for (const etcd::WatchEvent& e : got) {
           // Intake keys are written once: a put is a new event.
           if (e.type == etcd::WatchEvent::Type::kPut) Feed(e.kv);
         }
       },
-      [&](const absl::Status& s) {
-        {
-          absl::MutexLock lock(&why_mu);
-          why = s;
-        }
-        ended.Notify();
+      &stop_, absl::Seconds(2), [this] {
+        DeleteApplied();
+        return absl::OkStatus();
       });
-  if (!watch.ok()) return watch.status();
-  while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(2))) {
-    if (ended.HasBeenNotified()) break;
-    DeleteApplied();
-  }
-  (*watch)->Cancel();
-  watch->reset();
-  absl::MutexLock lock(&why_mu);
-  return why.ok() && !stop_.HasBeenNotified() ? absl::UnavailableError("the watch ended") : why;
 }
 
 void IntakeFeeder::DeleteApplied() {

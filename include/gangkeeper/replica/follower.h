@@ -51,6 +51,8 @@ class Follower {
   void Run();
   // One life: read, follow the watch until it ends or Stop().
   absl::Status Follow();
+  // Hands the broker the newest state when it changed; DataLoss on a gap.
+  absl::Status HandOver();
   void OnEvents(const std::vector<etcd::WatchEvent>& events);
 
   etcd::Client* const client_;
