@@ -1,7 +1,9 @@
 // gangkeeper: the API's routes (see api.h).
 #include "gangkeeper/api/api.h"
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gangkeeper/api/policy_editor.h"
 #include "gangkeeper/model/encode.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/overlay.h"
@@ -348,9 +351,13 @@ server::HttpResponse Invalid(const model::Diagnostics& d) {
 class Api {
  public:
   Api(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit,
-      std::shared_ptr<const model::PolicySet> base)
-      : broker_(broker), tokens_(tokens), clock_(clock), audit_(audit), base_(std::move(base)) {
+      std::shared_ptr<const model::PolicySet> base, PolicyEditor* editor)
+      : broker_(broker), tokens_(tokens), clock_(clock), audit_(audit), base_(std::move(base)), editor_(editor) {
     if (base_ == nullptr) base_ = std::make_shared<const model::PolicySet>();
+    if (editor_ == nullptr) {
+      local_editor_ = LocalPolicyEditor(broker_);
+      editor_ = local_editor_.get();
+    }
   }
 
   // --- Quota objects (Kubernetes-style paths). ---
@@ -372,24 +379,10 @@ class Api {
   server::HttpResponse Change(const Principal& who, const ObjectRef& ref, const std::string& method,
                               const std::string& body) {
     if (absl::Status may = MayWrite(who, ref); !may.ok()) return Forbidden(who, std::string(may.message()));
-    absl::MutexLock lock(&edit_mu_);
-    std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
-    auto overlay = std::make_shared<model::PolicyOverlay>(snap->overlay() != nullptr ? *snap->overlay()
-                                                                                       : model::PolicyOverlay{});
-    ++overlay->generation;
-    const std::string id = model::ObjectId(ref.kind, ref.namespace_name, ref.name);
-    const bool exists = !ObjectsOf(snap->policies(), ref).empty();
-    std::string what;
-    int status = 200;
-    json answer;
-    if (method == "DELETE") {
-      if (!exists) return Error(404, "NotFound", absl::StrCat(ref.kind, " \"", ref.Display(), "\" does not exist"));
-      EraseObject(&overlay->put, ref);
-      overlay->deleted.insert(id);
-      what = absl::StrCat("DELETE ", ref.kind, " ", ref.Display());
-      answer = {{"kind", "Status"}, {"status", "Success"}, {"details", {{"kind", ref.kind}, {"name", ref.name}}}};
-    } else {
-      model::PolicySet decoded;
+    const bool remove = method == "DELETE";
+    model::PolicySet decoded;
+    std::string sent_version;
+    if (!remove) {
       model::Diagnostics diagnostics;
       model::DecodeManifests(body, "request body", &decoded, &diagnostics);
       if (diagnostics.HasErrors()) return Invalid(diagnostics);
@@ -407,35 +400,49 @@ class Api {
                      absl::StrCat("metadata.name \"", name, "\" does not match the path's \"", ref.name, "\""),
                      "metadata.name");
       }
-      const std::string sent_version = object["metadata"].value("resourceVersion", "");
-      if (!sent_version.empty()) {
-        const std::string current = exists ? CurrentVersion(snap->policies(), ref) : "";
-        if (sent_version != current) {
-          return Error(409, "Conflict",
-                       absl::StrCat(ref.kind, " \"", ref.Display(), "\" is at resourceVersion \"", current,
-                                    "\", not \"", sent_version, "\": GET it again and apply your change to that"),
-                       "metadata.resourceVersion");
-        }
-      }
-      PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
-      overlay->deleted.erase(id);
-      what = absl::StrCat("PUT ", ref.kind, " ", ref.Display());
-      status = exists ? 200 : 201;
+      sent_version = object["metadata"].value("resourceVersion", "");
     }
-    auto effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*base_, *overlay));
-    model::Diagnostics problems;
-    model::ValidatePolicySet(*effective, &problems);
-    if (problems.HasErrors()) return Invalid(problems);
-    absl::Status set = broker_->SetPolicies(effective, overlay, who.name, what);
-    if (absl::IsInvalidArgument(set)) return Error(422, "Invalid", std::string(set.message()));
-    if (!set.ok()) return Error(503, "Unavailable", absl::StrCat(set.message(), "; nothing changed, retry"));
-    if (method != "DELETE") {
-      std::vector<json> now = ObjectsOf(*effective, ref);
-      if (!now.empty()) answer = now[0];
-    }
-    server::HttpResponse r = Ok(answer);
-    r.status = status;
-    return r;
+    const std::string id = model::ObjectId(ref.kind, ref.namespace_name, ref.name);
+    int status = 200;
+    return Edit(
+        who,
+        [&](const model::PolicySet& now, model::PolicyOverlay* overlay,
+            std::string* what) -> std::optional<server::HttpResponse> {
+          const bool exists = !ObjectsOf(now, ref).empty();
+          if (remove) {
+            if (!exists) return Error(404, "NotFound", absl::StrCat(ref.kind, " \"", ref.Display(), "\" does not exist"));
+            EraseObject(&overlay->put, ref);
+            overlay->deleted.insert(id);
+            *what = absl::StrCat("DELETE ", ref.kind, " ", ref.Display());
+            return std::nullopt;
+          }
+          if (!sent_version.empty()) {
+            const std::string current = exists ? CurrentVersion(now, ref) : "";
+            if (sent_version != current) {
+              return Error(409, "Conflict",
+                           absl::StrCat(ref.kind, " \"", ref.Display(), "\" is at resourceVersion \"", current,
+                                        "\", not \"", sent_version, "\": GET it again and apply your change to that"),
+                           "metadata.resourceVersion");
+            }
+          }
+          PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
+          overlay->deleted.erase(id);
+          *what = absl::StrCat("PUT ", ref.kind, " ", ref.Display());
+          status = exists ? 200 : 201;
+          return std::nullopt;
+        },
+        [&](const model::PolicySet& effective) {
+          json answer;
+          if (remove) {
+            answer = {{"kind", "Status"}, {"status", "Success"}, {"details", {{"kind", ref.kind}, {"name", ref.name}}}};
+          } else {
+            std::vector<json> now = ObjectsOf(effective, ref);
+            if (!now.empty()) answer = now[0];
+          }
+          server::HttpResponse r = Ok(answer);
+          r.status = status;
+          return r;
+        });
   }
 
   server::HttpResponse Apply(const Principal& who, const std::string& body) {
@@ -448,27 +455,62 @@ class Api {
     for (const ObjectRef& ref : refs) {
       if (absl::Status may = MayWrite(who, ref); !may.ok()) return Forbidden(who, std::string(may.message()));
     }
-    absl::MutexLock lock(&edit_mu_);
-    std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
-    auto overlay = std::make_shared<model::PolicyOverlay>(snap->overlay() != nullptr ? *snap->overlay()
-                                                                                       : model::PolicyOverlay{});
-    ++overlay->generation;
     json applied = json::array();
-    for (const ObjectRef& ref : refs) {
-      const bool exists = !ObjectsOf(snap->policies(), ref).empty();
-      PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
-      overlay->deleted.erase(model::ObjectId(ref.kind, ref.namespace_name, ref.name));
-      applied.push_back({{"kind", ref.kind}, {"namespace", ref.namespace_name}, {"name", ref.name},
-                         {"action", exists ? "configured" : "created"}});
+    return Edit(
+        who,
+        [&](const model::PolicySet& now, model::PolicyOverlay* overlay,
+            std::string* what) -> std::optional<server::HttpResponse> {
+          applied = json::array();
+          for (const ObjectRef& ref : refs) {
+            const bool exists = !ObjectsOf(now, ref).empty();
+            PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
+            overlay->deleted.erase(model::ObjectId(ref.kind, ref.namespace_name, ref.name));
+            applied.push_back({{"kind", ref.kind}, {"namespace", ref.namespace_name}, {"name", ref.name},
+                               {"action", exists ? "configured" : "created"}});
+          }
+          *what = absl::StrCat("apply of ", refs.size(), " object(s)");
+          return std::nullopt;
+        },
+        [&](const model::PolicySet&) { return Ok({{"applied", applied}}); });
+  }
+
+  // One change of the overlay: read what is in effect, let `change` edit a
+  // copy of the overlay (or answer early: 404, 409), validate the result
+  // with every other object, write it if nothing changed meanwhile, and
+  // answer with `answer` (given the set now in effect). A change that lost
+  // a race with another replica's is made again on the newer state.
+  server::HttpResponse Edit(
+      const Principal& who,
+      const std::function<std::optional<server::HttpResponse>(const model::PolicySet&, model::PolicyOverlay*,
+                                                              std::string*)>& change,
+      const std::function<server::HttpResponse(const model::PolicySet&)>& answer) {
+    constexpr int kAttempts = 8;
+    absl::MutexLock lock(&edit_mu_);
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      absl::StatusOr<PolicyEditor::Current> now = editor_->Read();
+      if (!now.ok()) {
+        return Error(503, "Unavailable",
+                     absl::StrCat("cannot read the quota objects in effect: ", now.status().message(),
+                                  "; nothing changed, retry"));
+      }
+      auto overlay = std::make_shared<model::PolicyOverlay>(now->overlay != nullptr ? *now->overlay
+                                                                                     : model::PolicyOverlay{});
+      ++overlay->generation;
+      std::string what;
+      if (std::optional<server::HttpResponse> early = change(*now->policies, overlay.get(), &what)) return *early;
+      auto effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*base_, *overlay));
+      model::Diagnostics problems;
+      model::ValidatePolicySet(*effective, &problems);
+      if (problems.HasErrors()) return Invalid(problems);
+      absl::Status set = editor_->Write(*now, overlay, effective, who.name, what);
+      if (absl::IsAborted(set)) continue;  // another replica's change came first
+      if (absl::IsInvalidArgument(set)) return Error(422, "Invalid", std::string(set.message()));
+      if (!set.ok()) return Error(503, "Unavailable", absl::StrCat(set.message(), "; retry"));
+      return answer(*effective);
     }
-    auto effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*base_, *overlay));
-    model::Diagnostics problems;
-    model::ValidatePolicySet(*effective, &problems);
-    if (problems.HasErrors()) return Invalid(problems);
-    absl::Status set = broker_->SetPolicies(effective, overlay, who.name, absl::StrCat("apply of ", refs.size(), " object(s)"));
-    if (absl::IsInvalidArgument(set)) return Error(422, "Invalid", std::string(set.message()));
-    if (!set.ok()) return Error(503, "Unavailable", absl::StrCat(set.message(), "; nothing changed, retry"));
-    return Ok({{"applied", applied}});
+    return Error(409, "Conflict",
+                 absl::StrCat("the quota objects changed ", kAttempts,
+                              " times while this change was being made; nothing changed, retry"));
   }
 
   // The audit query of `req`, checked against `who`'s role; or the error
@@ -694,7 +736,9 @@ class Api {
   const base::Clock* clock_;
   const audit::AuditLog* audit_;
   std::shared_ptr<const model::PolicySet> base_;  // the policy files
-  absl::Mutex edit_mu_;  // one quota change at a time
+  PolicyEditor* editor_;
+  std::unique_ptr<PolicyEditor> local_editor_;  // when none was given
+  absl::Mutex edit_mu_;  // one quota change at a time on this replica
 };
 
 server::Route Get(const std::string& path, bool prefix, server::Handler h) {
@@ -710,8 +754,9 @@ server::Route Get(const std::string& path, bool prefix, server::Handler h) {
 }  // namespace
 
 std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock,
-                                  const audit::AuditLog* audit, std::shared_ptr<const model::PolicySet> base_policies) {
-  auto api = std::make_shared<Api>(broker, tokens, clock, audit, std::move(base_policies));
+                                  const audit::AuditLog* audit, std::shared_ptr<const model::PolicySet> base_policies,
+                                  PolicyEditor* editor) {
+  auto api = std::make_shared<Api>(broker, tokens, clock, audit, std::move(base_policies), editor);
   std::vector<server::Route> routes;
   for (const char* prefix : {"/apis/kueue.x-k8s.io/", "/apis/scheduling.k8s.io/", "/apis/gangkeeper.io/"}) {
     for (const char* method : {"GET", "PUT", "DELETE"}) {

@@ -611,7 +611,16 @@ int RunServe(const std::vector<std::string>& args) {
       return 1;
     }
   }
-  for (server::Route& r : api::Routes(&broker, tokens->get(), &base::RealClock(), audit_log->get(), files)) {
+  // With etcd, quota changes through the API of any replica go to etcd's
+  // overlay key; the leader applies them (replica/overlay.h).
+  std::unique_ptr<replica::EtcdPolicyEditor> policy_editor;
+  if (replicated) {
+    replica::EtcdPolicyEditorOptions eo;
+    eo.prefix = f.etcd_prefix;
+    policy_editor = std::make_unique<replica::EtcdPolicyEditor>(etcd_client.get(), &broker, effective_for, eo);
+  }
+  for (server::Route& r :
+       api::Routes(&broker, tokens->get(), &base::RealClock(), audit_log->get(), files, policy_editor.get())) {
     f.server.routes.push_back(std::move(r));
   }
   f.server.routes.push_back(WebhookRoute("/mutate", *webhook_metrics, [&webhook](absl::string_view body) {
@@ -644,7 +653,7 @@ int RunServe(const std::vector<std::string>& args) {
     ro.election.renew = f.lease_renew;
     ro.snapshot_every_records = f.journal.snapshot_every_records;
     ro.snapshot_every = f.journal.snapshot_every;
-    ro.policies = [&effective_for](const broker::DurableState& state) { return effective_for(state.overlay); };
+    ro.policies = effective_for;
     ro.on_lead = [&] {
       start_reconciler();
       log->info("replica: leading: scheduling and actuating");

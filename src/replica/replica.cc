@@ -159,7 +159,7 @@ void Replica::BecomeLeader(const etcd::Term& term) {
   if (follower_ != nullptr) follower_->Stop();
   follower_.reset();
   journal_ = std::make_unique<EtcdJournal>(client_, options_.journal, r.next_record, elector_->Fence(term));
-  std::shared_ptr<const model::PolicySet> policies = options_.policies(*state);
+  std::shared_ptr<const model::PolicySet> policies = options_.policies(state->overlay);
   {
     absl::MutexLock lock(&mu_);
     term_ = term;
@@ -170,6 +170,9 @@ void Replica::BecomeLeader(const etcd::Term& term) {
     return;
   }
   feeder_ = std::make_unique<IntakeFeeder>(client_, options_.prefix, r.intake_revision, broker_);
+  // After Lead: changes the API made since the state's overlay (one the
+  // last leader did not apply before it went) come first.
+  overlay_feeder_ = std::make_unique<OverlayFeeder>(client_, options_.prefix, broker_, options_.policies);
   snapshot_position_ = r.snapshot_position;
   snapshot_time_ = clock_->Now();
   if (options_.on_lead) options_.on_lead();
@@ -192,6 +195,13 @@ void Replica::BecomeFollower() {
     stats_.feeder = fs;
   }
   feeder_.reset();
+  if (overlay_feeder_ != nullptr) {
+    OverlayFeederStats os = overlay_feeder_->stats();
+    overlay_feeder_->Stop();
+    absl::MutexLock lock(&mu_);
+    stats_.overlay = os;
+  }
+  overlay_feeder_.reset();
   {
     absl::MutexLock lock(&mu_);
     term_.reset();

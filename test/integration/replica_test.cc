@@ -405,29 +405,128 @@ TEST_F(ReplicatedServeTest, APartitionedLeaderStopsActuatingAndAnotherLeads) {
 
 TEST_F(ReplicatedServeTest, EtcdRestartedUnderLoadLosesNothingAcknowledged) {
   ASSERT_GE(Leader(absl::Seconds(15)), 0);
+  std::mutex mu;
   std::set<std::string> acknowledged;
-  for (int n = 0; n < 6; ++n) {
-    const std::string name = absl::StrCat("early-", n);
-    if (Create(n % 3, "team-a", name, 1, 1)) acknowledged.insert("team-a/" + name);
+  std::atomic<int> refused{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> next{0};
+  // Three clients create one-GPU jobs on every replica all along: before,
+  // while etcd is down, and after it came back.
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 3; ++t) {
+    clients.emplace_back([&, t] {
+      for (int k = 0; k < 100000 && !stop.load(); ++k) {
+        const std::string name = absl::StrCat("job-", next.fetch_add(1));
+        if (Create((t + k) % 3, "team-a", name, 1, 1)) {
+          std::lock_guard<std::mutex> lock(mu);
+          acknowledged.insert("team-a/" + name);
+        } else {
+          ++refused;
+        }
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+    });
   }
+  auto count = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return acknowledged.size();
+  };
+  for (int i = 0; i < 500 && count() < 20; ++i) absl::SleepFor(absl::Milliseconds(20));
   etcd_->Kill();
+  const size_t before = count();
   // Without etcd nothing is acknowledged: the webhook refuses (its failure
   // policy decides what the API server does).
+  absl::SleepFor(absl::Seconds(1));
   EXPECT_FALSE(Create(0, "team-a", "during", 1, 1));
   ASSERT_THAT(etcd_->Restart(), IsOk());
   ASSERT_GE(Leader(absl::Seconds(20)), 0) << "nobody leads after etcd came back";
-  for (int n = 0; n < 6; ++n) {
-    const std::string name = absl::StrCat("late-", n);
-    bool ok = false;
-    for (int attempt = 0; attempt < 50 && !ok; ++attempt) {
-      ok = Create(n % 3, "team-a", name, 1, 1);
-      if (!ok) absl::SleepFor(absl::Milliseconds(100));
-    }
-    ASSERT_TRUE(ok) << name;
-    acknowledged.insert("team-a/" + name);
+  const size_t after_restart = count();
+  for (int i = 0; i < 500 && count() < after_restart + 20; ++i) absl::SleepFor(absl::Milliseconds(20));
+  stop = true;
+  for (std::thread& c : clients) c.join();
+  EXPECT_GT(refused.load(), 0) << "creates while etcd was down were acknowledged";
+  std::set<std::string> want;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    want = acknowledged;
   }
-  const std::map<std::string, std::string> states = Converged(acknowledged);
-  for (const std::string& name : acknowledged) EXPECT_EQ(states.count(name), 1u) << name;
+  EXPECT_GE(want.size(), before + 20) << "the load did not go on after etcd came back";
+  const std::map<std::string, std::string> states = Converged(want);
+  for (const std::string& name : want) EXPECT_EQ(states.count(name), 1u) << name << " was acknowledged, then lost";
+  EXPECT_EQ(states.count("team-a/during"), 0u);
+  int admitted = 0;
+  for (const auto& [name, state] : states) admitted += state == "admitted";
+  EXPECT_EQ(admitted, 12) << "team-a's 8 GPUs and the 4 it may borrow";
+  for (int i = 0; i < 3; ++i) CheckAuditLog(i);
+}
+
+TEST_F(ReplicatedServeTest, QuotaChangesThroughAnyReplicaAreAppliedByTheLeaderAndNoneIsLost) {
+  const int leader = Leader(absl::Seconds(15));
+  ASSERT_GE(leader, 0);
+  const int follower = (leader + 1) % 3;
+  // team-b uses its 8 GPUs, so team-a can borrow none: a 12-GPU gang of
+  // team-a waits.
+  ASSERT_TRUE(Create(leader, "team-b", "fill", 2, 4));
+  ASSERT_TRUE(Create(follower, "team-a", "big", 3, 4));
+  EXPECT_EQ(Converged({"team-b/fill", "team-a/big"}).at("team-a/big"), "pending");
+  // Raise team-a's quota through a follower's API.
+  const std::string cq = R"({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+    "metadata": {"name": "team-a"}, "spec": {"cohort": "shared", "namespaceSelector": {},
+    "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "gpu",
+    "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 16}]}]}]}})";
+  absl::StatusOr<testing::HttpReply> put =
+      Call(follower, "PUT", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a", cq);
+  ASSERT_THAT(put, IsOk());
+  ASSERT_EQ(put->status, 200) << put->body;
+  // The answering replica shows it at once; the leader admits with it.
+  absl::StatusOr<testing::HttpReply> got = Call(follower, "GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a");
+  ASSERT_THAT(got, IsOk());
+  EXPECT_NE(got->body.find(R"("nominalQuota":"16")"), std::string::npos) << got->body;
+  EXPECT_EQ(Converged({"team-a/big"}).at("team-a/big"), "admitted");
+
+  // Three LocalQueues created at once through the three replicas: each
+  // change is made on top of the others, none overwrites another.
+  std::vector<std::thread> writers;
+  std::vector<int> status(3, 0);
+  for (int i = 0; i < 3; ++i) {
+    writers.emplace_back([&, i] {
+      const std::string lq = absl::StrCat(R"({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+        "metadata": {"name": "extra-)", i, R"(", "namespace": "team-b"}, "spec": {"clusterQueue": "team-b"}})");
+      absl::StatusOr<testing::HttpReply> r =
+          Call(i, "PUT", absl::StrCat("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/extra-", i), lq);
+      status[i] = r.ok() ? r->status : -1;
+    });
+  }
+  for (std::thread& w : writers) w.join();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(status[i], 201) << "replica " << i;
+  for (int i = 0; i < 3; ++i) {
+    std::string body;
+    for (int round = 0; round < 100; ++round) {
+      absl::StatusOr<testing::HttpReply> r = Call(i, "GET", "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues");
+      body = r.ok() ? r->body : "";
+      if (absl::StrContains(body, "extra-0") && absl::StrContains(body, "extra-1") &&
+          absl::StrContains(body, "extra-2")) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    for (int q = 0; q < 3; ++q) {
+      EXPECT_TRUE(absl::StrContains(body, absl::StrCat("extra-", q))) << "replica " << i << " lacks extra-" << q;
+    }
+  }
+  // Every change is in every replica's audit log once, by its token.
+  for (int i = 0; i < 3; ++i) {
+    std::vector<json> events;
+    for (int round = 0; round < 100; ++round) {
+      events.clear();
+      for (const json& e : AuditEvents(i)) {
+        if (e.value("action", "") == "quota.changed" && e.value("actor", "") == "platform") events.push_back(e);
+      }
+      if (events.size() >= 4) break;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    EXPECT_EQ(events.size(), 4u) << "replica " << i;
+  }
 }
 
 }  // namespace

@@ -16,6 +16,9 @@
 #include "gangkeeper/etcd/client.h"
 #include "gangkeeper/replica/audit_feed.h"
 #include "gangkeeper/replica/intake.h"
+#include "gangkeeper/replica/overlay.h"
+#include "gangkeeper/model/encode.h"
+#include "gangkeeper/model/overlay.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/etcd_process.h"
@@ -65,6 +68,7 @@ struct Node {
   testing::TempDir dir;
   std::unique_ptr<audit::AuditLog> audit;
   std::unique_ptr<AuditFeed> audit_feed;
+  std::unique_ptr<EtcdPolicyEditor> editor;  // this replica's API
 
   ~Node() {
     // Stop everything that calls into the others before any goes.
@@ -118,12 +122,15 @@ class ReplicaTest : public ::testing::Test {
     ro.election.renew = absl::Milliseconds(500);
     ro.election.retry = absl::Milliseconds(100);
     ro.follow_interval = absl::Milliseconds(50);
-    ro.policies = [p = policies_](const broker::DurableState&) { return p; };
+    ro.policies = Effective();
     auto r = Replica::Start(n->client.get(), n->broker.get(), &n->actuator, ro);
     EXPECT_THAT(r.status(), IsOk());
     n->replica = *std::move(r);
     Replica* gate = n->replica.get();
     n->actuator.set_gate([gate] { return gate->MaySend(); });
+    EtcdPolicyEditorOptions eo;
+    eo.prefix = prefix_;
+    n->editor = std::make_unique<EtcdPolicyEditor>(n->client.get(), n->broker.get(), Effective(), eo);
     return n;
   }
 
@@ -154,6 +161,32 @@ class ReplicaTest : public ::testing::Test {
       absl::SleepFor(absl::Milliseconds(50));
     }
     return false;
+  }
+
+  // The files (policies_) with the API's overlay.
+  EffectivePolicies Effective() const {
+    return [p = policies_](const std::shared_ptr<const model::PolicyOverlay>& o) {
+      return o == nullptr ? p : std::make_shared<const model::PolicySet>(model::ApplyOverlay(*p, *o));
+    };
+  }
+
+  // What the API does for "PUT ClusterQueue team-a with nominalQuota
+  // `gpus`", through node `n`'s editor, from `base`.
+  absl::Status SetNominal(int n, const api::PolicyEditor::Current& base, int64_t gpus) {
+    auto overlay = std::make_shared<model::PolicyOverlay>(base.overlay != nullptr ? *base.overlay
+                                                                                   : model::PolicyOverlay{});
+    ++overlay->generation;
+    model::ClusterQueue cq = base.policies->cluster_queues.at("team-a");
+    cq.resource_groups.at(0).flavors.at(0).resources.at(0).nominal = quantity::Quantity::FromUnits(gpus);
+    overlay->put.cluster_queues["team-a"] = cq;
+    auto effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*policies_, *overlay));
+    return nodes_[n]->editor->Write(base, overlay, effective, "platform", absl::StrCat("PUT team-a ", gpus));
+  }
+
+  // team-a's nominal GPU quota as node `n` shows it.
+  int64_t Nominal(int n) const {
+    std::shared_ptr<const model::PolicySet> p = nodes_[n]->broker->policies();
+    return p->cluster_queues.at("team-a").resource_groups.at(0).flavors.at(0).resources.at(0).nominal.CeilUnits();
   }
 
   const std::string prefix_ = "/gk/";
@@ -236,6 +269,93 @@ TEST_F(ReplicaTest, ALeaderThatShutsDownHandsOverAtOnce) {
   ASSERT_GE(next, 0);
   ASSERT_THAT(nodes_[next]->registry->Register(GpuGang("two", 1, 1), ""), IsOk());
   EXPECT_TRUE(AllShow({{"one", "reserved"}, {"two", "reserved"}}));
+}
+
+TEST_F(ReplicaTest, AQuotaChangeThroughAFollowerIsAppliedByTheLeaderAndShownByEveryReplica) {
+  const int leader = Leader();
+  ASSERT_GE(leader, 0);
+  const int follower = (leader + 1) % 3;
+  // 8 GPUs: the 12-GPU gang waits until team-a has 12.
+  ASSERT_THAT(nodes_[follower]->registry->Register(GpuGang("big", 3, 4), ""), IsOk());
+  ASSERT_TRUE(AllShow({{"big", "pending"}}));
+
+  absl::StatusOr<api::PolicyEditor::Current> base = nodes_[follower]->editor->Read();
+  ASSERT_THAT(base.status(), IsOk());
+  EXPECT_EQ(base->version, 0) << "the overlay key exists before any change";
+  ASSERT_THAT(SetNominal(follower, *base, 12), IsOk());
+  // Read your writes: the answering replica shows the change when Write returns.
+  EXPECT_EQ(Nominal(follower), 12);
+  ASSERT_NE(nodes_[follower]->broker->snapshot()->overlay(), nullptr);
+  EXPECT_EQ(nodes_[follower]->broker->snapshot()->overlay()->generation, 1u);
+  // The leader admits with the new quota, and every replica shows both.
+  EXPECT_TRUE(AllShow({{"big", "reserved"}}));
+  for (int n = 0; n < 3; ++n) EXPECT_EQ(Nominal(n), 12) << "replica " << n;
+  EXPECT_THAT(nodes_[leader]->actuator.releases(), ::testing::ElementsAre("big"));
+}
+
+TEST_F(ReplicaTest, TwoReplicasChangingQuotaAtOnceNeverOverwriteEachOther) {
+  const int leader = Leader();
+  ASSERT_GE(leader, 0);
+  const int a = (leader + 1) % 3, b = (leader + 2) % 3;
+  // Both read the same state; a writes first; b's write from the old state
+  // is refused, and b's change made again on a's lands after it.
+  absl::StatusOr<api::PolicyEditor::Current> read_a = nodes_[a]->editor->Read();
+  absl::StatusOr<api::PolicyEditor::Current> read_b = nodes_[b]->editor->Read();
+  ASSERT_THAT(read_a.status(), IsOk());
+  ASSERT_THAT(read_b.status(), IsOk());
+  ASSERT_THAT(SetNominal(a, *read_a, 10), IsOk());
+  EXPECT_TRUE(absl::IsAborted(SetNominal(b, *read_b, 6)));
+  absl::StatusOr<api::PolicyEditor::Current> again = nodes_[b]->editor->Read();
+  ASSERT_THAT(again.status(), IsOk());
+  EXPECT_EQ(again->policies->cluster_queues.at("team-a").resource_groups[0].flavors[0].resources[0].nominal.CeilUnits(),
+            10);
+  ASSERT_THAT(SetNominal(b, *again, 6), IsOk());
+  for (int i = 0; i < 200 && (Nominal(0) != 6 || Nominal(1) != 6 || Nominal(2) != 6); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  for (int n = 0; n < 3; ++n) {
+    EXPECT_EQ(Nominal(n), 6) << "replica " << n;
+    ASSERT_NE(nodes_[n]->broker->snapshot()->overlay(), nullptr);
+    EXPECT_EQ(nodes_[n]->broker->snapshot()->overlay()->generation, 2u) << "replica " << n;
+  }
+}
+
+TEST_F(ReplicaTest, ANewLeaderAppliesAQuotaChangeTheOldOneNeverApplied) {
+  const int old = Leader();
+  ASSERT_GE(old, 0);
+  ASSERT_THAT(nodes_[old]->registry->Register(GpuGang("big", 3, 4), ""), IsOk());
+  ASSERT_TRUE(AllShow({{"big", "pending"}}));
+  // The leader is gone (its lease lapses) when the change lands in etcd.
+  nodes_[old]->replica->PauseKeepAlives(true);
+  for (int i = 0; i < 100 && nodes_[old]->replica->MaySend(); ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_FALSE(nodes_[old]->replica->MaySend());
+  const int other = (old + 1) % 3;
+  absl::StatusOr<api::PolicyEditor::Current> base = nodes_[other]->editor->Read();
+  ASSERT_THAT(base.status(), IsOk());
+  ASSERT_THAT(SetNominal(other, *base, 12), IsOk());
+  const int next = Leader(absl::Seconds(15));
+  ASSERT_GE(next, 0);
+  EXPECT_NE(next, old);
+  EXPECT_TRUE(AllShow({{"big", "reserved"}}));
+  EXPECT_EQ(Nominal(next), 12);
+  EXPECT_THAT(nodes_[next]->actuator.releases(), ::testing::ElementsAre("big"));
+}
+
+TEST(OverlayCodecTest, RoundTripsAndRefusesWhatDoesNotDecode) {
+  model::PolicyOverlay o;
+  o.generation = 7;
+  o.put = *testing::PoliciesFrom(testing::kOneTeamPolicies);
+  o.deleted = {"ClusterQueue//old", "LocalQueue/a/gone"};
+  absl::StatusOr<OverlayRecord> r = DecodeOverlay(EncodeOverlay(o, "alice", "PUT ClusterQueue team-a"));
+  ASSERT_THAT(r.status(), IsOk());
+  EXPECT_EQ(r->overlay->generation, 7u);
+  EXPECT_EQ(r->overlay->deleted, o.deleted);
+  EXPECT_EQ(r->actor, "alice");
+  EXPECT_EQ(r->what, "PUT ClusterQueue team-a");
+  EXPECT_EQ(model::EncodeManifests(r->overlay->put), model::EncodeManifests(o.put));
+  EXPECT_TRUE(absl::IsDataLoss(DecodeOverlay("not json").status()));
+  EXPECT_THAT(DecodeOverlay(R"({"generation": 1, "put": ""})").status(),
+              testing::StatusIs(absl::StatusCode::kDataLoss, "deleted (a list) are required"));
 }
 
 }  // namespace

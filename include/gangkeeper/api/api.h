@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "gangkeeper/api/auth.h"
+#include "gangkeeper/api/policy_editor.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
@@ -44,8 +45,11 @@ namespace gangkeeper::api {
 // The API's routes. `broker`, `tokens`, `clock` and `audit` (may be null:
 // /v1/audit answers 503) must outlive them. `base_policies` are the policy
 // files: quota changes are kept as an overlay over them (model/overlay.h).
+// `editor` (may be null: the broker takes changes directly) is where
+// changes to quota objects go; it must outlive the routes.
 std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock,
                                   const audit::AuditLog* audit = nullptr,
-                                  std::shared_ptr<const model::PolicySet> base_policies = nullptr);
+                                  std::shared_ptr<const model::PolicySet> base_policies = nullptr,
+                                  PolicyEditor* editor = nullptr);
 
 }  // namespace gangkeeper::api

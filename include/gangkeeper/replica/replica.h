@@ -5,6 +5,7 @@
 //   Follower        while following: the broker shows the leader's state
 //   EtcdJournal     while leading: the broker's sink, fenced by the term
 //   IntakeFeeder    while leading: every replica's registrations, in order
+//   OverlayFeeder   while leading: quota changes through any replica's API
 //
 // On election the state is read from etcd after the term began, the broker
 // leads from it (sending again what was not confirmed) with a journal
@@ -37,6 +38,7 @@
 #include "gangkeeper/replica/etcd_journal.h"
 #include "gangkeeper/replica/follower.h"
 #include "gangkeeper/replica/intake.h"
+#include "gangkeeper/replica/overlay.h"
 
 namespace gangkeeper::replica {
 
@@ -50,9 +52,10 @@ struct ReplicaOptions {
   uint64_t snapshot_every_records = 10'000;
   absl::Duration snapshot_every = absl::Minutes(5);
   absl::Duration follow_interval = absl::Milliseconds(200);
-  // The policies a new leader runs with, given the state it read (the
-  // files with the state's API overlay). Required.
-  std::function<std::shared_ptr<const model::PolicySet>(const broker::DurableState&)> policies;
+  // The policies to run with given the API's overlay (the files with the
+  // overlay): for a new leader, with the overlay of the state it read, and
+  // for every change through the API (overlay.h). Required.
+  EffectivePolicies policies;
   // Run on the replica's thread after the broker leads / before it
   // follows again (start and stop the reconciler). May be empty.
   std::function<void()> on_lead, on_follow;
@@ -67,6 +70,7 @@ struct ReplicaStats {
   EtcdJournalStats journal;      // of the current or last term
   FollowerStats follower;
   FeederStats feeder;
+  OverlayFeederStats overlay;
 };
 
 class Replica {
@@ -118,6 +122,7 @@ class Replica {
   // The replica thread's alone.
   std::unique_ptr<EtcdJournal> journal_;
   std::unique_ptr<IntakeFeeder> feeder_;
+  std::unique_ptr<OverlayFeeder> overlay_feeder_;
   std::unique_ptr<Follower> follower_;
   uint64_t snapshot_position_ = 0;
   absl::Time snapshot_time_;

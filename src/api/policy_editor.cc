@@ -1,0 +1,47 @@
+// gangkeeper: the one-replica PolicyEditor (see policy_editor.h).
+#include "gangkeeper/api/policy_editor.h"
+
+#include <utility>
+
+namespace gangkeeper::api {
+namespace {
+
+uint64_t GenerationOf(const std::shared_ptr<const model::PolicyOverlay>& overlay) {
+  return overlay == nullptr ? 0 : overlay->generation;
+}
+
+class LocalEditor final : public PolicyEditor {
+ public:
+  explicit LocalEditor(broker::Broker* broker) : broker_(broker) {}
+
+  absl::StatusOr<Current> Read() override {
+    std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
+    Current c;
+    c.policies = snap->shared_policies();
+    c.overlay = snap->overlay();
+    c.version = static_cast<int64_t>(GenerationOf(c.overlay));
+    return c;
+  }
+
+  absl::Status Write(const Current& base, std::shared_ptr<const model::PolicyOverlay> overlay,
+                     std::shared_ptr<const model::PolicySet> policies, const std::string& actor,
+                     const std::string& what) override {
+    // The broker is the only writer here; the API edits one at a time, so
+    // this compare only guards against a caller that did not.
+    if (static_cast<int64_t>(GenerationOf(broker_->snapshot()->overlay())) != base.version) {
+      return absl::AbortedError("the quota objects changed since they were read");
+    }
+    return broker_->SetPolicies(std::move(policies), std::move(overlay), actor, what);
+  }
+
+ private:
+  broker::Broker* const broker_;
+};
+
+}  // namespace
+
+std::unique_ptr<PolicyEditor> LocalPolicyEditor(broker::Broker* broker) {
+  return std::make_unique<LocalEditor>(broker);
+}
+
+}  // namespace gangkeeper::api
