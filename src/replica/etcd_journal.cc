@@ -174,7 +174,7 @@ absl::StatusOr<broker::DurableState> ReadState(etcd::Client* client, const std::
       }
       if (!cursor.ok()) return cursor.status();
       if (!cursor->kvs.empty() && !absl::SimpleAtoi(cursor->kvs.front().value, &intake)) {
-        return absl::DataLossError(absl::StrCat("etcd ", IntakeAppliedKey(prefix), ": not a revision: ",
+        return absl::DataLossError(absl::StrCat("etcd ", IntakeAppliedKey(prefix), ": not a position: ",
                                                 cursor->kvs.front().value.substr(0, 40)));
       }
     }

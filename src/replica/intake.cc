@@ -18,8 +18,24 @@
 namespace gangkeeper::replica {
 namespace {
 
-constexpr uint8_t kIntakeVersion = 1;
+constexpr uint8_t kIntakeVersion = 1;       // one event
+constexpr uint8_t kIntakeBatchVersion = 2;  // a put's events
+// Below etcd's default request limit (1.5 MiB) with room for the key.
+constexpr size_t kIntakeBatchBytes = 1 << 20;
 constexpr int kDeleteOpsPerTxn = 100;  // etcd refuses more than --max-txn-ops (128)
+
+// The number of events an intake key says its put holds (after the last
+// '.'; keys written before puts carried batches hold one).
+int EventsInKey(absl::string_view key) {
+  const size_t dot = key.rfind('.');
+  const size_t slash = key.rfind('/');
+  int n = 1;
+  if (dot == absl::string_view::npos || (slash != absl::string_view::npos && dot < slash) ||
+      !absl::SimpleAtoi(key.substr(dot + 1), &n) || n < 1 || n > kIntakeBatchMax) {
+    return 1;
+  }
+  return n;
+}
 
 }  // namespace
 
@@ -72,7 +88,52 @@ absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data) {
   return e;
 }
 
+std::string EncodeIntakeBatch(const std::vector<std::string>& events) {
+  std::string out;
+  store::Encoder enc(&out);
+  enc.PutU8(kIntakeBatchVersion);
+  enc.PutVarint(events.size());
+  for (const std::string& e : events) enc.PutString(e);
+  return out;
+}
+
+absl::StatusOr<std::vector<broker::IntakeEvent>> DecodeIntakeValue(absl::string_view data) {
+  std::vector<broker::IntakeEvent> out;
+  if (!data.empty() && static_cast<uint8_t>(data[0]) == kIntakeVersion) {
+    absl::StatusOr<broker::IntakeEvent> one = DecodeIntake(data);
+    if (!one.ok()) return one.status();
+    out.push_back(*std::move(one));
+    return out;
+  }
+  store::Decoder d(data, "intake batch");
+  uint8_t version = 0;
+  uint64_t n = 0;
+  if (!d.GetU8(&version)) return d.status();
+  if (version != kIntakeBatchVersion) {
+    return absl::DataLossError(absl::StrCat("intake: version ", version, " (this gangkeeper reads ", kIntakeVersion,
+                                            " and ", kIntakeBatchVersion, "; upgrade every replica)"));
+  }
+  if (!d.GetBounded(kIntakeBatchMax, &n)) return d.status();
+  if (n == 0) return absl::DataLossError("intake batch: no events");
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string one;
+    if (!d.GetString(&one)) return d.status();
+    absl::StatusOr<broker::IntakeEvent> e = DecodeIntake(one);
+    if (!e.ok()) return absl::DataLossError(absl::StrCat("intake batch: event ", i, ": ", e.status().message()));
+    out.push_back(*std::move(e));
+  }
+  if (!d.done()) return absl::DataLossError(absl::StrCat("intake batch: ", d.remaining(), " byte(s) left over"));
+  return out;
+}
+
 // --- IntakeRegistry.
+
+// A change waiting for its put.
+struct IntakeRegistry::Waiter {
+  std::string event;  // EncodeIntake
+  bool done = false;
+  absl::Status result;
+};
 
 IntakeRegistry::IntakeRegistry(etcd::Client* client, std::string prefix, std::string replica_id,
                                const broker::Broker* view)
@@ -85,17 +146,53 @@ IntakeRegistry::IntakeRegistry(etcd::Client* client, std::string prefix, std::st
       view_(view) {}
 
 absl::Status IntakeRegistry::Put(const broker::IntakeEvent& e) {
-  const uint64_t n = counter_.fetch_add(1) + 1;
-  const std::string key =
-      absl::StrCat(IntakePrefix(prefix_), replica_id_, "/", session_, "-", absl::StrFormat("%020d", n));
-  absl::StatusOr<int64_t> put = client_->Put(key, EncodeIntake(e));
-  if (!put.ok()) {
-    // A put whose answer was lost may still have happened: the leader then
-    // applies it, and the retry the webhook asks for applies again, which
-    // changes nothing (the same object).
-    return absl::UnavailableError(absl::StrCat("could not record the change in etcd (", put.status().message(), ")"));
+  Waiter me;
+  me.event = EncodeIntake(e);
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(&me);
+  while (true) {
+    // Wait until a put took this change, or none is in flight.
+    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return me.done || !writing_; };
+    mu_.Await(absl::Condition(&ready));
+    if (me.done) return me.result;
+    // This thread writes the next put: every change queued so far (up to
+    // the limits), this one among them unless the queue is long.
+    writing_ = true;
+    std::vector<Waiter*> batch;
+    std::vector<std::string> events;
+    size_t bytes = 0;
+    size_t taken = 0;
+    for (; taken < queue_.size() && batch.size() < static_cast<size_t>(kIntakeBatchMax); ++taken) {
+      const size_t size = queue_[taken]->event.size();
+      if (!batch.empty() && bytes + size > kIntakeBatchBytes) break;
+      bytes += size;
+      batch.push_back(queue_[taken]);
+      events.push_back(queue_[taken]->event);
+    }
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(taken));
+    const uint64_t n = counter_.fetch_add(1) + 1;
+    mu_.Unlock();
+    // The key ends in the number of events, so the clean-up knows from the
+    // key alone whether all of them are applied.
+    const std::string key = absl::StrCat(IntakePrefix(prefix_), replica_id_, "/", session_, "-",
+                                         absl::StrFormat("%020d", n), ".", batch.size());
+    absl::StatusOr<int64_t> put = client_->Put(key, EncodeIntakeBatch(events));
+    absl::Status result = absl::OkStatus();
+    if (!put.ok()) {
+      // A put whose answer was lost may still have happened: the leader then
+      // applies it, and the retry the webhook asks for applies again, which
+      // changes nothing (the same object).
+      result = absl::UnavailableError(
+          absl::StrCat("could not record the change in etcd (", put.status().message(), ")"));
+    }
+    events_.fetch_add(batch.size());
+    mu_.Lock();
+    for (Waiter* w : batch) {
+      w->result = result;
+      w->done = true;
+    }
+    writing_ = false;
   }
-  return absl::OkStatus();
 }
 
 absl::Status IntakeRegistry::Register(const workload::Workload& w, const std::string& /*cluster_queue*/) {
@@ -137,7 +234,7 @@ IntakeFeeder::IntakeFeeder(etcd::Client* client, std::string prefix, int64_t app
   {
     absl::MutexLock lock(&mu_);
     last_ = applied;
-    stats_.last_revision = applied;
+    stats_.last_position = applied;
   }
   thread_ = std::thread([this] { Run(); });
 }
@@ -164,18 +261,26 @@ void IntakeFeeder::Run() {
 
 void IntakeFeeder::Feed(const etcd::KeyValue& kv) {
   absl::MutexLock lock(&mu_);
-  if (kv.mod_revision <= last_) return;
-  last_ = kv.mod_revision;
-  stats_.last_revision = last_;
-  absl::StatusOr<broker::IntakeEvent> e = DecodeIntake(kv.value);
-  if (!e.ok()) {
+  // Every event of this put is applied already.
+  if (IntakePosition(kv.mod_revision, kIntakeBatchMax - 1) <= last_) return;
+  absl::StatusOr<std::vector<broker::IntakeEvent>> events = DecodeIntakeValue(kv.value);
+  if (!events.ok()) {
     ++stats_.undecodable;
-    base::GetLogger("replica")->error("intake: {} skipped: {}", kv.key, e.status().message());
+    base::GetLogger("replica")->error("intake: {} skipped: {}", kv.key, events.status().message());
+    last_ = std::max(last_, IntakePosition(kv.mod_revision, 0));
+    stats_.last_position = last_;
     return;
   }
-  e->revision = kv.mod_revision;
-  broker_->Submit(*std::move(e));
-  ++stats_.submitted;
+  for (size_t i = 0; i < events->size(); ++i) {
+    const int64_t position = IntakePosition(kv.mod_revision, static_cast<int>(i));
+    if (position <= last_) continue;  // applied before a take-over
+    last_ = position;
+    broker::IntakeEvent& e = (*events)[i];
+    e.revision = position;
+    broker_->Submit(std::move(e));
+    ++stats_.submitted;
+  }
+  stats_.last_position = last_;
 }
 
 absl::Status IntakeFeeder::CatchUpAndWatch() {
@@ -200,19 +305,19 @@ absl::Status IntakeFeeder::CatchUpAndWatch() {
     }
     if (!r->kvs.empty()) start = r->kvs.back().key + std::string(1, '\0');  // before the keys move
     for (etcd::KeyValue& kv : r->kvs) {
-      if (kv.mod_revision > after) events.push_back(std::move(kv));
+      if (IntakePosition(kv.mod_revision, kIntakeBatchMax - 1) > after) events.push_back(std::move(kv));
     }
     if (!r->more || r->kvs.empty()) break;
   }
   std::sort(events.begin(), events.end(),
             [](const etcd::KeyValue& a, const etcd::KeyValue& b) { return a.mod_revision < b.mod_revision; });
-  int64_t after_revision;
+  int64_t after_position;
   {
     absl::MutexLock lock(&mu_);
-    after_revision = last_;
+    after_position = last_;
   }
-  base::GetLogger("replica")->info("intake: {} event(s) after revision {} waiting at revision {}; applying them",
-                                   events.size(), after_revision, revision);
+  base::GetLogger("replica")->info("intake: {} put(s) after position {} waiting at revision {}; applying them",
+                                   events.size(), after_position, revision);
   for (const etcd::KeyValue& kv : events) Feed(kv);
 
   etcd::WatchOptions wo;
@@ -256,7 +361,7 @@ void IntakeFeeder::DeleteApplied() {
     absl::StatusOr<etcd::RangeResult> keys = client_->Range(start, o);
     if (!keys.ok() || keys->kvs.empty()) break;
     for (const etcd::KeyValue& kv : keys->kvs) {
-      if (kv.mod_revision > applied) continue;
+      if (IntakePosition(kv.mod_revision, EventsInKey(kv.key) - 1) > applied) continue;
       ops.push_back(etcd::Op::Delete(kv.key));
       if (ops.size() == kDeleteOpsPerTxn) flush();
     }

@@ -182,7 +182,7 @@ void Replica::BecomeLeader(const etcd::Term& term) {
     stats_.led_since = clock_->Now();
     stats_.last_takeover = took.Elapsed();
   }
-  log->info("replica: leading (term {}) from record {} ({} workloads, intake from revision {}) after {}",
+  log->info("replica: leading (term {}) from record {} ({} workloads, intake from position {}) after {}",
             term.revision, r.next_record - 1, r.workloads, r.intake_revision, absl::FormatDuration(took.Elapsed()));
 }
 

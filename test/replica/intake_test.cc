@@ -4,9 +4,11 @@
 // are cleaned up.
 #include "gangkeeper/replica/intake.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -195,6 +197,79 @@ TEST_F(IntakeTest, ABacklogOfMoreThanOnePageIsAppliedWhole) {
   ASSERT_TRUE(leader.broker->Flush(absl::Seconds(10)));
   EXPECT_EQ(leader.broker->snapshot()->workload_count(), static_cast<size_t>(kBacklog));
   EXPECT_EQ(leader.feeder->stats().submitted, static_cast<uint64_t>(kBacklog));
+}
+
+TEST(IntakeCodecTest, APutsEventsRoundTripInOrderAndASingleEventStillReads) {
+  std::vector<std::string> events;
+  for (int i = 0; i < 3; ++i) {
+    events.push_back(EncodeIntake({.type = broker::IntakeEvent::Type::kRegister,
+                                   .workload = GpuGang(absl::StrCat("w", i), 1, 1)}));
+  }
+  events.push_back(EncodeIntake({.type = broker::IntakeEvent::Type::kRemove, .key = {"a", "w0"}}));
+  const std::string value = EncodeIntakeBatch(events);
+  absl::StatusOr<std::vector<broker::IntakeEvent>> back = DecodeIntakeValue(value);
+  ASSERT_THAT(back.status(), IsOk());
+  ASSERT_EQ(back->size(), 4u);
+  EXPECT_EQ((*back)[0].workload.name, "w0");
+  EXPECT_EQ((*back)[2].workload.name, "w2");
+  EXPECT_EQ((*back)[3].type, broker::IntakeEvent::Type::kRemove);
+  // A value written before puts carried batches: one event.
+  back = DecodeIntakeValue(events[1]);
+  ASSERT_THAT(back.status(), IsOk());
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ((*back)[0].workload.name, "w1");
+  for (size_t n = 0; n < value.size(); ++n) {
+    EXPECT_FALSE(DecodeIntakeValue(value.substr(0, n)).ok()) << "truncated to " << n;
+  }
+  EXPECT_THAT(DecodeIntakeValue(value + "x").status(), StatusIs(absl::StatusCode::kDataLoss, "left over"));
+  EXPECT_THAT(DecodeIntakeValue(EncodeIntakeBatch({})).status(), StatusIs(absl::StatusCode::kDataLoss, "no events"));
+}
+
+TEST_F(IntakeTest, ConcurrentChangesOnOneReplicaShareItsPutsAndEveryOneArrivesOnce) {
+  Leader leader = StartLeader();
+  IntakeRegistry r(client_.get(), prefix_, "replica-1", leader.broker.get());
+  constexpr int kThreads = 16, kEach = 20;
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        if (!r.Register(GpuGang(absl::StrCat("t", t, "-", i), 1, 1), "").ok()) ++failed;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(r.events(), static_cast<uint64_t>(kThreads * kEach));
+  EXPECT_LT(r.written(), r.events()) << "sixteen writers at once never shared a put";
+  std::vector<std::string> names;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kEach; ++i) names.push_back(absl::StrCat("t", t, "-", i));
+  }
+  ASSERT_TRUE(Tracks(*leader.broker, names));
+  ASSERT_TRUE(leader.broker->Flush(absl::Seconds(10)));
+  std::map<std::string, int> regs = Registrations();
+  EXPECT_EQ(regs.size(), names.size());
+  for (const auto& [name, times] : regs) EXPECT_EQ(times, 1) << name;
+}
+
+TEST_F(IntakeTest, ALeaderThatStoppedInsideAPutsEventsIsFollowedByOneThatAppliesTheRest) {
+  // One put of four events; the journal says the first two were applied.
+  std::vector<std::string> events;
+  for (const char* name : {"a0", "a1", "a2", "a3"}) {
+    events.push_back(EncodeIntake({.type = broker::IntakeEvent::Type::kRegister, .workload = GpuGang(name, 1, 1)}));
+  }
+  absl::StatusOr<int64_t> put = client_->Put(IntakePrefix(prefix_) + "replica-1/1-00000000000000000001.4",
+                                             EncodeIntakeBatch(events));
+  ASSERT_THAT(put.status(), IsOk());
+  ASSERT_THAT(client_->Put(IntakeAppliedKey(prefix_), absl::StrCat(IntakePosition(*put, 1))).status(), IsOk());
+  Leader leader = StartLeader();
+  ASSERT_TRUE(Tracks(*leader.broker, {"a2", "a3"}));
+  ASSERT_TRUE(leader.broker->Flush(absl::Seconds(10)));
+  EXPECT_EQ(leader.broker->snapshot()->Find({"a", "a0"}), nullptr);
+  EXPECT_EQ(leader.broker->snapshot()->Find({"a", "a1"}), nullptr);
+  EXPECT_EQ(leader.feeder->stats().submitted, 2u);
+  EXPECT_EQ(leader.feeder->stats().last_position, IntakePosition(*put, 3));
 }
 
 TEST_F(IntakeTest, AWriteWithoutEtcdIsUnavailableAndNotAcknowledged) {

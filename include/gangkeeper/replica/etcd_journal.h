@@ -9,7 +9,7 @@
 //   P snapshots/<position, 20 digits>/<chunk, 6 digits>
 //                                  the snapshot's EncodeState payload, cut
 //                                  into chunks below etcd's request limit
-//   P intake-applied               the etcd revision up to which the intake
+//   P intake-applied               the position up to which the intake
 //                                  (intake.h) is applied, in decimal: put
 //                                  in the transaction of the record that
 //                                  applied it
@@ -66,7 +66,7 @@ struct EtcdRecovery {
   uint64_t workloads = 0;
   uint64_t next_record = 1;
   int64_t revision = 0;         // the etcd revision the state was read at
-  int64_t intake_revision = 0;  // intake events up to this revision are applied
+  int64_t intake_revision = 0;  // intake events up to this position are applied (intake.h)
   absl::Duration took;
 };
 

@@ -2,16 +2,21 @@
 // leader through etcd (DESIGN §9, issue #10).
 //
 // Every replica's webhook registers, updates, removes and finishes
-// workloads by putting an intake event under
-//   P intake/<replica id>/<start time in ns>-<counter, 20 digits>
+// workloads by putting intake events under
+//   P intake/<replica id>/<start time in ns>-<counter, 20 digits>.<events>
 // (one put: durable in etcd's quorum when it returns, so the webhook may
-// acknowledge). The leader applies the events in etcd revision order
-// (IntakeFeeder: a range, then a watch; an event's revision is its key's
-// mod revision) through Broker::Submit, and its
-// journal records how far it got (P intake-applied, etcd_journal.h) in the
-// same transaction as the changes: a new leader applies exactly the events
-// after that revision, none twice, none lost. Applied events are deleted
-// in the background.
+// acknowledge). Concurrent changes on one replica share a put (group
+// commit: while one put is in flight the next ones queue, and go together
+// in the next, up to kIntakeBatchMax events), so etcd sees one request
+// per batch, not per change. The leader applies the events in order
+// (IntakeFeeder: a range, then a watch) through Broker::Submit. An event's
+// place is its position: its key's mod revision times
+// kIntakePositionsPerRevision plus its index in the put. The leader's
+// journal records the position it applied up to (P intake-applied,
+// etcd_journal.h) in the same transaction as the changes, so a new leader
+// applies exactly the events after it, none twice, none lost, even when
+// the old one stopped in the middle of a put's events. Applied events are
+// deleted in the background.
 //
 // Thread-safe.
 #pragma once
@@ -23,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -37,11 +43,22 @@ namespace gangkeeper::replica {
 
 std::string IntakePrefix(const std::string& prefix);
 
-// The value of an intake key (the revision is etcd's, not encoded).
-// kPolicies events are not written to the intake (the API's changes have
-// their own key).
+inline constexpr int kIntakeBatchMax = 256;  // events in one put
+inline constexpr int64_t kIntakePositionsPerRevision = 1024;
+inline int64_t IntakePosition(int64_t mod_revision, int index) {
+  return mod_revision * kIntakePositionsPerRevision + index;
+}
+
+// One intake event (the position is etcd's, not encoded). kPolicies events
+// are not written to the intake (the API's changes have their own key).
 std::string EncodeIntake(const broker::IntakeEvent& e);
 [[nodiscard]] absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data);
+// The value of an intake key: events encoded by EncodeIntake, in order
+// (1 to kIntakeBatchMax of them).
+std::string EncodeIntakeBatch(const std::vector<std::string>& events);
+// An intake key's value: a batch, or (as written before batches) a single
+// event.
+[[nodiscard]] absl::StatusOr<std::vector<broker::IntakeEvent>> DecodeIntakeValue(absl::string_view data);
 
 // The webhook's registry on every replica: changes go to the intake, reads
 // come from the local broker (leader or follower).
@@ -59,9 +76,11 @@ class IntakeRegistry final : public broker::WorkloadRegistry {
   int64_t PendingIn(const std::string& cluster_queue) const override;
   std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const override;
 
-  uint64_t written() const { return counter_.load(); }
+  uint64_t written() const { return counter_.load(); }  // puts
+  uint64_t events() const { return events_.load(); }    // events in them
 
  private:
+  struct Waiter;
   absl::Status Put(const broker::IntakeEvent& e);
 
   etcd::Client* const client_;
@@ -70,6 +89,10 @@ class IntakeRegistry final : public broker::WorkloadRegistry {
   const std::string session_;
   const broker::Broker* const view_;
   std::atomic<uint64_t> counter_{0};
+  std::atomic<uint64_t> events_{0};
+  absl::Mutex mu_;
+  std::vector<Waiter*> queue_ ABSL_GUARDED_BY(mu_);  // not yet in a put
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;        // a put is in flight
 };
 
 struct FeederStats {
@@ -77,11 +100,11 @@ struct FeederStats {
   uint64_t undecodable = 0;  // skipped, logged
   uint64_t watch_restarts = 0;
   uint64_t deleted = 0;
-  int64_t last_revision = 0;
+  int64_t last_position = 0;  // the highest submitted
 };
 
-// On the leader: submits every intake event after `applied` to `broker`,
-// in revision order, until stopped; keeps at it across etcd outages
+// On the leader: submits every intake event after position `applied` to
+// `broker`, in order, until stopped; keeps at it across etcd outages
 // (bounded backoff) and deletes the events the journal says are applied.
 class IntakeFeeder {
  public:
@@ -105,7 +128,7 @@ class IntakeFeeder {
   const std::string prefix_;
   broker::Broker* const broker_;
   mutable absl::Mutex mu_;
-  int64_t last_ ABSL_GUARDED_BY(mu_);  // the highest revision submitted
+  int64_t last_ ABSL_GUARDED_BY(mu_);  // the highest position submitted
   FeederStats stats_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread thread_;
