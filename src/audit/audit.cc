@@ -52,6 +52,7 @@ const char* ActionOf(const broker::StateChange& c) {
     case T::kRequeued: return "workload.requeued";
     case T::kFinished: return "workload.finished";
     case T::kPoliciesChanged: return "quota.changed";
+    case T::kReviewed: return "review";
   }
   return "workload.changed";
 }
@@ -70,6 +71,7 @@ std::string DefaultReason(broker::StateChange::Type t) {
     case T::kRequeued: return "Requeued";
     case T::kFinished: return "Finished";
     case T::kPoliciesChanged: return "PoliciesChanged";
+    case T::kReviewed: return "Reviewed";
   }
   return "Changed";
 }
@@ -130,6 +132,17 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
   std::vector<Event> out;
   out.reserve(changes.size());
   for (const broker::StateChange& c : changes) {
+    if (c.type == broker::StateChange::Type::kReviewed) {
+      // A replica's webhook wrote the event; it is kept as it was.
+      absl::StatusOr<Event> reviewed = DecodeEvent(c.message, 0);
+      if (!reviewed.ok()) {
+        base::GetLogger("audit")->error("audit: journal record {}: a review's event does not decode ({}); skipped",
+                                        journal_record, reviewed.status().message());
+        continue;
+      }
+      out.push_back(*std::move(reviewed));
+      continue;
+    }
     Event e;
     e.time = c.time;
     e.actor = c.actor.empty() ? "gangkeeper" : c.actor;

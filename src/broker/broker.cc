@@ -48,7 +48,7 @@ struct Waiter {
 
 struct Event {
   enum class Type {
-    kAdd, kUpdate, kRemove, kFinish, kAdopt, kRerelease, kPolicies, kReleaseOk, kReleaseFailed, kStopped, kFlush,
+    kAdd, kUpdate, kRemove, kFinish, kAdopt, kRerelease, kPolicies, kReview, kReleaseOk, kReleaseFailed, kStopped, kFlush,
     kFollow, kLead  // role switches: taken alone, never in a batch with others
   };
   Type type = Type::kFlush;
@@ -190,6 +190,8 @@ struct Broker::Impl {
   // Who changed the policies and how, for the batch's kPoliciesChanged
   // changes, in order (writer thread).
   std::deque<std::pair<std::string, std::string>> policy_notes;
+  // Admission reviews to record with the batch (kReview).
+  std::vector<StateChange> reviews;
   // After a restore: releases and suspensions to send again (writer thread).
   std::vector<StateChange> startup;
 
@@ -311,6 +313,17 @@ struct Broker::Impl {
         }
         return set;
       }
+      case Event::Type::kReview: {
+        StateChange c;
+        c.type = StateChange::Type::kReviewed;
+        c.time = now;
+        c.key = e.key;
+        c.uid = e.uid;
+        c.actor = e.actor;
+        c.message = e.message;
+        reviews.push_back(std::move(c));
+        return absl::OkStatus();
+      }
       case Event::Type::kReleaseOk: return scheduler->ReleaseSucceeded(e.key, e.uid, now, e.message);
       case Event::Type::kReleaseFailed: return scheduler->ReleaseFailed(e.key, e.uid, e.message, now);
       case Event::Type::kStopped: return scheduler->Stopped(e.key, e.uid, now, e.message);
@@ -420,6 +433,7 @@ struct Broker::Impl {
         policies_changed = true;
         continue;
       }
+      if (c.type == StateChange::Type::kReviewed) continue;  // no workload changed
       if (seen.insert(c.key).second) batch.workloads.emplace_back(c.key, scheduler->Share(c.key));
     }
     if (policies_changed) {
@@ -593,6 +607,8 @@ struct Broker::Impl {
       policy_notes.pop_front();
     }
     policy_notes.clear();
+    changes.insert(changes.end(), std::make_move_iterator(reviews.begin()), std::make_move_iterator(reviews.end()));
+    reviews.clear();
     absl::Status durable = absl::OkStatus();
     if (!unsynced.empty()) {
       unsynced.insert(unsynced.end(), std::make_move_iterator(changes.begin()), std::make_move_iterator(changes.end()));
@@ -861,6 +877,13 @@ void Broker::Submit(IntakeEvent in) {
       e.type = Event::Type::kPolicies;
       e.policies = std::move(in.policies);
       e.overlay = std::move(in.overlay);
+      e.actor = std::move(in.actor);
+      e.message = std::move(in.what);
+      break;
+    case IntakeEvent::Type::kReview:
+      e.type = Event::Type::kReview;
+      e.key = std::move(in.key);
+      e.uid = std::move(in.uid);
       e.actor = std::move(in.actor);
       e.message = std::move(in.what);
       break;

@@ -387,7 +387,7 @@ bool GetInfo(Decoder& d, WorkloadInfo* info) {
 
 bool GetChange(Decoder& d, StateChange* c) {
   bool has_assignment = false;
-  if (!GetEnum(d, StateChange::Type::kPoliciesChanged, &c->type) || !GetTime(d, &c->time) || !GetKey(d, &c->key) ||
+  if (!GetEnum(d, StateChange::Type::kReviewed, &c->type) || !GetTime(d, &c->time) || !GetKey(d, &c->key) ||
       !d.GetString(&c->uid) || !d.GetString(&c->cluster_queue) || !d.GetBool(&has_assignment)) {
     return false;
   }

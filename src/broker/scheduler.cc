@@ -78,6 +78,7 @@ const char* StateChangeTypeName(StateChange::Type type) {
     case StateChange::Type::kRequeued: return "requeued";
     case StateChange::Type::kFinished: return "finished";
     case StateChange::Type::kPoliciesChanged: return "policies_changed";
+    case StateChange::Type::kReviewed: return "reviewed";
   }
   return "registered";
 }

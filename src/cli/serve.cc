@@ -185,25 +185,30 @@ audit::Event DenialEvent(const admission::Denial& d, absl::Time now) {
   return e;
 }
 
+// Where a webhook's denials are audited: the local audit log, or (several
+// replicas on etcd) the intake, from which the leader's journal brings them
+// to every replica's log.
+using DenialRecorder = std::function<absl::Status(const audit::Event&)>;
+
 // A webhook listener route: the body goes to `handle`, the outcome is
-// counted, and a denial is written to the audit log (when there is one)
-// before the answer goes out.
+// counted, and a denial is recorded (when `record` is set) before the
+// answer goes out.
 server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
                            std::function<admission::WebhookResult(absl::string_view)> handle,
-                           audit::AuditLog* audit_log = nullptr) {
+                           DenialRecorder record = nullptr) {
   server::Route route;
   route.listener = server::Listener::kWebhook;
   route.method = "POST";
   route.path = path;
   const std::string name = path.substr(1);
-  route.handler = [handle = std::move(handle), m, name, audit_log](const server::HttpRequest& req) {
+  route.handler = [handle = std::move(handle), m, name, record = std::move(record)](const server::HttpRequest& req) {
     const absl::Time start = base::RealClock().Now();
     admission::WebhookResult result = handle(req.body);
-    if (result.denial.has_value() && audit_log != nullptr) {
-      absl::StatusOr<uint64_t> written = audit_log->Append({DenialEvent(*result.denial, base::RealClock().Now())});
+    if (result.denial.has_value() && record) {
+      absl::Status written = record(DenialEvent(*result.denial, base::RealClock().Now()));
       if (!written.ok()) {
         base::GetLogger("audit")->error("audit: a denial of {}/{} was not recorded: {}", result.denial->namespace_name,
-                                        result.denial->name, written.status().message());
+                                        result.denial->name, written.message());
       }
     }
     m.reviews->WithLabels({name, result.kind, result.operation, result.outcome}).Increment();
@@ -626,9 +631,17 @@ int RunServe(const std::vector<std::string>& args) {
   f.server.routes.push_back(WebhookRoute("/mutate", *webhook_metrics, [&webhook](absl::string_view body) {
     return webhook.Mutate(body);
   }));
+  DenialRecorder record_denial = [log_ptr = audit_log->get()](const audit::Event& e) {
+    return log_ptr->Append({e}).status();
+  };
+  if (intake != nullptr) {
+    record_denial = [registry_ptr = intake.get()](const audit::Event& e) {
+      return registry_ptr->RecordReview({e.namespace_name, e.name}, e.uid, e.actor, audit::EncodeEvent(e, false));
+    };
+  }
   f.server.routes.push_back(WebhookRoute(
       "/validate", *webhook_metrics, [&webhook](absl::string_view body) { return webhook.Validate(body); },
-      audit_log->get()));
+      record_denial));
   absl::StatusOr<std::unique_ptr<server::Server>> srv = server::Server::Create(f.server, registry);
   if (!srv.ok()) {
     log->error("{}", srv.status().message());

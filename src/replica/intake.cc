@@ -58,6 +58,10 @@ std::string EncodeIntake(const broker::IntakeEvent& e) {
     info.workload = std::make_shared<const workload::Workload>(e.workload);
     enc.PutString(broker::EncodeWorkloadInfo(info));
   }
+  if (e.type == broker::IntakeEvent::Type::kReview) {
+    enc.PutString(e.actor);
+    enc.PutString(e.what);
+  }
   return out;
 }
 
@@ -71,11 +75,17 @@ absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data) {
     return absl::DataLossError(absl::StrCat("intake event: version ", version, " (this gangkeeper reads ",
                                             kIntakeVersion, "; upgrade every replica)"));
   }
-  if (!d.GetBounded(static_cast<uint64_t>(broker::IntakeEvent::Type::kFinish), &type) ||
+  if (!d.GetBounded(static_cast<uint64_t>(broker::IntakeEvent::Type::kReview), &type) ||
       !d.GetString(&e.key.namespace_name) || !d.GetString(&e.key.name) || !d.GetString(&e.uid)) {
     return d.status();
   }
   e.type = static_cast<broker::IntakeEvent::Type>(type);
+  if (e.type == broker::IntakeEvent::Type::kPolicies) {
+    return absl::DataLossError("intake event: a policy change (those have their own key)");
+  }
+  if (e.type == broker::IntakeEvent::Type::kReview && (!d.GetString(&e.actor) || !d.GetString(&e.what))) {
+    return d.status();
+  }
   if (e.type == broker::IntakeEvent::Type::kRegister || e.type == broker::IntakeEvent::Type::kUpdate) {
     std::string image;
     if (!d.GetString(&image)) return d.status();
@@ -193,6 +203,11 @@ absl::Status IntakeRegistry::Put(const broker::IntakeEvent& e) {
     }
     writing_ = false;
   }
+}
+
+absl::Status IntakeRegistry::RecordReview(const broker::WorkloadKey& key, const std::string& uid,
+                                          const std::string& actor, const std::string& event) {
+  return Put({.type = broker::IntakeEvent::Type::kReview, .key = key, .uid = uid, .actor = actor, .what = event});
 }
 
 absl::Status IntakeRegistry::Register(const workload::Workload& w, const std::string& /*cluster_queue*/) {

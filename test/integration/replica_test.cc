@@ -321,6 +321,26 @@ TEST_F(ReplicatedServeTest, CreatesOnEveryReplicaAreAdmittedByTheOneLeader) {
   for (int i = 0; i < 3; ++i) CheckAuditLog(i);
 }
 
+TEST_F(ReplicatedServeTest, ADenialByAnyReplicaIsInEveryReplicasAuditLog) {
+  const int leader = Leader(absl::Seconds(15));
+  ASSERT_GE(leader, 0);
+  const int follower = (leader + 2) % 3;
+  // 16 GPUs: more than team-a can ever hold (8 + 4 borrowed).
+  EXPECT_FALSE(Create(follower, "team-a", "too-big", 4, 4));
+  for (int i = 0; i < 3; ++i) {
+    std::vector<json> denials;
+    for (int round = 0; round < 100 && denials.empty(); ++round) {
+      for (const json& e : AuditEvents(i)) {
+        if (e.value("action", "") == "review.denied") denials.push_back(e);
+      }
+      if (denials.empty()) absl::SleepFor(absl::Milliseconds(100));
+    }
+    ASSERT_EQ(denials.size(), 1u) << "replica " << i;
+    EXPECT_EQ(denials[0]["object"]["name"], "too-big") << denials[0].dump();
+    EXPECT_EQ(denials[0]["object"]["kind"], "Job") << denials[0].dump();
+  }
+}
+
 TEST_F(ReplicatedServeTest, KillingTheLeaderAgainAndAgainLosesNothing) {
   std::mt19937_64 rng(20261203);
   std::mutex mu;

@@ -51,6 +51,20 @@ TEST(IntakeCodecTest, EveryKindOfEventRoundTrips) {
   EXPECT_EQ(back->uid, "u1");
 }
 
+TEST(IntakeCodecTest, AReviewsAuditEventRoundTripsAndPolicyChangesAreNotIntake) {
+  broker::IntakeEvent review{.type = broker::IntakeEvent::Type::kReview, .key = {"a", "big"}, .uid = "u9",
+                             .actor = "alice", .what = R"({"action":"review.denied"})"};
+  absl::StatusOr<broker::IntakeEvent> back = DecodeIntake(EncodeIntake(review));
+  ASSERT_THAT(back.status(), IsOk());
+  EXPECT_EQ(back->type, broker::IntakeEvent::Type::kReview);
+  EXPECT_EQ(back->key.name, "big");
+  EXPECT_EQ(back->uid, "u9");
+  EXPECT_EQ(back->actor, "alice");
+  EXPECT_EQ(back->what, review.what);
+  EXPECT_THAT(DecodeIntake(EncodeIntake({.type = broker::IntakeEvent::Type::kPolicies})).status(),
+              StatusIs(absl::StatusCode::kDataLoss, "their own key"));
+}
+
 TEST(IntakeCodecTest, DamagedEventsAreErrorsNotCrashes) {
   const std::string good = EncodeIntake({.type = broker::IntakeEvent::Type::kRegister, .workload = GpuGang("t", 1, 1)});
   for (size_t n = 0; n < good.size(); ++n) {

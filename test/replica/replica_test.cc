@@ -20,6 +20,7 @@
 #include "gangkeeper/model/encode.h"
 #include "gangkeeper/model/overlay.h"
 #include "gmock/gmock.h"
+#include "nlohmann/json.hpp"
 #include "gtest/gtest.h"
 #include "test/testing/etcd_process.h"
 #include "test/testing/gangs.h"
@@ -339,6 +340,43 @@ TEST_F(ReplicaTest, ANewLeaderAppliesAQuotaChangeTheOldOneNeverApplied) {
   EXPECT_TRUE(AllShow({{"big", "reserved"}}));
   EXPECT_EQ(Nominal(next), 12);
   EXPECT_THAT(nodes_[next]->actuator.releases(), ::testing::ElementsAre("big"));
+}
+
+TEST_F(ReplicaTest, ADenialAnsweredByAnyReplicaIsInEveryReplicasAuditLog) {
+  const int leader = Leader();
+  ASSERT_GE(leader, 0);
+  const int follower = (leader + 1) % 3;
+  audit::Event denial;
+  denial.time = absl::FromUnixSeconds(1'800'000'000);
+  denial.actor = "alice";
+  denial.action = "review.denied";
+  denial.kind = "Job";
+  denial.namespace_name = "a";
+  denial.name = "too-big";
+  denial.uid = "uid-too-big";
+  denial.reason = "ExceedsQuota";
+  denial.details = R"({"operation":"CREATE","code":403})";
+  ASSERT_THAT(nodes_[follower]->registry->RecordReview({"a", "too-big"}, denial.uid, denial.actor,
+                                                      audit::EncodeEvent(denial, false)),
+              IsOk());
+  for (const auto& n : nodes_) {
+    std::vector<audit::Event> found;
+    for (int i = 0; i < 200 && found.empty(); ++i) {
+      absl::StatusOr<audit::Page> page = n->audit->Find({.action = "review.denied"});
+      ASSERT_THAT(page.status(), IsOk());
+      found = page->events;
+      if (found.empty()) absl::SleepFor(absl::Milliseconds(50));
+    }
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].name, "too-big");
+    EXPECT_EQ(found[0].actor, "alice");
+    EXPECT_EQ(found[0].kind, "Job");
+    EXPECT_EQ(found[0].reason, "ExceedsQuota");
+    EXPECT_EQ(found[0].time, denial.time);
+    EXPECT_EQ(nlohmann::json::parse(found[0].details), nlohmann::json::parse(denial.details));
+  }
+  // Nothing else changed: no workload is tracked.
+  for (const auto& n : nodes_) EXPECT_TRUE(Phases(*n->broker).empty());
 }
 
 TEST(OverlayCodecTest, RoundTripsAndRefusesWhatDoesNotDecode) {

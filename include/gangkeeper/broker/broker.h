@@ -185,12 +185,15 @@ struct BrokerOptions {
 // records how far the intake is consumed in the same transaction as the
 // changes, and a new leader applies exactly the events after it.
 struct IntakeEvent {
-  enum class Type { kRegister, kUpdate, kRemove, kFinish, kPolicies };
+  enum class Type { kRegister, kUpdate, kRemove, kFinish, kPolicies, kReview };
   Type type = Type::kRegister;
   workload::Workload workload;  // kRegister, kUpdate
   WorkloadKey key;              // kRemove, kFinish
   std::string uid;              // kRemove, kFinish: only that object ("" = any)
   // kPolicies: the new set, what the API changed over the files, who, what.
+  // kReview: `what` is an admission review's audit event (encoded by the
+  // audit module), `actor` who sent the review; recorded as a
+  // StateChange::kReviewed in the journal, nothing else changes.
   std::shared_ptr<const model::PolicySet> policies;
   std::shared_ptr<const model::PolicyOverlay> overlay;
   std::string actor, what;

@@ -147,6 +147,11 @@ struct StateChange {
     kRequeued,        // an evicted gang stopped: quota freed, pending again
     kFinished,        // completed; quota freed
     kPoliciesChanged, // the policy set was replaced
+    // Not a change of state: an admission review some replica's webhook
+    // decided (a denial), recorded so that every replica's audit log has
+    // it (several replicas on etcd). `message` holds the audit event as
+    // the audit module encodes it; `actor` who sent the review.
+    kReviewed,
   };
   Type type = Type::kRegistered;
   absl::Time time;

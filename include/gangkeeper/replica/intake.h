@@ -76,6 +76,12 @@ class IntakeRegistry final : public broker::WorkloadRegistry {
   int64_t PendingIn(const std::string& cluster_queue) const override;
   std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const override;
 
+  // An admission review's audit event (a denial, encoded by the audit
+  // module) for every replica's audit log: the leader records it in the
+  // journal. Durable when it returns OK.
+  absl::Status RecordReview(const broker::WorkloadKey& key, const std::string& uid, const std::string& actor,
+                            const std::string& event);
+
   uint64_t written() const { return counter_.load(); }  // puts
   uint64_t events() const { return events_.load(); }    // events in them
 
