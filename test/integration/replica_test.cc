@@ -295,6 +295,63 @@ class ReplicatedServeTest : public ::testing::Test {
     EXPECT_GT(admitted, 0);
   }
 
+  static int Admitted(const std::map<std::string, std::string>& states) {
+    int n = 0;
+    for (const auto& [name, state] : states) n += state == "admitted";
+    return n;
+  }
+
+  // Three clients creating one-pod jobs of `gpus` GPUs (namespaces from
+  // `namespaces`, in turn) through every replica, every 20 ms each, until
+  // Stop(). A create a replica refuses is tried once more on the next one,
+  // as the API server would through the Service, and then counted refused.
+  class Load {
+   public:
+    Load(ReplicatedServeTest* test, std::vector<std::string> namespaces, int gpus) {
+      for (int t = 0; t < 3; ++t) {
+        clients_.emplace_back([this, test, namespaces, gpus, t] {
+          for (int k = 0; k < 100000 && !stop_.load(); ++k) {
+            const int n = next_.fetch_add(1);
+            const std::string& ns = namespaces[n % namespaces.size()];
+            const std::string name = absl::StrCat("job-", n);
+            if (test->Create((t + k) % 3, ns, name, 1, gpus) || test->Create((t + k + 1) % 3, ns, name, 1, gpus)) {
+              std::lock_guard<std::mutex> lock(mu_);
+              acknowledged_.insert(ns + "/" + name);
+            } else {
+              ++refused_;
+            }
+            absl::SleepFor(absl::Milliseconds(20));
+          }
+        });
+      }
+    }
+    ~Load() { Stop(); }
+    void Stop() {
+      stop_ = true;
+      for (std::thread& c : clients_) {
+        if (c.joinable()) c.join();
+      }
+    }
+    std::set<std::string> acknowledged() {
+      std::lock_guard<std::mutex> lock(mu_);
+      return acknowledged_;
+    }
+    // Waits (at most 10 s) until `n` more creates than now are acknowledged.
+    void WaitForMore(size_t n) {
+      const size_t from = acknowledged().size();
+      for (int i = 0; i < 500 && acknowledged().size() < from + n; ++i) absl::SleepFor(absl::Milliseconds(20));
+    }
+    int refused() const { return refused_.load(); }
+
+   private:
+    std::mutex mu_;
+    std::set<std::string> acknowledged_;
+    std::atomic<bool> stop_{false};
+    std::atomic<int> next_{0};
+    std::atomic<int> refused_{0};
+    std::vector<std::thread> clients_;
+  };
+
   testing::TempDir dir_;
   testing::TlsClientOptions options_;
   std::unique_ptr<testing::EtcdProcess> etcd_;
@@ -314,9 +371,7 @@ TEST_F(ReplicatedServeTest, CreatesOnEveryReplicaAreAdmittedByTheOneLeader) {
     names.insert(ns + "/" + name);
   }
   const std::map<std::string, std::string> states = Converged(names);
-  int admitted = 0;
-  for (const auto& [name, state] : states) admitted += state == "admitted";
-  EXPECT_EQ(admitted, 16) << "the cohort's 16 GPUs, no more, no less";
+  EXPECT_EQ(Admitted(states), 16) << "the cohort's 16 GPUs, no more, no less";
   EXPECT_EQ(states.size(), 24u);
   for (int i = 0; i < 3; ++i) CheckAuditLog(i);
 }
@@ -343,29 +398,8 @@ TEST_F(ReplicatedServeTest, ADenialByAnyReplicaIsInEveryReplicasAuditLog) {
 
 TEST_F(ReplicatedServeTest, KillingTheLeaderAgainAndAgainLosesNothing) {
   std::mt19937_64 rng(20261203);
-  std::mutex mu;
-  std::set<std::string> acknowledged;
-  std::atomic<bool> stop{false};
-  std::atomic<int> next{0};
   // Clients create two-GPU jobs on every live replica, all along.
-  std::vector<std::thread> clients;
-  for (int t = 0; t < 3; ++t) {
-    clients.emplace_back([&, t] {
-      for (int k = 0; k < 100000 && !stop.load(); ++k) {
-        const int n = next.fetch_add(1);
-        const std::string ns = n % 2 == 0 ? "team-a" : "team-b";
-        const std::string name = absl::StrCat("job-", n);
-        // A replica that is down refuses: the API server would retry
-        // elsewhere (through the Service); so does this client.
-        bool ok = Create((t + k) % 3, ns, name, 1, 2) || Create((t + k + 1) % 3, ns, name, 1, 2);
-        if (ok) {
-          std::lock_guard<std::mutex> lock(mu);
-          acknowledged.insert(ns + "/" + name);
-        }
-        absl::SleepFor(absl::Milliseconds(20));
-      }
-    });
-  }
+  Load load(this, {"team-a", "team-b"}, 2);
   absl::Duration worst_takeover;
   for (int kill = 0; kill < kKills; ++kill) {
     const int leader = Leader(absl::Seconds(15));
@@ -380,19 +414,12 @@ TEST_F(ReplicatedServeTest, KillingTheLeaderAgainAndAgainLosesNothing) {
     worst_takeover = std::max(worst_takeover, since_kill.Elapsed());
     Start(leader);
   }
-  stop = true;
-  for (std::thread& c : clients) c.join();
-  std::set<std::string> want;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    want = acknowledged;
-  }
+  load.Stop();
+  const std::set<std::string> want = load.acknowledged();
   ASSERT_GT(want.size(), 10u);
   const std::map<std::string, std::string> states = Converged(want);
   for (const std::string& name : want) EXPECT_EQ(states.count(name), 1u) << name << " was acknowledged, then lost";
-  int admitted = 0;
-  for (const auto& [name, state] : states) admitted += state == "admitted";
-  EXPECT_EQ(admitted, 8) << "eight two-GPU jobs fill the cohort's 16 GPUs";
+  EXPECT_EQ(Admitted(states), 8) << "eight two-GPU jobs fill the cohort's 16 GPUs";
   for (int i = 0; i < 3; ++i) CheckAuditLog(i);
   std::printf("[ takeover ] worst time from SIGKILL to a new leader: %s over %d kills\n",
               absl::FormatDuration(worst_takeover).c_str(), kKills);
@@ -425,58 +452,27 @@ TEST_F(ReplicatedServeTest, APartitionedLeaderStopsActuatingAndAnotherLeads) {
 
 TEST_F(ReplicatedServeTest, EtcdRestartedUnderLoadLosesNothingAcknowledged) {
   ASSERT_GE(Leader(absl::Seconds(15)), 0);
-  std::mutex mu;
-  std::set<std::string> acknowledged;
-  std::atomic<int> refused{0};
-  std::atomic<bool> stop{false};
-  std::atomic<int> next{0};
   // Three clients create one-GPU jobs on every replica all along: before,
   // while etcd is down, and after it came back.
-  std::vector<std::thread> clients;
-  for (int t = 0; t < 3; ++t) {
-    clients.emplace_back([&, t] {
-      for (int k = 0; k < 100000 && !stop.load(); ++k) {
-        const std::string name = absl::StrCat("job-", next.fetch_add(1));
-        if (Create((t + k) % 3, "team-a", name, 1, 1)) {
-          std::lock_guard<std::mutex> lock(mu);
-          acknowledged.insert("team-a/" + name);
-        } else {
-          ++refused;
-        }
-        absl::SleepFor(absl::Milliseconds(20));
-      }
-    });
-  }
-  auto count = [&] {
-    std::lock_guard<std::mutex> lock(mu);
-    return acknowledged.size();
-  };
-  for (int i = 0; i < 500 && count() < 20; ++i) absl::SleepFor(absl::Milliseconds(20));
+  Load load(this, {"team-a"}, 1);
+  load.WaitForMore(20);
   etcd_->Kill();
-  const size_t before = count();
+  const size_t before = load.acknowledged().size();
   // Without etcd nothing is acknowledged: the webhook refuses (its failure
   // policy decides what the API server does).
   absl::SleepFor(absl::Seconds(1));
   EXPECT_FALSE(Create(0, "team-a", "during", 1, 1));
   ASSERT_THAT(etcd_->Restart(), IsOk());
   ASSERT_GE(Leader(absl::Seconds(20)), 0) << "nobody leads after etcd came back";
-  const size_t after_restart = count();
-  for (int i = 0; i < 500 && count() < after_restart + 20; ++i) absl::SleepFor(absl::Milliseconds(20));
-  stop = true;
-  for (std::thread& c : clients) c.join();
-  EXPECT_GT(refused.load(), 0) << "creates while etcd was down were acknowledged";
-  std::set<std::string> want;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    want = acknowledged;
-  }
+  load.WaitForMore(20);
+  load.Stop();
+  EXPECT_GT(load.refused(), 0) << "creates while etcd was down were acknowledged";
+  const std::set<std::string> want = load.acknowledged();
   EXPECT_GE(want.size(), before + 20) << "the load did not go on after etcd came back";
   const std::map<std::string, std::string> states = Converged(want);
   for (const std::string& name : want) EXPECT_EQ(states.count(name), 1u) << name << " was acknowledged, then lost";
   EXPECT_EQ(states.count("team-a/during"), 0u);
-  int admitted = 0;
-  for (const auto& [name, state] : states) admitted += state == "admitted";
-  EXPECT_EQ(admitted, 12) << "team-a's 8 GPUs and the 4 it may borrow";
+  EXPECT_EQ(Admitted(states), 12) << "team-a's 8 GPUs and the 4 it may borrow";
   for (int i = 0; i < 3; ++i) CheckAuditLog(i);
 }
 
