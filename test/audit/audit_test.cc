@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test/testing/fault_fs.h"
+#include "test/testing/gangs.h"
 #include "test/testing/status_matchers.h"
 
 namespace gangkeeper::audit {
@@ -27,49 +28,12 @@ using ::gangkeeper::testing::IsOk;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kPolicies[] = R"(
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-a}
-spec:
-  namespaceSelector: {}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: a}
-spec: {clusterQueue: team-a}
-)";
+std::shared_ptr<const model::PolicySet> Policies() { return testing::PoliciesFrom(testing::kOneTeamPolicies); }
 
-std::shared_ptr<const model::PolicySet> Policies() {
-  auto p = std::make_shared<model::PolicySet>();
-  model::Diagnostics d;
-  model::DecodeManifests(kPolicies, "test.yaml", p.get(), &d);
-  return p;
-}
-
+// One pod of `gpus` GPUs, sent by alice.
 workload::Workload Gang(const std::string& name, int64_t gpus, int32_t priority = 0) {
-  workload::Workload w;
-  w.namespace_name = "a";
-  w.name = name;
-  w.uid = "uid-" + name;
-  w.queue_name = "q";
-  w.priority = priority;
+  workload::Workload w = testing::GpuGang(name, 1, gpus, priority);
   w.submitted_by = "alice";
-  workload::PodSet ps;
-  ps.name = "worker";
-  ps.count = 1;
-  ps.requests["nvidia.com/gpu"] = Quantity::FromUnits(gpus);
-  w.pod_sets.push_back(ps);
   return w;
 }
 
