@@ -412,6 +412,7 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   Dequeue(s, e);
   s.queues[assignment.cluster_queue].admitted.insert(e);
   e->awaiting.clear();
+  e->awaiting_hold.clear();
   e->info().phase = Phase::kReserved;
   e->info().admission = assignment;
   e->info().cluster_queue = assignment.cluster_queue;
@@ -444,6 +445,27 @@ size_t ShapeOf(const Entry& e) {
   return h;
 }
 
+// True while every victim `e` waits for is still being evicted.
+bool AwaitingVictims(const State& s, const Entry& e) {
+  if (e.awaiting.empty()) return false;
+  for (const WorkloadKey& k : e.awaiting) {
+    auto v = s.entries.find(k);
+    if (v == s.entries.end() || v->second->cinfo().phase != Phase::kEvicting) return false;
+  }
+  return true;
+}
+
+// The part of `wanted` that `cq` could admit now (what holding it takes
+// from the others).
+ResourceAmounts HoldableNow(const State& s, const std::string& cq, const ResourceAmounts& wanted) {
+  ResourceAmounts out;
+  for (const auto& [fr, amount] : wanted) {
+    const Quantity room = std::min(amount, s.tree.Available(cq, fr));
+    if (!room.IsZero() && !room.IsNegative()) out[fr] = room;
+  }
+  return out;
+}
+
 // One scheduling cycle. Returns true when it admitted or preempted.
 bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwatch& watch) {
   // The queues with something to try, looked up once per cycle.
@@ -456,7 +478,19 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
     absl::flat_hash_map<size_t, PendingReason> failed_shapes;
   };
   std::vector<Slot> slots;
+  // Capacity held for preemptors (waiting for victims, or without victims),
+  // given back at the end.
+  std::vector<std::pair<std::string, ResourceAmounts>> held;
   for (auto& [name, q] : s.queues) {
+    if (q.blocked && !q.active.empty()) {
+      // A preemptor whose victims are still stopping keeps the free quota
+      // it counts on for this cycle too.
+      const Entry* head = *q.active.begin();
+      if (!head->awaiting_hold.empty() && AwaitingVictims(s, *head)) {
+        ResourceAmounts hold = HoldableNow(s, name, head->awaiting_hold);
+        if (!hold.empty() && s.tree.AddUsage(name, hold).ok()) held.emplace_back(name, std::move(hold));
+      }
+    }
     if (q.active.empty() || q.blocked) continue;
     const model::ClusterQueue* cq = LiveClusterQueue(s, name);
     if (cq == nullptr || ClusterQueueBlocked(s, name).has_value()) {
@@ -468,8 +502,6 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
     slots.push_back(Slot{&name, &q, cq});
   }
   std::set<const Entry*> victims;
-  // Capacity held for preemptors without victims, given back at the end.
-  std::vector<std::pair<std::string, ResourceAmounts>> held;
   bool progress = false;
   while (true) {
     std::vector<Nomination> noms;
@@ -497,17 +529,16 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         if (q.active.empty()) continue;
       }
       if (Entry* head = *q.active.begin(); !head->awaiting.empty()) {
-        // A preemptor whose victims are all still stopping: nothing to redo.
-        bool waiting = true;
-        for (const WorkloadKey& k : head->awaiting) {
-          auto v = s.entries.find(k);
-          waiting = waiting && v != s.entries.end() && v->second->cinfo().phase == Phase::kEvicting;
-        }
-        if (waiting) {
+        // A preemptor whose victims are all still stopping: nothing to redo,
+        // but the free quota it counts on stays held for it.
+        if (AwaitingVictims(s, *head)) {
           q.blocked = true;
+          ResourceAmounts hold = HoldableNow(s, *slot.name, head->awaiting_hold);
+          if (!hold.empty() && s.tree.AddUsage(*slot.name, hold).ok()) held.emplace_back(*slot.name, std::move(hold));
           continue;
         }
         head->awaiting.clear();
+        head->awaiting_hold.clear();
       }
       Nomination n;
       n.slot = slot_index;
@@ -586,6 +617,24 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         slots[n.slot].q->blocked = true;
         e->awaiting.clear();
         for (const Target& t : n.targets) e->awaiting.push_back(t.entry->cinfo().key);
+        // What it needs beyond what the victims give back is free now:
+        // hold it (this cycle and the next ones while it waits) so that
+        // lower-ranked workloads cannot take it meanwhile.
+        e->awaiting_hold.clear();
+        for (const auto& [fr, amount] : n.result.assignment.usage) {
+          Quantity freed;
+          for (const Target& t : n.targets) {
+            if (!t.entry->cinfo().admission.has_value()) continue;
+            auto u = t.entry->cinfo().admission->usage.find(fr);
+            if (u != t.entry->cinfo().admission->usage.end()) freed = freed.SaturatingAdd(u->second);
+          }
+          const Quantity beyond = Sub0(amount, freed);
+          if (!beyond.IsZero()) e->awaiting_hold[fr] = beyond;
+        }
+        if (ResourceAmounts hold = HoldableNow(s, cq, e->awaiting_hold);
+            !hold.empty() && s.tree.AddUsage(cq, hold).ok()) {
+          held.emplace_back(cq, std::move(hold));
+        }
         PendingReason r;
         r.code = PendingReason::Code::kWaitingForPreemption;
         r.message = absl::StrCat("waiting for ", names.size(), " preempted workload(s) to stop: ",

@@ -64,6 +64,11 @@ struct Entry {
   // A preemptor: the victims it waits for. While every one of them is still
   // being evicted, trying it again would only find them again.
   std::vector<WorkloadKey> awaiting;
+  // ...and the free quota it counts on besides what its victims give back,
+  // held in every cycle while it waits (Kueue adds a preemptor's usage to
+  // the cycle's snapshot), so that lower-ranked workloads of other queues
+  // cannot take it and force another round of preemption.
+  ResourceAmounts awaiting_hold;
   // After a failed release: out of every queue until `backoff_it->first`.
   bool in_backoff = false;
   std::multimap<absl::Time, Entry*>::iterator backoff_it;

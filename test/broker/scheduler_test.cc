@@ -156,6 +156,36 @@ TEST_F(SchedulerTest, PreemptsLowerPriorityGangAndAdmitsAfterItStops) {
   EXPECT_EQ(PhaseOf("a", "low"), Phase::kPending);
 }
 
+// KUEUE-SEMANTICS §3.3: a preemptor's usage is added to the cycle's
+// snapshot. team-a needs its 4 GPUs back: 3 are free, 1 is borrowed by
+// team-b's `borrow` (priority 0, so it is the victim rather than team-b's
+// `big`, priority 10). While `borrow` stops, the 3 free GPUs are held for
+// team-a, so team-b's `next` may not borrow one of them (which would force
+// a second preemption once `borrow` is gone: `gangkeeper simulate` found
+// that loop with one head per cycle).
+TEST_F(SchedulerTest, APreemptorHoldsTheFreeQuotaItCountsOnWhileItsVictimsStop) {
+  ASSERT_THAT(s_->Add(Gang("b", "big", 1, 4, 10), T(1)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("b", "borrow", 1, 1), T(1)), IsOk());
+  Schedule(2);
+  ASSERT_EQ(PhaseOf("b", "borrow"), Phase::kReserved);
+  ASSERT_THAT(s_->Add(Gang("a", "mine", 1, 4), T(3)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("b", "next", 1, 1), T(3)), IsOk());
+  (void)s_->TakeChanges();
+  Schedule(4);
+  EXPECT_EQ(PhaseOf("b", "borrow"), Phase::kEvicting);
+  EXPECT_EQ(PhaseOf("a", "mine"), Phase::kPending);
+  EXPECT_EQ(PhaseOf("b", "next"), Phase::kPending);
+  Schedule(5);  // a later cycle while the victim still stops: still held
+  EXPECT_EQ(PhaseOf("b", "next"), Phase::kPending);
+  ASSERT_THAT(s_->Stopped({"b", "borrow"}, "uid-borrow", T(6)), IsOk());
+  Schedule(7);
+  EXPECT_EQ(PhaseOf("a", "mine"), Phase::kReserved);
+  EXPECT_EQ(PhaseOf("b", "next"), Phase::kPending);
+  int evictions = 0;
+  for (const StateChange& c : s_->TakeChanges()) evictions += c.type == StateChange::Type::kEvicted ? 1 : 0;
+  EXPECT_EQ(evictions, 1);
+}
+
 TEST_F(SchedulerTest, ReleaseFailureFreesQuotaAndRequeues) {
   ASSERT_THAT(s_->Add(Gang("a", "x", 1, 4), T(1)), IsOk());
   Schedule(2);
