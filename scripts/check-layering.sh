@@ -2,7 +2,8 @@
 # Checks the dependency rules of STYLE §6.3 on src/ and include/:
 #   RapidJSON only in admission/workload; cpp-httplib only in server/kube/etcd;
 #   clocks read only in src/base/clock.cc; no `throw`; no module includes
-#   another module's private headers (src/<other>/...).
+#   another module's private headers (src/<other>/...); sim depends only on
+#   broker/workload/model/quantity/base and only cli uses it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -26,6 +27,14 @@ for dir in src/*/; do
   hits=$(grep -rnE '#include\s*"src/' "$dir" | grep -vE "#include\s*\"src/$m/" || true)
   [[ -z "$hits" ]] || report "src/$m includes another module's private header" "$hits"
 done
+
+# sim (DESIGN §3) sits on the broker: it may use broker, workload, model,
+# quantity and base (plus its own headers); only cli uses sim.
+hits=$(grep -rnE '#include\s*"gangkeeper/[a-z_]+/' src/sim include/gangkeeper/sim \
+  | grep -vE '#include\s*"gangkeeper/(sim|broker|workload|model|quantity|base)/' || true)
+[[ -z "$hits" ]] || report "sim includes a module it may not depend on (allowed: broker, workload, model, quantity, base)" "$hits"
+hits=$(grep -rnE '#include\s*"gangkeeper/sim/' src include | grep -vE '^(src/(sim|cli)|include/gangkeeper/sim)/' || true)
+[[ -z "$hits" ]] || report "gangkeeper/sim used outside src/cli" "$hits"
 
 if [[ $fail -ne 0 ]]; then
   exit 1

@@ -15,6 +15,7 @@ int RunGet(const std::vector<std::string>& args);
 int RunDescribe(const std::vector<std::string>& args);
 int RunAudit(const std::vector<std::string>& args);
 int RunApply(const std::vector<std::string>& args);
+int RunSimulate(const std::vector<std::string>& args);
 // Dispatches argv[1] to a subcommand.
 int RunMain(int argc, char** argv);
 

@@ -19,6 +19,7 @@ constexpr char kUsage[] =
     "  describe  show one workload: where it queues and why it waits\n"
     "  audit     show audit events (filters, --follow) from the API\n"
     "  apply     apply Kueue manifests through the API (-f FILE|DIR), all or nothing\n"
+    "  simulate  replay a workload trace against the scheduler on a simulated clock (--workload FILE)\n"
     "  version   print the version\n"
     "\n"
     "Run 'gangkeeper <command> --help' for a command's flags.\n";
@@ -39,6 +40,7 @@ int RunMain(int argc, char** argv) {
   if (command == "describe") return RunDescribe(args);
   if (command == "audit") return RunAudit(args);
   if (command == "apply") return RunApply(args);
+  if (command == "simulate") return RunSimulate(args);
   if (command == "version" || command == "--version") {
     std::printf("gangkeeper %s\n", GK_VERSION);
     return 0;
