@@ -505,10 +505,17 @@ struct KubeActuator::Impl {
   absl::StatusOr<json> GetCreated(const std::string& path) {
     absl::StatusOr<json> obj = client->Get(path);
     for (int i = 0; i < options.not_found_retries && !obj.ok() && HttpCode(obj.status()) == 404; ++i) {
-      absl::SleepFor(options.not_found_wait);
+      absl::SleepFor(NotFoundWait(i));
       obj = client->Get(path);
     }
     return obj;
+  }
+
+  // The wait before the (i+1)-th look for an object not stored yet.
+  absl::Duration NotFoundWait(int i) const {
+    absl::Duration d = options.not_found_wait / 10;
+    for (int k = 0; k < i && d < options.not_found_wait; ++k) d *= 2;
+    return std::min(d, options.not_found_wait);
   }
 
   // The pods of the gang, not ended and not being deleted.
@@ -547,7 +554,7 @@ struct KubeActuator::Impl {
         order.workload->pod_group_name.empty() ? 1 : static_cast<size_t>(std::max<int64_t>(1, order.workload->pod_group_total_count));
     absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, kind, /*wait_for_creation=*/true);
     for (int i = 0; i < options.not_found_retries && pods.ok() && pods->size() < expected; ++i) {
-      absl::SleepFor(options.not_found_wait);
+      absl::SleepFor(NotFoundWait(i));
       pods = GangPods(order.workload, order.key, kind, /*wait_for_creation=*/true);
     }
     if (!pods.ok()) return pods.status();

@@ -194,6 +194,9 @@ struct Client::Impl {
     const int64_t rus = absl::ToInt64Microseconds(read_timeout);
     c->set_read_timeout(static_cast<time_t>(rus / 1000000), static_cast<time_t>(rus % 1000000));
     c->set_keep_alive(true);
+    // Without it a request written as two TLS records (headers, then the
+    // body of a PATCH) waits for the server's delayed ACK: ~40 ms a write.
+    c->set_tcp_nodelay(true);
     return c;
   }
 

@@ -56,9 +56,10 @@ struct ActuatorOptions {
   // under us (422), at most this many times per order.
   int max_conflicts = 4;
   // A release that finds no object (the webhook registered it, the API
-  // server has not stored it yet) looks again this many times, this far
-  // apart, before it fails.
-  int not_found_retries = 10;
+  // server has not stored it yet, usually a few milliseconds later) looks
+  // again this many times before it fails: first after a tenth of
+  // `not_found_wait`, the waits doubling up to `not_found_wait`.
+  int not_found_retries = 12;
   absl::Duration not_found_wait = absl::Milliseconds(200);
   // Called on a worker thread after each attempt at an order; may be empty.
   std::function<void(const ActuationOutcome&)> observe;
