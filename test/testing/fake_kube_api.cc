@@ -573,6 +573,10 @@ class FakeKubeApi::Impl {
     }
     server_->new_task_queue = [] { return new httplib::ThreadPool(48); };
     server_->set_keep_alive_timeout(1);  // bounds how long Stop waits for idle connections
+    // As a kube-apiserver (Go's net/http): no Nagle delay on answers, and
+    // connections kept for many requests (cpp-httplib closes after 5).
+    server_->set_tcp_nodelay(true);
+    server_->set_keep_alive_max_count(100000);
     server_->set_read_timeout(5);
     server_->set_write_timeout(5);
     server_->set_payload_max_length(16 << 20);
@@ -796,6 +800,7 @@ class FakeKubeApi::Impl {
     // bodies), so the fake ignores Accept-Encoding. The Request object is
     // non-const inside httplib; only the view handed to handlers is const.
     const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
+    const absl::Time received = absl::Now();
     RecordedCall call;
     call.method = req.method;
     call.path = req.path;
@@ -806,6 +811,14 @@ class FakeKubeApi::Impl {
     call.authorization = req.get_header_value("Authorization");
     HandleRequest(req, res);
     call.status = res.status;
+    if (options_.on_call) {
+      {
+        absl::MutexLock lock(&mu_);
+        calls_.push_back(call);
+      }
+      options_.on_call(call, received);
+      return;
+    }
     absl::MutexLock lock(&mu_);
     calls_.push_back(std::move(call));
   }

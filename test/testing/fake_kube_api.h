@@ -41,6 +41,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,8 @@
 #include "nlohmann/json.hpp"
 
 namespace gangkeeper::testing {
+
+struct RecordedCall;  // below
 
 struct FakeKubeOptions {
   // Serving certificate and key (PEM). `gangkeeper certs --out DIR` writes
@@ -66,6 +69,16 @@ struct FakeKubeOptions {
   absl::Duration bookmark_interval = absl::Seconds(1);
   // Watch length when the request has no timeoutSeconds.
   absl::Duration default_watch_timeout = absl::Seconds(30);
+  // Optional: called once for every HTTP request, after it has been handled
+  // and recorded, with the call (as Calls() will show it) and the time the
+  // fake began handling it (the request had been read whole by then). It
+  // runs on the server's worker thread that served the request, without the
+  // fake's lock held, so it may call the store methods; keep it short, as
+  // that connection waits for it. For a watch it runs once the stream has
+  // been set up (status 200), not when the stream ends. Must be thread-safe:
+  // requests on different connections are handled concurrently. Empty (the
+  // default) = no callback.
+  std::function<void(const RecordedCall&, absl::Time)> on_call;
 };
 
 // One HTTP request as the server saw it, with the status it answered (200

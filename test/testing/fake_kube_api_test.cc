@@ -661,5 +661,52 @@ TEST_F(FakeKubeApiTest, CallsAreRecorded) {
   EXPECT_EQ(calls[1].status, 200);
 }
 
+TEST(FakeKubeApiCallbackTest, OnCallSeesEveryHandledRequestAndMayUseTheStore) {
+  TempDir certs;
+  auto made = RunCommand({GangkeeperBinary(), "certs", "--out", certs.path()}, absl::Seconds(60));
+  ASSERT_THAT(made, IsOk());
+  std::mutex mu;
+  std::vector<std::pair<RecordedCall, absl::Time>> seen;
+  FakeKubeApi* fake = nullptr;
+  FakeKubeOptions o;
+  o.cert_file = certs.File("tls.crt");
+  o.key_file = certs.File("tls.key");
+  o.on_call = [&](const RecordedCall& call, absl::Time received) {
+    // The store may be used from the callback (no lock is held).
+    if (call.method == "PATCH" && call.status == 200) {
+      auto j = fake->Get(call.path);
+      EXPECT_THAT(j, IsOk());
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    seen.emplace_back(call, received);
+  };
+  auto api = FakeKubeApi::Start(o);
+  ASSERT_THAT(api, IsOk());
+  fake = api->get();
+  ASSERT_THAT((*api)->Create(kJobs, Job("a")), IsOk());
+  httplib::SSLClient cli("127.0.0.1", (*api)->port());
+  cli.set_ca_cert_path(certs.File("ca.crt").c_str());
+  cli.enable_server_certificate_verification(true);
+  cli.set_bearer_token_auth("fake-token");
+  const absl::Time before = absl::Now();
+  auto r = cli.Patch((std::string(kJobs) + "/a").c_str(), R"({"spec":{"suspend":false}})", kMerge);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  auto missing = cli.Get((std::string(kJobs) + "/missing").c_str());
+  ASSERT_TRUE(missing);
+  const absl::Time after = absl::Now();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen.size(), 2u);  // the callback ran before each answer was sent
+  EXPECT_EQ(seen[0].first.method, "PATCH");
+  EXPECT_EQ(seen[0].first.path, std::string(kJobs) + "/a");
+  EXPECT_EQ(json::parse(seen[0].first.body), json({{"spec", {{"suspend", false}}}}));
+  EXPECT_EQ(seen[0].first.status, 200);
+  EXPECT_GE(seen[0].second, before);
+  EXPECT_LE(seen[0].second, seen[1].second);
+  EXPECT_LE(seen[1].second, after);
+  EXPECT_EQ(seen[1].first.status, 404);
+  EXPECT_EQ((*api)->Calls().size(), 2u);  // still recorded
+}
+
 }  // namespace
 }  // namespace gangkeeper::testing
