@@ -483,8 +483,9 @@ Response ValidateReview(const Review& review, const model::PolicySet& policies, 
     const rapidjson::Value* meta = Get(review.old_object, "metadata");
     std::string group = Str(Get(Get(meta, "labels"), workload::kPodGroupNameLabel.data()));
     if (!review.dry_run && group.empty()) {
-      broker::WorkloadKey key{review.namespace_name, review.name.empty() ? Str(Get(meta, "name")) : review.name};
-      (void)registry.Remove(key);  // unknown is fine
+      broker::WorkloadKey key{review.namespace_name, review.name.empty() ? Str(Get(meta, "name")) : review.name,
+                              info->kind, false};
+      (void)registry.Remove(key, Str(Get(meta, "uid")));  // unknown is fine
     }
     return Allow(review);
   }
@@ -494,7 +495,10 @@ Response ValidateReview(const Review& review, const model::PolicySet& policies, 
       std::string group = Str(Get(Get(meta, "labels"), workload::kPodGroupNameLabel.data()));
       // One pod of a group ending does not end the group: the reconciler
       // frees its quota once every pod has ended.
-      if (group.empty()) (void)registry.Finish(broker::WorkloadKey{review.namespace_name, Str(Get(meta, "name"))});
+      if (group.empty()) {
+        (void)registry.Finish(broker::WorkloadKey{review.namespace_name, Str(Get(meta, "name")), info->kind, false},
+                              Str(Get(meta, "uid")));
+      }
     }
     return Allow(review);
   }

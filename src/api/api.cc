@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gangkeeper/api/policy_editor.h"
 #include "gangkeeper/model/encode.h"
@@ -66,9 +67,14 @@ json WorkloadJson(const broker::WorkloadInfo& w, const std::optional<broker::Que
   json j;
   j["namespace"] = w.key.namespace_name;
   j["name"] = w.key.name;
+  // The identity (DESIGN §4): kind + API group + namespace + name, and the
+  // object's uid; `ref` is the unambiguous KIND/NS/NAME the CLI and
+  // /v1/workloads/KIND/NS/NAME take.
+  j["kind"] = broker::KindName(w.key);
+  j["apiGroup"] = broker::KindGroup(w.key);
+  j["ref"] = broker::KeyString(w.key);
   if (w.workload != nullptr) {
     j["uid"] = w.workload->uid;
-    j["kind"] = workload::InfoFor(w.workload->kind).name;
     j["apiVersion"] = w.workload->api_version;
     json pod_sets = json::array();
     for (const workload::PodSet& ps : w.workload->pod_sets) {
@@ -89,7 +95,8 @@ json WorkloadJson(const broker::WorkloadInfo& w, const std::optional<broker::Que
   j["priority"] = w.priority;
   j["created"] = Time(w.created_at);
   j["queued"] = Time(w.queued_at);
-  if (w.phase != broker::Phase::kPending) j["admitted"] = Time(w.admitted_at);
+  if (w.phase != broker::Phase::kPending && w.admissions > 0) j["admitted"] = Time(w.admitted_at);
+  if (w.phase == broker::Phase::kFinished) j["finished"] = Time(w.finished_at);
   j["admissions"] = w.admissions;
   j["evictions"] = w.evictions;
   if (w.admission.has_value()) {
@@ -616,15 +623,23 @@ class Api {
     if (!ns.empty() && !who.MayRead(ns)) return Forbidden(who, absl::StrCat("read workloads in ", ns));
     std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
     std::vector<const broker::WorkloadInfo*> found;
-    snap->ForEachWorkload([&](const broker::WorkloadInfo& w) {
+    auto consider = [&](const broker::WorkloadInfo& w) {
       if (!ns.empty() && w.key.namespace_name != ns) return;
       if (!cq.empty() && w.cluster_queue != cq) return;
       if (state != "all" && state != ApiState(w.phase)) return;
       if (!who.MayRead(w.key.namespace_name)) return;
       found.push_back(&w);
+    };
+    snap->ForEachWorkload(consider);
+    // The most recently finished ones, as the broker keeps them.
+    if (state == "finished" || state == "all") {
+      for (const auto& w : snap->finished()) consider(*w);
+    }
+    std::stable_sort(found.begin(), found.end(), [](const broker::WorkloadInfo* a, const broker::WorkloadInfo* b) {
+      if (a->key != b->key) return a->key < b->key;
+      if (a->phase != b->phase) return a->phase == broker::Phase::kFinished ? false : b->phase == broker::Phase::kFinished;
+      return a->created_at < b->created_at;
     });
-    std::sort(found.begin(), found.end(),
-              [](const broker::WorkloadInfo* a, const broker::WorkloadInfo* b) { return a->key < b->key; });
     // Positions of each ClusterQueue's pending workloads, worked out once.
     std::map<std::string, std::map<broker::WorkloadKey, broker::QueuePosition>> positions;
     json items = json::array();
@@ -654,42 +669,116 @@ class Api {
     }
   }
 
-  server::HttpResponse Workload(const Principal& who, const std::string& ns, const std::string& name) const {
+  // The keys of every kind with this namespace and name that the broker
+  // tracks or finished recently.
+  static std::vector<broker::WorkloadKey> KeysNamed(const broker::Snapshot& snap, const std::string& ns,
+                                                    const std::string& name) {
+    std::vector<broker::WorkloadKey> keys;
+    std::vector<broker::WorkloadKey> candidates;
+    for (const workload::KindInfo& k : workload::ManagedKinds()) candidates.push_back({ns, name, k.kind, false});
+    candidates.push_back({ns, name, workload::Kind::kPod, true});
+    for (const broker::WorkloadKey& key : candidates) {
+      bool known = snap.Find(key) != nullptr;
+      for (const auto& w : snap.finished()) known = known || w->key == key;
+      if (known) keys.push_back(key);
+    }
+    return keys;
+  }
+
+  // GET /v1/workloads/NS/NAME (any kind; 409 when two kinds share the
+  // name) and /v1/workloads/KIND/NS/NAME.
+  server::HttpResponse Workload(const Principal& who, const std::optional<std::string>& kind_ref, const std::string& ns,
+                                const std::string& name) const {
     if (!who.MayRead(ns)) return Forbidden(who, absl::StrCat("read workloads in ", ns));
     std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
-    const broker::WorkloadKey key{ns, name};
-    const broker::WorkloadInfo* w = snap->Find(key);
-    json history = History(ns, name);
+    broker::WorkloadKey key;
+    if (kind_ref.has_value()) {
+      std::optional<broker::WorkloadKey> parsed = broker::ParseKindRef(*kind_ref, ns, name);
+      if (!parsed.has_value()) {
+        return Error(400, "BadRequest",
+                     absl::StrCat("\"", *kind_ref, "\" is not a kind gangkeeper manages (use job, pytorchjob, tfjob, ",
+                                  "mpijob, xgboostjob, paddlejob, jobset, rayjob, raycluster, pod or podgroup, ",
+                                  "optionally with .GROUP)"),
+                     "kind");
+      }
+      key = *parsed;
+    } else {
+      std::vector<broker::WorkloadKey> keys = KeysNamed(*snap, ns, name);
+      if (keys.size() > 1) {
+        std::vector<std::string> refs;
+        for (const broker::WorkloadKey& k : keys) refs.push_back(broker::KeyString(k));
+        return Error(409, "Conflict",
+                     absl::StrCat("several workloads are named ", ns, "/", name, ": ", absl::StrJoin(refs, ", "),
+                                  "; name one as /v1/workloads/KIND/NAMESPACE/NAME"));
+      }
+      key = keys.empty() ? broker::WorkloadKey{ns, name} : keys.front();
+      if (keys.empty()) {
+        // Not tracked: the audit log may still know it (finished or deleted).
+        json history = History(ns, name, "");
+        if (history.empty()) return Error(404, "NotFound", absl::StrCat("workload ", ns, "/", name, " is not tracked"));
+        return Ok(Gone(ns, name, std::move(history)));
+      }
+    }
+    json history = History(ns, name, broker::KindName(key));
+    std::vector<const broker::WorkloadInfo*> instances = snap->Instances(key);
+    const broker::WorkloadInfo* w = instances.empty() ? nullptr : instances.back();
     if (w == nullptr) {
-      // Gone from the broker (finished or deleted): what the audit log says.
-      if (history.empty()) return Error(404, "NotFound", absl::StrCat("workload ", ns, "/", name, " is not tracked"));
-      const std::string last = history.back().value("action", "");
-      json j = {{"namespace", ns}, {"name", name},
-                {"state", last == "workload.finished" ? "finished" : last == "workload.deleted" ? "deleted" : "unknown"}};
-      AddTimestamps(history, &j);
-      j["history"] = std::move(history);
+      for (const auto& f : snap->finished()) {
+        if (f->key == key) w = f.get();
+      }
+    }
+    if (w == nullptr) {
+      if (history.empty()) {
+        return Error(404, "NotFound", absl::StrCat("workload ", broker::KeyString(key), " is not tracked"));
+      }
+      json j = Gone(ns, name, std::move(history));
+      j["kind"] = broker::KindName(key);
+      j["ref"] = broker::KeyString(key);
       return Ok(j);
     }
     json j = WorkloadJson(*w, snap->Position(key));
+    if (instances.size() > 1) {
+      // An older object under the same name still holds quota until its end
+      // is seen.
+      json older = json::array();
+      for (size_t i = 0; i + 1 < instances.size(); ++i) {
+        older.push_back(WorkloadJson(*instances[i], std::nullopt));
+      }
+      j["olderInstances"] = std::move(older);
+    }
     AddTimestamps(history, &j);
     if (!history.empty()) j["history"] = std::move(history);
     return Ok(j);
   }
 
+  static json Gone(const std::string& ns, const std::string& name, json history) {
+    const std::string last = history.back().value("action", "");
+    json j = {{"namespace", ns}, {"name", name},
+              {"state", last == "workload.finished" ? "finished" : last == "workload.deleted" ? "deleted" : "unknown"}};
+    AddTimestamps(history, &j);
+    j["history"] = std::move(history);
+    return j;
+  }
+
   // The audit events of one workload, oldest first (the last 100).
-  json History(const std::string& ns, const std::string& name) const {
+  // `kind` "" takes every workload kind. Events from before kinds were
+  // recorded (kind "Workload") belong to any kind of that name.
+  json History(const std::string& ns, const std::string& name, const std::string& kind) const {
     json out = json::array();
     if (audit_ == nullptr) return out;
     audit::Query q;
     q.namespace_name = ns;
     q.name = name;
-    q.kind = "Workload";
     q.limit = 1000;
     std::vector<audit::Event> events;
     for (int page = 0; page < 100; ++page) {  // bounded: 100,000 events of one workload
       absl::StatusOr<audit::Page> p = audit_->Find(q);
       if (!p.ok()) break;
-      events.insert(events.end(), p->events.begin(), p->events.end());
+      for (const audit::Event& e : p->events) {
+        if (e.kind == "PolicySet") continue;
+        if (!kind.empty() && e.kind != kind && e.kind != "Workload") continue;
+        events.push_back(e);
+      }
       if (events.size() > 100) events.erase(events.begin(), events.end() - 100);
       if (p->next == 0) break;
       q.after = p->next;
@@ -815,10 +904,12 @@ std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, co
       absl::string_view rest = req.path;
       absl::ConsumePrefix(&rest, "/v1/workloads/");
       std::vector<std::string> parts = absl::StrSplit(rest, '/');
-      if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
-        return Error(404, "NotFound", absl::StrCat(req.path, ": use /v1/workloads/NAMESPACE/NAME"));
+      for (const std::string& p : parts) {
+        if (p.empty()) return Error(404, "NotFound", absl::StrCat(req.path, ": use /v1/workloads/[KIND/]NAMESPACE/NAME"));
       }
-      return api->Workload(who, parts[0], parts[1]);
+      if (parts.size() == 2) return api->Workload(who, std::nullopt, parts[0], parts[1]);
+      if (parts.size() == 3) return api->Workload(who, parts[0], parts[1], parts[2]);
+      return Error(404, "NotFound", absl::StrCat(req.path, ": use /v1/workloads/[KIND/]NAMESPACE/NAME"));
     });
   }));
   return routes;

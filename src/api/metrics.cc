@@ -52,10 +52,39 @@ absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* 
         std::vector<Sample> out;
         std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
         for (const auto& [name, view] : snap->cluster_queues()) {
-          out.push_back(Sample{{name, "active"}, static_cast<double>(view->status.pending)});
+          // Kueue's split: set aside until the cohort changes, or not.
+          const int64_t parked = view->status.pending_inadmissible;
+          out.push_back(Sample{{name, "active"}, static_cast<double>(view->status.pending - parked)});
+          out.push_back(Sample{{name, "inadmissible"}, static_cast<double>(parked)});
         }
         return out;
       });
+  if (s.ok()) {
+    s = registry.AddCallbackGauge(
+        "kueue_cluster_queue_resource_pending",
+        "Requests of the pending workloads per ClusterQueue and resource (count x per-pod request).",
+        {"cluster_queue", "resource"}, [b] {
+          std::vector<Sample> out;
+          std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
+          for (const auto& [name, view] : snap->cluster_queues()) {
+            std::map<std::string, quantity::Quantity> sum;
+            for (const broker::PendingOrder::Item& item : view->pending->items) {
+              const broker::WorkloadInfo* w = snap->Find(item.key);
+              if (w == nullptr || w->workload == nullptr) continue;
+              const std::vector<workload::PodSet>& sets =
+                  w->pod_group != nullptr ? w->pod_group->pod_sets : w->workload->pod_sets;
+              for (const workload::PodSet& ps : sets) {
+                for (const auto& [res, per_pod] : ps.requests) {
+                  absl::StatusOr<quantity::Quantity> total = per_pod.MultiplyBy(ps.count);
+                  sum[res] = sum[res].SaturatingAdd(total.ok() ? *total : quantity::Quantity::Max());
+                }
+              }
+            }
+            for (const auto& [res, q] : sum) out.push_back(Sample{{name, res}, Units(q)});
+          }
+          return out;
+        });
+  }
   if (s.ok()) {
     s = registry.AddCallbackGauge("kueue_admitted_active_workloads",
                                   "Workloads holding quota in each ClusterQueue (reserved, running or being evicted).",

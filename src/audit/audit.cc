@@ -153,7 +153,9 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
       e.kind = "PolicySet";
       if (!c.message.empty()) details["change"] = c.message;  // "PUT ClusterQueue team-a"
     } else {
-      e.kind = "Workload";
+      // The object's own kind ("Job", "PyTorchJob", "Pod", or "PodGroup"
+      // for a pod group): a Job and a PyTorchJob may share a name.
+      e.kind = broker::KindName(c.key);
       e.namespace_name = c.key.namespace_name;
       e.name = c.key.name;
       e.uid = c.uid;
@@ -172,7 +174,7 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
                     : "freed"] = AssignmentJson(*c.assignment);
       }
       if (!c.preemptor.name.empty()) {
-        details["preemptor"] = absl::StrCat(c.preemptor.namespace_name, "/", c.preemptor.name);
+        details["preemptor"] = broker::KeyString(c.preemptor);
       }
       if (!c.message.empty()) details["message"] = c.message;
     }

@@ -21,8 +21,6 @@ namespace {
 
 using quantity::Quantity;
 
-std::string KeyString(const WorkloadKey& k) { return absl::StrCat(k.namespace_name, "/", k.name); }
-
 size_t ShardOf(const std::string& key) { return absl::HashOf(key) % Snapshot::kShards; }
 
 // The broker keeps only the annotations it may need (Kueue's and its own):
@@ -54,6 +52,7 @@ struct Event {
   Type type = Type::kFlush;
   workload::Workload workload;
   std::map<std::string, std::map<std::string, std::string>> flavors;  // kAdopt
+  std::optional<absl::Time> admitted_at;                              // kAdopt
   WorkloadKey key;
   std::string uid;
   std::string message;
@@ -115,7 +114,28 @@ const WorkloadInfo* Snapshot::Find(const WorkloadKey& key) const {
   const std::string k = KeyString(key);
   const Shard& shard = *shards_[ShardOf(k)];
   auto it = shard.find(k);
-  return it == shard.end() ? nullptr : it->second.get();
+  return it == shard.end() ? nullptr : it->second.newest.get();
+}
+
+std::vector<const WorkloadInfo*> Snapshot::Instances(const WorkloadKey& key) const {
+  std::vector<const WorkloadInfo*> out;
+  if (shards_.empty()) return out;
+  const std::string k = KeyString(key);
+  const Shard& shard = *shards_[ShardOf(k)];
+  auto it = shard.find(k);
+  if (it == shard.end()) return out;
+  if (it->second.older != nullptr) {
+    for (const auto& w : *it->second.older) out.push_back(w.get());
+  }
+  out.push_back(it->second.newest.get());
+  return out;
+}
+
+const WorkloadInfo* Snapshot::FindInstance(const WorkloadKey& key, const std::string& uid) const {
+  for (const WorkloadInfo* w : Instances(key)) {
+    if (key.pod_group || (w->workload != nullptr && w->workload->uid == uid)) return w;
+  }
+  return nullptr;
 }
 
 std::optional<QueuePosition> Snapshot::Position(const WorkloadKey& key) const {
@@ -150,14 +170,17 @@ const ClusterQueueView* Snapshot::FindClusterQueue(const model::ClusterQueueName
 }
 
 void Snapshot::ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const {
-  for (const auto& shard : shards_) {
-    for (const auto& [key, view] : *shard) f(*view);
-  }
+  ForEachShared([&](const std::shared_ptr<const WorkloadInfo>& w) { f(*w); });
 }
 
 void Snapshot::ForEachShared(const std::function<void(const std::shared_ptr<const WorkloadInfo>&)>& f) const {
   for (const auto& shard : shards_) {
-    for (const auto& [key, view] : *shard) f(view);
+    for (const auto& [key, slot] : *shard) {
+      if (slot.older != nullptr) {
+        for (const auto& w : *slot.older) f(w);
+      }
+      f(slot.newest);
+    }
   }
 }
 
@@ -215,6 +238,8 @@ struct Broker::Impl {
 
   // When each requeued gang went back to waiting (writer thread).
   std::map<WorkloadKey, absl::Time> requeued_at;
+  // The most recently finished workloads, oldest first (writer thread).
+  std::deque<std::shared_ptr<const WorkloadInfo>> finished;
 
   // Counts what the durable changes did, by ClusterQueue.
   void Count(const std::vector<StateChange>& changes) {
@@ -286,25 +311,13 @@ struct Broker::Impl {
     return waiter->status;
   }
 
-  // A Remove/Finish naming a uid applies only to that object (not to a
-  // newer one of the same name).
-  bool SameObject(const Event& e) const {
-    if (e.uid.empty()) return true;
-    const WorkloadInfo* info = scheduler->Find(e.key);
-    return info == nullptr || info->workload == nullptr || info->workload->uid == e.uid;
-  }
-
   absl::Status Apply(Event& e, absl::Time now) {
     switch (e.type) {
       case Event::Type::kAdd: return scheduler->Add(e.workload, now);
       case Event::Type::kUpdate: return scheduler->Update(e.workload, now);
-      case Event::Type::kRemove:
-        if (!SameObject(e)) return absl::OkStatus();
-        return scheduler->Remove(e.key, now);
-      case Event::Type::kFinish:
-        if (!SameObject(e)) return absl::OkStatus();
-        return scheduler->Finish(e.key, now);
-      case Event::Type::kAdopt: return scheduler->Adopt(e.workload, e.flavors, now);
+      case Event::Type::kRemove: return scheduler->Remove(e.key, e.uid, now);
+      case Event::Type::kFinish: return scheduler->Finish(e.key, e.uid, now);
+      case Event::Type::kAdopt: return scheduler->Adopt(e.workload, e.flavors, e.admitted_at, now);
       case Event::Type::kPolicies: {
         absl::Status set = scheduler->SetPolicies(e.policies, now);
         if (set.ok()) {
@@ -355,7 +368,10 @@ struct Broker::Impl {
     ReleaseOrder o;
     o.key = c.key;
     o.uid = c.uid;
-    if (const WorkloadInfo* info = scheduler->Find(c.key)) o.workload = info->workload;
+    if (const WorkloadInfo* info = scheduler->FindInstance(InstanceOf(c.key, c.uid))) {
+      o.workload = info->workload;
+      o.admitted_at = info->admitted_at;
+    }
     o.assignment = *c.assignment;
     const model::PolicySet& p = scheduler->policies();
     for (const PodSetAssignment& ps : c.assignment->pod_sets) {
@@ -401,7 +417,7 @@ struct Broker::Impl {
           SuspendOrder o;
           o.key = c.key;
           o.uid = c.uid;
-          if (const WorkloadInfo* info = scheduler->Find(c.key)) o.workload = info->workload;
+          if (const WorkloadInfo* info = scheduler->FindInstance(InstanceOf(c.key, c.uid))) o.workload = info->workload;
           o.reason = c.reason;
           o.message = c.message;
           o.preemptor = c.preemptor;
@@ -426,7 +442,7 @@ struct Broker::Impl {
   DurableBatch MakeDurableBatch(const std::vector<StateChange>& changes) const {
     DurableBatch batch;
     batch.changes = changes;
-    std::set<WorkloadKey> seen;
+    std::set<InstanceKey> seen;
     bool policies_changed = false;
     for (const StateChange& c : changes) {
       if (c.type == StateChange::Type::kPoliciesChanged) {
@@ -434,7 +450,8 @@ struct Broker::Impl {
         continue;
       }
       if (c.type == StateChange::Type::kReviewed) continue;  // no workload changed
-      if (seen.insert(c.key).second) batch.workloads.emplace_back(c.key, scheduler->Share(c.key));
+      const InstanceKey instance = InstanceOf(c.key, c.uid);
+      if (seen.insert(instance).second) batch.workloads.emplace_back(instance, scheduler->ShareInstance(instance));
     }
     if (policies_changed) {
       batch.policies = scheduler->shared_policies();
@@ -467,15 +484,35 @@ struct Broker::Impl {
       const size_t shard = ShardOf(k);
       auto& copy = copies[shard];
       if (copy == nullptr) copy = std::make_shared<Snapshot::Shard>(*snap->shards_[shard]);
-      std::shared_ptr<const WorkloadInfo> info = scheduler->Share(key);
-      if (info == nullptr) {
+      std::vector<std::shared_ptr<const WorkloadInfo>> instances = scheduler->Instances(key);
+      if (instances.empty()) {
         copy->erase(k);
-      } else {
-        (*copy)[k] = std::move(info);
+        continue;
       }
+      Snapshot::Slot slot;
+      slot.newest = std::move(instances.back());
+      instances.pop_back();
+      if (!instances.empty()) {
+        slot.older = std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>(std::move(instances));
+      }
+      (*copy)[k] = std::move(slot);
     }
     for (auto& [shard, copy] : copies) snap->shards_[shard] = std::move(copy);
     snap->workload_count_ = scheduler->size();
+    // Finished workloads: the newest, bounded by count and age.
+    std::vector<std::shared_ptr<const WorkloadInfo>> ended = scheduler->TakeFinished();
+    const bool expired = !finished.empty() && now - finished.front()->finished_at > options.keep_finished_for;
+    if (!ended.empty() || expired || finished.size() > options.keep_finished) {
+      for (auto& w : ended) finished.push_back(std::move(w));
+      while (!finished.empty() &&
+             (finished.size() > options.keep_finished || now - finished.front()->finished_at > options.keep_finished_for)) {
+        finished.pop_front();
+      }
+      snap->finished_ = std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>(finished.begin(),
+                                                                                                 finished.end());
+    } else {
+      snap->finished_ = old->finished_;
+    }
     // ClusterQueues: a new status for every queue of a tree in which
     // something changed; a new pending order where the queue changed (for
     // long queues at most every kOrderRefresh, so that a burst of arrivals
@@ -791,17 +828,19 @@ absl::Status Broker::Update(const workload::Workload& w) {
   return impl_->Send(std::move(e), true);
 }
 
-absl::Status Broker::Remove(const WorkloadKey& key) {
+absl::Status Broker::Remove(const WorkloadKey& key, const std::string& uid) {
   Event e;
   e.type = Event::Type::kRemove;
   e.key = key;
+  e.uid = uid;
   return impl_->Send(std::move(e), true);
 }
 
-absl::Status Broker::Finish(const WorkloadKey& key) {
+absl::Status Broker::Finish(const WorkloadKey& key, const std::string& uid) {
   Event e;
   e.type = Event::Type::kFinish;
   e.key = key;
+  e.uid = uid;
   return impl_->Send(std::move(e), true);
 }
 
@@ -822,12 +861,14 @@ absl::Status Broker::ObjectFinished(const WorkloadKey& key, const std::string& u
 }
 
 absl::Status Broker::Adopt(const workload::Workload& w,
-                           std::map<std::string, std::map<std::string, std::string>> flavors) {
+                           std::map<std::string, std::map<std::string, std::string>> flavors,
+                           std::optional<absl::Time> admitted_at) {
   Event e;
   e.type = Event::Type::kAdopt;
   e.workload = w;
   e.key = KeyOf(w);
   e.flavors = std::move(flavors);
+  e.admitted_at = admitted_at;
   return impl_->Send(std::move(e), true);
 }
 

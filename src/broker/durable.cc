@@ -15,9 +15,13 @@ using quantity::Quantity;
 using store::Decoder;
 using store::Encoder;
 
-constexpr uint8_t kBatchVersion = 1;
-constexpr uint8_t kStateVersion = 1;
-constexpr uint8_t kInfoVersion = 1;
+// Version 2 (this release) names a workload by kind as well as namespace
+// and name, and an image by its instance (uid); version 1 records, written
+// when a name meant one workload, are read and migrated (FORMAT.md §6).
+constexpr uint8_t kBatchVersion = 2;
+constexpr uint8_t kStateVersion = 2;
+constexpr uint8_t kInfoVersion = 2;
+constexpr uint8_t kOldestVersion = 1;
 
 // --- Encoding ---
 
@@ -53,6 +57,8 @@ void PutQuantityMap(Encoder& e, const std::map<std::string, Quantity>& m) {
 void PutKey(Encoder& e, const WorkloadKey& k) {
   e.PutString(k.namespace_name);
   e.PutString(k.name);
+  e.PutU8(static_cast<uint8_t>(k.kind));
+  e.PutBool(k.pod_group);
 }
 
 void PutToleration(Encoder& e, const model::Toleration& t) {
@@ -84,6 +90,8 @@ void PutWorkload(Encoder& e, const workload::Workload& w) {
   e.PutString(w.name);
   e.PutString(w.generate_name);
   e.PutString(w.uid);
+  e.PutBool(w.creation_timestamp != absl::InfinitePast());
+  if (w.creation_timestamp != absl::InfinitePast()) PutTime(e, w.creation_timestamp);
   PutStringMap(e, w.labels);
   PutStringMap(e, w.annotations);
   e.PutString(w.queue_name);
@@ -243,8 +251,6 @@ bool GetQuantityMap(Decoder& d, std::map<std::string, Quantity>* m) {
   return true;
 }
 
-bool GetKey(Decoder& d, WorkloadKey* k) { return d.GetString(&k->namespace_name) && d.GetString(&k->name); }
-
 template <typename Enum>
 bool GetEnum(Decoder& d, Enum last, Enum* out) {
   uint8_t v = 0;
@@ -255,6 +261,18 @@ bool GetEnum(Decoder& d, Enum last, Enum* out) {
   }
   *out = static_cast<Enum>(v);
   return true;
+}
+
+// A version 1 key is namespace and name only; its kind is filled in later
+// from the workload it names (MigrateKey), Job until then.
+bool GetKey(Decoder& d, int version, WorkloadKey* k) {
+  if (!d.GetString(&k->namespace_name) || !d.GetString(&k->name)) return false;
+  if (version < 2) {
+    k->kind = workload::Kind::kJob;
+    k->pod_group = false;
+    return true;
+  }
+  return GetEnum(d, workload::Kind::kPod, &k->kind) && d.GetBool(&k->pod_group);
 }
 
 bool GetInt32(Decoder& d, int32_t* v) {
@@ -306,10 +324,18 @@ bool GetPodSets(Decoder& d, std::vector<workload::PodSet>* out) {
   return true;
 }
 
-bool GetWorkload(Decoder& d, workload::Workload* w) {
+bool GetWorkload(Decoder& d, int version, workload::Workload* w) {
   if (!GetEnum(d, workload::Kind::kPod, &w->kind) || !d.GetString(&w->api_version) ||
       !d.GetString(&w->namespace_name) || !d.GetString(&w->name) || !d.GetString(&w->generate_name) ||
-      !d.GetString(&w->uid) || !GetStringMap(d, &w->labels) || !GetStringMap(d, &w->annotations) ||
+      !d.GetString(&w->uid)) {
+    return false;
+  }
+  if (version >= 2) {
+    bool has_creation = false;
+    if (!d.GetBool(&has_creation)) return false;
+    if (has_creation && !GetTime(d, &w->creation_timestamp)) return false;
+  }
+  if (!GetStringMap(d, &w->labels) || !GetStringMap(d, &w->annotations) ||
       !d.GetString(&w->queue_name) || !GetInt32(d, &w->priority) || !d.GetString(&w->priority_class) ||
       !d.GetString(&w->priority_class_source) ||
       !GetEnum(d, model::PreemptionPolicy::kNever, &w->preemption_policy) ||
@@ -348,19 +374,21 @@ bool GetAssignment(Decoder& d, Assignment* a) {
 bool GetInfo(Decoder& d, WorkloadInfo* info) {
   uint8_t version = 0;
   if (!d.GetU8(&version)) return false;
-  if (version != kInfoVersion) {
-    d.Fail(absl::StrCat("a workload image has version ", version, "; this gangkeeper reads version ",
-                        kInfoVersion));
+  if (version < kOldestVersion || version > kInfoVersion) {
+    d.Fail(absl::StrCat("a workload image has version ", version, "; this gangkeeper reads versions ",
+                        kOldestVersion, " to ", kInfoVersion));
     return false;
   }
   auto w = std::make_shared<workload::Workload>();
   bool has_admission = false;
-  if (!GetKey(d, &info->key) || !GetWorkload(d, w.get()) || !d.GetString(&info->cluster_queue) ||
+  if (!GetKey(d, version, &info->key) || !GetWorkload(d, version, w.get()) || !d.GetString(&info->cluster_queue) ||
       !d.GetString(&info->local_queue) || !GetEnum(d, Phase::kFinished, &info->phase) ||
       !GetInt32(d, &info->priority) || !d.GetBool(&info->can_preempt) || !GetTime(d, &info->created_at) ||
       !GetTime(d, &info->queued_at) || !GetTime(d, &info->admitted_at) || !d.GetBool(&has_admission)) {
     return false;
   }
+  // Version 1: the key had no kind; the workload says what it is.
+  if (version < 2) info->key = KeyOf(*w);
   info->workload = std::move(w);
   if (has_admission) {
     Assignment a;
@@ -385,9 +413,9 @@ bool GetInfo(Decoder& d, WorkloadInfo* info) {
   return true;
 }
 
-bool GetChange(Decoder& d, StateChange* c) {
+bool GetChange(Decoder& d, int version, StateChange* c) {
   bool has_assignment = false;
-  if (!GetEnum(d, StateChange::Type::kReviewed, &c->type) || !GetTime(d, &c->time) || !GetKey(d, &c->key) ||
+  if (!GetEnum(d, StateChange::Type::kReviewed, &c->type) || !GetTime(d, &c->time) || !GetKey(d, version, &c->key) ||
       !d.GetString(&c->uid) || !d.GetString(&c->cluster_queue) || !d.GetBool(&has_assignment)) {
     return false;
   }
@@ -396,7 +424,17 @@ bool GetChange(Decoder& d, StateChange* c) {
     if (!GetAssignment(d, &a)) return false;
     c->assignment = std::move(a);
   }
-  return d.GetString(&c->reason) && d.GetString(&c->message) && GetKey(d, &c->preemptor) && d.GetString(&c->actor);
+  return d.GetString(&c->reason) && d.GetString(&c->message) && GetKey(d, version, &c->preemptor) &&
+         d.GetString(&c->actor);
+}
+
+// Version 1 keys name namespace/name only: the kind of the workload the
+// state tracks under that name (there was at most one), else Job.
+WorkloadKey MigrateKey(const DurableState& state, const WorkloadKey& v1) {
+  for (const auto& [id, info] : state.workloads) {
+    if (info != nullptr && info->key.namespace_name == v1.namespace_name && info->key.name == v1.name) return info->key;
+  }
+  return v1;
 }
 
 absl::Status DecodePolicies(absl::string_view text, const std::string& what,
@@ -450,7 +488,11 @@ absl::Status GetPolicies(Decoder& d, const std::string& what, bool* present,
 
 }  // namespace
 
-std::string DurableKey(const WorkloadKey& key) { return absl::StrCat(key.namespace_name, "/", key.name); }
+std::string DurableKey(const InstanceKey& instance) { return absl::StrCat(KeyString(instance.key), "#", instance.uid); }
+
+std::string DurableKey(const WorkloadInfo& info) {
+  return DurableKey(InstanceOf(info.key, info.workload != nullptr ? info.workload->uid : ""));
+}
 
 std::string EncodeWorkloadInfo(const WorkloadInfo& info) {
   std::string out;
@@ -474,8 +516,9 @@ std::string EncodeBatch(const DurableBatch& batch) {
   e.PutVarint(batch.changes.size());
   for (const StateChange& c : batch.changes) PutChange(e, c);
   e.PutVarint(batch.workloads.size());
-  for (const auto& [key, info] : batch.workloads) {
-    PutKey(e, key);
+  for (const auto& [instance, info] : batch.workloads) {
+    PutKey(e, instance.key);
+    e.PutString(instance.uid);
     e.PutBool(info != nullptr && info->workload != nullptr);
     if (info != nullptr && info->workload != nullptr) PutInfo(e, *info);
   }
@@ -489,28 +532,37 @@ absl::Status ApplyBatch(absl::string_view payload, uint64_t seq, DurableState* s
   Decoder d(payload, what);
   uint8_t version = 0;
   if (!d.GetU8(&version)) return d.status();
-  if (version != kBatchVersion) {
-    return absl::DataLossError(absl::StrCat(what, ": version ", version, "; this gangkeeper reads version ",
-                                            kBatchVersion));
+  if (version < kOldestVersion || version > kBatchVersion) {
+    return absl::DataLossError(absl::StrCat(what, ": version ", version, "; this gangkeeper reads versions ",
+                                            kOldestVersion, " to ", kBatchVersion));
   }
   uint64_t n = 0;
   if (!GetCount(d, &n)) return d.status();
   std::vector<StateChange> decoded;
   for (uint64_t i = 0; i < n; ++i) {
-    if (!GetChange(d, &decoded.emplace_back())) return d.status();
+    if (!GetChange(d, version, &decoded.emplace_back())) return d.status();
   }
   if (!GetCount(d, &n)) return d.status();
-  std::vector<std::pair<std::string, std::shared_ptr<const WorkloadInfo>>> images;
+  struct Image {
+    InstanceKey instance;
+    std::shared_ptr<const WorkloadInfo> info;  // null: no longer tracked
+  };
+  std::vector<Image> images;
   for (uint64_t i = 0; i < n; ++i) {
     WorkloadKey key;
+    std::string uid;
     bool present = false;
-    if (!GetKey(d, &key) || !d.GetBool(&present)) return d.status();
+    if (!GetKey(d, version, &key) || (version >= 2 && !d.GetString(&uid)) || !d.GetBool(&present)) return d.status();
     std::shared_ptr<WorkloadInfo> info;
     if (present) {
       info = std::make_shared<WorkloadInfo>();
       if (!GetInfo(d, info.get())) return d.status();
+      if (version < 2) {
+        key = info->key;
+        uid = info->workload->uid;
+      }
     }
-    images.emplace_back(DurableKey(key), std::move(info));
+    images.push_back(Image{InstanceOf(key, uid), std::move(info)});
   }
   bool has_policies = false;
   std::shared_ptr<const model::PolicySet> policies;
@@ -519,11 +571,39 @@ absl::Status ApplyBatch(absl::string_view payload, uint64_t seq, DurableState* s
   if (absl::Status s = GetPolicies(d, what, &has_policies, &policies, &terminating, &overlay); !s.ok()) return s;
   if (!d.done()) return absl::DataLossError(absl::StrCat(what, ": ", d.remaining(), " byte(s) left over"));
   // Decoded whole: now fold it in.
-  for (auto& [key, info] : images) {
-    if (info == nullptr) {
-      state->workloads.erase(key);
+  if (version < 2) {
+    // The kind of a version 1 key: from this record's images, else from
+    // what the state tracks under that name.
+    auto migrate = [&](const WorkloadKey& v1) {
+      for (const Image& image : images) {
+        if (image.info != nullptr && image.instance.key.namespace_name == v1.namespace_name &&
+            image.instance.key.name == v1.name) {
+          return image.instance.key;
+        }
+      }
+      return MigrateKey(*state, v1);
+    };
+    for (StateChange& c : decoded) {
+      c.key = migrate(c.key);
+      if (!c.preemptor.name.empty()) c.preemptor = migrate(c.preemptor);
+    }
+  }
+  for (Image& image : images) {
+    if (image.info != nullptr) {
+      state->workloads[DurableKey(image.instance)] = std::move(image.info);
+    } else if (version >= 2) {
+      state->workloads.erase(DurableKey(image.instance));
     } else {
-      state->workloads[key] = std::move(info);
+      // Version 1 "gone" named namespace/name: whatever is tracked there.
+      for (auto it = state->workloads.begin(); it != state->workloads.end();) {
+        const WorkloadInfo* w = it->second.get();
+        if (w != nullptr && w->key.namespace_name == image.instance.key.namespace_name &&
+            w->key.name == image.instance.key.name) {
+          state->workloads.erase(it++);
+        } else {
+          ++it;
+        }
+      }
     }
   }
   if (has_policies) {
@@ -560,9 +640,9 @@ absl::StatusOr<DurableState> DecodeState(absl::string_view payload, uint64_t pos
   Decoder d(payload, what);
   uint8_t version = 0;
   if (!d.GetU8(&version)) return d.status();
-  if (version != kStateVersion) {
-    return absl::DataLossError(absl::StrCat(what, ": version ", version, "; this gangkeeper reads version ",
-                                            kStateVersion));
+  if (version < kOldestVersion || version > kStateVersion) {
+    return absl::DataLossError(absl::StrCat(what, ": version ", version, "; this gangkeeper reads versions ",
+                                            kOldestVersion, " to ", kStateVersion));
   }
   DurableState state;
   state.position = position;
@@ -576,7 +656,7 @@ absl::StatusOr<DurableState> DecodeState(absl::string_view payload, uint64_t pos
   for (uint64_t i = 0; i < n; ++i) {
     auto info = std::make_shared<WorkloadInfo>();
     if (!GetInfo(d, info.get())) return d.status();
-    std::string key = DurableKey(info->key);
+    std::string key = DurableKey(*info);
     state.workloads[std::move(key)] = std::move(info);
   }
   if (!d.done()) return absl::DataLossError(absl::StrCat(what, ": ", d.remaining(), " byte(s) left over"));

@@ -132,7 +132,12 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
     // Requested resources by the resource group that covers them.
     std::map<size_t, std::vector<model::ResourceName>> by_group;
     for (const auto& [res, total] : totals) {
-      if (total.IsZero()) continue;  // zero requests need no quota (Kueue #8079)
+      // A resource the pods do not request needs no flavor (Kueue #8079);
+      // one they do request gets a flavor even when the pod set has no pods
+      // (count 0: nothing to hold, but the placement is decided).
+      auto per_pod = ps.requests.find(res);
+      const bool requested = res == "pods" || (per_pod != ps.requests.end() && !per_pod->second.IsZero());
+      if (total.IsZero() && !requested) continue;
       bool found = false;
       for (size_t g = 0; g < cq.resource_groups.size() && !found; ++g) {
         const auto& covered = cq.resource_groups[g].covered_resources;
@@ -169,6 +174,7 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
       PendingReason group_reason;  // the least severe failure over flavors
       bool have_reason = false;
       std::vector<std::string> mismatches;
+      std::vector<std::string> notes;  // why each flavor tried could not take it
       for (const model::FlavorQuotas& fq : group.flavors) {
         Candidate c;
         c.flavor = &fq;
@@ -184,6 +190,7 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
           c.reason.pod_set = ps.name;
           c.reason.flavor = fq.name;
           mismatches.push_back(mismatch);
+          notes.push_back(mismatch);
         } else {
           for (const model::ResourceName& res : resources) {
             FlavorResource fr{fq.name, res};
@@ -248,6 +255,21 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
             if (c.mode == FitMode::kNoFit) break;
           }
         }
+        if (c.mode != FitMode::kFit && mismatch.empty() && !c.reason.resource.empty()) {
+          const PendingReason& r = c.reason;
+          absl::StatusOr<Quantity> more = r.requested.Sub(r.available);
+          if (r.code == PendingReason::Code::kExceedsMaxQuota) {
+            notes.push_back(absl::StrCat("flavor ", fq.name, ": ", r.requested.Format(), " ", r.resource,
+                                         " exceeds what it can ever provide (", r.max_capacity.Format(), ")"));
+          } else if (c.mode == FitMode::kPreempt || c.mode == FitMode::kReclaim) {
+            notes.push_back(absl::StrCat("flavor ", fq.name, ": ", more.ok() ? more->Format() : r.requested.Format(),
+                                         " more ", r.resource, " needed; fits by preempting"));
+          } else {
+            notes.push_back(absl::StrCat("flavor ", fq.name, ": insufficient unused quota for ", r.resource, ", ",
+                                         more.ok() ? more->Format() : r.requested.Format(), " more needed",
+                                         c.mode == FitMode::kNoCandidates ? " and nothing it may preempt" : ""));
+          }
+        }
         if (c.mode != FitMode::kFit) {
           if (!have_reason || Severity(c.reason.code) < Severity(group_reason.code) ||
               (c.mode == FitMode::kNoCandidates && group_reason.code != PendingReason::Code::kPreemptionNoCandidates &&
@@ -269,9 +291,13 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
           r.message = absl::StrCat("no flavor of ClusterQueue ", cq.meta.name, " can host pod set ",
                                    ps.name, ": ", absl::StrJoin(mismatches, "; "));
         }
+        // Each flavor's own reason, as Kueue states them, when there were
+        // several.
+        if (group.flavors.size() > 1) r.flavors = notes;
         if (have_best && best.mode == FitMode::kNoCandidates) {
           out.mode = FitMode::kNoCandidates;
           out.reason = best.reason;
+          if (group.flavors.size() > 1) out.reason.flavors = notes;
           out.need_preemption.clear();
           return out;
         }
@@ -282,7 +308,7 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
         const Quantity total = totals.at(res);
         psa.flavors[res] = best.flavor->name;
         psa.usage[res] = total;
-        assumed[fr] = assumed[fr].SaturatingAdd(total);
+        if (!total.IsZero()) assumed[fr] = assumed[fr].SaturatingAdd(total);
       }
       if (best.mode < out.mode) {
         out.mode = best.mode;

@@ -111,7 +111,7 @@ DurableState DurableStateOf(const Snapshot& snap) {
   state.overlay = snap.overlay();
   state.workloads.reserve(snap.workload_count());
   snap.ForEachShared([&](const std::shared_ptr<const WorkloadInfo>& info) {
-    state.workloads.emplace(DurableKey(info->key), info);
+    state.workloads.emplace(DurableKey(*info), info);
   });
   return state;
 }

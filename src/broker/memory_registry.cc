@@ -4,7 +4,9 @@
 #include <mutex>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gangkeeper/broker/registry.h"
 
 namespace gangkeeper::broker {
@@ -44,17 +46,19 @@ class InMemoryRegistry final : public WorkloadRegistry {
     return absl::OkStatus();
   }
 
-  absl::Status Remove(const WorkloadKey& key) override {
+  absl::Status Remove(const WorkloadKey& key, const std::string& uid) override {
     std::lock_guard<std::mutex> lock(mu_);
-    records_.erase(key);
+    auto it = records_.find(key);
+    if (it == records_.end() || (!uid.empty() && it->second.workload.uid != uid)) return absl::OkStatus();
+    records_.erase(it);
     members_.erase(key);
     return absl::OkStatus();
   }
 
-  absl::Status Finish(const WorkloadKey& key) override {
+  absl::Status Finish(const WorkloadKey& key, const std::string& uid) override {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = records_.find(key);
-    if (it != records_.end()) it->second.state = WorkloadState::kFinished;
+    if (it != records_.end() && (uid.empty() || it->second.workload.uid == uid)) it->second.state = WorkloadState::kFinished;
     return absl::OkStatus();
   }
 
@@ -107,7 +111,64 @@ const char* WorkloadStateName(WorkloadState state) {
 }
 
 WorkloadKey KeyOf(const workload::Workload& w) {
-  return WorkloadKey{w.namespace_name, w.pod_group_name.empty() ? w.name : w.pod_group_name};
+  if (!w.pod_group_name.empty()) return WorkloadKey{w.namespace_name, w.pod_group_name, workload::Kind::kPod, true};
+  return WorkloadKey{w.namespace_name, w.name, w.kind, false};
+}
+
+InstanceKey InstanceOf(const workload::Workload& w) {
+  WorkloadKey key = KeyOf(w);
+  return InstanceKey{key, key.pod_group ? std::string() : w.uid};
+}
+
+InstanceKey InstanceOf(const WorkloadKey& key, const std::string& uid) {
+  return InstanceKey{key, key.pod_group ? std::string() : uid};
+}
+
+std::string KindName(const WorkloadKey& key) {
+  if (key.pod_group) return "PodGroup";
+  return std::string(workload::InfoFor(key.kind).name);
+}
+
+std::string KindGroup(const WorkloadKey& key) {
+  if (key.pod_group) return "";
+  return std::string(workload::InfoFor(key.kind).group);
+}
+
+std::string KindRef(const WorkloadKey& key) {
+  std::string out = absl::AsciiStrToLower(KindName(key));
+  const std::string group = KindGroup(key);
+  if (!group.empty()) absl::StrAppend(&out, ".", group);
+  return out;
+}
+
+std::string KeyString(const WorkloadKey& key) {
+  return absl::StrCat(KindRef(key), "/", key.namespace_name, "/", key.name);
+}
+
+std::optional<WorkloadKey> ParseKindRef(absl::string_view kind_ref, const std::string& ns, const std::string& name) {
+  std::string ref = absl::AsciiStrToLower(kind_ref);
+  std::string group;
+  if (size_t dot = ref.find('.'); dot != std::string::npos) {
+    group = ref.substr(dot + 1);
+    ref.resize(dot);
+  }
+  if (ref == "podgroup" || ref == "podgroups") {
+    if (!group.empty()) return std::nullopt;
+    return WorkloadKey{ns, name, workload::Kind::kPod, true};
+  }
+  for (const workload::KindInfo& k : workload::ManagedKinds()) {
+    const std::string kind = absl::AsciiStrToLower(k.name);
+    if (ref != kind && ref != k.resource) continue;
+    if (!group.empty() && group != k.group) continue;
+    return WorkloadKey{ns, name, k.kind, false};
+  }
+  return std::nullopt;
+}
+
+std::optional<WorkloadKey> ParseKeyString(absl::string_view s) {
+  std::vector<std::string> parts = absl::StrSplit(s, '/');
+  if (parts.size() != 3 || parts[1].empty() || parts[2].empty()) return std::nullopt;
+  return ParseKindRef(parts[0], parts[1], parts[2]);
 }
 
 std::unique_ptr<WorkloadRegistry> NewInMemoryRegistry() { return std::make_unique<InMemoryRegistry>(); }

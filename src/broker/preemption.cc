@@ -8,6 +8,8 @@
 // not to be needed. The tree is always restored before returning.
 // A workload whose PriorityClass says preemptionPolicy: Never never
 // preempts (the webhook resolved that into Workload::preemption_policy).
+// A workload preempted once is not a candidate again until something
+// changes in its tree (State::Guarded): the anti-churn rule.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -177,6 +179,7 @@ class Search {
   void CohortCandidates(std::vector<Candidate>* out) const;
   void Collect(int node, bool advantage, std::vector<Candidate>* out) const;
   bool StillUseful(const Candidate& c) const;
+  void OwnEvicting(Class cls, const char* reason, std::vector<Candidate>* out) const;
   // A necessary condition, cheap to check: evicting every candidate frees
   // at least what is missing on every FlavorResource that needs it.
   bool Freeable(const std::vector<Candidate>& cands) const {
@@ -213,7 +216,7 @@ std::vector<Candidate> Search::SameQueueCandidates() const {
   for (Entry* e : q->second.admitted) {
     if (e == &in_) continue;
     if (e->cinfo().phase != Phase::kEvicting && !Within(cq_.preemption.within_cluster_queue, *e, in_)) continue;
-    if (!UsesAny(*e, frs_)) continue;
+    if (!UsesAny(*e, frs_) || s_.Guarded(*e) || s_.AwaitedByOther(*e, in_)) continue;
     out.push_back(Candidate{e, Class::kSameQueue, false, cq_node_, "InClusterQueue"});
   }
   return out;
@@ -229,7 +232,7 @@ void Search::Collect(int node, bool advantage, std::vector<Candidate>* out) cons
   if (q == nullptr) return;
   for (Entry* e : q->admitted) {
     if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
-    if (!UsesAny(*e, frs_)) continue;
+    if (!UsesAny(*e, frs_) || s_.Guarded(*e) || s_.AwaitedByOther(*e, in_)) continue;
     Candidate c{e, advantage ? Class::kHierarchical : Class::kCohort, false, node, "InCohortReclamation"};
     if (!advantage) {
       const auto& p = cq_.preemption;
@@ -267,7 +270,7 @@ void Search::CohortCandidates(std::vector<Candidate>* out) const {
 }
 
 bool Search::StillUseful(const Candidate& c) const {
-  if (c.cls == Class::kSameQueue) return true;
+  if (c.cls == Class::kSameQueue || c.evicting) return true;  // an evicting gang frees its quota anyway
   const int lca = LowestCommonAncestor(tree_, c.cq_node, cq_node_);
   for (int n = c.cq_node; n != -1 && n != lca; n = tree_.Parent(n)) {
     if (!OverNominalAny(tree_, n, frs_)) return false;
@@ -275,9 +278,27 @@ bool Search::StillUseful(const Candidate& c) const {
   return true;
 }
 
+// The preemptor's own victims still being evicted, in other ClusterQueues,
+// that the walk over borrowing queues did not find (their queue is back
+// within its nominal quota): they free their quota all the same, and
+// choosing other victims instead would preempt twice for one admission.
+void Search::OwnEvicting(Class cls, const char* reason, std::vector<Candidate>* out) const {
+  for (const InstanceKey& k : in_.awaiting) {
+    auto it = s_.entries.find(k);
+    if (it == s_.entries.end()) continue;
+    Entry* e = it->second.get();
+    if (e->cinfo().phase != Phase::kEvicting || !UsesAny(*e, frs_)) continue;
+    if (std::any_of(out->begin(), out->end(), [&](const Candidate& c) { return c.entry == e; })) continue;
+    const int node = tree_.ClusterQueueNode(e->cinfo().admission->cluster_queue);
+    if (node < 0 || node == cq_node_) continue;  // the same queue's are collected anyway
+    out->push_back(Candidate{e, cls, false, node, reason});
+  }
+}
+
 std::vector<Target> Search::Classical() {
   std::vector<Candidate> cands = SameQueueCandidates();
   CohortCandidates(&cands);
+  OwnEvicting(Class::kCohort, "InCohortReclamation", &cands);
   if (cands.empty() || !Freeable(cands)) return {};
   std::sort(cands.begin(), cands.end(), CandidateBefore);
   bool has_other = false;
@@ -324,11 +345,18 @@ std::vector<Target> Search::Fair() {
       const int node = tree_.ClusterQueueNode(name);
       if (node < 0 || node == cq_node_ || tree_.Root(node) != root || !OverNominalAny(tree_, node, frs_)) continue;
       for (Entry* e : q.admitted) {
-        if (!UsesAny(*e, frs_)) continue;
         if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
+        if (!UsesAny(*e, frs_) || s_.Guarded(*e) || s_.AwaitedByOther(*e, in_)) continue;
         others[node].push_back(Candidate{e, Class::kCohort, false, node, "InCohortFairSharing"});
       }
     }
+  }
+  {
+    std::vector<Candidate> evicting;
+    for (const auto& [node, list] : others) evicting.insert(evicting.end(), list.begin(), list.end());
+    const size_t before = evicting.size();
+    OwnEvicting(Class::kCohort, "InCohortFairSharing", &evicting);
+    for (size_t i = before; i < evicting.size(); ++i) others[evicting[i].cq_node].push_back(evicting[i]);
   }
   std::sort(own.begin(), own.end(), CandidateBefore);
   for (auto& [node, list] : others) std::sort(list.begin(), list.end(), CandidateBefore);
@@ -364,7 +392,7 @@ std::vector<Target> Search::Fair() {
     }
     if (best == -1) break;
     const Candidate c = others[best][next[best]++];
-    if (best == cq_node_) {
+    if (best == cq_node_ || c.evicting) {  // an evicting gang goes anyway
       Take(c);
       taken.push_back(c);
     } else if (within_nominal()) {

@@ -138,6 +138,40 @@ bool SelectsNamespace(const model::PolicySet& p, const model::LabelSelector& sel
 
 void Record(State& s, StateChange c) { s.changes.push_back(std::move(c)); }
 
+// The cohort tree `cq` belongs to, as a name ("" when `cq` is empty or
+// unknown): the unit of the anti-churn rule.
+std::string TreeKey(const State& s, const std::string& cq) {
+  if (cq.empty()) return "";
+  const int node = s.tree.ClusterQueueNode(cq);
+  if (node < 0) return absl::StrCat("cq:", cq);
+  return s.tree.Parent(node) < 0 ? absl::StrCat("cq:", cq) : s.tree.NodeName(s.tree.Root(node));
+}
+
+// Something changed in the world in `cq`'s tree (an arrival, update,
+// deletion, completion, failed release, adoption, backoff expiry): a
+// workload preempted before may be preempted again.
+void WorldChanged(State& s, const std::string& cq) {
+  const std::string tree = TreeKey(s, cq);
+  if (!tree.empty()) s.last_change[tree] = ++s.world_seq;
+}
+
+void WorldChanged(State& s, const Entry& e) {
+  if (e.cinfo().admission.has_value()) WorldChanged(s, e.cinfo().admission->cluster_queue);
+  if (!e.cinfo().cluster_queue.empty()) WorldChanged(s, e.cinfo().cluster_queue);
+  if (!e.queued_in.empty()) WorldChanged(s, e.queued_in);
+}
+
+// The newest instance of `key`, or nullptr.
+Entry* Newest(const State& s, const WorkloadKey& key) {
+  auto it = s.by_key.find(key);
+  return it == s.by_key.end() || it->second.empty() ? nullptr : it->second.back();
+}
+
+Entry* FindEntry(const State& s, const InstanceKey& instance) {
+  auto it = s.entries.find(instance);
+  return it == s.entries.end() ? nullptr : it->second.get();
+}
+
 std::string BlockedMessage(const std::string& head, const std::string& cq) {
   return absl::StrCat("waiting behind ", head, ", the head of StrictFIFO ClusterQueue ", cq,
                       ", which does not fit yet");
@@ -170,6 +204,16 @@ void Dequeue(State& s, Entry* e) {
   }
   s.orphans.erase(e);
   e->inadmissible = false;
+}
+
+// `e` no longer waits for victims (admitted, changed, gone, or the policies
+// changed): it holds nothing from the next cycle on.
+void ClearPreemptor(State& s, Entry* e) {
+  GK_DCHECK(e->held.empty());
+  if (e->awaiting.empty() && e->awaiting_need.empty()) return;
+  e->awaiting.clear();
+  e->awaiting_need.clear();
+  s.preemptors.erase(std::remove(s.preemptors.begin(), s.preemptors.end(), e), s.preemptors.end());
 }
 
 // Puts a pending entry in its ClusterQueue's queue (active), or among the
@@ -279,6 +323,10 @@ void Evict(State& s, Entry* victim, const char* reason, std::string message, con
   victim->info().phase = Phase::kEvicting;
   victim->info().eviction_reason = message;
   ++victim->info().evictions;
+  if (!preemptor.name.empty()) {
+    victim->preempted_once = true;
+    victim->preempted_seq = s.world_seq;
+  }
   StateChange c = Change(StateChange::Type::kEvicted, *victim, now);
   c.cluster_queue = victim->cinfo().admission->cluster_queue;
   c.assignment = victim->cinfo().admission;
@@ -311,9 +359,18 @@ void Drain(State& s, absl::Time now) {
   }
 }
 
+// Each flavor's reason, after the sentence about the first blocker.
+void AppendFlavors(PendingReason& r) {
+  if (r.flavors.empty() || r.code == PendingReason::Code::kNoMatchingFlavor) return;
+  absl::StrAppend(&r.message, "; flavors tried: ", absl::StrJoin(r.flavors, "; "));
+}
+
 // Fills in the numbers only known from the admitted set and the sentence.
 void Describe(const State& s, const std::string& cq, PendingReason& r) {
-  if (!r.message.empty()) return;
+  if (!r.message.empty()) {
+    AppendFlavors(r);
+    return;
+  }
   if (r.code == PendingReason::Code::kWaitingForQuota || r.code == PendingReason::Code::kPreemptionNoCandidates ||
       r.code == PendingReason::Code::kExceedsMaxQuota) {
     FlavorResource fr{r.flavor, r.resource};
@@ -343,13 +400,15 @@ void Describe(const State& s, const std::string& cq, PendingReason& r) {
       }
     }
   }
+  AppendFlavors(r);
 }
 
 void SetReason(State& s, Entry* e, PendingReason r) {
   const PendingReason& old = e->cinfo().reason;
   if (r.message.empty() && old.code == r.code && old.pod_set == r.pod_set && old.flavor == r.flavor &&
       old.resource == r.resource && old.requested == r.requested && old.available == r.available &&
-      old.used == r.used && old.nominal == r.nominal && old.max_capacity == r.max_capacity) {
+      old.used == r.used && old.nominal == r.nominal && old.max_capacity == r.max_capacity &&
+      old.flavors == r.flavors) {
     return;  // the same numbers: keep the sentence (and the snapshot) as they are
   }
   Describe(s, e->cinfo().cluster_queue, r);
@@ -411,8 +470,8 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   GK_CHECK_OK(s.tree.AddUsage(assignment.cluster_queue, assignment.usage));
   Dequeue(s, e);
   s.queues[assignment.cluster_queue].admitted.insert(e);
-  e->awaiting.clear();
-  e->awaiting_hold.clear();
+  const bool was_preemptor = !e->awaiting_need.empty();
+  ClearPreemptor(s, e);
   e->info().phase = Phase::kReserved;
   e->info().admission = assignment;
   e->info().cluster_queue = assignment.cluster_queue;
@@ -424,6 +483,9 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   StateChange c = Change(StateChange::Type::kAdmitted, *e, now);
   c.assignment = assignment;
   Record(s, std::move(c));
+  // What it held is now its usage: workloads that were set aside against
+  // the hold may now reclaim from it or fit elsewhere.
+  if (was_preemptor) RequeueInadmissible(s, assignment.cluster_queue);
 }
 
 // max(0, a - b).
@@ -445,30 +507,79 @@ size_t ShapeOf(const Entry& e) {
   return h;
 }
 
-// True while every victim `e` waits for is still being evicted.
+// True while a preemptor has nothing to do but wait: some victim is still
+// being evicted and nothing changed in its tree since it chose them (its
+// hold keeps what the others gave back). Once every victim stopped (or the
+// world changed) it is tried again.
 bool AwaitingVictims(const State& s, const Entry& e) {
   if (e.awaiting.empty()) return false;
-  for (const WorkloadKey& k : e.awaiting) {
-    auto v = s.entries.find(k);
-    if (v == s.entries.end() || v->second->cinfo().phase != Phase::kEvicting) return false;
+  if (s.last_policy_change > e.planned_seq) return false;
+  if (auto it = s.last_change.find(TreeKey(s, e.cinfo().cluster_queue));
+      it != s.last_change.end() && it->second > e.planned_seq) {
+    return false;
   }
-  return true;
+  for (const InstanceKey& k : e.awaiting) {
+    const Entry* v = FindEntry(s, k);
+    if (v != nullptr && v->cinfo().phase == Phase::kEvicting) return true;
+  }
+  return false;
 }
 
-// The part of `wanted` that `cq` could admit now (what holding it takes
-// from the others).
-ResourceAmounts HoldableNow(const State& s, const std::string& cq, const ResourceAmounts& wanted) {
-  ResourceAmounts out;
-  for (const auto& [fr, amount] : wanted) {
-    const Quantity room = std::min(amount, s.tree.Available(cq, fr));
-    if (!room.IsZero() && !room.IsNegative()) out[fr] = room;
-  }
-  return out;
+// Gives back what this cycle's holds added to the tree for `e`.
+void TakeHold(State& s, Entry* e) {
+  if (e->held.empty()) return;
+  GK_CHECK_OK(s.tree.RemoveUsage(e->cinfo().cluster_queue, e->held));
+  e->held.clear();
 }
 
-// One scheduling cycle. Returns true when it admitted or preempted.
+// Holds for preemptor `e` the quota it preempted for that its victims no
+// longer cover: what it needs, less what its still-evicting victims hold,
+// as far as its ClusterQueue could admit it now.
+void PutHold(State& s, Entry* e) {
+  GK_DCHECK(e->held.empty());
+  const std::string& cq = e->cinfo().cluster_queue;
+  if (cq.empty() || s.tree.ClusterQueueNode(cq) < 0) return;
+  ResourceAmounts hold;
+  for (const auto& [fr, need] : e->awaiting_need) {
+    Quantity covered;
+    for (const InstanceKey& k : e->awaiting) {
+      const Entry* v = FindEntry(s, k);
+      if (v == nullptr || v->cinfo().phase != Phase::kEvicting || !v->cinfo().admission.has_value()) continue;
+      auto u = v->cinfo().admission->usage.find(fr);
+      if (u != v->cinfo().admission->usage.end()) covered = covered.SaturatingAdd(u->second);
+    }
+    const Quantity room = std::min(Sub0(need, covered), s.tree.Available(cq, fr));
+    if (!room.IsZero() && !room.IsNegative()) hold[fr] = room;
+  }
+  if (!hold.empty() && s.tree.AddUsage(cq, hold).ok()) e->held = std::move(hold);
+}
+
+// A preemption victim's phrase for the audit and events.
+const char* PreemptionWhy(const std::string& reason) {
+  if (reason == "InClusterQueue") return "prioritization in the ClusterQueue";
+  if (reason == "InCohortReclaimWhileBorrowing") return "reclamation within the cohort while borrowing";
+  if (reason == "InCohortFairSharing") return "fair sharing within the cohort";
+  return "reclamation within the cohort";
+}
+
+// One scheduling cycle (numbered as DESIGN §2 and KUEUE-SEMANTICS §3.3).
+// Returns true when it admitted, preempted, or set a head aside.
 bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwatch& watch) {
-  // The queues with something to try, looked up once per cycle.
+  // 1. Holds. Every preemptor waiting for its victims holds the quota they
+  // gave back so far, before anybody else is tried (in the order they
+  // preempted): the quota a preemptor waits for cannot be taken by its
+  // victims or by anyone ranked below it, wherever it stands in its queue.
+  std::vector<Entry*> preemptors;
+  for (Entry* p : s.preemptors) {
+    if (p->cinfo().phase != Phase::kPending || p->queued_in.empty()) continue;
+    PutHold(s, p);
+    preemptors.push_back(p);
+  }
+  // Capacity held for the rest of this cycle for heads that need
+  // preemption without victims (Kueue's reserveCapacityForUnreclaimablePreempt).
+  std::vector<std::pair<std::string, ResourceAmounts>> reserved;
+
+  // 2. The queues with something to try, looked up once per cycle.
   struct Slot {
     const std::string* name;
     Queue* q;
@@ -478,32 +589,25 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
     absl::flat_hash_map<size_t, PendingReason> failed_shapes;
   };
   std::vector<Slot> slots;
-  // Capacity held for preemptors (waiting for victims, or without victims),
-  // given back at the end.
-  std::vector<std::pair<std::string, ResourceAmounts>> held;
   for (auto& [name, q] : s.queues) {
-    if (q.blocked && !q.active.empty()) {
-      // A preemptor whose victims are still stopping keeps the free quota
-      // it counts on for this cycle too.
-      const Entry* head = *q.active.begin();
-      if (!head->awaiting_hold.empty() && AwaitingVictims(s, *head)) {
-        ResourceAmounts hold = HoldableNow(s, name, head->awaiting_hold);
-        if (!hold.empty() && s.tree.AddUsage(name, hold).ok()) held.emplace_back(name, std::move(hold));
-      }
-    }
     if (q.active.empty() || q.blocked) continue;
     const model::ClusterQueue* cq = LiveClusterQueue(s, name);
     if (cq == nullptr || ClusterQueueBlocked(s, name).has_value()) {
       // The policy changed under it; Enqueue re-files the entries.
       std::vector<Entry*> moved(q.active.begin(), q.active.end());
-      for (Entry* e : moved) Enqueue(s, e);
+      for (Entry* e : moved) {
+        TakeHold(s, e);
+        Enqueue(s, e);
+      }
       continue;
     }
     slots.push_back(Slot{&name, &q, cq});
   }
   std::set<const Entry*> victims;
   bool progress = false;
+  bool set_aside = false;
   while (true) {
+    // 3. Nominate the head of every queue.
     std::vector<Nomination> noms;
     for (size_t slot_index = 0; slot_index < slots.size(); ++slot_index) {
       Slot& slot = slots[slot_index];
@@ -518,6 +622,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
           cq->preemption.within_cluster_queue != model::WithinClusterQueuePolicy::kLowerOrNewerEqualPriority) {
         while (!slot.failed_shapes.empty() && !q.active.empty()) {
           Entry* head = *q.active.begin();
+          if (!head->awaiting.empty()) break;  // a preemptor is always tried
           auto same = slot.failed_shapes.find(ShapeOf(*head));
           if (same == slot.failed_shapes.end()) break;
           SetReason(s, head, same->second);
@@ -528,21 +633,18 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         }
         if (q.active.empty()) continue;
       }
-      if (Entry* head = *q.active.begin(); !head->awaiting.empty()) {
-        // A preemptor whose victims are all still stopping: nothing to redo,
-        // but the free quota it counts on stays held for it.
-        if (AwaitingVictims(s, *head)) {
-          q.blocked = true;
-          ResourceAmounts hold = HoldableNow(s, *slot.name, head->awaiting_hold);
-          if (!hold.empty() && s.tree.AddUsage(*slot.name, hold).ok()) held.emplace_back(*slot.name, std::move(hold));
-          continue;
-        }
-        head->awaiting.clear();
-        head->awaiting_hold.clear();
+      Entry* head = *q.active.begin();
+      if (!head->awaiting.empty() && AwaitingVictims(s, *head)) {
+        // A preemptor whose victims are all still stopping: trying it again
+        // would choose them again. Its hold stays.
+        q.blocked = true;
+        continue;
       }
+      // Its own hold is not in its way.
+      TakeHold(s, head);
       Nomination n;
       n.slot = slot_index;
-      n.entry = *q.active.begin();
+      n.entry = head;
       n.cq = cq;
       n.result = s.AssignFlavors(*n.entry, *cq);
       ++stats.nominated;
@@ -550,13 +652,17 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         n.targets = n.result.targets.has_value() ? *std::move(n.result.targets)
                                                  : s.FindTargets(*n.entry, *cq, n.result);
       }
+      // Until it is processed, what it holds stays held for the others.
+      if (!head->awaiting.empty()) PutHold(s, head);
       noms.push_back(std::move(n));
     }
     if (noms.empty()) break;
+    // 4. Order the nominations.
     const bool fair = std::any_of(noms.begin(), noms.end(),
                                   [&](const Nomination& n) { return s.FairSharingFor(n.cq->meta.name); });
     if (!fair) std::stable_sort(noms.begin(), noms.end(), ClassicalBefore);
     bool round_progress = false;
+    // 5. Process each against the current usage.
     for (size_t i = 0; i < noms.size(); ++i) {
       if (fair) {
         // The tournament is re-run after every admission: shares changed.
@@ -568,12 +674,14 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
       Entry* e = n.entry;
       const std::string& cq = n.cq->meta.name;
       const bool strict = n.cq->queueing_strategy == model::QueueingStrategy::kStrictFIFO;
+      TakeHold(s, e);
       if (n.result.mode == FitMode::kFit) {
         if (s.tree.Fits(cq, n.result.assignment.usage)) {
           Admit(s, e, n.result.assignment, now);
           ++stats.admitted;
           progress = round_progress = true;
         } else {
+          if (!e->awaiting.empty()) PutHold(s, e);
           PendingReason r;
           r.code = PendingReason::Code::kWaitingForQuota;
           r.message = "the quota it fitted in was taken by another workload in the same cycle; retried next cycle";
@@ -583,15 +691,28 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         continue;
       }
       if ((n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) && !n.targets.empty()) {
+        // Its victims are its own: one that another preemptor counts on
+        // since this search (earlier in this cycle) frees nothing for it.
         bool overlap = false;
-        for (const Target& t : n.targets) {
-          overlap = overlap || (victims.count(t.entry) != 0 && t.entry->cinfo().phase != Phase::kEvicting);
+        for (const Target& t : n.targets) overlap = overlap || s.AwaitedByOther(*t.entry, *e);
+        // And with them gone it must fit as things are now (Kueue's fits
+        // check on preemptions): what was admitted or held since its search
+        // counts.
+        bool fits_after = !overlap;
+        if (fits_after) {
+          for (const Target& t : n.targets) GK_CHECK_OK(s.tree.RemoveUsage(t.entry->cinfo().admission->cluster_queue,
+                                                                             t.entry->cinfo().admission->usage));
+          fits_after = s.tree.Fits(cq, n.result.assignment.usage);
+          for (const Target& t : n.targets) GK_CHECK_OK(s.tree.AddUsage(t.entry->cinfo().admission->cluster_queue,
+                                                                          t.entry->cinfo().admission->usage));
         }
         slots[n.slot].done = true;  // the preemptor stays the head while it waits
-        if (overlap) {
+        if (!fits_after) {
+          if (!e->awaiting.empty()) PutHold(s, e);
           PendingReason r;
           r.code = PendingReason::Code::kWaitingForQuota;
-          r.message = "its preemption targets overlap another workload's; retried next cycle";
+          r.message = overlap ? "its preemption targets overlap another workload's; retried next cycle"
+                              : "the quota it would preempt for was taken in the same cycle; retried next cycle";
           SetReason(s, e, r);
           continue;
         }
@@ -600,14 +721,9 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
           names.push_back(Name(t.entry->cinfo().key));
           victims.insert(t.entry);
           if (t.entry->cinfo().phase == Phase::kEvicting) continue;
-          const char* why = t.reason == std::string("InClusterQueue") ? "prioritization in the ClusterQueue"
-                            : t.reason == std::string("InCohortReclaimWhileBorrowing")
-                                ? "reclamation within the cohort while borrowing"
-                            : t.reason == std::string("InCohortFairSharing") ? "fair sharing within the cohort"
-                                                                            : "reclamation within the cohort";
           Evict(s, t.entry, t.reason.c_str(),
                 absl::StrCat("preempted to accommodate ", Name(e->cinfo().key), " (priority ", e->cinfo().priority,
-                             ", ClusterQueue ", cq, ") due to ", why),
+                             ", ClusterQueue ", cq, ") due to ", PreemptionWhy(t.reason)),
                 e->cinfo().key, now);
           ++stats.preempted;
           progress = round_progress = true;
@@ -615,26 +731,15 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         // Until a victim stops (which frees quota in this tree and wakes
         // the queue) another try would choose the same victims.
         slots[n.slot].q->blocked = true;
+        // It waits for them and, from now on, holds what they give back
+        // (and what it needs besides, when free) in every cycle until it is
+        // admitted.
+        if (e->awaiting_need.empty()) s.preemptors.push_back(e);
         e->awaiting.clear();
-        for (const Target& t : n.targets) e->awaiting.push_back(t.entry->cinfo().key);
-        // What it needs beyond what the victims give back is free now:
-        // hold it (this cycle and the next ones while it waits) so that
-        // lower-ranked workloads cannot take it meanwhile.
-        e->awaiting_hold.clear();
-        for (const auto& [fr, amount] : n.result.assignment.usage) {
-          Quantity freed;
-          for (const Target& t : n.targets) {
-            if (!t.entry->cinfo().admission.has_value()) continue;
-            auto u = t.entry->cinfo().admission->usage.find(fr);
-            if (u != t.entry->cinfo().admission->usage.end()) freed = freed.SaturatingAdd(u->second);
-          }
-          const Quantity beyond = Sub0(amount, freed);
-          if (!beyond.IsZero()) e->awaiting_hold[fr] = beyond;
-        }
-        if (ResourceAmounts hold = HoldableNow(s, cq, e->awaiting_hold);
-            !hold.empty() && s.tree.AddUsage(cq, hold).ok()) {
-          held.emplace_back(cq, std::move(hold));
-        }
+        for (const Target& t : n.targets) e->awaiting.push_back(t.entry->instance);
+        e->awaiting_need = n.result.assignment.usage;
+        e->planned_seq = s.world_seq;
+        PutHold(s, e);
         PendingReason r;
         r.code = PendingReason::Code::kWaitingForPreemption;
         r.message = absl::StrCat("waiting for ", names.size(), " preempted workload(s) to stop: ",
@@ -642,7 +747,9 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         SetReason(s, e, r);
         continue;
       }
-      // No fit (or preemption without victims).
+      // No fit (or preemption without victims). A preemptor whose victims
+      // are gone and still does not fit lets go: something changed.
+      ClearPreemptor(s, e);
       if ((n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) &&
           n.cq->preemption.reclaim_within_cohort != model::ReclaimWithinCohortPolicy::kAny) {
         // Kueue's reserveCapacityForUnreclaimablePreempt: hold, for the rest
@@ -664,7 +771,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
           room = std::min(room, amount);
           if (!room.IsZero() && !room.IsNegative()) hold[fr] = room;
         }
-        if (!hold.empty() && s.tree.AddUsage(cq, hold).ok()) held.emplace_back(cq, std::move(hold));
+        if (!hold.empty() && s.tree.AddUsage(cq, hold).ok()) reserved.emplace_back(cq, std::move(hold));
       }
       PendingReason r = n.result.reason;
       if (n.result.mode != FitMode::kNoFit && r.code == PendingReason::Code::kPreemptionNoCandidates) {
@@ -679,7 +786,15 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         q.blocked = true;  // the head blocks the queue until something changes
         // Everything behind it waits for it (KUEUE-SEMANTICS §3.2). They are
         // told once per blocking head; later arrivals when they are queued.
+        // A preemptor behind it lets go of its hold: it cannot be admitted
+        // before this head.
         const std::string head = Name(e->cinfo().key);
+        for (auto it = std::next(q.active.begin()); it != q.active.end(); ++it) {
+          if (!(*it)->awaiting_need.empty()) {
+            TakeHold(s, *it);
+            ClearPreemptor(s, *it);
+          }
+        }
         if (q.blocked_by != head) {
           q.blocked_by = head;
           const std::string message = BlockedMessage(head, cq);
@@ -701,6 +816,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         e->inadmissible = true;
         slots[n.slot].failed_shapes.emplace(ShapeOf(*e), e->cinfo().reason);
         round_progress = true;
+        set_aside = true;  // the queue has a new head to try
       }
     }
     if (s.options.one_head_per_cycle || !round_progress) break;
@@ -709,8 +825,13 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
       break;
     }
   }
-  for (const auto& [cq, amounts] : held) GK_CHECK_OK(s.tree.RemoveUsage(cq, amounts));
-  return progress;
+  // 6. Give back what was held: the holds are taken again next cycle.
+  for (const auto& [cq, amounts] : reserved) GK_CHECK_OK(s.tree.RemoveUsage(cq, amounts));
+  for (Entry* p : s.preemptors) TakeHold(s, p);
+  for (Entry* p : preemptors) TakeHold(s, p);
+  // A head set aside leaves another to try: one more cycle (with one head
+  // per cycle, the next head is only tried then).
+  return progress || set_aside;
 }
 
 }  // namespace
@@ -729,6 +850,27 @@ bool Scheduler::State::FairSharingFor(const model::ClusterQueueName& cq) const {
 
 const model::ClusterQueue* Scheduler::State::FindClusterQueue(const model::ClusterQueueName& cq) const {
   return LiveClusterQueue(*this, cq);
+}
+
+bool Scheduler::State::AwaitedByOther(const Entry& candidate, const Entry& in) const {
+  if (candidate.cinfo().phase != Phase::kEvicting) return false;
+  for (const Entry* p : preemptors) {
+    if (p == &in) continue;
+    for (const InstanceKey& k : p->awaiting) {
+      if (k == candidate.instance) return true;
+    }
+  }
+  return false;
+}
+
+bool Scheduler::State::Guarded(const Entry& candidate) const {
+  if (!options.anti_churn_guard || !candidate.preempted_once || candidate.cinfo().phase == Phase::kEvicting) return false;
+  if (last_policy_change > candidate.preempted_seq) return false;
+  if (!candidate.cinfo().admission.has_value()) return false;
+  auto it = last_change.find(TreeKey(*this, candidate.cinfo().admission->cluster_queue));
+  if (it != last_change.end() && it->second > candidate.preempted_seq) return false;
+  ++guarded;
+  return true;
 }
 
 // --- Scheduler. ---
@@ -783,12 +925,15 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
                   workloads.end());
   std::sort(workloads.begin(), workloads.end(), [](const auto& a, const auto& b) {
     if (a->created_at != b->created_at) return a->created_at < b->created_at;
-    return a->key < b->key;
+    if (a->key != b->key) return a->key < b->key;
+    return a->workload->uid < b->workload->uid;
   });
   for (const std::shared_ptr<const WorkloadInfo>& info : workloads) {
-    if (s.entries.count(info->key) != 0) continue;
+    const InstanceKey instance = InstanceOf(info->key, info->workload->uid);
+    if (s.entries.count(instance) != 0) continue;
     auto entry = std::make_unique<Entry>();
     Entry* e = entry.get();
+    e->instance = instance;
     e->seq = s.next_seq++;
     e->dirty = &s.dirty_workloads;
     // The caller hands over its images: one held nowhere else is taken as
@@ -812,7 +957,8 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
     }
     e->SetOrderKey();
     s.dirty_workloads.insert(e->cinfo().key);
-    s.entries.emplace(e->cinfo().key, std::move(entry));
+    s.entries.emplace(instance, std::move(entry));
+    s.by_key[instance.key].push_back(e);
     if (HoldsQuota(e->cinfo().phase) && e->cinfo().admission.has_value()) {
       const Assignment& a = *e->cinfo().admission;
       absl::Status held = s.queues.count(a.cluster_queue) != 0 ? s.tree.AddUsage(a.cluster_queue, a.usage)
@@ -849,16 +995,61 @@ std::vector<model::ClusterQueue> Scheduler::Terminating() const {
   return out;
 }
 
+namespace {
+
+// Forgets instance `e` (deleted, or ended): it leaves its queue, gives back
+// its quota, and the change says what it freed.
+void Forget(State& s, Entry* e, StateChange::Type type, absl::Time now) {
+  Dequeue(s, e);
+  TakeHold(s, e);
+  ClearPreemptor(s, e);
+  WorldChanged(s, *e);
+  // The change carries the quota it frees (the audit log tallies usage).
+  StateChange c = Change(type, *e, now);
+  c.assignment = e->cinfo().admission;
+  if (c.assignment.has_value()) c.cluster_queue = c.assignment->cluster_queue;
+  if (e->cinfo().admission.has_value()) ReleaseQuota(s, e);
+  if (type == StateChange::Type::kFinished) {
+    auto last = std::make_shared<WorkloadInfo>(e->cinfo());
+    last->phase = Phase::kFinished;
+    last->finished_at = now;
+    last->reason = PendingReason{};
+    s.finished.push_back(std::move(last));
+  }
+  Record(s, std::move(c));
+  s.Touch(*e);
+  const InstanceKey instance = e->instance;
+  auto bk = s.by_key.find(instance.key);
+  if (bk != s.by_key.end()) {
+    bk->second.erase(std::remove(bk->second.begin(), bk->second.end(), e), bk->second.end());
+    if (bk->second.empty()) s.by_key.erase(bk);
+  }
+  s.entries.erase(instance);
+}
+
+// The instances `uid` names under `key` ("" = all of them).
+std::vector<Entry*> Named(const State& s, const WorkloadKey& key, const std::string& uid) {
+  std::vector<Entry*> out;
+  if (uid.empty() || key.pod_group) {
+    auto bk = s.by_key.find(key);
+    if (bk != s.by_key.end()) out = bk->second;
+  } else if (Entry* e = FindEntry(s, InstanceOf(key, uid))) {
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   State& s = *state_;
   if (w.namespace_name.empty()) return absl::InvalidArgumentError("workload: metadata.namespace is empty");
   if (w.name.empty() && w.pod_group_name.empty()) {
     return absl::InvalidArgumentError("workload: metadata.name is empty");
   }
-  const WorkloadKey key = KeyOf(w);
-  auto it = s.entries.find(key);
-  if (it != s.entries.end()) {
-    Entry* e = it->second.get();
+  const InstanceKey instance = InstanceOf(w);
+  const WorkloadKey& key = instance.key;
+  if (Entry* e = FindEntry(s, instance)) {
     if (!w.pod_group_name.empty()) {
       // Another pod of a known group (a retried review repeats a name).
       if (!e->pod_group_pods.insert(w.name).second) return absl::OkStatus();
@@ -876,36 +1067,41 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
           e->group_pod_sets.back().name = absl::StrCat("group-", e->group_pod_sets.size() - 1);
         }
       }
+      TakeHold(s, e);
+      ClearPreemptor(s, e);
       SyncPodGroup(e);
       Enqueue(s, e);
+      WorldChanged(s, *e);
       StateChange c = Change(StateChange::Type::kRegistered, *e, now);
       c.workload = std::make_shared<const workload::Workload>(w);  // the member pod
       c.actor = w.submitted_by;
       Record(s, std::move(c));
       return absl::OkStatus();
     }
-    if (e->cinfo().workload->uid == w.uid) return absl::OkStatus();  // a retried review
-    // Same name, new uid: the old object was deleted and we missed it. A
-    // pending one is simply replaced; one that holds quota keeps it until
-    // its end is seen (its pods may still run), and the new one must wait.
-    if (HoldsQuota(e->cinfo().phase)) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "workload ", Name(key), " (uid ", e->cinfo().workload->uid, ") still holds quota in ClusterQueue ",
-          e->cinfo().admission->cluster_queue, "; the new object (uid ", w.uid,
-          ") can be queued once gangkeeper sees the old one end: retry shortly"));
-    }
-    GK_CHECK_OK(Remove(key, now));
+    return absl::OkStatus();  // a retried review
+  }
+  // Another uid under a known key: a new object (names are unique per
+  // kind, so the old one was deleted; we missed it). A pending old instance
+  // is simply replaced; one that holds quota keeps it until its end is
+  // seen (its pods may still run), and the new one is queued beside it.
+  for (Entry* old : Named(s, key, "")) {
+    if (!HoldsQuota(old->cinfo().phase)) Forget(s, old, StateChange::Type::kRemoved, now);
   }
   auto entry = std::make_unique<Entry>();
   Entry* e = entry.get();
+  e->instance = instance;
   e->seq = s.next_seq++;
   e->dirty = &s.dirty_workloads;
   e->info().key = key;
   e->info().workload = std::make_shared<const workload::Workload>(w);
   e->info().priority = w.priority;
   e->info().can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
-  e->info().created_at = now;
-  e->info().queued_at = now;
+  // Kueue orders by creationTimestamp; the arrival time when the object
+  // has none (or one from a clock ahead of ours).
+  const absl::Time created =
+      w.creation_timestamp != absl::InfinitePast() && w.creation_timestamp <= now ? w.creation_timestamp : now;
+  e->info().created_at = created;
+  e->info().queued_at = created;
   e->SetOrderKey();
   if (!w.pod_group_name.empty()) {
     e->is_pod_group = true;
@@ -915,8 +1111,10 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
     for (size_t i = 0; i < e->group_pod_sets.size(); ++i) e->group_pod_sets[i].name = absl::StrCat("group-", i);
     SyncPodGroup(e);
   }
-  s.entries.emplace(key, std::move(entry));
+  s.entries.emplace(instance, std::move(entry));
+  s.by_key[key].push_back(e);
   Enqueue(s, e);
+  WorldChanged(s, *e);
   StateChange c = Change(StateChange::Type::kRegistered, *e, now);
   c.workload = e->cinfo().workload;
   c.actor = w.submitted_by;
@@ -926,25 +1124,31 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
 
 absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
   State& s = *state_;
-  auto it = s.entries.find(KeyOf(w));
-  if (it == s.entries.end()) return absl::NotFoundError(absl::StrCat("workload ", Name(KeyOf(w)), " is not tracked"));
-  Entry* e = it->second.get();
+  Entry* e = FindEntry(s, InstanceOf(w));
+  if (e == nullptr) {
+    return absl::NotFoundError(absl::StrCat("workload ", KeyString(KeyOf(w)), " (uid ", w.uid, ") is not tracked"));
+  }
   if (HoldsQuota(e->cinfo().phase)) {
     return absl::FailedPreconditionError(
         absl::StrCat("workload ", Name(e->cinfo().key), " holds quota; its pod sets cannot change until it is suspended"));
   }
+  TakeHold(s, e);
+  ClearPreemptor(s, e);
   Dequeue(s, e);  // the queue order may change with the priority
   auto updated = std::make_shared<workload::Workload>(w);
   if (!w.pod_group_name.empty()) {
     // A pod group's shape is its members'; only the queue and priority change.
     updated->pod_sets = e->cinfo().workload->pod_sets;
+    updated->uid = e->cinfo().workload->uid;
   }
   e->info().workload = std::move(updated);
   e->info().priority = w.priority;
   e->info().can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
   e->info().reason = PendingReason{};
   e->SetOrderKey();
+  WorldChanged(s, *e);
   Enqueue(s, e);
+  WorldChanged(s, *e);
   StateChange c = Change(StateChange::Type::kUpdated, *e, now);
   c.workload = e->cinfo().workload;
   c.actor = w.submitted_by;
@@ -954,20 +1158,20 @@ absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
 
 absl::Status Scheduler::Adopt(const workload::Workload& w,
                              const std::map<std::string, std::map<std::string, std::string>>& flavors,
-                             absl::Time now) {
+                             std::optional<absl::Time> admitted_at, absl::Time now) {
   State& s = *state_;
-  const WorkloadKey key = KeyOf(w);
-  auto it = s.entries.find(key);
-  if (it != s.entries.end() && HoldsQuota(it->second->cinfo().phase)) return absl::OkStatus();
-  if (it == s.entries.end() || it->second->cinfo().workload->uid != w.uid) {
+  const InstanceKey instance = InstanceOf(w);
+  Entry* e = FindEntry(s, instance);
+  if (e != nullptr && HoldsQuota(e->cinfo().phase)) return absl::OkStatus();
+  if (e == nullptr) {
     if (absl::Status added = Add(w, now); !added.ok()) return added;
-    it = s.entries.find(key);
+    e = FindEntry(s, instance);
+    if (e == nullptr) return absl::InternalError(absl::StrCat("workload ", KeyString(instance.key), " vanished"));
   }
-  Entry* e = it->second.get();
   const model::ClusterQueue* cq = LiveClusterQueue(s, e->cinfo().cluster_queue);
   if (e->cinfo().cluster_queue.empty() || cq == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "workload ", Name(key), " runs but has no usable ClusterQueue (LocalQueue ", w.queue_name,
+        "workload ", Name(instance.key), " runs but has no usable ClusterQueue (LocalQueue ", w.queue_name,
         "); it is tracked as pending and holds no quota"));
   }
   Assignment a;
@@ -1004,7 +1208,14 @@ absl::Status Scheduler::Adopt(const workload::Workload& w,
     }
     a.pod_sets.push_back(std::move(psa));
   }
+  TakeHold(s, e);
+  WorldChanged(s, *e);
   Admit(s, e, a, now);
+  // Its admission time as recorded on the object (the preemption order,
+  // newest admitted first, is then the same as before a restart).
+  if (admitted_at.has_value() && *admitted_at <= now && *admitted_at > absl::InfinitePast()) {
+    e->info().admitted_at = *admitted_at;
+  }
   // Beyond the quota is tolerated here as after a lowered quota.
   for (const auto& [name, q] : s.queues) {
     const int node = s.tree.ClusterQueueNode(name);
@@ -1016,36 +1227,15 @@ absl::Status Scheduler::Adopt(const workload::Workload& w,
   return absl::OkStatus();
 }
 
-absl::Status Scheduler::Remove(const WorkloadKey& key, absl::Time now) {
+absl::Status Scheduler::Remove(const WorkloadKey& key, const std::string& uid, absl::Time now) {
   State& s = *state_;
-  auto it = s.entries.find(key);
-  if (it == s.entries.end()) return absl::OkStatus();
-  Entry* e = it->second.get();
-  Dequeue(s, e);
-  // The change carries the quota it frees (the audit log tallies usage).
-  StateChange c = Change(StateChange::Type::kRemoved, *e, now);
-  c.assignment = e->cinfo().admission;
-  if (c.assignment.has_value()) c.cluster_queue = c.assignment->cluster_queue;
-  if (e->cinfo().admission.has_value()) ReleaseQuota(s, e);
-  Record(s, std::move(c));
-  s.entries.erase(it);
+  for (Entry* e : Named(s, key, uid)) Forget(s, e, StateChange::Type::kRemoved, now);
   return absl::OkStatus();
 }
 
-absl::Status Scheduler::Finish(const WorkloadKey& key, absl::Time now) {
+absl::Status Scheduler::Finish(const WorkloadKey& key, const std::string& uid, absl::Time now) {
   State& s = *state_;
-  auto it = s.entries.find(key);
-  if (it == s.entries.end()) return absl::OkStatus();
-  Entry* e = it->second.get();
-  Dequeue(s, e);
-  // The change carries the quota it frees (the audit log tallies usage).
-  StateChange c = Change(StateChange::Type::kFinished, *e, now);
-  c.assignment = e->cinfo().admission;
-  if (c.assignment.has_value()) c.cluster_queue = c.assignment->cluster_queue;
-  if (e->cinfo().admission.has_value()) ReleaseQuota(s, e);
-  e->info().phase = Phase::kFinished;
-  Record(s, std::move(c));
-  s.entries.erase(it);
+  for (Entry* e : Named(s, key, uid)) Forget(s, e, StateChange::Type::kFinished, now);
   return absl::OkStatus();
 }
 
@@ -1100,6 +1290,9 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
   for (auto& [key, e] : s.entries) {
     if (e->cinfo().phase == Phase::kPending) pending.push_back(e.get());
   }
+  // Every preemptor chooses again under the new policies.
+  for (Entry* e : std::vector<Entry*>(s.preemptors)) ClearPreemptor(s, e);
+  s.last_policy_change = ++s.world_seq;
   s.queues = std::move(queues);
   s.IndexQueues();
   s.orphans.clear();
@@ -1132,10 +1325,10 @@ namespace {
 // The entry `key` with `uid` when it is in `phase`, else nullptr (the
 // actuator's answer is stale: the workload moved on or was replaced).
 Entry* FindInPhase(State& s, const WorkloadKey& key, const std::string& uid, Phase phase) {
-  auto it = s.entries.find(key);
-  if (it == s.entries.end()) return nullptr;
-  const WorkloadInfo& info = it->second->cinfo();
-  return info.workload->uid == uid && info.phase == phase ? it->second.get() : nullptr;
+  Entry* e = FindEntry(s, InstanceOf(key, uid));
+  if (e == nullptr) return nullptr;
+  const WorkloadInfo& info = e->cinfo();
+  return info.workload->uid == uid && info.phase == phase ? e : nullptr;
 }
 
 }  // namespace
@@ -1164,6 +1357,7 @@ absl::Status Scheduler::ReleaseFailed(const WorkloadKey& key, const std::string&
   StateChange c = Change(StateChange::Type::kReleaseFailed, *e, now);
   c.assignment = e->cinfo().admission;
   c.message = why;
+  WorldChanged(s, *e);
   ReleaseQuota(s, e);
   e->info().phase = Phase::kPending;
   e->info().actuation = absl::StrCat("release failed: ", why);
@@ -1206,7 +1400,9 @@ ScheduleStats Scheduler::Schedule(absl::Time now) {
   while (!s.backoff.empty() && s.backoff.begin()->first <= now) {
     Entry* e = s.backoff.begin()->second;
     Enqueue(s, e);  // takes it out of the backoff
+    WorldChanged(s, *e);
   }
+  const int64_t guarded_before = s.guarded;
   ScheduleStats stats;
   const base::Stopwatch watch;
   for (int i = 0; i < state_->options.max_cycles; ++i) {
@@ -1219,6 +1415,7 @@ ScheduleStats Scheduler::Schedule(absl::Time now) {
       break;
     }
   }
+  stats.guarded = s.guarded - guarded_before;
   return stats;
 }
 
@@ -1239,18 +1436,39 @@ std::vector<StateChange> Scheduler::TakeChanges() {
   return out;
 }
 
+std::vector<std::shared_ptr<const WorkloadInfo>> Scheduler::TakeFinished() {
+  std::vector<std::shared_ptr<const WorkloadInfo>> out;
+  out.swap(state_->finished);
+  return out;
+}
+
+int64_t Scheduler::guarded_total() const { return state_->guarded; }
+
 const model::PolicySet& Scheduler::policies() const { return *state_->policies; }
 std::shared_ptr<const model::PolicySet> Scheduler::shared_policies() const { return state_->policies; }
 
-std::shared_ptr<const WorkloadInfo> Scheduler::Share(const WorkloadKey& key) const {
-  auto it = state_->entries.find(key);
-  if (it == state_->entries.end()) return nullptr;
-  return it->second->info_ptr;
+std::vector<std::shared_ptr<const WorkloadInfo>> Scheduler::Instances(const WorkloadKey& key) const {
+  std::vector<std::shared_ptr<const WorkloadInfo>> out;
+  auto it = state_->by_key.find(key);
+  if (it == state_->by_key.end()) return out;
+  out.reserve(it->second.size());
+  for (const Entry* e : it->second) out.push_back(e->info_ptr);
+  return out;
+}
+
+std::shared_ptr<const WorkloadInfo> Scheduler::ShareInstance(const InstanceKey& instance) const {
+  const Entry* e = FindEntry(*state_, instance);
+  return e == nullptr ? nullptr : e->info_ptr;
 }
 
 const WorkloadInfo* Scheduler::Find(const WorkloadKey& key) const {
-  auto it = state_->entries.find(key);
-  return it == state_->entries.end() ? nullptr : &it->second->cinfo();
+  const Entry* e = Newest(*state_, key);
+  return e == nullptr ? nullptr : &e->cinfo();
+}
+
+const WorkloadInfo* Scheduler::FindInstance(const InstanceKey& instance) const {
+  const Entry* e = FindEntry(*state_, instance);
+  return e == nullptr ? nullptr : &e->cinfo();
 }
 
 std::vector<const WorkloadInfo*> Scheduler::Workloads() const {
@@ -1290,6 +1508,7 @@ std::optional<ClusterQueueStatus> Scheduler::ClusterQueue(const model::ClusterQu
   if (const model::ClusterQueue* cq = LiveClusterQueue(s, name)) st.cohort = cq->cohort;
   st.active = !ClusterQueueBlocked(s, name).has_value();
   st.pending = static_cast<int64_t>(q->second.active.size() + q->second.inadmissible.size());
+  st.pending_inadmissible = static_cast<int64_t>(q->second.inadmissible.size());
   st.admitted = static_cast<int64_t>(q->second.admitted.size());
   if (node >= 0) {
     for (const FlavorResource& fr : s.tree.FlavorResources(node)) {
@@ -1345,9 +1564,17 @@ absl::Status Scheduler::CheckInvariants() const {
   if (absl::Status t = s.tree.CheckInvariants(); !t.ok()) return t;
   std::map<std::string, ResourceAmounts> sums;
   size_t queued = 0;
-  for (const auto& [key, e] : s.entries) {
+  for (const auto& [instance, e] : s.entries) {
     const WorkloadInfo& info = e->cinfo();
-    const std::string name = Name(key);
+    const std::string name = absl::StrCat(KeyString(instance.key), " (uid ", info.workload->uid, ")");
+    if (!(e->instance == instance) || !(info.key == instance.key)) {
+      return absl::InternalError(absl::StrCat(name, " is filed under another instance"));
+    }
+    auto bk = s.by_key.find(instance.key);
+    if (bk == s.by_key.end() || std::count(bk->second.begin(), bk->second.end(), e.get()) != 1) {
+      return absl::InternalError(absl::StrCat(name, " is not listed once among the instances of its key"));
+    }
+    if (!e->held.empty()) return absl::InternalError(absl::StrCat(name, " holds quota for preemption outside a cycle"));
     if (HoldsQuota(info.phase)) {
       if (!info.admission.has_value()) return absl::InternalError(absl::StrCat(name, " holds quota without an admission"));
       if (!e->queued_in.empty() || s.orphans.count(e.get()) != 0) {
@@ -1380,6 +1607,7 @@ absl::Status Scheduler::CheckInvariants() const {
           }
         }
         for (const auto& [res, amount] : a.pod_sets[i].usage) {
+          if (amount.IsZero()) continue;  // a pod set without pods has a flavor and holds nothing
           FlavorResource fr{a.pod_sets[i].flavors.at(res), res};
           total[fr] = total[fr].SaturatingAdd(amount);
         }
@@ -1443,6 +1671,13 @@ absl::Status Scheduler::CheckInvariants() const {
     }
   }
   if (listed != queued) return absl::InternalError("a queue lists a workload that is not pending in it");
+  size_t instances = 0;
+  for (const auto& [key, list] : s.by_key) instances += list.size();
+  if (instances != s.entries.size()) return absl::InternalError("the instances by key do not match the instances");
+  for (const Entry* p : s.preemptors) {
+    if (FindEntry(s, p->instance) != p) return absl::InternalError("a preemptor is not tracked");
+    if (p->awaiting_need.empty()) return absl::InternalError("a preemptor needs nothing");
+  }
   return absl::OkStatus();
 }
 

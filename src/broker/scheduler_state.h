@@ -19,10 +19,6 @@
 
 namespace gangkeeper::broker {
 
-struct WorkloadKeyHash {
-  size_t operator()(const WorkloadKey& k) const { return absl::HashOf(k.namespace_name, k.name); }
-};
-
 // One tracked workload.
 struct Entry {
   // Copy-on-write: the broker's snapshots share the WorkloadInfo until it
@@ -30,7 +26,7 @@ struct Entry {
   // changes (it copies a shared one first and marks the workload dirty so
   // the next snapshot takes the copy); cinfo() is for reads.
   std::shared_ptr<WorkloadInfo> info_ptr = std::make_shared<WorkloadInfo>();
-  absl::flat_hash_set<WorkloadKey, WorkloadKeyHash>* dirty = nullptr;
+  absl::flat_hash_set<WorkloadKey>* dirty = nullptr;
   WorkloadInfo& info() {
     if (info_ptr.use_count() > 1) {
       info_ptr = std::make_shared<WorkloadInfo>(*info_ptr);
@@ -61,14 +57,32 @@ struct Entry {
   }
   bool inadmissible = false;
   uint64_t seq = 0;  // registration order, the last tie-break
+  // The instance this entry is (key and uid; uid "" for a pod group).
+  InstanceKey instance;
   // A preemptor: the victims it waits for. While every one of them is still
   // being evicted, trying it again would only find them again.
-  std::vector<WorkloadKey> awaiting;
-  // ...and the free quota it counts on besides what its victims give back,
-  // held in every cycle while it waits (Kueue adds a preemptor's usage to
-  // the cycle's snapshot), so that lower-ranked workloads of other queues
-  // cannot take it and force another round of preemption.
-  ResourceAmounts awaiting_hold;
+  std::vector<InstanceKey> awaiting;
+  // ...and the quota it will take once they stop (its assignment's usage
+  // when it chose them). While it waits, every cycle holds for it the part
+  // of that quota its evicting victims no longer cover, whatever its
+  // position in its queue, so that nobody else (its victims least of all)
+  // can take what it preempted for. Kueue holds a preemptor's usage only in
+  // the cycle that issued the preemptions, and keeps the preemptor at the
+  // head of a BestEffortFIFO queue instead (its "sticky" preemptor): see
+  // docs/decisions.md.
+  ResourceAmounts awaiting_need;
+  // The world-change sequence when it chose its victims.
+  uint64_t planned_seq = 0;
+  // What this cycle's holds added to the tree for it (given back when it is
+  // tried, and at the end of the cycle).
+  ResourceAmounts held;
+  // The world-change sequence (State::world_seq) when it was last
+  // preempted: it is not preempted again until something changes in its
+  // tree (State::last_change), the anti-churn rule behind DESIGN §2's
+  // invariant "with no change in the world a workload is preempted at most
+  // once".
+  uint64_t preempted_seq = 0;
+  bool preempted_once = false;
   // After a failed release: out of every queue until `backoff_it->first`.
   bool in_backoff = false;
   std::multimap<absl::Time, Entry*>::iterator backoff_it;
@@ -129,7 +143,21 @@ struct Scheduler::State {
   SchedulerOptions options;
   std::shared_ptr<const model::PolicySet> policies;
   ResourceTree tree;
-  absl::flat_hash_map<WorkloadKey, std::unique_ptr<Entry>, WorkloadKeyHash> entries;
+  // Every tracked instance, and the instances of each key (oldest first:
+  // a newer object under a known name is queued while the older one keeps
+  // its quota until its end is seen).
+  absl::flat_hash_map<InstanceKey, std::unique_ptr<Entry>> entries;
+  absl::flat_hash_map<WorkloadKey, std::vector<Entry*>> by_key;
+  // Preemptors waiting for their victims, in the order they chose them.
+  std::vector<Entry*> preemptors;
+  // Anti-churn bookkeeping: a sequence bumped by every change of the world
+  // (an arrival, update, deletion, completion, failed release, adoption,
+  // backoff expiry, policy change), and per cohort tree the sequence of the
+  // last change in it. Our own consequences (a victim stopping, a release
+  // confirmed) are not changes of the world.
+  uint64_t world_seq = 0;
+  absl::flat_hash_map<std::string, uint64_t> last_change;
+  uint64_t last_policy_change = 0;
   std::map<model::ClusterQueueName, Queue> queues;  // every ClusterQueue, plus deleted ones holding quota
   std::vector<Queue*> queue_by_node;                 // by ResourceTree node (nullptr for cohorts)
   std::set<Entry*, QueueOrder> orphans;             // pending without a usable ClusterQueue
@@ -139,11 +167,13 @@ struct Scheduler::State {
   // Deleted ClusterQueues that still hold quota, with their last definition.
   std::map<model::ClusterQueueName, model::ClusterQueue> terminating;
   std::vector<StateChange> changes;
+  // The last state of the workloads finished since TakeFinished.
+  std::vector<std::shared_ptr<const WorkloadInfo>> finished;
   // Pending entries waiting out a release backoff, by when they return.
   std::multimap<absl::Time, Entry*> backoff;
   uint64_t next_seq = 0;
   // What changed since the last TakeDirty (for incremental snapshots).
-  absl::flat_hash_set<WorkloadKey, WorkloadKeyHash> dirty_workloads;
+  absl::flat_hash_set<WorkloadKey> dirty_workloads;
   absl::flat_hash_set<model::ClusterQueueName> dirty_queues;
   bool all_queues_dirty = true;
 
@@ -163,6 +193,13 @@ struct Scheduler::State {
     }
   }
   bool FairSharingFor(const model::ClusterQueueName& cq) const;
+  // The anti-churn rule: `candidate` was preempted once and nothing changed
+  // in its tree since, so it is not preempted again (counted in `guarded`).
+  bool Guarded(const Entry& candidate) const;
+  // `candidate` is being evicted for a preemptor other than `in`, which
+  // counts on the quota it gives back: it frees nothing for `in`.
+  bool AwaitedByOther(const Entry& candidate, const Entry& in) const;
+  mutable int64_t guarded = 0;
   const model::ClusterQueue* FindClusterQueue(const model::ClusterQueueName& cq) const;
 
   // flavor_assigner.cc: assigns flavors to every pod set of `e` in its

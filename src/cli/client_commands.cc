@@ -3,7 +3,7 @@
 //                  workloadpriorityclasses|priorityclasses [-n NS]
 //                  [--cluster-queue CQ] [--state pending|admitted|all]
 //                  [-o table|wide|json|yaml]
-//   gangkeeper describe workload NS/NAME [-o json|yaml]
+//   gangkeeper describe workload [KIND/]NS/NAME [-o json|yaml]
 // --server, --token and --ca, or GANGKEEPER_SERVER, GANGKEEPER_TOKEN and
 // GANGKEEPER_CA. Exit codes: 0 done, 1 the API refused or failed (its
 // message on stderr), 2 usage errors.
@@ -23,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/kube/client.h"
@@ -256,12 +257,17 @@ int GetWorkloads(kube::Client& client, const ClientFlags& f, const std::string& 
   const bool wide = f.output == "wide";
   std::vector<std::vector<std::string>> rows = {
       {"NAMESPACE", "NAME", "CLUSTERQUEUE", "STATE", "POSITION", "PRIORITY", "REASON"}};
-  if (wide) rows[0].insert(rows[0].end(), {"LOCALQUEUE", "KIND", "PODS", "FLAVORS", "CREATED", "ADMITTED"});
+  if (wide) rows[0].insert(rows[0].end(), {"LOCALQUEUE", "UID", "PODS", "FLAVORS", "CREATED", "ADMITTED"});
   for (const json& w : (*j)["items"]) {
     std::string position = w.contains("position") ? S(w["position"], "clusterQueue") : "";
     std::string reason = w.contains("reason") ? S(w["reason"], "message") : S(w, "phase");
-    rows.push_back({S(w, "namespace"), S(w, "name"), S(w, "clusterQueue"), S(w, "state"), position,
-                    S(w, "priority"), reason});
+    // kubectl's spelling, kind.group/name: a Job and a PyTorchJob may share a name.
+    std::string ref = S(w, "ref");
+    const size_t first = ref.find('/');
+    const size_t second = first == std::string::npos ? std::string::npos : ref.find('/', first + 1);
+    const std::string name =
+        second == std::string::npos ? S(w, "name") : absl::StrCat(ref.substr(0, first), "/", ref.substr(second + 1));
+    rows.push_back({S(w, "namespace"), name, S(w, "clusterQueue"), S(w, "state"), position, S(w, "priority"), reason});
     if (wide) {
       int64_t pods = 0;
       for (const json& ps : w.value("podSets", json::array())) pods += ps.value("count", int64_t{0});
@@ -273,7 +279,7 @@ int GetWorkloads(kube::Client& client, const ClientFlags& f, const std::string& 
           }
         }
       }
-      rows.back().insert(rows.back().end(), {S(w, "localQueue"), S(w, "kind"), absl::StrCat(pods),
+      rows.back().insert(rows.back().end(), {S(w, "localQueue"), S(w, "uid"), absl::StrCat(pods),
                                              absl::StrJoin(flavors, ","), S(w, "created"), S(w, "admitted")});
     }
   }
@@ -389,18 +395,22 @@ int GetPolicyObjects(kube::Client& client, const ClientFlags& f, const std::stri
   return 0;
 }
 
-int DescribeWorkload(kube::Client& client, const ClientFlags& f, const std::string& ns_name) {
-  const size_t slash = ns_name.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == ns_name.size()) {
-    std::fprintf(stderr, "gangkeeper: describe workload NAMESPACE/NAME\n");
+int DescribeWorkload(kube::Client& client, const ClientFlags& f, const std::string& ref) {
+  std::vector<std::string> parts = absl::StrSplit(ref, '/');
+  const bool ok = (parts.size() == 2 || parts.size() == 3) &&
+                  std::none_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
+  if (!ok) {
+    std::fprintf(stderr, "gangkeeper: describe workload [KIND/]NAMESPACE/NAME (e.g. job/team-a/train or "
+                         "pytorchjob.kubeflow.org/team-a/train), not \"%s\"\n",
+                 ref.c_str());
     return 2;
   }
-  std::optional<json> w = Fetch(client, absl::StrCat("/v1/workloads/", kube::QueryEscape(ns_name.substr(0, slash)), "/",
-                                                     kube::QueryEscape(ns_name.substr(slash + 1))));
+  std::string path = "/v1/workloads";
+  for (const std::string& p : parts) absl::StrAppend(&path, "/", kube::QueryEscape(p));
+  std::optional<json> w = Fetch(client, path);
   if (!w.has_value()) return 1;
   if (PrintStructured(*w, f)) return 0;
-  std::printf("Workload:      %s/%s (%s, uid %s)\n", S(*w, "namespace").c_str(), S(*w, "name").c_str(),
-              S(*w, "kind").c_str(), S(*w, "uid").c_str());
+  std::printf("Workload:      %s (%s, uid %s)\n", S(*w, "ref").c_str(), S(*w, "kind").c_str(), S(*w, "uid").c_str());
   std::printf("Queue:         LocalQueue %s -> ClusterQueue %s\n", S(*w, "localQueue").c_str(),
               S(*w, "clusterQueue").c_str());
   std::printf("State:         %s (%s)\n", S(*w, "state").c_str(), S(*w, "phase").c_str());
@@ -649,12 +659,15 @@ int RunGet(const std::vector<std::string>& args) {
 
 int RunDescribe(const std::vector<std::string>& args) {
   ClientFlags f;
-  FlagSet flags("describe", "Shows one workload: where it queues and why it waits.\nusage: gangkeeper describe workload NAMESPACE/NAME");
+  FlagSet flags("describe",
+                "Shows one workload: where it queues and why it waits.\n"
+                "usage: gangkeeper describe workload [KIND/]NAMESPACE/NAME   (KIND: job, pytorchjob, jobset, pod, "
+                "podgroup, ...; needed when two kinds share the name)");
   AddClientFlags(flags, &f);
   std::vector<std::string> what;
   if (std::optional<int> done = ParseOrExit(flags, args, &what)) return *done;
   if (what.size() != 2 || (what[0] != "workload" && what[0] != "workloads")) {
-    std::fprintf(stderr, "gangkeeper: usage: gangkeeper describe workload NAMESPACE/NAME\n");
+    std::fprintf(stderr, "gangkeeper: usage: gangkeeper describe workload [KIND/]NAMESPACE/NAME\n");
     return 2;
   }
   std::unique_ptr<kube::Client> client = Connect(f);

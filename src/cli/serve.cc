@@ -256,6 +256,10 @@ int RunServe(const std::vector<std::string>& args) {
              "gangkeeper.io/fair-sharing=true enables it for its tree alone");
   flags.Bool("one-head-per-cycle", &f.broker.scheduler.one_head_per_cycle,
              "admit at most one workload per ClusterQueue per cycle, as Kueue does (slower)");
+  flags.Size("keep-finished", &f.broker.keep_finished,
+             "finished workloads kept for GET /v1/workloads?state=finished (the most recent)");
+  flags.Duration("keep-finished-for", &f.broker.keep_finished_for,
+                 "and for at most this long after they ended");
   flags.String("kube", &f.kube,
                "auto (in-cluster when KUBERNETES_SERVICE_HOST is set, else none), none (releases are recorded "
                "and shown, not sent), in-cluster, or the path of a kubeconfig file");

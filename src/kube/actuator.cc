@@ -422,6 +422,7 @@ struct KubeActuator::Impl {
                                          {"tolerations", added_tolerations}});
       }
       record["clusterQueue"] = order.assignment.cluster_queue;
+      record["admittedAt"] = absl::FormatTime(absl::RFC3339_full, order.admitted_at, absl::UTCTimeZone());
       if (annotations == nullptr || !annotations->is_object()) {
         ops.push_back(Op("add", "/metadata/annotations", json::object()));
       }
@@ -583,7 +584,20 @@ struct KubeActuator::Impl {
           !s.ok()) {
         return absl::Status(s.code(), absl::StrCat("pod ", name, ": ", s.message()));
       }
-      if (ops.size() == 1) continue;
+      // The admission, as on job kinds, for an adoption after a restart.
+      json record = json{{"clusterQueue", order.assignment.cluster_queue},
+                         {"admittedAt", absl::FormatTime(absl::RFC3339_full, order.admitted_at, absl::UTCTimeZone())},
+                         {"podSets", json::array()}};
+      for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
+        json flavors = json::object();
+        for (const auto& [res, flavor] : a.flavors) flavors[res] = flavor;
+        record["podSets"].push_back(json{{"name", a.name}, {"flavors", flavors}});
+      }
+      const json* annotations = At(pod, "/metadata/annotations");
+      if (annotations == nullptr || !annotations->is_object()) {
+        ops.push_back(Op("add", "/metadata/annotations", json::object()));
+      }
+      ops.push_back(Op("add", AnnotationPath(), record.dump()));
       absl::StatusOr<json> patched = JsonPatch(path, pod, ops);
       if (!patched.ok()) {
         return absl::Status(patched.status().code(),

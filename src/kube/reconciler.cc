@@ -39,6 +39,18 @@ std::map<std::string, std::map<std::string, std::string>> FlavorsOf(const worklo
   return out;
 }
 
+// The admission time the admitted-flavors annotation records, if any.
+std::optional<absl::Time> AdmittedAtOf(const workload::ObservedObject& o) {
+  auto it = o.annotations.find(std::string(workload::kAdmittedFlavorsAnnotation));
+  if (it == o.annotations.end()) return std::nullopt;
+  json record = json::parse(it->second, nullptr, false);
+  if (!record.is_object() || !record.contains("admittedAt") || !record["admittedAt"].is_string()) return std::nullopt;
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, record["admittedAt"].get<std::string>(), &t, &err)) return std::nullopt;
+  return t;
+}
+
 // One pod of a pod group, as last seen.
 struct Member {
   std::string uid;
@@ -46,6 +58,7 @@ struct Member {
   bool finished = false;
   workload::Workload workload;
   std::map<std::string, std::map<std::string, std::string>> flavors;
+  std::optional<absl::Time> admitted_at;
 };
 
 }  // namespace
@@ -88,8 +101,9 @@ struct Reconciler::Impl {
     if (!s.ok()) log->warn("reconcile {}: {}", what, s.message());
   }
 
-  // A job kind (or a single pod) seen in a list or a watch event.
-  void Observe(const workload::KindInfo& kind, const json& object, std::set<broker::WorkloadKey>* seen) {
+  // A job kind (or a single pod) seen in a list or a watch event. `seen`
+  // (a list) collects the instances the cluster has.
+  void Observe(const workload::KindInfo& kind, const json& object, std::set<broker::InstanceKey>* seen) {
     absl::StatusOr<workload::ObservedObject> o =
         workload::ObserveObject(object.dump(), kind, *broker->policies(), Extract());
     if (!o.ok() || !o->workload.has_value()) return;  // not a workload gangkeeper can place
@@ -100,11 +114,11 @@ struct Reconciler::Impl {
       return;
     }
     const broker::WorkloadKey key = broker::KeyOf(w);
-    if (seen != nullptr) seen->insert(key);
+    if (seen != nullptr) seen->insert(broker::InstanceOf(key, o->uid));
     const std::string name = absl::StrCat(kind.name, " ", key.namespace_name, "/", key.name);
     std::shared_ptr<const broker::Snapshot> snap = broker->snapshot();
-    const broker::WorkloadInfo* info = snap->Find(key);
-    const bool same = info != nullptr && info->workload != nullptr && info->workload->uid == o->uid;
+    const broker::WorkloadInfo* info = snap->FindInstance(key, o->uid);
+    const bool same = info != nullptr && info->workload != nullptr;
     if (o->finished) {
       if (same) Check(broker->ObjectFinished(key, o->uid), name);
       return;
@@ -118,26 +132,27 @@ struct Reconciler::Impl {
           log->warn("{} runs but gangkeeper did not release it (unsuspended by someone else); its quota is counted",
                     name);
         }
-        Check(broker->Adopt(w, FlavorsOf(*o)), name);
+        Check(broker->Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o)), name);
       }
       return;
     }
     if (!o->held && info->phase == broker::Phase::kPending) {
       log->warn("{} was unsuspended by someone else while queued; its quota is counted", name);
-      Check(broker->Adopt(w, FlavorsOf(*o)), name);
+      Check(broker->Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o)), name);
     }
   }
 
-  void ObservePodOfGroup(const workload::ObservedObject& o, std::set<broker::WorkloadKey>* seen) {
+  void ObservePodOfGroup(const workload::ObservedObject& o, std::set<broker::InstanceKey>* seen) {
     const workload::Workload& w = *o.workload;
     const broker::WorkloadKey key = broker::KeyOf(w);
-    if (seen != nullptr) seen->insert(key);
+    if (seen != nullptr) seen->insert(broker::InstanceOf(key, ""));
     Member& m = groups[key][o.name];
     m.uid = o.uid;
     m.held = o.held;
     m.finished = o.finished;
     m.workload = w;
     m.flavors = FlavorsOf(o);
+    m.admitted_at = AdmittedAtOf(o);
     EvaluateGroup(key);
   }
 
@@ -177,7 +192,7 @@ struct Reconciler::Impl {
     }
     if (any_running && info != nullptr && info->phase == broker::Phase::kPending) {
       const Member& first = g->second.begin()->second;
-      Check(broker->Adopt(info->workload ? *info->workload : first.workload, first.flavors), name);
+      Check(broker->Adopt(info->workload ? *info->workload : first.workload, first.flavors, first.admitted_at), name);
     }
   }
 
@@ -193,23 +208,32 @@ struct Reconciler::Impl {
         group = meta["labels"].value(std::string(workload::kPodGroupNameLabel), "");
       }
       if (!group.empty()) {
-        const broker::WorkloadKey key{ns, group};
+        const broker::WorkloadKey key{ns, group, workload::Kind::kPod, true};
         auto g = groups.find(key);
         if (g != groups.end()) g->second.erase(obj_name);
         EvaluateGroup(key);
         return;
       }
     }
-    Check(broker->ObjectGone(broker::WorkloadKey{ns, obj_name}, uid), absl::StrCat(kind.name, " ", ns, "/", obj_name));
+    Check(broker->ObjectGone(broker::WorkloadKey{ns, obj_name, kind.kind, false}, uid),
+          absl::StrCat(kind.name, " ", ns, "/", obj_name));
   }
 
-  // After a full list: what the broker tracks of this kind but the list
-  // did not show is gone.
-  void ForgetMissing(const workload::KindInfo& kind, const std::set<broker::WorkloadKey>& seen) {
+  // After a full list (authoritative): every instance the broker tracks of
+  // this kind that the list did not show is gone, compared by uid, so an
+  // object deleted and recreated under its name while we were not
+  // watching frees what the old one held. An instance registered since
+  // shortly before the list (its object may not be stored yet) is left to
+  // the watch that follows.
+  void ForgetMissing(const workload::KindInfo& kind, const std::set<broker::InstanceKey>& seen,
+                     absl::Time listed_at) {
     std::vector<std::pair<broker::WorkloadKey, std::string>> gone;
     broker->snapshot()->ForEachWorkload([&](const broker::WorkloadInfo& info) {
-      if (info.workload == nullptr || info.workload->kind != kind.kind) return;
-      if (seen.count(info.key) == 0) gone.emplace_back(info.key, info.workload->pod_group_name.empty() ? info.workload->uid : "");
+      if (info.workload == nullptr || info.key.kind != kind.kind) return;
+      const broker::InstanceKey instance = broker::InstanceOf(info.key, info.workload->uid);
+      if (seen.count(instance) != 0) return;
+      if (info.phase == broker::Phase::kPending && info.created_at > listed_at - options.list_grace) return;
+      gone.emplace_back(info.key, instance.uid);
     });
     for (const auto& [key, uid] : gone) {
       if (kind.kind == workload::Kind::kPod) groups.erase(key);
@@ -235,6 +259,7 @@ struct Reconciler::Impl {
       const std::string path = ResourcePath(kind, "");
       ListOptions lo;
       lo.label_selector = selector;
+      const absl::Time listed_at = base::RealClock().Now();
       absl::StatusOr<ListResult> list = client->List(path, lo);
       if (!list.ok()) {
         if (stopping.load()) return;
@@ -261,9 +286,9 @@ struct Reconciler::Impl {
         continue;
       }
       if (kind.kind == workload::Kind::kPod) groups.clear();
-      std::set<broker::WorkloadKey> seen;
+      std::set<broker::InstanceKey> seen;
       for (const json& item : list->items) Observe(kind, item, &seen);
-      ForgetMissing(kind, seen);
+      ForgetMissing(kind, seen, listed_at);
       MarkSynced(kind.kind);
       std::string rv = list->resource_version;
       // Watch until it expires; resume after ordinary ends; list again

@@ -18,7 +18,10 @@
 namespace gangkeeper::replica {
 namespace {
 
-constexpr uint8_t kIntakeVersion = 1;       // one event
+// One event. Version 3 adds the key's kind (version 1 is still read); 2 is
+// taken by the batch.
+constexpr uint8_t kIntakeVersion = 3;
+constexpr uint8_t kIntakeVersionWithoutKind = 1;
 constexpr uint8_t kIntakeBatchVersion = 2;  // a put's events
 // Below etcd's default request limit (1.5 MiB) with room for the key.
 constexpr size_t kIntakeBatchBytes = 1 << 20;
@@ -51,6 +54,8 @@ std::string EncodeIntake(const broker::IntakeEvent& e) {
   const broker::WorkloadKey key = with_workload ? broker::KeyOf(e.workload) : e.key;
   enc.PutString(key.namespace_name);
   enc.PutString(key.name);
+  enc.PutU8(static_cast<uint8_t>(key.kind));
+  enc.PutBool(key.pod_group);
   enc.PutString(with_workload ? e.workload.uid : e.uid);
   if (with_workload) {
     broker::WorkloadInfo info;
@@ -71,14 +76,23 @@ absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data) {
   uint64_t type = 0;
   broker::IntakeEvent e;
   if (!d.GetU8(&version)) return d.status();
-  if (version != kIntakeVersion) {
+  if (version != kIntakeVersion && version != kIntakeVersionWithoutKind) {
     return absl::DataLossError(absl::StrCat("intake event: version ", version, " (this gangkeeper reads ",
-                                            kIntakeVersion, "; upgrade every replica)"));
+                                            kIntakeVersionWithoutKind, " and ", kIntakeVersion,
+                                            "; upgrade every replica)"));
   }
   if (!d.GetBounded(static_cast<uint64_t>(broker::IntakeEvent::Type::kReview), &type) ||
-      !d.GetString(&e.key.namespace_name) || !d.GetString(&e.key.name) || !d.GetString(&e.uid)) {
+      !d.GetString(&e.key.namespace_name) || !d.GetString(&e.key.name)) {
     return d.status();
   }
+  if (version == kIntakeVersion) {
+    uint64_t kind = 0;
+    if (!d.GetBounded(static_cast<uint64_t>(workload::Kind::kPod), &kind) || !d.GetBool(&e.key.pod_group)) {
+      return d.status();
+    }
+    e.key.kind = static_cast<workload::Kind>(kind);
+  }
+  if (!d.GetString(&e.uid)) return d.status();
   e.type = static_cast<broker::IntakeEvent::Type>(type);
   if (e.type == broker::IntakeEvent::Type::kPolicies) {
     return absl::DataLossError("intake event: a policy change (those have their own key)");
@@ -93,6 +107,7 @@ absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data) {
     if (!info.ok()) return info.status();
     if (info->workload == nullptr) return absl::DataLossError("intake event: a registration without its workload");
     e.workload = *info->workload;
+    e.key = broker::KeyOf(e.workload);
   }
   if (!d.done()) return absl::DataLossError(absl::StrCat("intake event: ", d.remaining(), " byte(s) left over"));
   return e;
@@ -109,7 +124,8 @@ std::string EncodeIntakeBatch(const std::vector<std::string>& events) {
 
 absl::StatusOr<std::vector<broker::IntakeEvent>> DecodeIntakeValue(absl::string_view data) {
   std::vector<broker::IntakeEvent> out;
-  if (!data.empty() && static_cast<uint8_t>(data[0]) == kIntakeVersion) {
+  if (!data.empty() && (static_cast<uint8_t>(data[0]) == kIntakeVersion ||
+                        static_cast<uint8_t>(data[0]) == kIntakeVersionWithoutKind)) {
     absl::StatusOr<broker::IntakeEvent> one = DecodeIntake(data);
     if (!one.ok()) return one.status();
     out.push_back(*std::move(one));
@@ -224,12 +240,12 @@ absl::Status IntakeRegistry::Update(const workload::Workload& w) {
   return Put({.type = broker::IntakeEvent::Type::kUpdate, .workload = w});
 }
 
-absl::Status IntakeRegistry::Remove(const broker::WorkloadKey& key) {
-  return Put({.type = broker::IntakeEvent::Type::kRemove, .key = key});
+absl::Status IntakeRegistry::Remove(const broker::WorkloadKey& key, const std::string& uid) {
+  return Put({.type = broker::IntakeEvent::Type::kRemove, .key = key, .uid = uid});
 }
 
-absl::Status IntakeRegistry::Finish(const broker::WorkloadKey& key) {
-  return Put({.type = broker::IntakeEvent::Type::kFinish, .key = key});
+absl::Status IntakeRegistry::Finish(const broker::WorkloadKey& key, const std::string& uid) {
+  return Put({.type = broker::IntakeEvent::Type::kFinish, .key = key, .uid = uid});
 }
 
 std::optional<broker::WorkloadRecord> IntakeRegistry::Find(const broker::WorkloadKey& key) const {

@@ -437,7 +437,7 @@ absl::StatusOr<Report> Simulation::Run() {
         last_finish_ms = now;
         ++report_.finished;
         ++report_.classes[w.trace->class_name].finished;
-        GK_RETURN_IF_ERROR(scheduler_->Finish(w.key, At(now)));
+        GK_RETURN_IF_ERROR(scheduler_->Finish(w.key, w.uid, At(now)));
       } else {
         GK_RETURN_IF_ERROR(scheduler_->Stopped(w.key, w.uid, At(now)));
       }

@@ -74,6 +74,14 @@ void ReadObjectMeta(const JsonNode& root, Workload* w, FieldErrors* errors) {
   w->name = StringField(*metadata, "name", errors).value_or("");
   w->generate_name = StringField(*metadata, "generateName", errors).value_or("");
   w->uid = StringField(*metadata, "uid", errors).value_or("");
+  // Set by the API server; a value that does not parse is treated as
+  // unknown (the arrival time orders the workload instead).
+  FieldErrors ignored;
+  if (std::optional<std::string> created = StringField(*metadata, "creationTimestamp", &ignored)) {
+    absl::Time t;
+    std::string err;
+    if (absl::ParseTime(absl::RFC3339_full, *created, &t, &err)) w->creation_timestamp = t;
+  }
   w->labels = StringMapField(*metadata, "labels", errors);
   w->annotations = StringMapField(*metadata, "annotations", errors);
 }

@@ -167,7 +167,7 @@ TEST_F(ValidateTest, DeniesPodGroupsWithInconsistentTotals) {
   };
   EXPECT_TRUE(Validate(pod("p0", "3")).allowed());
   EXPECT_TRUE(Validate(pod("p1", "3")).allowed());
-  EXPECT_EQ(registry_->Find({"team-a", "g"})->pod_group_members, 2);
+  EXPECT_EQ(registry_->Find({"team-a", "g", workload::Kind::kPod, true})->pod_group_members, 2);
   Answer a = Validate(pod("p2", "4"));
   EXPECT_FALSE(a.allowed());
   EXPECT_EQ(a.message(),
@@ -271,8 +271,8 @@ class AdmittedRegistry final : public broker::WorkloadRegistry {
  public:
   absl::Status Register(const workload::Workload&, const std::string&) override { return absl::OkStatus(); }
   absl::Status Update(const workload::Workload&) override { return absl::OkStatus(); }
-  absl::Status Remove(const broker::WorkloadKey&) override { return absl::OkStatus(); }
-  absl::Status Finish(const broker::WorkloadKey&) override { return absl::OkStatus(); }
+  absl::Status Remove(const broker::WorkloadKey&, const std::string&) override { return absl::OkStatus(); }
+  absl::Status Finish(const broker::WorkloadKey&, const std::string&) override { return absl::OkStatus(); }
   std::optional<broker::WorkloadRecord> Find(const broker::WorkloadKey&) const override {
     broker::WorkloadRecord r;
     r.state = broker::WorkloadState::kAdmitted;

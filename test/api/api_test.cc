@@ -515,7 +515,7 @@ TEST_F(ApiTest, ClusterQueueStatusMatchesTheBroker) {
 }
 
 TEST_F(ApiTest, StatusFollowsTheBrokerAfterAFinish) {
-  ASSERT_THAT(broker_->Finish({"team-a", "train"}), IsOk());
+  ASSERT_THAT(broker_->Finish({"team-a", "train"}, ""), IsOk());
   ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
   // next (4) and last (1) and later (2) now fit in 8.
   Reply r = Call("/v1/clusterqueues/team-a-gpu/status", "admin-secret");
@@ -526,7 +526,15 @@ TEST_F(ApiTest, StatusFollowsTheBrokerAfterAFinish) {
   Reply w = Call("/v1/workloads", "admin-secret", {{"clusterQueue", "team-a-gpu"}, {"state", "admitted"}});
   ASSERT_EQ(w.status, 200);
   EXPECT_THAT(Names(w.body), ElementsAre("team-a/last", "team-a/later", "team-a/next"));
-  ExpectError(Call("/v1/workloads/team-a/train", "admin-secret"), 404, "NotFound", "team-a/train");
+  // The finished workload is still shown (the broker keeps the most recent).
+  Reply gone = Call("/v1/workloads/team-a/train", "admin-secret");
+  ASSERT_EQ(gone.status, 200) << gone.raw.body;
+  EXPECT_EQ(gone.body["state"], "finished");
+  EXPECT_EQ(gone.body["ref"], "job.batch/team-a/train");
+  Reply finished = Call("/v1/workloads", "admin-secret", {{"state", "finished"}});
+  ASSERT_EQ(finished.status, 200);
+  EXPECT_THAT(Names(finished.body), ElementsAre("team-a/train"));
+  ExpectError(Call("/v1/workloads/team-a/never", "admin-secret"), 404, "NotFound", "team-a/never");
 }
 
 TEST_F(ApiTest, UnknownThingsAre404) {
@@ -544,9 +552,13 @@ TEST_F(ApiTest, MalformedPathsAre404WithAHint) {
     ExpectError(Call(path, "admin-secret"), 404, "NotFound", "use /v1/clusterqueues/NAME/status");
   }
   for (const char* path : {"/v1/workloads/", "/v1/workloads/team-a", "/v1/workloads/team-a/",
-                           "/v1/workloads//train", "/v1/workloads/team-a/train/status"}) {
-    ExpectError(Call(path, "admin-secret"), 404, "NotFound", "use /v1/workloads/NAMESPACE/NAME");
+                           "/v1/workloads//train", "/v1/workloads/job/team-a/train/status",
+                           "/v1/workloads/job//train"}) {
+    ExpectError(Call(path, "admin-secret"), 404, "NotFound", "use /v1/workloads/[KIND/]NAMESPACE/NAME");
   }
+  // Three parts name a kind; one gangkeeper does not manage is a 400 naming it.
+  ExpectError(Call("/v1/workloads/deployment/team-a/train", "admin-secret"), 400, "BadRequest",
+              "\"deployment\" is not a kind gangkeeper manages");
 }
 
 }  // namespace

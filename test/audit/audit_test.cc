@@ -138,7 +138,7 @@ TEST_F(AuditTest, EveryDecisionIsAnEventWithItsActorAndNumbers) {
   ASSERT_THAT(broker_->Register(Gang("high", 4, 100), ""), IsOk());
   // Without an actuator the broker answers itself, one batch later each.
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
-  ASSERT_THAT(broker_->Finish({"a", "high"}), IsOk());
+  ASSERT_THAT(broker_->Finish({"a", "high"}, ""), IsOk());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
   EXPECT_THAT(Actions(), ElementsAre("quota.changed ", "workload.pending low", "workload.admitted low",
                                      "workload.released low", "workload.pending high", "workload.preempted low",
@@ -152,7 +152,7 @@ TEST_F(AuditTest, EveryDecisionIsAnEventWithItsActorAndNumbers) {
   nlohmann::json admitted = nlohmann::json::parse(all[2].details);
   EXPECT_EQ(admitted["assignment"]["usage"]["a100"]["nvidia.com/gpu"], "8");
   nlohmann::json preempted = nlohmann::json::parse(all[5].details);
-  EXPECT_EQ(preempted["preemptor"], "a/high");
+  EXPECT_EQ(preempted["preemptor"], "job.batch/a/high");
   nlohmann::json freed = nlohmann::json::parse(all[9].details);
   EXPECT_EQ(freed["freed"]["usage"]["a100"]["nvidia.com/gpu"], "4");
 }

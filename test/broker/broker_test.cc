@@ -181,7 +181,7 @@ TEST_F(BrokerTest, SnapshotShowsPositionsAndReasons) {
   EXPECT_EQ(v->reason.code, PendingReason::Code::kWaitingForQuota);
   EXPECT_THAT(v->reason.message, ::testing::HasSubstr("waiting for 4 nvidia.com/gpu in team-a/a100"));
   // The old snapshot stays valid and unchanged while the broker moves on.
-  ASSERT_THAT(broker_->Finish({"a", "big"}), IsOk());
+  ASSERT_THAT(broker_->Finish({"a", "big"}, ""), IsOk());
   EXPECT_EQ(snap->Find({"a", "next"})->phase, Phase::kPending);
   EXPECT_EQ(broker_->snapshot()->Find({"a", "next"})->phase, Phase::kReserved);
   EXPECT_EQ(broker_->snapshot()->Find({"a", "big"}), nullptr);

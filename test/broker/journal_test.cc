@@ -193,13 +193,14 @@ TEST(DurableTest, ApplyingABatchTwiceChangesNothing) {
   const std::string payload = EncodeBatch(batch);
 
   DurableState once;
-  once.workloads["ns/gone"] = std::make_shared<WorkloadInfo>(FullInfo());
+  const std::string gone = DurableKey(InstanceKey{WorkloadKey{"ns", "gone"}, ""});
+  once.workloads[gone] = std::make_shared<WorkloadInfo>(FullInfo());
   std::vector<StateChange> changes;
   ASSERT_THAT(ApplyBatch(payload, 5, &once, &changes), IsOk());
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].type, StateChange::Type::kAdmitted);
   EXPECT_EQ(once.position, 5u);
-  EXPECT_EQ(once.workloads.count("ns/gone"), 0u);
+  EXPECT_EQ(once.workloads.count(gone), 0u);
   ASSERT_NE(once.policies, nullptr);
   EXPECT_EQ(once.policies->cluster_queues.count("team-a"), 1u);
   const std::string after_once = EncodeState(once);
@@ -296,7 +297,7 @@ TEST_F(JournalTest, AdmittedAndPendingGangsAreTheSameAfterACrash) {
   // Running gangs are not released again; nothing was in flight.
   EXPECT_TRUE(actuator_->releases().empty());
   // The restored broker goes on: finishing one admits the head of the queue.
-  ASSERT_THAT(broker_->Finish({"a", "second"}), IsOk());
+  ASSERT_THAT(broker_->Finish({"a", "second"}, ""), IsOk());
   EXPECT_EQ(broker_->snapshot()->Find({"a", after.queue[0]})->phase, Phase::kReserved);
 }
 
@@ -415,7 +416,7 @@ TEST_F(JournalTest, ReplayingTheSameJournalTwiceGivesTheSameState) {
   Start();
   for (int i = 0; i < 10; ++i) ASSERT_THAT(broker_->Register(Gang(absl::StrCat("w", i), 1, 2), "team-a"), IsOk());
   ConfirmReleases();
-  ASSERT_THAT(broker_->Finish({"a", "w0"}), IsOk());
+  ASSERT_THAT(broker_->Finish({"a", "w0"}, ""), IsOk());
   broker_.reset();
   journal_.reset();
   std::string first;

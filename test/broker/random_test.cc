@@ -292,13 +292,13 @@ class RandomRun {
       if (const WorkloadInfo* w = Pick(InPhase({Phase::kRunning, Phase::kReserved, Phase::kPending}))) {
         ++counters_.finished;
         const WorkloadKey key = w->key;
-        ASSERT_THAT(s_->Finish(key, Tick()), IsOk());
+        ASSERT_THAT(s_->Finish(key, "", Tick()), IsOk());
       }
     } else if (roll < 420) {
       if (const WorkloadInfo* w = Pick(InPhase({Phase::kPending, Phase::kRunning, Phase::kEvicting}))) {
         ++counters_.removed;
         const WorkloadKey key = w->key;
-        ASSERT_THAT(s_->Remove(key, Tick()), IsOk());
+        ASSERT_THAT(s_->Remove(key, "", Tick()), IsOk());
       }
     } else if (roll < 520) {
       if (const WorkloadInfo* w = Pick(InPhase({Phase::kEvicting}))) {
@@ -327,7 +327,7 @@ class RandomRun {
         ASSERT_THAT(s_->ReleaseSucceeded(key, "stale-uid", Tick()), IsOk());
         ASSERT_THAT(s_->Stopped(key, w->workload->uid, Tick()), IsOk());
       }
-      ASSERT_THAT(s_->Finish(WorkloadKey{kNs, "never-added"}, Tick()), IsOk());
+      ASSERT_THAT(s_->Finish(WorkloadKey{kNs, "never-added"}, "", Tick()), IsOk());
     } else if (roll < 680) {
       if (const WorkloadInfo* w = Pick(InPhase({Phase::kPending}))) {
         if (w->workload->pod_group_name.empty()) {
@@ -396,7 +396,7 @@ void RunEvents(uint64_t seed, SchedulerOptions options, int64_t events) {
   }
   std::vector<WorkloadKey> keys;
   for (const WorkloadInfo* w : run.scheduler()->Workloads()) keys.push_back(w->key);
-  for (const WorkloadKey& k : keys) ASSERT_THAT(run.scheduler()->Finish(k, run.Tick()), IsOk());
+  for (const WorkloadKey& k : keys) ASSERT_THAT(run.scheduler()->Finish(k, "", run.Tick()), IsOk());
   run.scheduler()->Schedule(run.Tick());
   ASSERT_THAT(run.scheduler()->CheckInvariants(), IsOk());
   for (const ClusterQueueStatus& cq : run.scheduler()->ClusterQueues()) {

@@ -150,7 +150,7 @@ TEST_F(ReplicationTest, AFollowerShowsTheDurableStateAndRefusesChanges) {
   EXPECT_THAT(follower_actuator.releases(), IsEmpty());
 
   // Newer states replace the shown one, removals included.
-  ASSERT_THAT(leader->Remove({"a", "wide"}), IsOk());
+  ASSERT_THAT(leader->Remove({"a", "wide"}, ""), IsOk());
   ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
   ASSERT_THAT(follower->Follow(sink.state()), IsOk());
   EXPECT_EQ(Phases(*follower->snapshot()), (std::map<std::string, std::string>{{"big", "reserved"}}));
@@ -178,7 +178,7 @@ TEST_F(ReplicationTest, ANewLeaderResendsWhatWasNotConfirmedAndSchedulesAtOnce) 
 
   // It schedules: big finishes, next is admitted and released by the new
   // leader; the old one, following, sends nothing and ignores late answers.
-  ASSERT_THAT(replica->Finish({"a", "big"}), IsOk());
+  ASSERT_THAT(replica->Finish({"a", "big"}, ""), IsOk());
   ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
   EXPECT_THAT(new_actuator.releases(), ElementsAre("big", "next"));
   old_leader->ReleaseResult({"a", "big"}, "uid-big", absl::OkStatus());
@@ -196,7 +196,7 @@ TEST_F(ReplicationTest, ALeaderOfAnEmptyStoreRecordsThePoliciesItRunsWith) {
   EXPECT_EQ(sink.state().policies->cluster_queues.size(), 1u);
   ASSERT_THAT(replica->Register(GpuGang("one", 1, 1), ""), IsOk());
   ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
-  EXPECT_TRUE(sink.state().workloads.contains("a/one"));
+  EXPECT_TRUE(sink.state().workloads.contains(DurableKey(InstanceKey{WorkloadKey{"a", "one"}, "uid-one"})));
 }
 
 }  // namespace

@@ -244,7 +244,7 @@ TEST_F(SchedulerTest, ADeletedClusterQueueKeepsItsQuotaAcrossSeveralPolicyChange
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->admitted, 1);
   // Once its gang finishes, the queue is gone for good.
-  ASSERT_THAT(s_->Finish({"b", "running"}, T(5)), IsOk());
+  ASSERT_THAT(s_->Finish({"b", "running"}, "", T(5)), IsOk());
   EXPECT_TRUE(s_->Terminating().empty());
 }
 

@@ -615,8 +615,8 @@ TEST_F(ApiIntegrationTest, GetAndDescribeFromTheCommandLine) {
   ASSERT_THAT(get, IsOk());
   EXPECT_EQ(get->exit_code, 0) << get->err;
   EXPECT_THAT(get->out, HasSubstr("NAMESPACE"));
-  EXPECT_THAT(get->out, ::testing::ContainsRegex("team-a +second +team-a-gpu +pending +1 "));
-  EXPECT_THAT(get->out, ::testing::ContainsRegex("team-a +first +team-a-gpu +admitted"));
+  EXPECT_THAT(get->out, ::testing::ContainsRegex("team-a +job.batch/second +team-a-gpu +pending +1 "));
+  EXPECT_THAT(get->out, ::testing::ContainsRegex("team-a +job.batch/first +team-a-gpu +admitted"));
 
   auto json_out = testing::RunCommand({testing::GangkeeperBinary(), "get", "clusterqueues", "-o", "json", server, ca,
                                        "--token=admin-secret"},
@@ -728,8 +728,8 @@ TEST_F(ApiIntegrationTest, AuditFromTheCommandLineAndFollow) {
   ASSERT_THAT(table, IsOk());
   EXPECT_EQ(table->exit_code, 0) << table->err;
   EXPECT_THAT(table->out, HasSubstr("SEQ"));
-  EXPECT_THAT(table->out, ::testing::ContainsRegex("alice +workload.pending +Workload team-a/first"));
-  EXPECT_THAT(table->out, ::testing::ContainsRegex("gangkeeper +workload.admitted +Workload team-a/first +team-a-gpu"));
+  EXPECT_THAT(table->out, ::testing::ContainsRegex("alice +workload.pending +Job team-a/first"));
+  EXPECT_THAT(table->out, ::testing::ContainsRegex("gangkeeper +workload.admitted +Job team-a/first +team-a-gpu"));
   EXPECT_THAT(table->out, ::testing::Not(HasSubstr("second")));
 
   // --follow prints what comes later: a gang registered while it runs.

@@ -257,8 +257,8 @@ TEST_F(EtcdJournalTest, EtcdDownIsUnavailableAndTheBrokerKeepsTheChangesUntilItI
   EXPECT_THAT(journal.health(), IsOk());
   absl::StatusOr<broker::DurableState> state = ReadState(client_.get(), prefix_, nullptr);
   ASSERT_THAT(state.status(), IsOk());
-  EXPECT_TRUE(state->workloads.contains("a/before"));
-  EXPECT_TRUE(state->workloads.contains("a/after"));
+  EXPECT_TRUE(state->workloads.contains(broker::DurableKey(broker::InstanceKey{{"a", "before"}, "uid-before"})));
+  EXPECT_TRUE(state->workloads.contains(broker::DurableKey(broker::InstanceKey{{"a", "after"}, "uid-after"})));
 }
 
 }  // namespace

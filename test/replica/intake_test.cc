@@ -146,7 +146,7 @@ TEST_F(IntakeTest, RegistrationsFromEveryReplicaReachTheLeaderAndAreCleanedUp) {
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->state, broker::WorkloadState::kAdmitted);
 
-  ASSERT_THAT(two.Finish({"a", "first"}), IsOk());
+  ASSERT_THAT(two.Finish({"a", "first"}, ""), IsOk());
   for (int i = 0; i < 200 && leader.broker->snapshot()->Find({"a", "first"}) != nullptr; ++i) {
     absl::SleepFor(absl::Milliseconds(50));
   }

@@ -43,6 +43,10 @@ struct ReleaseOrder {
   std::string uid;
   std::shared_ptr<const workload::Workload> workload;
   Assignment assignment;
+  // When the quota was reserved: recorded on the object (the
+  // gangkeeper.io/admitted-flavors annotation) so that an adoption after a
+  // restart keeps it.
+  absl::Time admitted_at;
   struct PodSetPlacement {
     std::string name;
     std::map<std::string, std::string> node_selector;  // the flavors' nodeLabels
@@ -124,8 +128,13 @@ class Snapshot {
   const std::shared_ptr<const model::PolicyOverlay>& overlay() const { return overlay_; }
   const model::PolicySet& policies() const { return *policies_; }
   const std::shared_ptr<const model::PolicySet>& shared_policies() const { return policies_; }
-  // nullptr when unknown (or finished).
+  // The newest instance of `key`; nullptr when unknown (or finished).
   const WorkloadInfo* Find(const WorkloadKey& key) const;
+  // The instance `uid` of `key` (uid ignored for pod groups), or nullptr.
+  const WorkloadInfo* FindInstance(const WorkloadKey& key, const std::string& uid) const;
+  // Every instance of `key`, oldest first: usually one; more while an
+  // older object under the same name still holds quota.
+  std::vector<const WorkloadInfo*> Instances(const WorkloadKey& key) const;
   // Where a pending workload stands in its queues; nullopt when not queued.
   // Linear in the queue's length: to list many, use Positions().
   std::optional<QueuePosition> Position(const WorkloadKey& key) const;
@@ -136,17 +145,27 @@ class Snapshot {
   const std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>>& cluster_queues() const {
     return queues_;
   }
-  // Calls `f` for every tracked workload (unordered).
+  // Calls `f` for every tracked instance (unordered).
   void ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const;
   // The same, shared (a snapshot writer keeps them without copying).
   void ForEachShared(const std::function<void(const std::shared_ptr<const WorkloadInfo>&)>& f) const;
   size_t workload_count() const { return workload_count_; }
+  // The most recently finished workloads (their last state, phase
+  // kFinished), oldest first; bounded by BrokerOptions::keep_finished and
+  // keep_finished_for. Never null.
+  const std::vector<std::shared_ptr<const WorkloadInfo>>& finished() const { return *finished_; }
 
   static constexpr size_t kShards = 1024;
 
  private:
   friend class Broker;
-  using Shard = absl::flat_hash_map<std::string, std::shared_ptr<const WorkloadInfo>>;  // "ns/name"
+  // The instances of one key: the newest, and the older ones (null in the
+  // common case of one).
+  struct Slot {
+    std::shared_ptr<const WorkloadInfo> newest;
+    std::shared_ptr<const std::vector<std::shared_ptr<const WorkloadInfo>>> older;
+  };
+  using Shard = absl::flat_hash_map<std::string, Slot>;  // by KeyString(key)
   uint64_t version_ = 0;
   absl::Time time_;
   uint64_t durable_position_ = 0;
@@ -157,6 +176,8 @@ class Snapshot {
   std::vector<std::shared_ptr<const Shard>> shards_;
   std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues_;
   size_t workload_count_ = 0;
+  std::shared_ptr<const std::vector<std::shared_ptr<const WorkloadInfo>>> finished_ =
+      std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>();
 };
 
 struct BrokerOptions {
@@ -169,6 +190,10 @@ struct BrokerOptions {
   size_t max_batch = 4096;
   // Period of clock ticks (a scheduling pass even without events).
   absl::Duration tick = absl::Seconds(1);
+  // Finished workloads kept for Snapshot::finished() (the API's
+  // state=finished): at most this many, none older than keep_finished_for.
+  size_t keep_finished = 1000;
+  absl::Duration keep_finished_for = absl::Hours(1);
   // Called on the broker's thread once an admission is durable, with how
   // long the gang waited since it was created or last requeued (Kueue's
   // admission wait time); may be empty. Must not block.
@@ -251,20 +276,21 @@ class Broker final : public WorkloadRegistry {
   // --- WorkloadRegistry (the webhook): each waits until applied and durable.
   absl::Status Register(const workload::Workload& w, const std::string& cluster_queue) override;
   absl::Status Update(const workload::Workload& w) override;
-  absl::Status Remove(const WorkloadKey& key) override;
-  absl::Status Finish(const WorkloadKey& key) override;
+  absl::Status Remove(const WorkloadKey& key, const std::string& uid) override;
+  absl::Status Finish(const WorkloadKey& key, const std::string& uid) override;
   std::optional<WorkloadRecord> Find(const WorkloadKey& key) const override;
   int64_t PendingIn(const std::string& cluster_queue) const override;
   std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const override;
 
   // --- The reconciler: what the cluster says (each waits until applied).
-  // The object `uid` is gone / has ended; nothing happens when the key now
-  // names another object. An empty uid matches any.
+  // The object `uid` is gone / has ended; nothing happens to other objects
+  // under the same key. An empty uid matches every instance.
   absl::Status ObjectGone(const WorkloadKey& key, const std::string& uid);
   absl::Status ObjectFinished(const WorkloadKey& key, const std::string& uid);
-  // A workload found running (see Scheduler::Adopt).
-  absl::Status Adopt(const workload::Workload& w,
-                     std::map<std::string, std::map<std::string, std::string>> flavors);
+  // A workload found running (see Scheduler::Adopt), with its flavors and
+  // admission time as the object records them (gangkeeper.io/admitted-flavors).
+  absl::Status Adopt(const workload::Workload& w, std::map<std::string, std::map<std::string, std::string>> flavors,
+                     std::optional<absl::Time> admitted_at = std::nullopt);
 
   // --- Replication (several replicas on etcd). A broker made by Create is a
   // leader with the sink and actuator it was given.

@@ -36,7 +36,7 @@ struct DurableBatch {
   std::vector<StateChange> changes;  // in order
   // The state after the batch of every workload a change names; null when
   // it is no longer tracked (removed, finished).
-  std::vector<std::pair<WorkloadKey, std::shared_ptr<const WorkloadInfo>>> workloads;
+  std::vector<std::pair<InstanceKey, std::shared_ptr<const WorkloadInfo>>> workloads;
   // Set when the batch replaced the policies: the new set, and the deleted
   // ClusterQueues that still hold quota (terminating).
   std::shared_ptr<const model::PolicySet> policies;
@@ -59,7 +59,7 @@ struct DurableState {
   std::shared_ptr<const model::PolicySet> policies;
   std::vector<model::ClusterQueue> terminating;
   std::shared_ptr<const model::PolicyOverlay> overlay;  // null: the API changed nothing
-  // Tracked workloads by "namespace/name".
+  // Tracked instances by DurableKey: "kind/namespace/name#uid".
   absl::flat_hash_map<std::string, std::shared_ptr<const WorkloadInfo>> workloads;
 };
 
@@ -79,7 +79,9 @@ std::string EncodeState(const DurableState& state);
 std::string EncodeWorkloadInfo(const WorkloadInfo& info);
 [[nodiscard]] absl::StatusOr<WorkloadInfo> DecodeWorkloadInfo(absl::string_view data);
 
-// "namespace/name", the key of DurableState::workloads.
-std::string DurableKey(const WorkloadKey& key);
+// "job.batch/namespace/name#uid" (KeyString, "#", the uid; no uid for a
+// pod group): the key of DurableState::workloads.
+std::string DurableKey(const InstanceKey& instance);
+std::string DurableKey(const WorkloadInfo& info);
 
 }  // namespace gangkeeper::broker

@@ -13,9 +13,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "gangkeeper/workload/workload.h"
 
 namespace gangkeeper::broker {
@@ -24,20 +26,78 @@ enum class WorkloadState { kPending, kAdmitted, kFinished };
 
 const char* WorkloadStateName(WorkloadState state);
 
-// A workload is named by namespace and name (a pod group by its group name).
+// A workload is identified by its kind (API group + kind) and its
+// namespace and name (DESIGN §4): a Job and a PyTorchJob may share a name.
+// Grouped Pods are one workload per pod group: kind kPod with `pod_group`
+// set and `name` the group's name, distinct from a single Pod of that name.
+// An instance of a workload is its object's uid (kept beside the key:
+// WorkloadInfo::workload->uid); a new uid under a known key is a new object.
+//
+// Tests and callers that name a Job may write {namespace, name}: the kind
+// defaults to kJob.
 struct WorkloadKey {
   std::string namespace_name;
   std::string name;
+  workload::Kind kind = workload::Kind::kJob;
+  bool pod_group = false;
+
   friend bool operator<(const WorkloadKey& a, const WorkloadKey& b) {
-    return a.namespace_name != b.namespace_name ? a.namespace_name < b.namespace_name : a.name < b.name;
+    if (a.namespace_name != b.namespace_name) return a.namespace_name < b.namespace_name;
+    if (a.name != b.name) return a.name < b.name;
+    if (a.kind != b.kind) return a.kind < b.kind;
+    return a.pod_group < b.pod_group;
   }
   friend bool operator==(const WorkloadKey& a, const WorkloadKey& b) {
-    return a.namespace_name == b.namespace_name && a.name == b.name;
+    return a.namespace_name == b.namespace_name && a.name == b.name && a.kind == b.kind &&
+           a.pod_group == b.pod_group;
+  }
+  friend bool operator!=(const WorkloadKey& a, const WorkloadKey& b) { return !(a == b); }
+  template <typename H>
+  friend H AbslHashValue(H h, const WorkloadKey& k) {
+    return H::combine(std::move(h), k.namespace_name, k.name, static_cast<int>(k.kind), k.pod_group);
   }
 };
 
-// The key of a workload: its pod group for grouped Pods, else its name.
+// The key of a workload: its pod group for grouped Pods, else its object.
 WorkloadKey KeyOf(const workload::Workload& w);
+
+// One object under a key: the key and the object's uid (empty for a pod
+// group, whose pods come and go under the group's name).
+struct InstanceKey {
+  WorkloadKey key;
+  std::string uid;
+  friend bool operator<(const InstanceKey& a, const InstanceKey& b) {
+    return a.key != b.key ? a.key < b.key : a.uid < b.uid;
+  }
+  friend bool operator==(const InstanceKey& a, const InstanceKey& b) { return a.key == b.key && a.uid == b.uid; }
+  template <typename H>
+  friend H AbslHashValue(H h, const InstanceKey& k) {
+    return H::combine(std::move(h), k.key, k.uid);
+  }
+};
+// The instance `w` is: its key, and its uid unless it is a pod group.
+InstanceKey InstanceOf(const workload::Workload& w);
+// The instance with `uid` under `key` (the uid is dropped for pod groups).
+InstanceKey InstanceOf(const WorkloadKey& key, const std::string& uid);
+
+// The kind part of a key as people and URLs spell it, kubectl style:
+// lower-case kind, then "." and the API group when there is one:
+// "job.batch", "pytorchjob.kubeflow.org", "pod", and "podgroup" for a
+// pod group.
+std::string KindRef(const WorkloadKey& key);
+// The Kubernetes kind ("Job", "PyTorchJob", "Pod"), or "PodGroup".
+std::string KindName(const WorkloadKey& key);
+// The API group ("batch", "kubeflow.org", "" for Pods and pod groups).
+std::string KindGroup(const WorkloadKey& key);
+// "job.batch/team-a/train": unique over every key, for maps, URLs, the
+// CLI and logs.
+std::string KeyString(const WorkloadKey& key);
+// The key a KindRef (case-insensitive; "job", "jobs", "job.batch",
+// "Job", "podgroup" ...) names, with `ns` and `name`; nullopt when the
+// kind is not one gangkeeper manages.
+std::optional<WorkloadKey> ParseKindRef(absl::string_view kind_ref, const std::string& ns, const std::string& name);
+// The inverse of KeyString; nullopt when `s` is not "KIND/NS/NAME".
+std::optional<WorkloadKey> ParseKeyString(absl::string_view s);
 
 struct WorkloadRecord {
   workload::Workload workload;
@@ -58,10 +118,11 @@ class WorkloadRegistry {
   [[nodiscard]] virtual absl::Status Register(const workload::Workload& w, const std::string& cluster_queue) = 0;
   // A pending workload's pod sets changed. FailedPrecondition if admitted.
   [[nodiscard]] virtual absl::Status Update(const workload::Workload& w) = 0;
-  // The object was deleted. OK when unknown.
-  [[nodiscard]] virtual absl::Status Remove(const WorkloadKey& key) = 0;
+  // The object `uid` was deleted ("" = whichever instance is tracked). OK
+  // when unknown, or when the key now names another object.
+  [[nodiscard]] virtual absl::Status Remove(const WorkloadKey& key, const std::string& uid) = 0;
   // The workload completed or failed; its quota can go. OK when unknown.
-  [[nodiscard]] virtual absl::Status Finish(const WorkloadKey& key) = 0;
+  [[nodiscard]] virtual absl::Status Finish(const WorkloadKey& key, const std::string& uid) = 0;
 
   virtual std::optional<WorkloadRecord> Find(const WorkloadKey& key) const = 0;
   // Pending workloads queued in `cluster_queue`.

@@ -96,6 +96,10 @@ struct PendingReason {
   quantity::Quantity used;          // its ClusterQueue's usage
   int64_t used_by = 0;              // admitted workloads holding that usage
   std::optional<quantity::Quantity> borrowing_limit;
+  // When its ClusterQueue offers several flavors for a resource group: why
+  // each flavor tried could not take the pod set ("flavor spot: untolerated
+  // taint spot=true:NoSchedule"), in the order tried (Kueue states each).
+  std::vector<std::string> flavors;
   // The reason as one sentence, e.g. "waiting for 2 nvidia.com/gpu in
   // team-a-gpu/nvidia-gpu: 4 of 4 used by 2 workloads; borrowing limit 0".
   std::string message;
@@ -121,6 +125,7 @@ struct WorkloadInfo {
   absl::Time created_at;        // first seen
   absl::Time queued_at;         // queue-order time (creation, or kept across preemption)
   absl::Time admitted_at;       // last reservation (kReserved onwards)
+  absl::Time finished_at;       // kFinished: when its end was seen
   std::optional<Assignment> admission;  // set while it holds quota
   PendingReason reason;                 // meaningful while kPending
   std::string eviction_reason;          // while kEvicting: why
@@ -189,6 +194,9 @@ struct ClusterQueueStatus {
   bool active = true;  // exists, not disabled, not held
   std::map<FlavorResource, FlavorResourceStatus> resources;
   int64_t pending = 0;
+  // Of those, set aside until something changes in the cohort (Kueue's
+  // inadmissible workloads; the rest are active).
+  int64_t pending_inadmissible = 0;
   int64_t admitted = 0;  // holding quota (reserved, running, evicting)
   double weighted_share = 0;  // fair sharing DRS (0 when not borrowing)
 };
@@ -200,6 +208,14 @@ struct SchedulerOptions {
   // Kueue's behaviour: one head per ClusterQueue per cycle. Off by default:
   // a cycle admits as many workloads of a queue as fit, in order.
   bool one_head_per_cycle = false;
+  // The anti-churn rule (DESIGN §2): a workload preempted once is not
+  // preempted again until something changes in its cohort tree (an
+  // arrival, update, deletion, completion, failed release, adoption,
+  // backoff expiry or policy change). The quota a preemptor holds while its
+  // victims stop already keeps them from coming back in its way; this rule
+  // is the guarantee behind it. Off only in tests that check the holds
+  // alone.
+  bool anti_churn_guard = true;
   // Upper bound on cycles per Schedule() call (each admits or preempts
   // something, or the fixed point is reached).
   int max_cycles = 1'000'000;
@@ -215,6 +231,9 @@ struct ScheduleStats {
   int64_t preempted = 0;  // victims chosen
   int64_t nominated = 0;   // scheduling decisions taken
   int64_t equivalent = 0;  // set aside without trying: same shape as one that did not fit
+  // Preemption candidates spared because they were preempted once already
+  // and nothing changed in their tree since (the anti-churn rule).
+  int64_t guarded = 0;
   bool more = false;       // stopped at the time budget with work left
 };
 
@@ -242,32 +261,41 @@ class Scheduler {
   // records its StateChanges. ---
 
   // Tracks a new pending workload in its LocalQueue (workload.queue_name).
-  // The same uid again is a no-op; a new pod of a known pod group adds a
-  // member. A tracked pending workload of the same key with another uid is
-  // replaced (the old object is gone); AlreadyExists when that one still
-  // holds quota. InvalidArgument for a workload without namespace or name.
+  // Its queue-order time is the object's creationTimestamp when known
+  // (Kueue's order), else `now`. The same instance (key and uid) again is a
+  // no-op; a new pod of a known pod group adds a member. Another uid under
+  // a tracked key is a new object: a pending older instance is replaced
+  // (that object is gone: names are unique per kind), one that holds quota
+  // keeps it until its own end is seen, and the new one is queued beside
+  // it. InvalidArgument for a workload without namespace or name.
   [[nodiscard]] absl::Status Add(const workload::Workload& w, absl::Time now);
-  // New pod sets or priority for a pending workload. FailedPrecondition when
-  // it holds quota, NotFound when unknown.
+  // New pod sets or priority for the pending instance w.uid (a pod group:
+  // its queue and priority). FailedPrecondition when it holds quota,
+  // NotFound when that instance is not tracked.
   [[nodiscard]] absl::Status Update(const workload::Workload& w, absl::Time now);
-  // The object is gone. OK when unknown.
-  [[nodiscard]] absl::Status Remove(const WorkloadKey& key, absl::Time now);
+  // The object `uid` under `key` is gone (uid "": every instance of the
+  // key). OK when unknown.
+  [[nodiscard]] absl::Status Remove(const WorkloadKey& key, const std::string& uid, absl::Time now);
   // A workload found running in the cluster: released before gangkeeper
   // restarted, or unsuspended by someone else. It is tracked as admitted
   // (a kAdmitted change, so the actuator confirms the release, a no-op) with
   // `flavors` (pod set -> resource -> flavor, e.g. from the
   // gangkeeper.io/admitted-flavors annotation) where they fit its
   // ClusterQueue's resource groups, else the first flavor of the group that
-  // covers each resource. Its quota is counted even beyond the quota (the
+  // covers each resource. `admitted_at` (from the same annotation) is kept
+  // as its admission time when set, so that preemption picks the same
+  // victims after a restart as before it (newest admitted first). Its quota is counted even beyond the quota (the
   // pods run regardless); like a lowered quota, nothing new is admitted
   // there until usage falls back. OK (no change) when it already holds
   // quota; FailedPrecondition when it has no usable ClusterQueue (it stays
   // pending).
   [[nodiscard]] absl::Status Adopt(const workload::Workload& w,
                                    const std::map<std::string, std::map<std::string, std::string>>& flavors,
-                                   absl::Time now);
-  // The workload completed. OK when unknown.
-  [[nodiscard]] absl::Status Finish(const WorkloadKey& key, absl::Time now);
+                                   std::optional<absl::Time> admitted_at, absl::Time now);
+  // The object `uid` under `key` completed (uid "": every instance). OK
+  // when unknown. Its last WorkloadInfo (phase kFinished) is kept for
+  // TakeFinished.
+  [[nodiscard]] absl::Status Finish(const WorkloadKey& key, const std::string& uid, absl::Time now);
   // Replaces the policies. Admitted work keeps its quota even when quota is
   // lowered below usage or its ClusterQueue is deleted; pending work moves
   // with its LocalQueue. InvalidArgument (and nothing changes) when the
@@ -290,6 +318,8 @@ class Scheduler {
 
   // The state changes since the last call, in order.
   std::vector<StateChange> TakeChanges();
+  // The workloads finished since the last call (their last state).
+  std::vector<std::shared_ptr<const WorkloadInfo>> TakeFinished();
 
   // The workloads and ClusterQueues whose state (phase, reason, queue
   // membership, usage) changed since the last call; `all_queues` when the
@@ -300,11 +330,15 @@ class Scheduler {
   // --- Reads (the Broker copies these into its snapshots). ---
   const model::PolicySet& policies() const;
   std::shared_ptr<const model::PolicySet> shared_policies() const;
+  // The newest instance of `key`, or nullptr.
   const WorkloadInfo* Find(const WorkloadKey& key) const;
-  // The same, shared: the Scheduler copies it before its next change (the
-  // Broker's snapshots hold these).
-  std::shared_ptr<const WorkloadInfo> Share(const WorkloadKey& key) const;
-  // Every tracked workload (finished ones are forgotten after Finish).
+  const WorkloadInfo* FindInstance(const InstanceKey& instance) const;
+  // Every instance of `key`, oldest first (usually one), shared: the
+  // Scheduler copies an image before its next change (the Broker's
+  // snapshots hold these).
+  std::vector<std::shared_ptr<const WorkloadInfo>> Instances(const WorkloadKey& key) const;
+  std::shared_ptr<const WorkloadInfo> ShareInstance(const InstanceKey& instance) const;
+  // Every tracked instance (finished ones are forgotten after Finish).
   std::vector<const WorkloadInfo*> Workloads() const;
   size_t size() const;
   // Pending workloads of `cq`, in queue order (position 1 first).
@@ -324,6 +358,9 @@ class Scheduler {
   // the sum of admitted workloads; no workload both pending and admitted.
   // Internal error naming the first violation.
   [[nodiscard]] absl::Status CheckInvariants() const;
+
+  // The anti-churn counters: how many candidates the rule spared in all.
+  int64_t guarded_total() const;
 
   // The implementation's state (src/broker/scheduler_state.h).
   struct State;

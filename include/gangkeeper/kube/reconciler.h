@@ -13,7 +13,9 @@
 //   - ended objects (Job Complete/Failed, Kubeflow Succeeded/Failed, JobSet
 //     Completed/Failed, RayJob jobDeploymentStatus Complete/Failed, every pod
 //     of a group Succeeded/Failed) and deleted ones free their quota; a
-//     relist also frees what the broker holds for objects no longer there.
+//     relist also frees what the broker holds for objects no longer there,
+//     compared by uid (a list is authoritative: an object recreated under
+//     its name is a new workload, the old one's quota goes).
 // A kind the API server does not serve (its CRD is not installed: 404) is
 // checked again every minute. synced() turns true once every kind has been
 // listed once (or found not served): /readyz waits for it.
@@ -38,6 +40,10 @@ struct ReconcilerOptions {
   absl::Duration error_backoff = absl::Seconds(1);
   // A full list again this often, even when the watch is healthy.
   absl::Duration resync = absl::Minutes(10);
+  // A pending workload registered less than this before a list that does
+  // not show it is not declared gone by that list (its create may still be
+  // on its way to storage); the watch that follows confirms it.
+  absl::Duration list_grace = absl::Seconds(30);
 };
 
 class Reconciler {

@@ -70,8 +70,8 @@ class IntakeRegistry final : public broker::WorkloadRegistry {
 
   absl::Status Register(const workload::Workload& w, const std::string& cluster_queue) override;
   absl::Status Update(const workload::Workload& w) override;
-  absl::Status Remove(const broker::WorkloadKey& key) override;
-  absl::Status Finish(const broker::WorkloadKey& key) override;
+  absl::Status Remove(const broker::WorkloadKey& key, const std::string& uid) override;
+  absl::Status Finish(const broker::WorkloadKey& key, const std::string& uid) override;
   std::optional<broker::WorkloadRecord> Find(const broker::WorkloadKey& key) const override;
   int64_t PendingIn(const std::string& cluster_queue) const override;
   std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const override;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "gangkeeper/model/objects.h"
 #include "gangkeeper/quantity/quantity.h"
 
@@ -98,6 +99,9 @@ struct Workload {
   std::string name;  // may be empty on CREATE with generateName
   std::string generate_name;
   std::string uid;
+  // metadata.creationTimestamp (the queue-order time, as in Kueue), or
+  // InfinitePast when the object has none yet.
+  absl::Time creation_timestamp = absl::InfinitePast();
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
 
