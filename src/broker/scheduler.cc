@@ -213,6 +213,7 @@ void ClearPreemptor(State& s, Entry* e) {
   if (e->awaiting.empty() && e->awaiting_need.empty()) return;
   e->awaiting.clear();
   e->awaiting_need.clear();
+  e->plan.reset();
   s.preemptors.erase(std::remove(s.preemptors.begin(), s.preemptors.end(), e), s.preemptors.end());
 }
 
@@ -511,13 +512,17 @@ size_t ShapeOf(const Entry& e) {
 // being evicted and nothing changed in its tree since it chose them (its
 // hold keeps what the others gave back). Once every victim stopped (or the
 // world changed) it is tried again.
+// True when the world changed in a preemptor's tree since it chose its
+// victims (its plan may no longer be the right one).
+bool ChangedSincePlan(const State& s, const Entry& e) {
+  if (s.last_policy_change > e.planned_seq) return true;
+  auto it = s.last_change.find(TreeKey(s, e.cinfo().cluster_queue));
+  return it != s.last_change.end() && it->second > e.planned_seq;
+}
+
 bool AwaitingVictims(const State& s, const Entry& e) {
   if (e.awaiting.empty()) return false;
-  if (s.last_policy_change > e.planned_seq) return false;
-  if (auto it = s.last_change.find(TreeKey(s, e.cinfo().cluster_queue));
-      it != s.last_change.end() && it->second > e.planned_seq) {
-    return false;
-  }
+  if (ChangedSincePlan(s, e)) return false;
   for (const InstanceKey& k : e.awaiting) {
     const Entry* v = FindEntry(s, k);
     if (v != nullptr && v->cinfo().phase == Phase::kEvicting) return true;
@@ -532,26 +537,125 @@ void TakeHold(State& s, Entry* e) {
   e->held.clear();
 }
 
-// Holds for preemptor `e` the quota it preempted for that its victims no
-// longer cover: what it needs, less what its still-evicting victims hold,
-// as far as its ClusterQueue could admit it now.
+// Holds for preemptor `e` what it needs beyond what its still-evicting
+// victims will give back to its ClusterQueue: per FlavorResource, its need
+// less what their leaving adds to the queue's Available (which, in a cohort
+// tree with lending and borrowing limits, may be less than their usage), as
+// far as the queue could admit it now. Once every victim stopped, that is
+// its whole need.
 void PutHold(State& s, Entry* e) {
   GK_DCHECK(e->held.empty());
   const std::string& cq = e->cinfo().cluster_queue;
   if (cq.empty() || s.tree.ClusterQueueNode(cq) < 0) return;
+  std::vector<const Entry*> evicting;
+  for (const InstanceKey& k : e->awaiting) {
+    const Entry* v = FindEntry(s, k);
+    if (v != nullptr && v->cinfo().phase == Phase::kEvicting && v->cinfo().admission.has_value()) {
+      evicting.push_back(v);
+    }
+  }
+  ResourceAmounts now;
+  for (const auto& [fr, need] : e->awaiting_need) now[fr] = s.tree.Available(cq, fr);
+  ResourceAmounts after = now;
+  if (!evicting.empty()) {
+    for (const Entry* v : evicting) GK_CHECK_OK(s.tree.RemoveUsage(v->cinfo().admission->cluster_queue, v->cinfo().admission->usage));
+    for (const auto& [fr, need] : e->awaiting_need) after[fr] = s.tree.Available(cq, fr);
+    for (const Entry* v : evicting) GK_CHECK_OK(s.tree.AddUsage(v->cinfo().admission->cluster_queue, v->cinfo().admission->usage));
+  }
   ResourceAmounts hold;
   for (const auto& [fr, need] : e->awaiting_need) {
-    Quantity covered;
-    for (const InstanceKey& k : e->awaiting) {
-      const Entry* v = FindEntry(s, k);
-      if (v == nullptr || v->cinfo().phase != Phase::kEvicting || !v->cinfo().admission.has_value()) continue;
-      auto u = v->cinfo().admission->usage.find(fr);
-      if (u != v->cinfo().admission->usage.end()) covered = covered.SaturatingAdd(u->second);
-    }
-    const Quantity room = std::min(Sub0(need, covered), s.tree.Available(cq, fr));
+    const Quantity freed = Sub0(after[fr], now[fr]);
+    const Quantity room = std::min(Sub0(need, freed), now[fr]);
     if (!room.IsZero() && !room.IsNegative()) hold[fr] = room;
   }
   if (!hold.empty() && s.tree.AddUsage(cq, hold).ok()) e->held = std::move(hold);
+}
+
+// Runs `f` with the preemptors' holds out of the tree (they guide the
+// flavor assigner; the decision to admit rests on VirtualFits).
+template <typename F>
+auto WithoutHolds(State& s, F f) {
+  for (Entry* p : s.preemptors) {
+    if (!p->held.empty()) GK_CHECK_OK(s.tree.RemoveUsage(p->cinfo().cluster_queue, p->held));
+  }
+  auto result = f();
+  for (Entry* p : s.preemptors) {
+    if (!p->held.empty()) GK_CHECK_OK(s.tree.AddUsage(p->cinfo().cluster_queue, p->held));
+  }
+  return result;
+}
+
+// The promise behind a preemption: once its victims are gone, a preemptor
+// fits. `extra` may be added to `cq` now (an admission, or the need of a new
+// preemptor whose victims `gone` will leave) only if the state where every
+// waiting preemptor of the tree (other than `x`) holds its whole need and
+// every one of their victims is gone stays within what the cohort allows
+// (where it already was over, after a quota was lowered, no worse). Holds
+// alone cannot promise it: in a cohort tree with lending and borrowing
+// limits what a victim gives back depends on everyone else's usage.
+bool VirtualFits(State& s, const Entry* x, const std::string& cq, const ResourceAmounts& extra,
+                 const std::vector<Target>& gone) {
+  const int cq_node = s.tree.ClusterQueueNode(cq);
+  if (cq_node < 0) return true;
+  const int root = s.tree.Root(cq_node);
+  std::vector<Entry*> mine;
+  for (Entry* p : s.preemptors) {
+    if (p == x || p->cinfo().phase != Phase::kPending || p->queued_in.empty()) continue;
+    const int n = s.tree.ClusterQueueNode(p->cinfo().cluster_queue);
+    if (n >= 0 && s.tree.Root(n) == root) mine.push_back(p);
+  }
+  if (mine.empty()) return true;
+  return WithoutHolds(s, [&] {
+    auto move = [&](const std::string& where, const ResourceAmounts& amounts, bool add) {
+      if (amounts.empty()) return;
+      GK_CHECK_OK(add ? s.tree.AddUsage(where, amounts) : s.tree.RemoveUsage(where, amounts));
+    };
+    // What can get worse: the FlavorResources added to.
+    std::set<FlavorResource> frs;
+    for (const auto& [fr, q] : extra) frs.insert(fr);
+    for (const Entry* p : mine) {
+      for (const auto& [fr, q] : p->awaiting_need) frs.insert(fr);
+    }
+    std::vector<int> nodes;
+    for (const auto& [name, q] : s.queues) {
+      const int n = s.tree.ClusterQueueNode(name);
+      if (n >= 0 && s.tree.Root(n) == root) nodes.push_back(n);
+    }
+    std::map<std::pair<int, FlavorResource>, Quantity> before;
+    for (int n : nodes) {
+      for (const FlavorResource& fr : frs) before[{n, fr}] = s.tree.RawAvailable(n, fr);
+    }
+    std::vector<std::pair<std::string, const ResourceAmounts*>> removed;
+    for (const Target& t : gone) removed.emplace_back(t.entry->cinfo().admission->cluster_queue, &t.entry->cinfo().admission->usage);
+    for (const Entry* p : mine) {
+      for (const InstanceKey& k : p->awaiting) {
+        const Entry* v = FindEntry(s, k);
+        if (v != nullptr && v->cinfo().phase == Phase::kEvicting && v->cinfo().admission.has_value()) {
+          removed.emplace_back(v->cinfo().admission->cluster_queue, &v->cinfo().admission->usage);
+        }
+      }
+    }
+    move(cq, extra, true);
+    for (const auto& [where, amounts] : removed) move(where, *amounts, false);
+    for (const Entry* p : mine) move(p->cinfo().cluster_queue, p->awaiting_need, true);
+    bool fits = true;
+    for (int n : nodes) {
+      for (const FlavorResource& fr : frs) {
+        const Quantity after = s.tree.RawAvailable(n, fr);
+        if (after.IsNegative() && after < before[{n, fr}]) fits = false;
+      }
+    }
+    for (const Entry* p : mine) move(p->cinfo().cluster_queue, p->awaiting_need, false);
+    for (const auto& [where, amounts] : removed) move(where, *amounts, true);
+    move(cq, extra, false);
+    return fits;
+  });
+}
+
+// Whether `usage` may be admitted to `cq` now: it fits what the cohort
+// allows (the holds aside) and keeps every waiting preemptor's promise.
+bool MayAdmit(State& s, const Entry* x, const std::string& cq, const ResourceAmounts& usage) {
+  return WithoutHolds(s, [&] { return s.tree.Fits(cq, usage); }) && VirtualFits(s, x, cq, usage, {});
 }
 
 // A preemption victim's phrase for the audit and events.
@@ -646,8 +750,16 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
       n.slot = slot_index;
       n.entry = head;
       n.cq = cq;
-      n.result = s.AssignFlavors(*n.entry, *cq);
       ++stats.nominated;
+      if (head->plan.has_value() && !ChangedSincePlan(s, *head) && MayAdmit(s, head, cq->meta.name, head->plan->usage)) {
+        // A preemptor whose victims stopped takes the flavors it preempted
+        // for (its hold is there), not a fresh scan that might prefer a
+        // flavor needing other victims.
+        n.result.mode = FitMode::kFit;
+        n.result.assignment = *head->plan;
+      } else {
+        n.result = s.AssignFlavors(*n.entry, *cq);
+      }
       if (n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) {
         n.targets = n.result.targets.has_value() ? *std::move(n.result.targets)
                                                  : s.FindTargets(*n.entry, *cq, n.result);
@@ -676,7 +788,8 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
       const bool strict = n.cq->queueing_strategy == model::QueueingStrategy::kStrictFIFO;
       TakeHold(s, e);
       if (n.result.mode == FitMode::kFit) {
-        if (s.tree.Fits(cq, n.result.assignment.usage)) {
+        const bool fits = WithoutHolds(s, [&] { return s.tree.Fits(cq, n.result.assignment.usage); });
+        if (fits && VirtualFits(s, e, cq, n.result.assignment.usage, {})) {
           Admit(s, e, n.result.assignment, now);
           ++stats.admitted;
           progress = round_progress = true;
@@ -684,7 +797,9 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
           if (!e->awaiting.empty()) PutHold(s, e);
           PendingReason r;
           r.code = PendingReason::Code::kWaitingForQuota;
-          r.message = "the quota it fitted in was taken by another workload in the same cycle; retried next cycle";
+          r.message = fits ? "the quota it fits in is held for a preemptor whose victims are stopping; retried when "
+                             "they have"
+                           : "the quota it fitted in was taken by another workload in the same cycle; retried next cycle";
           SetReason(s, e, r);
           slots[n.slot].done = true;
         }
@@ -702,9 +817,11 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         if (fits_after) {
           for (const Target& t : n.targets) GK_CHECK_OK(s.tree.RemoveUsage(t.entry->cinfo().admission->cluster_queue,
                                                                              t.entry->cinfo().admission->usage));
-          fits_after = s.tree.Fits(cq, n.result.assignment.usage);
+          fits_after = WithoutHolds(s, [&] { return s.tree.Fits(cq, n.result.assignment.usage); });
           for (const Target& t : n.targets) GK_CHECK_OK(s.tree.AddUsage(t.entry->cinfo().admission->cluster_queue,
                                                                           t.entry->cinfo().admission->usage));
+          // Nor may it take what another waiting preemptor counts on.
+          fits_after = fits_after && VirtualFits(s, e, cq, n.result.assignment.usage, n.targets);
         }
         slots[n.slot].done = true;  // the preemptor stays the head while it waits
         if (!fits_after) {
@@ -738,6 +855,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         e->awaiting.clear();
         for (const Target& t : n.targets) e->awaiting.push_back(t.entry->instance);
         e->awaiting_need = n.result.assignment.usage;
+        e->plan = n.result.assignment;
         e->planned_seq = s.world_seq;
         PutHold(s, e);
         PendingReason r;

@@ -71,7 +71,8 @@ struct Entry {
   // head of a BestEffortFIFO queue instead (its "sticky" preemptor): see
   // docs/decisions.md.
   ResourceAmounts awaiting_need;
-  // The world-change sequence when it chose its victims.
+  // The assignment it preempted for, and the world-change sequence then.
+  std::optional<Assignment> plan;
   uint64_t planned_seq = 0;
   // What this cycle's holds added to the tree for it (given back when it is
   // tried, and at the end of the cycle).

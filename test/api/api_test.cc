@@ -563,3 +563,36 @@ TEST_F(ApiTest, MalformedPathsAre404WithAHint) {
 
 }  // namespace
 }  // namespace gangkeeper::api
+
+namespace gangkeeper::api {
+namespace {
+
+// Issue #19: a Job and a PyTorchJob of one name are two workloads; the
+// path without a kind is ambiguous then, and says which to use.
+TEST_F(ApiTest, TwoKindsOfOneNameAreNamedByKind) {
+  workload::Workload pt = Gang("team-a", "train", "gpu", 1, 1);
+  pt.kind = workload::Kind::kPyTorchJob;
+  pt.uid = "uid-pytorch-train";
+  Register(pt);
+  ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  ExpectError(Call("/v1/workloads/team-a/train", "admin-secret"), 409, "Conflict",
+              "job.batch/team-a/train, pytorchjob.kubeflow.org/team-a/train");
+  Reply job = Call("/v1/workloads/job/team-a/train", "admin-secret");
+  ASSERT_EQ(job.status, 200) << job.raw.body;
+  EXPECT_EQ(job.body["kind"], "Job");
+  EXPECT_EQ(job.body["uid"], "uid-train");
+  Reply torch = Call("/v1/workloads/pytorchjob.kubeflow.org/team-a/train", "admin-secret");
+  ASSERT_EQ(torch.status, 200) << torch.raw.body;
+  EXPECT_EQ(torch.body["kind"], "PyTorchJob");
+  EXPECT_EQ(torch.body["apiGroup"], "kubeflow.org");
+  EXPECT_EQ(torch.body["ref"], "pytorchjob.kubeflow.org/team-a/train");
+  EXPECT_EQ(torch.body["state"], "pending");
+  // Both are listed, each with its kind.
+  Reply list = Call("/v1/workloads", "admin-secret", {{"namespace", "team-a"}});
+  int trains = 0;
+  for (const json& w : list.body["items"]) trains += w["name"] == "train";
+  EXPECT_EQ(trains, 2);
+}
+
+}  // namespace
+}  // namespace gangkeeper::api

@@ -122,7 +122,7 @@ class Runner {
   // A change of the world: preemption counts start again.
   void WorldChanged() {
     preempted_since_change_.clear();
-    waiting_for_.clear();
+    waiting_.clear();
   }
 
   // Takes the scheduler's changes: answers to send later, preemptions to
@@ -138,24 +138,14 @@ class Runner {
       if (c.type == StateChange::Type::kAdmitted) {
         answers_.push_back(Answer{true, c.key, c.uid});
         ++result_.figures.admitted;
-        // The quota a preemptor waits for is its own: none of its victims
-        // comes back before it is admitted (without a change in between).
-        const InstanceKey admitted = InstanceOf(c.key, c.uid);
-        for (auto it = waiting_for_.begin(); it != waiting_for_.end();) {
-          if (it->second.preemptor == admitted) {
-            it = waiting_for_.erase(it);
-          } else {
-            ++it;
-          }
-        }
-        if (auto v = waiting_for_.find(admitted); v != waiting_for_.end() && c.assignment.has_value()) {
-          // Elsewhere (another flavor) is fine; on the quota it gave up, not.
-          for (const auto& [fr, q] : c.assignment->usage) {
-            if (v->second.freed.count(fr) == 0 || q.IsZero()) continue;
-            Fail(absl::StrCat(KeyString(c.key), " (uid ", c.uid, ") was admitted again on ", fr.ToString(),
-                              " while ", KeyString(v->second.preemptor.key), ", which preempted it, still waits"));
-            break;
-          }
+        waiting_.erase(InstanceOf(c.key, c.uid));  // a preemptor got what it waited for
+      } else if (c.type == StateChange::Type::kRequeued || c.type == StateChange::Type::kRemoved ||
+                 c.type == StateChange::Type::kFinished) {
+        // A victim is gone: a preemptor whose victims are all gone is ready.
+        const InstanceKey gone = InstanceOf(c.key, c.uid);
+        if (c.type != StateChange::Type::kRequeued) waiting_.erase(gone);
+        for (auto& [p, w] : waiting_) {
+          if (w.victims.erase(gone) != 0 && w.victims.empty()) w.ready = true;
         }
       } else if (c.type == StateChange::Type::kEvicted) {
         answers_.push_back(Answer{false, c.key, c.uid});
@@ -165,12 +155,10 @@ class Runner {
           // changes of the world. Without it (the holds alone): nobody is
           // preempted twice for the same preemptor, the livelock of #19.
           const InstanceKey victim = InstanceOf(c.key, c.uid);
-          const WorkloadInfo* p = s_->Find(c.preemptor);
-          if (p != nullptr && c.assignment.has_value()) {
-            Waiting& w = waiting_for_[victim];
-            w.preemptor = InstanceOf(p->key, p->workload->uid);
-            w.freed.clear();
-            for (const auto& [fr, q] : c.assignment->usage) w.freed.insert(fr);
+          if (const WorkloadInfo* p = s_->Find(c.preemptor)) {
+            Waiting& w = waiting_[InstanceOf(p->key, p->workload->uid)];
+            w.victims.insert(victim);
+            w.ready = false;
           }
           const std::string by = guard_ ? std::string() : KeyString(c.preemptor);
           if (++preempted_since_change_[{victim, by}] > 1 && guard_) {
@@ -186,10 +174,24 @@ class Runner {
   }
 
   size_t Schedule() {
+    // The quota a preemptor waits for is its own: once all its victims
+    // have stopped, the next pass admits it (unless the world changed).
+    std::vector<InstanceKey> ready;
+    for (const auto& [p, w] : waiting_) {
+      if (w.ready) ready.push_back(p);
+    }
     ScheduleStats st = s_->Schedule(Tick());
     ++result_.figures.schedule_calls;
     result_.figures.cycles += st.cycles;
-    return Collect();
+    const size_t changes = Collect();
+    for (const InstanceKey& p : ready) {
+      if (waiting_.count(p) == 0) continue;
+      const WorkloadInfo* w = s_->FindInstance(p);
+      Fail(absl::StrCat(KeyString(p.key), " (uid ", p.uid, ") waited for victims that all stopped and was not admitted ",
+                        "by the next pass (", w == nullptr ? "gone" : w->reason.message, ")"));
+      break;
+    }
+    return changes;
   }
 
   // Tracked instances, sorted by key, optionally filtered.
@@ -465,13 +467,13 @@ class Runner {
   std::set<InstanceKey> model_;
   std::vector<std::pair<size_t, InstanceKey>> late_deletes_;
   std::map<std::pair<InstanceKey, std::string>, int> preempted_since_change_;
-  // Victims whose preemptor has not been admitted yet, with the quota they
-  // gave up.
+  // Preemptors not admitted yet (since the last change of the world): the
+  // victims still stopping, and whether all have stopped.
   struct Waiting {
-    InstanceKey preemptor;
-    std::set<FlavorResource> freed;
+    std::set<InstanceKey> victims;
+    bool ready = false;
   };
-  std::map<InstanceKey, Waiting> waiting_for_;
+  std::map<InstanceKey, Waiting> waiting_;
   Result result_;
 };
 

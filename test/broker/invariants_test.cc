@@ -49,10 +49,10 @@ TEST(InvariantTest, RandomWorldsKeepEveryInvariant) { RunSeeds(/*guard=*/true); 
 
 // The quota a preemptor holds while its victims stop is what keeps them
 // from coming back in its way (the livelock of issue #19): even without the
-// anti-churn rule behind it, no victim is admitted again before its
-// preemptor, unless the world changed. (Longer cascades, where the
-// preemptor is itself preempted by a third workload after its admission,
-// are what the rule is for.)
+// anti-churn rule behind it, a preemptor whose victims all stopped is
+// admitted by the next pass, unless the world changed. (Longer cascades,
+// where the preemptor is itself preempted by a third workload after its
+// admission, are what the rule is for.)
 TEST(InvariantTest, PreemptorHoldsAloneKeepVictimsFromChurning) { RunSeeds(/*guard=*/false); }
 
 TEST(InvariantTest, ReproductionsNameTheOperations) {

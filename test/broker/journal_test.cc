@@ -16,6 +16,7 @@
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/overlay.h"
+#include "gangkeeper/store/codec.h"
 #include "gangkeeper/store/snapshot_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -510,6 +511,113 @@ TEST(PolicyOverlayTest, PutsReplaceAndDeletionsRemoveOverTheFiles) {
   EXPECT_EQ(out.local_queues.size(), 0u);
   EXPECT_EQ(out.flavors.size(), 2u);
   EXPECT_EQ(out.cluster_queues.size(), 1u);  // untouched objects come from the files
+}
+
+}  // namespace
+}  // namespace gangkeeper::broker
+
+namespace gangkeeper::broker {
+namespace {
+
+// --- Version 1 records (before workloads had kinds), written byte by byte
+// as FORMAT.md §4 specified them: a PyTorchJob registered, then gone.
+std::string V1Batch(bool present) {
+  std::string out;
+  store::Encoder e(&out);
+  auto key = [&] {
+    e.PutString("ns");
+    e.PutString("train");
+  };
+  e.PutU8(1);        // batch version 1
+  e.PutVarint(1);    // one change
+  e.PutU8(present ? 0 : 2);  // registered / removed
+  e.PutSigned(1'700'000'000'000'000);
+  key();
+  e.PutString("uid-train");
+  e.PutString("team-a");
+  e.PutBool(false);  // no assignment
+  e.PutString("");
+  e.PutString("");
+  e.PutString("");  // preemptor: empty key
+  e.PutString("");
+  e.PutString("alice");
+  e.PutVarint(1);  // one image
+  key();
+  e.PutBool(present);
+  if (present) {
+    e.PutU8(1);  // info version 1
+    key();
+    e.PutU8(1);  // kind: PyTorchJob
+    e.PutString("kubeflow.org/v1");
+    e.PutString("ns");
+    e.PutString("train");
+    e.PutString("");
+    e.PutString("uid-train");
+    e.PutVarint(0);  // labels
+    e.PutVarint(0);  // annotations
+    e.PutString("q");
+    e.PutSigned(0);
+    e.PutString("");
+    e.PutString("");
+    e.PutU8(0);
+    e.PutString("");
+    e.PutVarint(1);  // one pod set
+    e.PutString("master");
+    e.PutSigned(1);
+    e.PutVarint(1);
+    e.PutString("nvidia.com/gpu");
+    e.PutU8(0);
+    e.PutSigned(2000);
+    e.PutVarint(0);  // limits
+    e.PutString("");
+    e.PutVarint(0);  // nodeSelector
+    e.PutVarint(0);  // tolerations
+    e.PutBool(false);
+    e.PutString("/spec/pytorchReplicaSpecs/Master/template");
+    e.PutBool(true);  // suspended
+    e.PutString("");
+    e.PutSigned(0);
+    e.PutBool(false);
+    e.PutString("alice");
+    e.PutString("team-a");  // clusterQueue
+    e.PutString("q");
+    e.PutU8(0);  // pending
+    e.PutSigned(0);
+    e.PutBool(true);
+    e.PutSigned(1'700'000'000'000'000);
+    e.PutSigned(1'700'000'000'000'000);
+    e.PutSigned(0);
+    e.PutBool(false);  // no admission
+    e.PutString("");
+    e.PutSigned(0);
+    e.PutSigned(0);
+    e.PutSigned(0);
+    e.PutString("");
+    e.PutBool(false);  // no pod group
+  }
+  e.PutBool(false);  // no policies
+  return out;
+}
+
+TEST(DurableTest, VersionOneRecordsAreReadAndTheirKeysGetTheirKind) {
+  DurableState state;
+  std::vector<StateChange> changes;
+  ASSERT_THAT(ApplyBatch(V1Batch(true), 1, &state, &changes), IsOk());
+  const WorkloadKey key{"ns", "train", workload::Kind::kPyTorchJob, false};
+  const std::string id = DurableKey(InstanceKey{key, "uid-train"});
+  EXPECT_EQ(id, "pytorchjob.kubeflow.org/ns/train#uid-train");
+  ASSERT_EQ(state.workloads.count(id), 1u);
+  EXPECT_EQ(state.workloads.at(id)->key, key);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, key);  // the change's key migrated from the image
+  // A version 1 "gone" names namespace/name: the PyTorchJob goes.
+  ASSERT_THAT(ApplyBatch(V1Batch(false), 2, &state, &changes), IsOk());
+  EXPECT_TRUE(state.workloads.empty());
+  EXPECT_EQ(changes[1].key, key);  // migrated from what the state tracked
+  // A version this gangkeeper does not know is refused, naming it.
+  std::string v9 = V1Batch(true);
+  v9[0] = 9;
+  EXPECT_THAT(ApplyBatch(v9, 3, &state), StatusIs(absl::StatusCode::kDataLoss, "version 9"));
 }
 
 }  // namespace

@@ -250,3 +250,191 @@ TEST_F(SchedulerTest, ADeletedClusterQueueKeepsItsQuotaAcrossSeveralPolicyChange
 
 }  // namespace
 }  // namespace gangkeeper::broker
+
+namespace gangkeeper::broker {
+namespace {
+
+// --- Identity (issue #19): kind + namespace + name, and the object's uid.
+
+class IdentityTest : public SchedulerTest {
+ protected:
+  static workload::Workload PyTorch(const std::string& ns, const std::string& name, int64_t gpus) {
+    workload::Workload w = Gang(ns, name, 1, gpus);
+    w.kind = workload::Kind::kPyTorchJob;
+    w.uid = "uid-pytorch-" + name;
+    return w;
+  }
+  static WorkloadKey PyTorchKey(const std::string& ns, const std::string& name) {
+    return {ns, name, workload::Kind::kPyTorchJob, false};
+  }
+};
+
+TEST_F(IdentityTest, AJobAndAPyTorchJobOfOneNameAreTwoWorkloads) {
+  ASSERT_THAT(s_->Add(Gang("a", "train", 1, 2), T(1)), IsOk());
+  ASSERT_THAT(s_->Add(PyTorch("a", "train", 2), T(2)), IsOk());
+  Schedule(3);
+  ASSERT_NE(s_->Find({"a", "train"}), nullptr);
+  ASSERT_NE(s_->Find(PyTorchKey("a", "train")), nullptr);
+  EXPECT_EQ(s_->Find({"a", "train"})->phase, Phase::kReserved);
+  EXPECT_EQ(s_->Find(PyTorchKey("a", "train"))->phase, Phase::kReserved);
+  EXPECT_EQ(s_->ClusterQueue("team-a")->resources.at({"gpu", "nvidia.com/gpu"}).usage, Quantity::FromUnits(4));
+  // Ending one leaves the other.
+  ASSERT_THAT(s_->Finish({"a", "train"}, "uid-train", T(4)), IsOk());
+  EXPECT_EQ(s_->Find({"a", "train"}), nullptr);
+  ASSERT_NE(s_->Find(PyTorchKey("a", "train")), nullptr);
+  EXPECT_EQ(s_->ClusterQueue("team-a")->resources.at({"gpu", "nvidia.com/gpu"}).usage, Quantity::FromUnits(2));
+  EXPECT_EQ(KeyString(PyTorchKey("a", "train")), "pytorchjob.kubeflow.org/a/train");
+}
+
+TEST_F(IdentityTest, APodGroupAndASinglePodOfOneNameAreTwoWorkloads) {
+  workload::Workload pod = Gang("a", "g", 1, 1);
+  pod.kind = workload::Kind::kPod;
+  workload::Workload member = pod;
+  member.name = "g-0";
+  member.uid = "uid-g-0";
+  member.pod_group_name = "g";
+  member.pod_group_total_count = 1;
+  ASSERT_THAT(s_->Add(pod, T(1)), IsOk());
+  ASSERT_THAT(s_->Add(member, T(2)), IsOk());
+  EXPECT_EQ(s_->size(), 2u);
+  EXPECT_NE(s_->Find({"a", "g", workload::Kind::kPod, false}), nullptr);
+  EXPECT_NE(s_->Find({"a", "g", workload::Kind::kPod, true}), nullptr);
+}
+
+// A new object under a name whose old object still holds quota is queued
+// at once; the old one keeps its quota until its own end is seen, and a
+// deletion naming one uid touches that object only.
+TEST_F(IdentityTest, ANewUidUnderAHoldingNameIsQueuedBesideIt) {
+  ASSERT_THAT(s_->Add(Gang("a", "x", 1, 3), T(1)), IsOk());
+  Schedule(2);
+  workload::Workload again = Gang("a", "x", 1, 3);
+  again.uid = "uid-x-again";
+  ASSERT_THAT(s_->Add(again, T(3)), IsOk());
+  Schedule(4);
+  ASSERT_EQ(s_->Instances({"a", "x"}).size(), 2u);
+  EXPECT_EQ(s_->Find({"a", "x"})->workload->uid, "uid-x-again");
+  EXPECT_EQ(s_->Find({"a", "x"})->phase, Phase::kPending);  // 3 + 3 > 4
+  EXPECT_EQ(s_->FindInstance({{"a", "x"}, "uid-x"})->phase, Phase::kReserved);
+  ASSERT_THAT(s_->Remove({"a", "x"}, "uid-x-again-not", T(5)), IsOk());  // another uid: nothing
+  EXPECT_EQ(s_->Instances({"a", "x"}).size(), 2u);
+  ASSERT_THAT(s_->Remove({"a", "x"}, "uid-x", T(6)), IsOk());  // the old one is gone
+  Schedule(7);
+  ASSERT_EQ(s_->Instances({"a", "x"}).size(), 1u);
+  EXPECT_EQ(s_->Find({"a", "x"})->phase, Phase::kReserved);
+}
+
+TEST_F(IdentityTest, ANewUidUnderAPendingNameReplacesIt) {
+  ASSERT_THAT(s_->Add(Gang("a", "big", 1, 4), T(1)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "x", 1, 3), T(2)), IsOk());
+  Schedule(3);
+  ASSERT_EQ(PhaseOf("a", "x"), Phase::kPending);
+  workload::Workload again = Gang("a", "x", 1, 3);
+  again.uid = "uid-x-again";
+  ASSERT_THAT(s_->Add(again, T(4)), IsOk());
+  ASSERT_EQ(s_->Instances({"a", "x"}).size(), 1u);
+  EXPECT_EQ(s_->Find({"a", "x"})->workload->uid, "uid-x-again");
+  EXPECT_THAT(s_->CheckInvariants(), IsOk());
+}
+
+// Kueue orders a queue by creationTimestamp: objects found at start (or
+// registered late) keep their place.
+TEST_F(SchedulerTest, QueueOrderFollowsTheCreationTimestamp) {
+  ASSERT_THAT(s_->Add(Gang("a", "hog", 1, 4), T(1)), IsOk());
+  workload::Workload late = Gang("a", "created-last", 1, 1);
+  late.creation_timestamp = T(30);
+  workload::Workload early = Gang("a", "created-first", 1, 1);
+  early.creation_timestamp = T(10);
+  workload::Workload unknown = Gang("a", "no-timestamp", 1, 1);
+  ASSERT_THAT(s_->Add(late, T(40)), IsOk());
+  ASSERT_THAT(s_->Add(early, T(41)), IsOk());
+  ASSERT_THAT(s_->Add(unknown, T(42)), IsOk());  // ordered by its arrival
+  Schedule(43);
+  std::vector<std::string> order;
+  for (const WorkloadInfo* w : s_->PendingInQueueOrder("team-a")) order.push_back(w->key.name);
+  EXPECT_THAT(order, ElementsAre("created-first", "created-last", "no-timestamp"));
+  // A timestamp from a clock ahead of ours counts as now.
+  workload::Workload future = Gang("a", "future", 1, 1);
+  future.creation_timestamp = T(1000);
+  ASSERT_THAT(s_->Add(future, T(44)), IsOk());
+  EXPECT_EQ(s_->Find({"a", "future"})->queued_at, T(44));
+}
+
+// Kueue assigns a flavor to a pod set without pods whose pods would
+// request something; it holds nothing.
+TEST_F(SchedulerTest, APodSetWithoutPodsGetsAFlavorAndHoldsNothing) {
+  workload::Workload w = Gang("a", "zero", 1, 1);
+  workload::PodSet none = w.pod_sets[0];
+  none.name = "standby";
+  none.count = 0;
+  w.pod_sets.push_back(none);
+  ASSERT_THAT(s_->Add(w, T(1)), IsOk());
+  Schedule(2);
+  const WorkloadInfo* info = s_->Find({"a", "zero"});
+  ASSERT_EQ(info->phase, Phase::kReserved);
+  ASSERT_EQ(info->admission->pod_sets.size(), 2u);
+  EXPECT_EQ(info->admission->pod_sets[1].flavors.at("nvidia.com/gpu"), "gpu");
+  EXPECT_EQ(info->admission->pod_sets[1].count, 0);
+  EXPECT_EQ(s_->ClusterQueue("team-a")->resources.at({"gpu", "nvidia.com/gpu"}).usage, Quantity::FromUnits(1));
+}
+
+// Each flavor tried says why it could not take the pod set (Kueue lists
+// them), including an untolerated taint.
+TEST(SchedulerReasonTest, APendingMessageGivesEveryFlavorsReason) {
+  auto s = Scheduler::Create(Policies(R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: on-demand}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: spot}
+spec:
+  nodeTaints: [{key: spot, value: "true", effect: NoSchedule}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - {name: on-demand, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}
+    - {name: spot, resources: [{name: nvidia.com/gpu, nominalQuota: 8}]}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: a}
+spec: {clusterQueue: cq}
+)"));
+  ASSERT_THAT(s.status(), IsOk());
+  ASSERT_THAT((*s)->Add(Gang("a", "wide", 1, 4), T(1)), IsOk());
+  (*s)->Schedule(T(2));
+  const WorkloadInfo* w = (*s)->Find({"a", "wide"});
+  ASSERT_EQ(w->phase, Phase::kPending);
+  ASSERT_EQ(w->reason.flavors.size(), 2u);
+  EXPECT_THAT(w->reason.flavors[0], ::testing::HasSubstr("flavor on-demand: 4 nvidia.com/gpu exceeds"));
+  EXPECT_THAT(w->reason.flavors[1], ::testing::HasSubstr("flavor spot has taint spot=true:NoSchedule"));
+  EXPECT_THAT(w->reason.message, ::testing::HasSubstr("flavors tried: flavor on-demand"));
+}
+
+// Parked workloads are Kueue's inadmissible ones; finished ones are kept
+// for the API.
+TEST_F(SchedulerTest, ParkedWorkloadsAreCountedApartAndFinishedOnesAreKept) {
+  ASSERT_THAT(s_->Add(Gang("a", "hog", 1, 4), T(1)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "parked", 1, 2), T(2)), IsOk());
+  Schedule(3);
+  std::optional<ClusterQueueStatus> st = s_->ClusterQueue("team-a");
+  EXPECT_EQ(st->pending, 1);
+  EXPECT_EQ(st->pending_inadmissible, 1);
+  ASSERT_THAT(s_->Finish({"a", "hog"}, "uid-hog", T(4)), IsOk());
+  std::vector<std::shared_ptr<const WorkloadInfo>> finished = s_->TakeFinished();
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0]->key.name, "hog");
+  EXPECT_EQ(finished[0]->phase, Phase::kFinished);
+  EXPECT_EQ(finished[0]->finished_at, T(4));
+  EXPECT_TRUE(s_->TakeFinished().empty());
+}
+
+}  // namespace
+}  // namespace gangkeeper::broker

@@ -187,7 +187,12 @@ TEST_F(ApiIntegrationTest, WorkloadsAndQueuesAreVisiblePerRole) {
     auto m = (*c)->Request("GET", "/metrics");
     ASSERT_THAT(m, IsOk());
     EXPECT_THAT(m->body, HasSubstr("kueue_admitted_active_workloads{cluster_queue=\"team-a-gpu\"} 1\n"));
-    EXPECT_THAT(m->body, HasSubstr("kueue_pending_workloads{cluster_queue=\"team-a-gpu\",status=\"active\"} 1\n"));
+    // "second" waits until the cohort changes: Kueue's inadmissible.
+    EXPECT_THAT(m->body, HasSubstr("kueue_pending_workloads{cluster_queue=\"team-a-gpu\",status=\"active\"} 0\n"));
+    EXPECT_THAT(m->body,
+                HasSubstr("kueue_pending_workloads{cluster_queue=\"team-a-gpu\",status=\"inadmissible\"} 1\n"));
+    EXPECT_THAT(m->body, HasSubstr("kueue_cluster_queue_resource_pending{cluster_queue=\"team-a-gpu\","
+                                   "resource=\"nvidia.com/gpu\"} 4\n"));
     EXPECT_THAT(m->body, HasSubstr("kueue_cluster_queue_resource_usage{cohort=\"gpu-shared\",cluster_queue=\"team-a-gpu\","
                                    "flavor=\"nvidia-gpu\",resource=\"nvidia.com/gpu\"} 4\n"));
     EXPECT_THAT(m->body, HasSubstr("kueue_cluster_queue_nominal_quota{cohort=\"gpu-shared\",cluster_queue=\"team-a-gpu\","
@@ -405,7 +410,9 @@ TEST_F(ApiIntegrationTest, MetricsParseStrictlyAndAgreeWithTheStatus) {
   };
   for (const char* cq : {"team-a-gpu", "team-b-gpu"}) {
     const json st = Get(absl::StrCat("/v1/clusterqueues/", cq, "/status"), "admin-secret").second;
-    EXPECT_EQ(value("kueue_pending_workloads", {{"cluster_queue", cq}, {"status", "active"}}), st["pending"]);
+    EXPECT_EQ(value("kueue_pending_workloads", {{"cluster_queue", cq}, {"status", "active"}}) +
+                  value("kueue_pending_workloads", {{"cluster_queue", cq}, {"status", "inadmissible"}}),
+              st["pending"]);
     EXPECT_EQ(value("kueue_admitted_active_workloads", {{"cluster_queue", cq}}), st["admitted"]);
     for (const json& r : st["resources"]) {
       const std::map<std::string, std::string> labels = {{"cohort", st["cohort"].get<std::string>()},

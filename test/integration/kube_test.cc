@@ -28,6 +28,8 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 
 constexpr char kJobs[] = "/apis/batch/v1/namespaces/team-a/jobs";
+constexpr char kTeamBJobs[] = "/apis/batch/v1/namespaces/team-b/jobs";
+constexpr char kPyTorchJobs[] = "/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs";
 constexpr char kPods[] = "/api/v1/namespaces/team-a/pods";
 
 json GpuContainer(int gpus) {
@@ -53,6 +55,23 @@ json Job(const std::string& name, int pods, int gpus, const std::string& priorit
                {{"restartPolicy", "Never"},
                 {"nodeSelector", {{"kubernetes.io/os", "linux"}}},
                 {"containers", json::array({GpuContainer(gpus)})}}}}}}}};
+}
+
+// A PyTorchJob of one master with `gpus` GPUs, in team-a's gpu-queue.
+json PyTorchJob(const std::string& name, int gpus) {
+  return {{"apiVersion", "kubeflow.org/v1"},
+          {"kind", "PyTorchJob"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", "team-a"},
+            {"uid", "uid-pytorch-" + name},
+            {"labels", {{"kueue.x-k8s.io/queue-name", "gpu-queue"}}}}},
+          {"spec",
+           {{"pytorchReplicaSpecs",
+             {{"Master",
+               {{"replicas", 1},
+                {"restartPolicy", "OnFailure"},
+                {"template", {{"spec", {{"containers", json::array({GpuContainer(gpus)})}}}}}}}}}}}};
 }
 
 json GroupPod(const std::string& group, int index, int total) {
@@ -115,10 +134,12 @@ class KubeIntegrationTest : public ::testing::Test {
     StartGangkeeper();
   }
 
-  void StartGangkeeper() {
+  // `data` is the data directory (a fresh one loses the state: everything
+  // running is adopted from the cluster).
+  void StartGangkeeper(const std::string& data = "data") {
     auto p = testing::ServerProcess::Start(
         {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
-         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
+         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File(data),
          "--policies=" + std::string(GK_SOURCE_DIR) + "/policies", "--kube=" + dir_.File("kubeconfig"),
          "--log-level=debug"},
         dir_.path());
@@ -184,22 +205,41 @@ class KubeIntegrationTest : public ::testing::Test {
   }
 
   json SubmitJob(const json& job) { return Submit(job, "batch", "v1", "Job", "jobs", kJobs); }
+  json SubmitTeamBJob(json job) {
+    job["metadata"]["namespace"] = "team-b";
+    return Submit(job, "batch", "v1", "Job", "jobs", kTeamBJobs);
+  }
+  json SubmitPyTorchJob(const json& job) {
+    return Submit(job, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", kPyTorchJobs);
+  }
 
-  json GetJob(const std::string& name) {
-    auto j = fake_->Get(absl::StrCat(kJobs, "/", name));
+  json GetJob(const std::string& name, const std::string& collection = kJobs) {
+    auto j = fake_->Get(absl::StrCat(collection, "/", name));
     return j.ok() ? *j : json();
   }
 
-  bool Released(const std::string& name) {
-    json j = GetJob(name);
+  bool Released(const std::string& name, const std::string& collection = kJobs) {
+    json j = GetJob(name, collection);
     return j.is_object() && !Suspended(j);
   }
 
+  bool PyTorchJobReleased(const std::string& name) {
+    json j = GetJob(name, kPyTorchJobs);
+    return j.is_object() && j["spec"].contains("runPolicy") && !j["spec"]["runPolicy"].value("suspend", true);
+  }
+
+  // PATCHes sent to objects under `collection`.
+  int PatchesUnder(const std::string& collection) {
+    int n = 0;
+    for (const testing::RecordedCall& c : fake_->Calls()) n += c.method == "PATCH" && c.path.rfind(collection, 0) == 0;
+    return n;
+  }
+
   // The Job controller: a released Job starts (status.startTime).
-  void Start(const std::string& name) {
-    json j = GetJob(name);
+  void Start(const std::string& name, const std::string& collection = kJobs) {
+    json j = GetJob(name, collection);
     j["status"]["startTime"] = "2026-12-03T10:00:00Z";
-    ASSERT_THAT(fake_->Replace(absl::StrCat(kJobs, "/", name), j), IsOk());
+    ASSERT_THAT(fake_->Replace(absl::StrCat(collection, "/", name), j), IsOk());
   }
 
   void Complete(const std::string& name) {
@@ -453,6 +493,133 @@ TEST_F(KubeIntegrationTest, RestartConvergesFromTheList) {
   SubmitJob(Job("second-big", 3, 2));
   absl::SleepFor(absl::Milliseconds(500));
   EXPECT_FALSE(Released("second-big")) << "created-while-down holds 2 of the 6 GPUs team-a can reach";
+}
+
+// Issue #19: a Job and a PyTorchJob named alike are two workloads, running
+// or pending, and stay two across a restart. Before, a running Job made the
+// PyTorchJob's create fail (503), and a pending pair flapped until only the
+// Job was ever released: an acknowledged workload lost.
+class SameNameTest : public KubeIntegrationTest {
+ protected:
+  void Run(bool restart) {
+    SubmitJob(Job("train", 1, 1));
+    ASSERT_TRUE(WaitFor([&] { return Released("train"); })) << server_->Stderr();
+    Start("train");
+    // The running Job does not stand in the way of the PyTorchJob.
+    SubmitPyTorchJob(PyTorchJob("train", 1));
+    ASSERT_TRUE(WaitFor([&] { return PyTorchJobReleased("train"); })) << server_->Stderr();
+    SubmitJob(Job("hog", 2, 2));  // 1 + 1 + 4: all six GPUs team-a can reach
+    ASSERT_TRUE(WaitFor([&] { return Released("hog"); })) << server_->Stderr();
+    Start("hog");
+    // Two pending workloads of one name.
+    SubmitJob(Job("eval", 1, 1));
+    SubmitPyTorchJob(PyTorchJob("eval", 1));
+    absl::SleepFor(absl::Milliseconds(300));
+    EXPECT_FALSE(Released("eval"));
+    EXPECT_FALSE(PyTorchJobReleased("eval"));
+    if (restart) {
+      StopGangkeeper();
+      StartGangkeeper();
+    }
+    Complete("hog");
+    ASSERT_TRUE(WaitFor([&] { return Released("eval") && PyTorchJobReleased("eval"); })) << server_->Stderr();
+    EXPECT_TRUE(Released("train"));
+    EXPECT_TRUE(PyTorchJobReleased("train"));
+  }
+};
+
+TEST_F(SameNameTest, TwoKindsUnderOneNameAreTwoWorkloads) { Run(/*restart=*/false); }
+TEST_F(SameNameTest, TwoKindsUnderOneNameStayTwoAcrossARestart) { Run(/*restart=*/true); }
+
+// Issue #19: a name deleted and recreated (a new uid) while gangkeeper was
+// down: the list shows only the new object, so the old one's quota goes and
+// the new one is admitted. Before, the old uid kept its quota forever.
+TEST_F(KubeIntegrationTest, ANameReusedWhileDownIsANewWorkloadAndFreesTheOld) {
+  SubmitJob(Job("x2", 3, 2));  // all six GPUs
+  ASSERT_TRUE(WaitFor([&] { return Released("x2"); })) << server_->Stderr();
+  Start("x2");
+  StopGangkeeper();
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kJobs, "/x2")), IsOk());
+  json again = Job("x2", 3, 2);
+  again["metadata"]["uid"] = "uid-x2-again";
+  again["spec"]["suspend"] = true;
+  ASSERT_THAT(fake_->Create(kJobs, again), IsOk());
+  StartGangkeeper();
+  ASSERT_TRUE(WaitFor([&] { return Released("x2"); })) << server_->Stderr();
+  EXPECT_EQ(GetJob("x2")["metadata"]["uid"], "uid-x2-again");
+}
+
+// The same while gangkeeper runs but its watches fail and the history is
+// compacted: the next list is authoritative.
+TEST_F(KubeIntegrationTest, ANameReusedBehindFailedWatchesIsANewWorkloadAndFreesTheOld) {
+  SubmitJob(Job("x2", 3, 2));
+  ASSERT_TRUE(WaitFor([&] { return Released("x2"); })) << server_->Stderr();
+  Start("x2");
+  testing::ScriptedFailure watches;
+  watches.path_contains = "/apis/batch/v1/jobs";
+  watches.watch_only = true;
+  watches.status = 500;
+  watches.times = -1;
+  fake_->Fail(watches);
+  fake_->CloseWatches();
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kJobs, "/x2")), IsOk());
+  json again = Job("x2", 3, 2);
+  again["metadata"]["uid"] = "uid-x2-again";
+  again["spec"]["suspend"] = true;
+  ASSERT_THAT(fake_->Create(kJobs, again), IsOk());
+  fake_->CompactHistory();
+  absl::SleepFor(absl::Seconds(1));
+  fake_->ClearFailures();
+  ASSERT_TRUE(WaitFor([&] { return Released("x2"); }, absl::Seconds(40))) << server_->Stderr();
+  EXPECT_EQ(GetJob("x2")["metadata"]["uid"], "uid-x2-again");
+}
+
+// Issue #19: adopted workloads keep their admission time (it is on the
+// object), so a restart that lost the state preempts the same victim as
+// before it: the newest admitted. (The list, sorted by name, adopts
+// a-second before z-first: stamped with the adoption moment, z-first would
+// look newer and be preempted.)
+TEST_F(KubeIntegrationTest, AnAdoptionKeepsTheAdmissionTimeAndSoThePreemptionOrder) {
+  SubmitJob(Job("z-first", 1, 2, "training-batch"));
+  ASSERT_TRUE(WaitFor([&] { return Released("z-first"); })) << server_->Stderr();
+  Start("z-first");
+  absl::SleepFor(absl::Milliseconds(20));
+  SubmitJob(Job("a-second", 1, 2, "training-batch"));
+  ASSERT_TRUE(WaitFor([&] { return Released("a-second"); })) << server_->Stderr();
+  Start("a-second");
+  StopGangkeeper();
+  StartGangkeeper("fresh-data");  // nothing recorded: both are adopted
+  SubmitJob(Job("urgent", 2, 2, "inference-critical"));  // 4 + 4 > 6: one must go
+  ASSERT_TRUE(WaitFor([&] { return Released("urgent"); })) << server_->Stderr();
+  EXPECT_TRUE(Suspended(GetJob("a-second"))) << "the newest admitted is preempted";
+  EXPECT_FALSE(Suspended(GetJob("z-first")));
+}
+
+// Issue #19's livelock, through the real binary with the repository's
+// policies against a cluster: team-b's borrower is suspended once, team-a's
+// P is released, and nothing churns afterwards (every round trip would be a
+// suspend and an unsuspend PATCH of a real Job).
+TEST_F(KubeIntegrationTest, ThePoliciesLivelockIsGoneAgainstACluster) {
+  for (const char* n : {"a1", "a2", "a3"}) {
+    SubmitJob(Job(n, 1, 1));
+    ASSERT_TRUE(WaitFor([&] { return Released(n); })) << server_->Stderr();
+    Start(n);
+  }
+  for (const char* n : {"b1", "b2", "b3"}) {
+    SubmitTeamBJob(Job(n, 1, 1));
+    ASSERT_TRUE(WaitFor([&] { return Released(n, kTeamBJobs); })) << server_->Stderr();
+    Start(n, kTeamBJobs);
+  }
+  SubmitJob(Job("big", 1, 2));  // cannot fit: set aside
+  SubmitJob(Job("p", 1, 1));
+  ASSERT_TRUE(WaitFor([&] { return Released("p"); })) << server_->Stderr();
+  int suspended = 0;
+  for (const char* n : {"b1", "b2", "b3"}) suspended += Suspended(GetJob(n, kTeamBJobs));
+  EXPECT_EQ(suspended, 1);
+  const int patches = PatchesUnder(kTeamBJobs);
+  absl::SleepFor(absl::Seconds(2));
+  EXPECT_EQ(PatchesUnder(kTeamBJobs), patches) << "team-b's jobs are patched again and again: the broker churns";
+  EXPECT_FALSE(Released("big"));
 }
 
 }  // namespace
