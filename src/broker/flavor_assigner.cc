@@ -190,7 +190,7 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
           c.reason.pod_set = ps.name;
           c.reason.flavor = fq.name;
           mismatches.push_back(mismatch);
-          notes.push_back(mismatch);
+          if (group.flavors.size() > 1) notes.push_back(mismatch);
         } else {
           for (const model::ResourceName& res : resources) {
             FlavorResource fr{fq.name, res};
@@ -255,7 +255,7 @@ AssignmentResult Scheduler::State::AssignFlavors(const Entry& e,
             if (c.mode == FitMode::kNoFit) break;
           }
         }
-        if (c.mode != FitMode::kFit && mismatch.empty() && !c.reason.resource.empty()) {
+        if (c.mode != FitMode::kFit && mismatch.empty() && !c.reason.resource.empty() && group.flavors.size() > 1) {
           const PendingReason& r = c.reason;
           absl::StatusOr<Quantity> more = r.requested.Sub(r.available);
           if (r.code == PendingReason::Code::kExceedsMaxQuota) {

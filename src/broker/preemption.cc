@@ -283,11 +283,16 @@ bool Search::StillUseful(const Candidate& c) const {
 // within its nominal quota): they free their quota all the same, and
 // choosing other victims instead would preempt twice for one admission.
 void Search::OwnEvicting(Class cls, const char* reason, std::vector<Candidate>* out) const {
-  for (const InstanceKey& k : in_.awaiting) {
-    auto it = s_.entries.find(k);
-    if (it == s_.entries.end()) continue;
-    Entry* e = it->second.get();
-    if (e->cinfo().phase != Phase::kEvicting || !UsesAny(*e, frs_)) continue;
+  if (!in_.waiting()) return;
+  for (const InstanceKey& k : in_.preemption->awaiting) {
+    auto list = s_.entries.find(k.key);
+    if (list == s_.entries.end()) continue;
+    Entry* e = nullptr;
+    for (const std::unique_ptr<Entry>& x : list->second) {
+      if (k.key.pod_group || x->cinfo().workload->uid == k.uid) e = x.get();
+    }
+    if (e == nullptr) continue;
+    if (e->cinfo().phase != Phase::kEvicting || e->awaited_by != &in_ || !UsesAny(*e, frs_)) continue;
     if (std::any_of(out->begin(), out->end(), [&](const Candidate& c) { return c.entry == e; })) continue;
     const int node = tree_.ClusterQueueNode(e->cinfo().admission->cluster_queue);
     if (node < 0 || node == cq_node_) continue;  // the same queue's are collected anyway

@@ -163,13 +163,40 @@ void WorldChanged(State& s, const Entry& e) {
 
 // The newest instance of `key`, or nullptr.
 Entry* Newest(const State& s, const WorkloadKey& key) {
-  auto it = s.by_key.find(key);
-  return it == s.by_key.end() || it->second.empty() ? nullptr : it->second.back();
+  auto it = s.entries.find(key);
+  return it == s.entries.end() || it->second.empty() ? nullptr : it->second.back().get();
 }
 
 Entry* FindEntry(const State& s, const InstanceKey& instance) {
-  auto it = s.entries.find(instance);
-  return it == s.entries.end() ? nullptr : it->second.get();
+  auto it = s.entries.find(instance.key);
+  if (it == s.entries.end()) return nullptr;
+  for (const std::unique_ptr<Entry>& e : it->second) {
+    if (instance.key.pod_group || e->cinfo().workload->uid == instance.uid) return e.get();
+  }
+  return nullptr;
+}
+
+// The victims `p` still waits for: being evicted, and evicted for it (a
+// workload preempted again for another preemptor counts for that one only).
+std::vector<const Entry*> OwnEvicting(const State& s, const Entry& p) {
+  std::vector<const Entry*> out;
+  if (p.preemption == nullptr) return out;
+  for (const InstanceKey& k : p.preemption->awaiting) {
+    const Entry* v = FindEntry(s, k);
+    if (v != nullptr && v->cinfo().phase == Phase::kEvicting && v->awaited_by == &p &&
+        v->cinfo().admission.has_value()) {
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+// Calls `f` for every tracked instance.
+template <typename F>
+void ForEachEntry(const State& s, F f) {
+  for (const auto& [key, list] : s.entries) {
+    for (const std::unique_ptr<Entry>& e : list) f(e.get());
+  }
 }
 
 std::string BlockedMessage(const std::string& head, const std::string& cq) {
@@ -209,11 +236,13 @@ void Dequeue(State& s, Entry* e) {
 // `e` no longer waits for victims (admitted, changed, gone, or the policies
 // changed): it holds nothing from the next cycle on.
 void ClearPreemptor(State& s, Entry* e) {
-  GK_DCHECK(e->held.empty());
-  if (e->awaiting.empty() && e->awaiting_need.empty()) return;
-  e->awaiting.clear();
-  e->awaiting_need.clear();
-  e->plan.reset();
+  if (!e->waiting()) return;
+  GK_DCHECK(e->preemption->held.empty());
+  for (const InstanceKey& k : e->preemption->awaiting) {
+    Entry* v = FindEntry(s, k);
+    if (v != nullptr && v->awaited_by == e) v->awaited_by = nullptr;
+  }
+  e->preemption.reset();
   s.preemptors.erase(std::remove(s.preemptors.begin(), s.preemptors.end(), e), s.preemptors.end());
 }
 
@@ -360,10 +389,15 @@ void Drain(State& s, absl::Time now) {
   }
 }
 
-// Each flavor's reason, after the sentence about the first blocker.
+// Each flavor's reason, after the sentence about the first blocker; the
+// notes themselves are dropped (their hash stays).
 void AppendFlavors(PendingReason& r) {
-  if (r.flavors.empty() || r.code == PendingReason::Code::kNoMatchingFlavor) return;
-  absl::StrAppend(&r.message, "; flavors tried: ", absl::StrJoin(r.flavors, "; "));
+  if (r.flavors.empty()) return;
+  if (r.code != PendingReason::Code::kNoMatchingFlavor) {
+    absl::StrAppend(&r.message, "; flavors tried: ", absl::StrJoin(r.flavors, "; "));
+  }
+  r.flavors.clear();
+  r.flavors.shrink_to_fit();
 }
 
 // Fills in the numbers only known from the admitted set and the sentence.
@@ -405,11 +439,12 @@ void Describe(const State& s, const std::string& cq, PendingReason& r) {
 }
 
 void SetReason(State& s, Entry* e, PendingReason r) {
+  if (!r.flavors.empty()) r.flavors_hash = absl::HashOf(r.flavors);
   const PendingReason& old = e->cinfo().reason;
   if (r.message.empty() && old.code == r.code && old.pod_set == r.pod_set && old.flavor == r.flavor &&
       old.resource == r.resource && old.requested == r.requested && old.available == r.available &&
       old.used == r.used && old.nominal == r.nominal && old.max_capacity == r.max_capacity &&
-      old.flavors == r.flavors) {
+      old.flavors_hash == r.flavors_hash) {
     return;  // the same numbers: keep the sentence (and the snapshot) as they are
   }
   Describe(s, e->cinfo().cluster_queue, r);
@@ -462,8 +497,8 @@ bool ClassicalBefore(const Nomination& a, const Nomination& b) {
 // durable and shown).
 void SyncPodGroup(Entry* e) {
   auto g = std::make_shared<PodGroupState>();
-  g->pods.assign(e->pod_group_pods.begin(), e->pod_group_pods.end());
-  g->pod_sets = e->group_pod_sets;
+  g->pods.assign(e->group->pods.begin(), e->group->pods.end());
+  g->pod_sets = e->group->pod_sets;
   e->info().pod_group = std::move(g);
 }
 
@@ -471,7 +506,7 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   GK_CHECK_OK(s.tree.AddUsage(assignment.cluster_queue, assignment.usage));
   Dequeue(s, e);
   s.queues[assignment.cluster_queue].admitted.insert(e);
-  const bool was_preemptor = !e->awaiting_need.empty();
+  const bool was_preemptor = e->waiting();
   ClearPreemptor(s, e);
   e->info().phase = Phase::kReserved;
   e->info().admission = assignment;
@@ -509,32 +544,21 @@ size_t ShapeOf(const Entry& e) {
 }
 
 // True while a preemptor has nothing to do but wait: some victim is still
-// being evicted and nothing changed in its tree since it chose them (its
-// hold keeps what the others gave back). Once every victim stopped (or the
-// world changed) it is tried again.
-// True when the world changed in a preemptor's tree since it chose its
-// victims (its plan may no longer be the right one).
-bool ChangedSincePlan(const State& s, const Entry& e) {
-  if (s.last_policy_change > e.planned_seq) return true;
-  auto it = s.last_change.find(TreeKey(s, e.cinfo().cluster_queue));
-  return it != s.last_change.end() && it->second > e.planned_seq;
-}
-
+// being evicted (its hold keeps what the others gave back). Once every
+// victim stopped it is tried again.
+// (A policy change clears every preemptor; other changes leave its plan
+// standing: quota freed elsewhere only makes it fit sooner, once its
+// victims have stopped, and retrying it at every completion in its tree
+// would cost a preemption search each time.)
 bool AwaitingVictims(const State& s, const Entry& e) {
-  if (e.awaiting.empty()) return false;
-  if (ChangedSincePlan(s, e)) return false;
-  for (const InstanceKey& k : e.awaiting) {
-    const Entry* v = FindEntry(s, k);
-    if (v != nullptr && v->cinfo().phase == Phase::kEvicting) return true;
-  }
-  return false;
+  return !OwnEvicting(s, e).empty();
 }
 
 // Gives back what this cycle's holds added to the tree for `e`.
 void TakeHold(State& s, Entry* e) {
-  if (e->held.empty()) return;
-  GK_CHECK_OK(s.tree.RemoveUsage(e->cinfo().cluster_queue, e->held));
-  e->held.clear();
+  if (!e->holding()) return;
+  GK_CHECK_OK(s.tree.RemoveUsage(e->cinfo().cluster_queue, e->preemption->held));
+  e->preemption->held.clear();
 }
 
 // Holds for preemptor `e` what it needs beyond what its still-evicting
@@ -544,31 +568,26 @@ void TakeHold(State& s, Entry* e) {
 // far as the queue could admit it now. Once every victim stopped, that is
 // its whole need.
 void PutHold(State& s, Entry* e) {
-  GK_DCHECK(e->held.empty());
+  if (!e->waiting()) return;
+  GK_DCHECK(e->preemption->held.empty());
   const std::string& cq = e->cinfo().cluster_queue;
   if (cq.empty() || s.tree.ClusterQueueNode(cq) < 0) return;
-  std::vector<const Entry*> evicting;
-  for (const InstanceKey& k : e->awaiting) {
-    const Entry* v = FindEntry(s, k);
-    if (v != nullptr && v->cinfo().phase == Phase::kEvicting && v->cinfo().admission.has_value()) {
-      evicting.push_back(v);
-    }
-  }
+  const std::vector<const Entry*> evicting = OwnEvicting(s, *e);
   ResourceAmounts now;
-  for (const auto& [fr, need] : e->awaiting_need) now[fr] = s.tree.Available(cq, fr);
+  for (const auto& [fr, need] : e->preemption->need) now[fr] = s.tree.Available(cq, fr);
   ResourceAmounts after = now;
   if (!evicting.empty()) {
     for (const Entry* v : evicting) GK_CHECK_OK(s.tree.RemoveUsage(v->cinfo().admission->cluster_queue, v->cinfo().admission->usage));
-    for (const auto& [fr, need] : e->awaiting_need) after[fr] = s.tree.Available(cq, fr);
+    for (const auto& [fr, need] : e->preemption->need) after[fr] = s.tree.Available(cq, fr);
     for (const Entry* v : evicting) GK_CHECK_OK(s.tree.AddUsage(v->cinfo().admission->cluster_queue, v->cinfo().admission->usage));
   }
   ResourceAmounts hold;
-  for (const auto& [fr, need] : e->awaiting_need) {
+  for (const auto& [fr, need] : e->preemption->need) {
     const Quantity freed = Sub0(after[fr], now[fr]);
     const Quantity room = std::min(Sub0(need, freed), now[fr]);
     if (!room.IsZero() && !room.IsNegative()) hold[fr] = room;
   }
-  if (!hold.empty() && s.tree.AddUsage(cq, hold).ok()) e->held = std::move(hold);
+  if (!hold.empty() && s.tree.AddUsage(cq, hold).ok()) e->preemption->held = std::move(hold);
 }
 
 // Runs `f` with the preemptors' holds out of the tree (they guide the
@@ -576,11 +595,11 @@ void PutHold(State& s, Entry* e) {
 template <typename F>
 auto WithoutHolds(State& s, F f) {
   for (Entry* p : s.preemptors) {
-    if (!p->held.empty()) GK_CHECK_OK(s.tree.RemoveUsage(p->cinfo().cluster_queue, p->held));
+    if (p->holding()) GK_CHECK_OK(s.tree.RemoveUsage(p->cinfo().cluster_queue, p->preemption->held));
   }
   auto result = f();
   for (Entry* p : s.preemptors) {
-    if (!p->held.empty()) GK_CHECK_OK(s.tree.AddUsage(p->cinfo().cluster_queue, p->held));
+    if (p->holding()) GK_CHECK_OK(s.tree.AddUsage(p->cinfo().cluster_queue, p->preemption->held));
   }
   return result;
 }
@@ -614,7 +633,7 @@ bool VirtualFits(State& s, const Entry* x, const std::string& cq, const Resource
     std::set<FlavorResource> frs;
     for (const auto& [fr, q] : extra) frs.insert(fr);
     for (const Entry* p : mine) {
-      for (const auto& [fr, q] : p->awaiting_need) frs.insert(fr);
+      for (const auto& [fr, q] : p->preemption->need) frs.insert(fr);
     }
     std::vector<int> nodes;
     for (const auto& [name, q] : s.queues) {
@@ -628,16 +647,13 @@ bool VirtualFits(State& s, const Entry* x, const std::string& cq, const Resource
     std::vector<std::pair<std::string, const ResourceAmounts*>> removed;
     for (const Target& t : gone) removed.emplace_back(t.entry->cinfo().admission->cluster_queue, &t.entry->cinfo().admission->usage);
     for (const Entry* p : mine) {
-      for (const InstanceKey& k : p->awaiting) {
-        const Entry* v = FindEntry(s, k);
-        if (v != nullptr && v->cinfo().phase == Phase::kEvicting && v->cinfo().admission.has_value()) {
-          removed.emplace_back(v->cinfo().admission->cluster_queue, &v->cinfo().admission->usage);
-        }
+      for (const Entry* v : OwnEvicting(s, *p)) {
+        removed.emplace_back(v->cinfo().admission->cluster_queue, &v->cinfo().admission->usage);
       }
     }
     move(cq, extra, true);
     for (const auto& [where, amounts] : removed) move(where, *amounts, false);
-    for (const Entry* p : mine) move(p->cinfo().cluster_queue, p->awaiting_need, true);
+    for (const Entry* p : mine) move(p->cinfo().cluster_queue, p->preemption->need, true);
     bool fits = true;
     for (int n : nodes) {
       for (const FlavorResource& fr : frs) {
@@ -645,7 +661,7 @@ bool VirtualFits(State& s, const Entry* x, const std::string& cq, const Resource
         if (after.IsNegative() && after < before[{n, fr}]) fits = false;
       }
     }
-    for (const Entry* p : mine) move(p->cinfo().cluster_queue, p->awaiting_need, false);
+    for (const Entry* p : mine) move(p->cinfo().cluster_queue, p->preemption->need, false);
     for (const auto& [where, amounts] : removed) move(where, *amounts, true);
     move(cq, extra, false);
     return fits;
@@ -669,21 +685,7 @@ const char* PreemptionWhy(const std::string& reason) {
 // One scheduling cycle (numbered as DESIGN §2 and KUEUE-SEMANTICS §3.3).
 // Returns true when it admitted, preempted, or set a head aside.
 bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwatch& watch) {
-  // 1. Holds. Every preemptor waiting for its victims holds the quota they
-  // gave back so far, before anybody else is tried (in the order they
-  // preempted): the quota a preemptor waits for cannot be taken by its
-  // victims or by anyone ranked below it, wherever it stands in its queue.
-  std::vector<Entry*> preemptors;
-  for (Entry* p : s.preemptors) {
-    if (p->cinfo().phase != Phase::kPending || p->queued_in.empty()) continue;
-    PutHold(s, p);
-    preemptors.push_back(p);
-  }
-  // Capacity held for the rest of this cycle for heads that need
-  // preemption without victims (Kueue's reserveCapacityForUnreclaimablePreempt).
-  std::vector<std::pair<std::string, ResourceAmounts>> reserved;
-
-  // 2. The queues with something to try, looked up once per cycle.
+  // 1. The queues with something to try, looked up once per cycle.
   struct Slot {
     const std::string* name;
     Queue* q;
@@ -707,6 +709,30 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
     }
     slots.push_back(Slot{&name, &q, cq});
   }
+  // 2. Holds. Every preemptor waiting for its victims in a tree where
+  // something is tried holds the quota they gave back so far, before
+  // anybody else is tried (in the order they preempted): the quota a
+  // preemptor waits for cannot be taken by its victims or by anyone ranked
+  // below it, wherever it stands in its queue.
+  std::vector<Entry*> preemptors;
+  if (!s.preemptors.empty()) {
+    absl::flat_hash_set<int> roots;
+    for (const Slot& slot : slots) {
+      const int node = s.tree.ClusterQueueNode(*slot.name);
+      if (node >= 0) roots.insert(s.tree.Root(node));
+    }
+    for (Entry* p : s.preemptors) {
+      if (p->cinfo().phase != Phase::kPending || p->queued_in.empty()) continue;
+      const int node = s.tree.ClusterQueueNode(p->cinfo().cluster_queue);
+      if (node < 0 || roots.count(s.tree.Root(node)) == 0) continue;
+      PutHold(s, p);
+      preemptors.push_back(p);
+    }
+  }
+  // Capacity held for the rest of this cycle for heads that need
+  // preemption without victims (Kueue's reserveCapacityForUnreclaimablePreempt).
+  std::vector<std::pair<std::string, ResourceAmounts>> reserved;
+
   std::set<const Entry*> victims;
   bool progress = false;
   bool set_aside = false;
@@ -726,7 +752,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
           cq->preemption.within_cluster_queue != model::WithinClusterQueuePolicy::kLowerOrNewerEqualPriority) {
         while (!slot.failed_shapes.empty() && !q.active.empty()) {
           Entry* head = *q.active.begin();
-          if (!head->awaiting.empty()) break;  // a preemptor is always tried
+          if (head->waiting()) break;  // a preemptor is always tried
           auto same = slot.failed_shapes.find(ShapeOf(*head));
           if (same == slot.failed_shapes.end()) break;
           SetReason(s, head, same->second);
@@ -738,7 +764,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         if (q.active.empty()) continue;
       }
       Entry* head = *q.active.begin();
-      if (!head->awaiting.empty() && AwaitingVictims(s, *head)) {
+      if (head->waiting() && AwaitingVictims(s, *head)) {
         // A preemptor whose victims are all still stopping: trying it again
         // would choose them again. Its hold stays.
         q.blocked = true;
@@ -751,12 +777,12 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
       n.entry = head;
       n.cq = cq;
       ++stats.nominated;
-      if (head->plan.has_value() && !ChangedSincePlan(s, *head) && MayAdmit(s, head, cq->meta.name, head->plan->usage)) {
+      if (head->waiting() && MayAdmit(s, head, cq->meta.name, head->preemption->plan.usage)) {
         // A preemptor whose victims stopped takes the flavors it preempted
         // for (its hold is there), not a fresh scan that might prefer a
         // flavor needing other victims.
         n.result.mode = FitMode::kFit;
-        n.result.assignment = *head->plan;
+        n.result.assignment = head->preemption->plan;
       } else {
         n.result = s.AssignFlavors(*n.entry, *cq);
       }
@@ -765,7 +791,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
                                                  : s.FindTargets(*n.entry, *cq, n.result);
       }
       // Until it is processed, what it holds stays held for the others.
-      if (!head->awaiting.empty()) PutHold(s, head);
+      if (head->waiting()) PutHold(s, head);
       noms.push_back(std::move(n));
     }
     if (noms.empty()) break;
@@ -794,7 +820,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
           ++stats.admitted;
           progress = round_progress = true;
         } else {
-          if (!e->awaiting.empty()) PutHold(s, e);
+          if (e->waiting()) PutHold(s, e);
           PendingReason r;
           r.code = PendingReason::Code::kWaitingForQuota;
           r.message = fits ? "the quota it fits in is held for a preemptor whose victims are stopping; retried when "
@@ -825,7 +851,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         }
         slots[n.slot].done = true;  // the preemptor stays the head while it waits
         if (!fits_after) {
-          if (!e->awaiting.empty()) PutHold(s, e);
+          if (e->waiting()) PutHold(s, e);
           PendingReason r;
           r.code = PendingReason::Code::kWaitingForQuota;
           r.message = overlap ? "its preemption targets overlap another workload's; retried next cycle"
@@ -851,12 +877,17 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         // It waits for them and, from now on, holds what they give back
         // (and what it needs besides, when free) in every cycle until it is
         // admitted.
-        if (e->awaiting_need.empty()) s.preemptors.push_back(e);
-        e->awaiting.clear();
-        for (const Target& t : n.targets) e->awaiting.push_back(t.entry->instance);
-        e->awaiting_need = n.result.assignment.usage;
-        e->plan = n.result.assignment;
-        e->planned_seq = s.world_seq;
+        if (!e->waiting()) {
+          s.preemptors.push_back(e);
+          e->preemption = std::make_unique<Entry::Preemption>();
+        }
+        e->preemption->awaiting.clear();
+        for (const Target& t : n.targets) {
+          e->preemption->awaiting.push_back(t.entry->instance());
+          t.entry->awaited_by = e;
+        }
+        e->preemption->need = n.result.assignment.usage;
+        e->preemption->plan = n.result.assignment;
         PutHold(s, e);
         PendingReason r;
         r.code = PendingReason::Code::kWaitingForPreemption;
@@ -907,11 +938,13 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         // A preemptor behind it lets go of its hold: it cannot be admitted
         // before this head.
         const std::string head = Name(e->cinfo().key);
-        for (auto it = std::next(q.active.begin()); it != q.active.end(); ++it) {
-          if (!(*it)->awaiting_need.empty()) {
-            TakeHold(s, *it);
-            ClearPreemptor(s, *it);
-          }
+        std::vector<Entry*> waiting_behind;
+        for (Entry* p : s.preemptors) {
+          if (p != e && p->queued_in == cq) waiting_behind.push_back(p);
+        }
+        for (Entry* p : waiting_behind) {
+          TakeHold(s, p);
+          ClearPreemptor(s, p);
         }
         if (q.blocked_by != head) {
           q.blocked_by = head;
@@ -947,9 +980,9 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
   for (const auto& [cq, amounts] : reserved) GK_CHECK_OK(s.tree.RemoveUsage(cq, amounts));
   for (Entry* p : s.preemptors) TakeHold(s, p);
   for (Entry* p : preemptors) TakeHold(s, p);
-  // A head set aside leaves another to try: one more cycle (with one head
-  // per cycle, the next head is only tried then).
-  return progress || set_aside;
+  // With one head per cycle, a head set aside leaves another to try: one
+  // more cycle (otherwise the rounds above already tried it).
+  return progress || (set_aside && s.options.one_head_per_cycle);
 }
 
 }  // namespace
@@ -971,14 +1004,8 @@ const model::ClusterQueue* Scheduler::State::FindClusterQueue(const model::Clust
 }
 
 bool Scheduler::State::AwaitedByOther(const Entry& candidate, const Entry& in) const {
-  if (candidate.cinfo().phase != Phase::kEvicting) return false;
-  for (const Entry* p : preemptors) {
-    if (p == &in) continue;
-    for (const InstanceKey& k : p->awaiting) {
-      if (k == candidate.instance) return true;
-    }
-  }
-  return false;
+  return candidate.awaited_by != nullptr && candidate.awaited_by != &in &&
+         candidate.cinfo().phase == Phase::kEvicting;
 }
 
 bool Scheduler::State::Guarded(const Entry& candidate) const {
@@ -1048,10 +1075,9 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
   });
   for (const std::shared_ptr<const WorkloadInfo>& info : workloads) {
     const InstanceKey instance = InstanceOf(info->key, info->workload->uid);
-    if (s.entries.count(instance) != 0) continue;
+    if (FindEntry(s, instance) != nullptr) continue;
     auto entry = std::make_unique<Entry>();
     Entry* e = entry.get();
-    e->instance = instance;
     e->seq = s.next_seq++;
     e->dirty = &s.dirty_workloads;
     // The caller hands over its images: one held nowhere else is taken as
@@ -1062,21 +1088,21 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
     e->info_ptr = std::move(mine);
     const workload::Workload& w = *e->cinfo().workload;
     if (!w.pod_group_name.empty()) {
-      e->is_pod_group = true;
+      e->group = std::make_unique<Entry::Group>();
       if (e->cinfo().pod_group != nullptr) {
-        e->group_pod_sets = e->cinfo().pod_group->pod_sets;
-        e->pod_group_pods.insert(e->cinfo().pod_group->pods.begin(), e->cinfo().pod_group->pods.end());
+        e->group->pod_sets = e->cinfo().pod_group->pod_sets;
+        e->group->pods.insert(e->cinfo().pod_group->pods.begin(), e->cinfo().pod_group->pods.end());
       } else {
-        e->group_pod_sets = w.pod_sets;
-        for (size_t i = 0; i < e->group_pod_sets.size(); ++i) e->group_pod_sets[i].name = absl::StrCat("group-", i);
-        e->pod_group_pods.insert(w.name);
+        e->group->pod_sets = w.pod_sets;
+        for (size_t i = 0; i < e->group->pod_sets.size(); ++i) e->group->pod_sets[i].name = absl::StrCat("group-", i);
+        e->group->pods.insert(w.name);
         SyncPodGroup(e);
       }
     }
     e->SetOrderKey();
     s.dirty_workloads.insert(e->cinfo().key);
-    s.entries.emplace(instance, std::move(entry));
-    s.by_key[instance.key].push_back(e);
+    s.entries[instance.key].push_back(std::move(entry));
+    ++s.instance_count;
     if (HoldsQuota(e->cinfo().phase) && e->cinfo().admission.has_value()) {
       const Assignment& a = *e->cinfo().admission;
       absl::Status held = s.queues.count(a.cluster_queue) != 0 ? s.tree.AddUsage(a.cluster_queue, a.usage)
@@ -1136,21 +1162,24 @@ void Forget(State& s, Entry* e, StateChange::Type type, absl::Time now) {
   }
   Record(s, std::move(c));
   s.Touch(*e);
-  const InstanceKey instance = e->instance;
-  auto bk = s.by_key.find(instance.key);
-  if (bk != s.by_key.end()) {
-    bk->second.erase(std::remove(bk->second.begin(), bk->second.end(), e), bk->second.end());
-    if (bk->second.empty()) s.by_key.erase(bk);
-  }
-  s.entries.erase(instance);
+  auto list = s.entries.find(e->cinfo().key);
+  GK_CHECK(list != s.entries.end());
+  auto it = std::find_if(list->second.begin(), list->second.end(),
+                         [e](const std::unique_ptr<Entry>& x) { return x.get() == e; });
+  GK_CHECK(it != list->second.end());
+  list->second.erase(it);  // destroys `e`
+  --s.instance_count;
+  if (list->second.empty()) s.entries.erase(list);
 }
 
 // The instances `uid` names under `key` ("" = all of them).
 std::vector<Entry*> Named(const State& s, const WorkloadKey& key, const std::string& uid) {
   std::vector<Entry*> out;
   if (uid.empty() || key.pod_group) {
-    auto bk = s.by_key.find(key);
-    if (bk != s.by_key.end()) out = bk->second;
+    auto list = s.entries.find(key);
+    if (list != s.entries.end()) {
+      for (const std::unique_ptr<Entry>& e : list->second) out.push_back(e.get());
+    }
   } else if (Entry* e = FindEntry(s, InstanceOf(key, uid))) {
     out.push_back(e);
   }
@@ -1170,19 +1199,20 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   if (Entry* e = FindEntry(s, instance)) {
     if (!w.pod_group_name.empty()) {
       // Another pod of a known group (a retried review repeats a name).
-      if (!e->pod_group_pods.insert(w.name).second) return absl::OkStatus();
+      if (e->group == nullptr) return absl::InternalError(absl::StrCat("pod group ", KeyString(key), " has no members"));
+      if (!e->group->pods.insert(w.name).second) return absl::OkStatus();
       if (e->cinfo().phase != Phase::kPending) {
         return absl::OkStatus();  // a replacement pod of a running group
       }
       ++e->info().pod_group_members;
       for (const workload::PodSet& ps : w.pod_sets) {
-        auto same = std::find_if(e->group_pod_sets.begin(), e->group_pod_sets.end(),
+        auto same = std::find_if(e->group->pod_sets.begin(), e->group->pod_sets.end(),
                                  [&](const workload::PodSet& p) { return SameShape(p, ps); });
-        if (same != e->group_pod_sets.end()) {
+        if (same != e->group->pod_sets.end()) {
           same->count += ps.count;
         } else {
-          e->group_pod_sets.push_back(ps);
-          e->group_pod_sets.back().name = absl::StrCat("group-", e->group_pod_sets.size() - 1);
+          e->group->pod_sets.push_back(ps);
+          e->group->pod_sets.back().name = absl::StrCat("group-", e->group->pod_sets.size() - 1);
         }
       }
       TakeHold(s, e);
@@ -1207,7 +1237,6 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   }
   auto entry = std::make_unique<Entry>();
   Entry* e = entry.get();
-  e->instance = instance;
   e->seq = s.next_seq++;
   e->dirty = &s.dirty_workloads;
   e->info().key = key;
@@ -1222,15 +1251,15 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   e->info().queued_at = created;
   e->SetOrderKey();
   if (!w.pod_group_name.empty()) {
-    e->is_pod_group = true;
-    e->group_pod_sets = w.pod_sets;
-    e->pod_group_pods.insert(w.name);
+    e->group = std::make_unique<Entry::Group>();
+    e->group->pod_sets = w.pod_sets;
+    e->group->pods.insert(w.name);
     e->info().pod_group_members = 1;
-    for (size_t i = 0; i < e->group_pod_sets.size(); ++i) e->group_pod_sets[i].name = absl::StrCat("group-", i);
+    for (size_t i = 0; i < e->group->pod_sets.size(); ++i) e->group->pod_sets[i].name = absl::StrCat("group-", i);
     SyncPodGroup(e);
   }
-  s.entries.emplace(instance, std::move(entry));
-  s.by_key[key].push_back(e);
+  s.entries[key].push_back(std::move(entry));
+  ++s.instance_count;
   Enqueue(s, e);
   WorldChanged(s, *e);
   StateChange c = Change(StateChange::Type::kRegistered, *e, now);
@@ -1364,9 +1393,9 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
   // Kueue keeps them behind a finalizer) until their gangs are gone.
   std::shared_ptr<const model::PolicySet> effective = policies;
   std::set<std::string> holding;
-  for (const auto& [key, e] : s.entries) {
+  ForEachEntry(s, [&](const Entry* e) {
     if (e->cinfo().admission.has_value()) holding.insert(e->cinfo().admission->cluster_queue);
-  }
+  });
   std::vector<std::string> kept;
   for (const std::string& cq : holding) {
     if (policies->cluster_queues.count(cq) == 0) kept.push_back(cq);
@@ -1391,10 +1420,11 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
   }
   absl::StatusOr<ResourceTree> tree = ResourceTree::Build(kept.empty() ? *policies : with_terminating);
   if (!tree.ok()) return tree.status();
-  for (const auto& [key, e] : s.entries) {
-    if (!e->cinfo().admission.has_value()) continue;
-    GK_CHECK_OK(tree->AddUsage(e->cinfo().admission->cluster_queue, e->cinfo().admission->usage));
-  }
+  ForEachEntry(s, [&](const Entry* e) {
+    if (e->cinfo().admission.has_value()) {
+      GK_CHECK_OK(tree->AddUsage(e->cinfo().admission->cluster_queue, e->cinfo().admission->usage));
+    }
+  });
   s.tree = *std::move(tree);
   s.policies = std::move(effective);
   s.terminating = std::move(terminating);
@@ -1405,9 +1435,9 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
     if (queues.count(name) != 0 || !q.admitted.empty()) queues[name].admitted = std::move(q.admitted);
   }
   std::vector<Entry*> pending;
-  for (auto& [key, e] : s.entries) {
-    if (e->cinfo().phase == Phase::kPending) pending.push_back(e.get());
-  }
+  ForEachEntry(s, [&](const Entry* e) {
+    if (e->cinfo().phase == Phase::kPending) pending.push_back(const_cast<Entry*>(e));
+  });
   // Every preemptor chooses again under the new policies.
   for (Entry* e : std::vector<Entry*>(s.preemptors)) ClearPreemptor(s, e);
   s.last_policy_change = ++s.world_seq;
@@ -1567,10 +1597,10 @@ std::shared_ptr<const model::PolicySet> Scheduler::shared_policies() const { ret
 
 std::vector<std::shared_ptr<const WorkloadInfo>> Scheduler::Instances(const WorkloadKey& key) const {
   std::vector<std::shared_ptr<const WorkloadInfo>> out;
-  auto it = state_->by_key.find(key);
-  if (it == state_->by_key.end()) return out;
+  auto it = state_->entries.find(key);
+  if (it == state_->entries.end()) return out;
   out.reserve(it->second.size());
-  for (const Entry* e : it->second) out.push_back(e->info_ptr);
+  for (const std::unique_ptr<Entry>& e : it->second) out.push_back(e->info_ptr);
   return out;
 }
 
@@ -1591,12 +1621,12 @@ const WorkloadInfo* Scheduler::FindInstance(const InstanceKey& instance) const {
 
 std::vector<const WorkloadInfo*> Scheduler::Workloads() const {
   std::vector<const WorkloadInfo*> out;
-  out.reserve(state_->entries.size());
-  for (const auto& [key, e] : state_->entries) out.push_back(&e->cinfo());
+  out.reserve(state_->instance_count);
+  ForEachEntry(*state_, [&](const Entry* e) { out.push_back(&e->cinfo()); });
   return out;
 }
 
-size_t Scheduler::size() const { return state_->entries.size(); }
+size_t Scheduler::size() const { return state_->instance_count; }
 
 std::vector<const WorkloadInfo*> Scheduler::PendingInQueueOrder(const model::ClusterQueueName& cq) const {
   std::vector<const WorkloadInfo*> out;
@@ -1682,85 +1712,88 @@ absl::Status Scheduler::CheckInvariants() const {
   if (absl::Status t = s.tree.CheckInvariants(); !t.ok()) return t;
   std::map<std::string, ResourceAmounts> sums;
   size_t queued = 0;
-  for (const auto& [instance, e] : s.entries) {
-    const WorkloadInfo& info = e->cinfo();
-    const std::string name = absl::StrCat(KeyString(instance.key), " (uid ", info.workload->uid, ")");
-    if (!(e->instance == instance) || !(info.key == instance.key)) {
-      return absl::InternalError(absl::StrCat(name, " is filed under another instance"));
-    }
-    auto bk = s.by_key.find(instance.key);
-    if (bk == s.by_key.end() || std::count(bk->second.begin(), bk->second.end(), e.get()) != 1) {
-      return absl::InternalError(absl::StrCat(name, " is not listed once among the instances of its key"));
-    }
-    if (!e->held.empty()) return absl::InternalError(absl::StrCat(name, " holds quota for preemption outside a cycle"));
-    if (HoldsQuota(info.phase)) {
-      if (!info.admission.has_value()) return absl::InternalError(absl::StrCat(name, " holds quota without an admission"));
-      if (!e->queued_in.empty() || s.orphans.count(e.get()) != 0) {
-        return absl::InternalError(absl::StrCat(name, " is admitted and queued at once"));
+  size_t counted = 0;
+  for (const auto& [key, list] : s.entries) {
+    if (list.empty()) return absl::InternalError(absl::StrCat(KeyString(key), " has no instances"));
+    for (const std::unique_ptr<Entry>& e : list) {
+      ++counted;
+      const WorkloadInfo& info = e->cinfo();
+      const std::string name = absl::StrCat(KeyString(key), " (uid ", info.workload->uid, ")");
+      if (!(info.key == key)) return absl::InternalError(absl::StrCat(name, " is filed under another key"));
+      if (FindEntry(s, e->instance()) != e.get()) {
+        return absl::InternalError(absl::StrCat(name, " shares its uid with another instance"));
       }
-      const Assignment& a = *info.admission;
-      auto q = s.queues.find(a.cluster_queue);
-      if (q == s.queues.end() || q->second.admitted.count(e.get()) == 0) {
-        return absl::InternalError(absl::StrCat(name, " is admitted but not listed in ClusterQueue ", a.cluster_queue));
-      }
-      // The whole gang: every pod set, every non-zero request, in full.
-      if (a.pod_sets.size() != e->PodSets().size()) {
-        return absl::InternalError(absl::StrCat(name, " has ", a.pod_sets.size(), " pod sets admitted of ",
-                                                e->PodSets().size()));
-      }
-      ResourceAmounts total;
-      for (size_t i = 0; i < a.pod_sets.size(); ++i) {
-        const workload::PodSet& ps = e->PodSets()[i];
-        if (a.pod_sets[i].count != ps.count) {
-          return absl::InternalError(absl::StrCat(name, ": pod set ", ps.name, " admitted with ",
-                                                  a.pod_sets[i].count, " of ", ps.count, " pods"));
+      if (e->holding()) return absl::InternalError(absl::StrCat(name, " holds quota for preemption outside a cycle"));
+      if (HoldsQuota(info.phase)) {
+        if (!info.admission.has_value()) return absl::InternalError(absl::StrCat(name, " holds quota without an admission"));
+        if (!e->queued_in.empty() || s.orphans.count(e.get()) != 0) {
+          return absl::InternalError(absl::StrCat(name, " is admitted and queued at once"));
         }
-        for (const auto& [res, per_pod] : ps.requests) {
-          absl::StatusOr<Quantity> want = per_pod.MultiplyBy(ps.count);
-          if (!want.ok() || want->IsZero()) continue;
-          auto f = a.pod_sets[i].flavors.find(res);
-          auto u = a.pod_sets[i].usage.find(res);
-          if (f == a.pod_sets[i].flavors.end() || u == a.pod_sets[i].usage.end() || u->second != *want) {
-            return absl::InternalError(absl::StrCat(name, ": pod set ", ps.name, " holds no or partial quota for ", res));
+        const Assignment& a = *info.admission;
+        auto q = s.queues.find(a.cluster_queue);
+        if (q == s.queues.end() || q->second.admitted.count(e.get()) == 0) {
+          return absl::InternalError(absl::StrCat(name, " is admitted but not listed in ClusterQueue ", a.cluster_queue));
+        }
+        // The whole gang: every pod set, every non-zero request, in full.
+        if (a.pod_sets.size() != e->PodSets().size()) {
+          return absl::InternalError(absl::StrCat(name, " has ", a.pod_sets.size(), " pod sets admitted of ",
+                                                  e->PodSets().size()));
+        }
+        ResourceAmounts total;
+        for (size_t i = 0; i < a.pod_sets.size(); ++i) {
+          const workload::PodSet& ps = e->PodSets()[i];
+          if (a.pod_sets[i].count != ps.count) {
+            return absl::InternalError(absl::StrCat(name, ": pod set ", ps.name, " admitted with ",
+                                                    a.pod_sets[i].count, " of ", ps.count, " pods"));
+          }
+          for (const auto& [res, per_pod] : ps.requests) {
+            absl::StatusOr<Quantity> want = per_pod.MultiplyBy(ps.count);
+            if (!want.ok() || want->IsZero()) continue;
+            auto f = a.pod_sets[i].flavors.find(res);
+            auto u = a.pod_sets[i].usage.find(res);
+            if (f == a.pod_sets[i].flavors.end() || u == a.pod_sets[i].usage.end() || u->second != *want) {
+              return absl::InternalError(absl::StrCat(name, ": pod set ", ps.name, " holds no or partial quota for ", res));
+            }
+          }
+          for (const auto& [res, amount] : a.pod_sets[i].usage) {
+            if (amount.IsZero()) continue;  // a pod set without pods has a flavor and holds nothing
+            FlavorResource fr{a.pod_sets[i].flavors.at(res), res};
+            total[fr] = total[fr].SaturatingAdd(amount);
           }
         }
-        for (const auto& [res, amount] : a.pod_sets[i].usage) {
-          if (amount.IsZero()) continue;  // a pod set without pods has a flavor and holds nothing
-          FlavorResource fr{a.pod_sets[i].flavors.at(res), res};
-          total[fr] = total[fr].SaturatingAdd(amount);
+        for (const auto& [fr, amount] : total) {
+          auto u = a.usage.find(fr);
+          if (u == a.usage.end() || u->second != amount) {
+            return absl::InternalError(absl::StrCat(name, ": admission total for ", fr.ToString(),
+                                                    " differs from its pod sets"));
+          }
         }
-      }
-      for (const auto& [fr, amount] : total) {
-        auto u = a.usage.find(fr);
-        if (u == a.usage.end() || u->second != amount) {
-          return absl::InternalError(absl::StrCat(name, ": admission total for ", fr.ToString(),
-                                                  " differs from its pod sets"));
+        ResourceAmounts& sum = sums[a.cluster_queue];
+        for (const auto& [fr, amount] : a.usage) sum[fr] = sum[fr].SaturatingAdd(amount);
+      } else {
+        if (info.admission.has_value()) {
+          return absl::InternalError(absl::StrCat(name, " is ", PhaseName(info.phase), " but holds an admission"));
         }
-      }
-      ResourceAmounts& sum = sums[a.cluster_queue];
-      for (const auto& [fr, amount] : a.usage) sum[fr] = sum[fr].SaturatingAdd(amount);
-    } else {
-      if (info.admission.has_value()) {
-        return absl::InternalError(absl::StrCat(name, " is ", PhaseName(info.phase), " but holds an admission"));
-      }
-      const bool in_queue = !e->queued_in.empty();
-      const bool orphan = s.orphans.count(e.get()) != 0;
-      if (e->in_backoff) {
-        if (in_queue || orphan) return absl::InternalError(absl::StrCat(name, " is in release backoff and queued"));
-        continue;
-      }
-      if (in_queue == orphan) {
-        return absl::InternalError(absl::StrCat(name, " is pending but ", in_queue ? "both queued and parked" : "in no queue"));
-      }
-      if (in_queue) {
-        const Queue& q = s.queues.at(e->queued_in);
-        if ((q.active.count(e.get()) != 0) + (q.inadmissible.count(e.get()) != 0) != 1) {
-          return absl::InternalError(absl::StrCat(name, " is not exactly once in ClusterQueue ", e->queued_in));
+        const bool in_queue = !e->queued_in.empty();
+        const bool orphan = s.orphans.count(e.get()) != 0;
+        if (e->in_backoff) {
+          if (in_queue || orphan) return absl::InternalError(absl::StrCat(name, " is in release backoff and queued"));
+          continue;
         }
-        ++queued;
+        if (in_queue == orphan) {
+          return absl::InternalError(absl::StrCat(name, " is pending but ", in_queue ? "both queued and parked" : "in no queue"));
+        }
+        if (in_queue) {
+          const Queue& q = s.queues.at(e->queued_in);
+          if ((q.active.count(e.get()) != 0) + (q.inadmissible.count(e.get()) != 0) != 1) {
+            return absl::InternalError(absl::StrCat(name, " is not exactly once in ClusterQueue ", e->queued_in));
+          }
+          ++queued;
+        }
       }
     }
   }
+  if (counted != s.instance_count) return absl::InternalError("the instance count is off");
   size_t listed = 0;
   for (const auto& [name, q] : s.queues) {
     listed += q.active.size() + q.inadmissible.size();
@@ -1789,12 +1822,9 @@ absl::Status Scheduler::CheckInvariants() const {
     }
   }
   if (listed != queued) return absl::InternalError("a queue lists a workload that is not pending in it");
-  size_t instances = 0;
-  for (const auto& [key, list] : s.by_key) instances += list.size();
-  if (instances != s.entries.size()) return absl::InternalError("the instances by key do not match the instances");
   for (const Entry* p : s.preemptors) {
-    if (FindEntry(s, p->instance) != p) return absl::InternalError("a preemptor is not tracked");
-    if (p->awaiting_need.empty()) return absl::InternalError("a preemptor needs nothing");
+    if (FindEntry(s, p->instance()) != p) return absl::InternalError("a preemptor is not tracked");
+    if (!p->waiting() || p->preemption->need.empty()) return absl::InternalError("a preemptor needs nothing");
   }
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "gangkeeper/broker/scheduler.h"
 #include "src/broker/resource_tree.h"
@@ -37,13 +38,17 @@ struct Entry {
   const WorkloadInfo& info() const { return *info_ptr; }
   const WorkloadInfo& cinfo() const { return *info_ptr; }
   // A pod group's pods merged by shape (other workloads use their own).
-  std::vector<workload::PodSet> group_pod_sets;
-  bool is_pod_group = false;
+  // A pod group's members (null for every other workload).
+  struct Group {
+    std::vector<workload::PodSet> pod_sets;  // merged by shape
+    std::set<std::string> pods;              // names of the pods seen
+  };
+  std::unique_ptr<Group> group;
+  bool is_pod_group() const { return group != nullptr; }
   // The pod sets the scheduler places.
   const std::vector<workload::PodSet>& PodSets() const {
-    return is_pod_group ? group_pod_sets : info_ptr->workload->pod_sets;
+    return group != nullptr ? group->pod_sets : info_ptr->workload->pod_sets;
   }
-  std::set<std::string> pod_group_pods;  // names of the pods seen
   std::string queued_in;                 // the ClusterQueue whose queue holds it ("" = none)
   // The queue-order key, kept beside the entry (not behind info_ptr) for
   // cache-friendly comparisons; set by SetOrderKey whenever they change.
@@ -58,25 +63,34 @@ struct Entry {
   bool inadmissible = false;
   uint64_t seq = 0;  // registration order, the last tie-break
   // The instance this entry is (key and uid; uid "" for a pod group).
-  InstanceKey instance;
-  // A preemptor: the victims it waits for. While every one of them is still
-  // being evicted, trying it again would only find them again.
-  std::vector<InstanceKey> awaiting;
-  // ...and the quota it will take once they stop (its assignment's usage
-  // when it chose them). While it waits, every cycle holds for it the part
-  // of that quota its evicting victims no longer cover, whatever its
-  // position in its queue, so that nobody else (its victims least of all)
-  // can take what it preempted for. Kueue holds a preemptor's usage only in
-  // the cycle that issued the preemptions, and keeps the preemptor at the
-  // head of a BestEffortFIFO queue instead (its "sticky" preemptor): see
-  // docs/decisions.md.
-  ResourceAmounts awaiting_need;
-  // The assignment it preempted for, and the world-change sequence then.
-  std::optional<Assignment> plan;
-  uint64_t planned_seq = 0;
-  // What this cycle's holds added to the tree for it (given back when it is
-  // tried, and at the end of the cycle).
-  ResourceAmounts held;
+  InstanceKey instance() const { return InstanceOf(info_ptr->key, info_ptr->workload->uid); }
+  // A preemptor's state (null for every other entry: most never preempt,
+  // and a tracked workload should cost little).
+  struct Preemption {
+    // The victims it waits for. While one of them is still being evicted,
+    // trying it again would only find them again.
+    std::vector<InstanceKey> awaiting;
+    // ...and the quota it will take once they stop (the usage of the
+    // assignment it chose them for, `plan`). While it waits, every cycle
+    // holds for it what its evicting victims do not cover, whatever its
+    // position in its queue, and every admission in its tree must leave
+    // room for it (VirtualFits), so that nobody else (its victims least of
+    // all) can take what it preempted for. Kueue holds a preemptor's usage
+    // only in the cycle that issued the preemptions, and keeps the
+    // preemptor at the head of a BestEffortFIFO queue instead (its "sticky"
+    // preemptor): see docs/decisions.md.
+    ResourceAmounts need;
+    Assignment plan;
+    // What this cycle's holds added to the tree for it (given back when it
+    // is tried, and at the end of the cycle).
+    ResourceAmounts held;
+  };
+  std::unique_ptr<Preemption> preemption;
+  bool waiting() const { return preemption != nullptr; }
+  bool holding() const { return preemption != nullptr && !preemption->held.empty(); }
+  // A victim: the preemptor that counts on the quota it gives back (null
+  // when none; only meaningful while it is being evicted).
+  Entry* awaited_by = nullptr;
   // The world-change sequence (State::world_seq) when it was last
   // preempted: it is not preempted again until something changes in its
   // tree (State::last_change), the anti-churn rule behind DESIGN §2's
@@ -144,11 +158,11 @@ struct Scheduler::State {
   SchedulerOptions options;
   std::shared_ptr<const model::PolicySet> policies;
   ResourceTree tree;
-  // Every tracked instance, and the instances of each key (oldest first:
-  // a newer object under a known name is queued while the older one keeps
-  // its quota until its end is seen).
-  absl::flat_hash_map<InstanceKey, std::unique_ptr<Entry>> entries;
-  absl::flat_hash_map<WorkloadKey, std::vector<Entry*>> by_key;
+  // Every tracked instance, by key: usually one, oldest first (a newer
+  // object under a known name is queued while the older one keeps its
+  // quota until its end is seen).
+  absl::flat_hash_map<WorkloadKey, absl::InlinedVector<std::unique_ptr<Entry>, 1>> entries;
+  size_t instance_count = 0;
   // Preemptors waiting for their victims, in the order they chose them.
   std::vector<Entry*> preemptors;
   // Anti-churn bookkeeping: a sequence bumped by every change of the world

@@ -113,7 +113,7 @@ void BM_Decision(benchmark::State& state) {
     // preemptor that waits for its victims decides nothing).
     const bool timed = st.nominated > 0;
     if (timed) micros.push_back(std::chrono::duration<double, std::micro>(end - start).count());
-    if (timed && getenv("GK_PROBE_DEBUG") != nullptr && micros.back() > 40) {
+    if (timed && getenv("GK_PROBE_DEBUG") != nullptr && micros.back() > (getenv("GK_PROBE_MIN") ? atof(getenv("GK_PROBE_MIN")) : 40)) {
       const WorkloadInfo* info = s->Find(KeyOf(w));
       std::fprintf(stderr, "slow %.1f us prio %d pods %lld res %s phase %s reason %s strict %d admitted %lld preempted %lld nominated %lld equiv %lld cycles %lld\n",
                    micros.back(), w.priority, static_cast<long long>(w.pod_sets[0].count),
@@ -123,7 +123,7 @@ void BM_Decision(benchmark::State& state) {
     }
     // Undo without disturbing the rest: a pending probe just leaves; an
     // admitted one gives its quota back, and the queues it woke settle.
-    GK_CHECK_OK(s->Remove(KeyOf(w), t));
+    GK_CHECK_OK(s->Remove(KeyOf(w), w.uid, t));
     (void)s->Schedule(t);
     (void)s->TakeChanges();
     state.ResumeTiming();
@@ -239,7 +239,7 @@ void BM_KueueLargeScale(benchmark::State& state) {
           GK_CHECK_OK(s.Add(ws[e.id], now));
         } else if (e.kind == 0 && e.id >= 0) {
           const int64_t id = e.id / 1'000'000;
-          if (generation[id] == e.id % 1'000'000) GK_CHECK_OK(s.Finish(KeyOf(ws[id]), now));
+          if (generation[id] == e.id % 1'000'000) GK_CHECK_OK(s.Finish(KeyOf(ws[id]), ws[id].uid, now));
         }
       }
       (void)s.Schedule(now);

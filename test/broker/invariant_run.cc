@@ -176,9 +176,21 @@ class Runner {
   size_t Schedule() {
     // The quota a preemptor waits for is its own: once all its victims
     // have stopped, the next pass admits it (unless the world changed).
+    // (In a StrictFIFO queue only while it is the head: a workload that
+    // ranks before it, such as another preemptor's victim queued again,
+    // goes first, as the strategy says.)
     std::vector<InstanceKey> ready;
     for (const auto& [p, w] : waiting_) {
-      if (w.ready) ready.push_back(p);
+      if (!w.ready) continue;
+      const WorkloadInfo* info = s_->FindInstance(p);
+      if (info == nullptr) continue;
+      auto cq = s_->policies().cluster_queues.find(info->cluster_queue);
+      if (cq != s_->policies().cluster_queues.end() &&
+          cq->second.queueing_strategy == model::QueueingStrategy::kStrictFIFO) {
+        std::vector<const WorkloadInfo*> order = s_->PendingInQueueOrder(info->cluster_queue);
+        if (order.empty() || order.front() != info) continue;
+      }
+      ready.push_back(p);
     }
     ScheduleStats st = s_->Schedule(Tick());
     ++result_.figures.schedule_calls;

@@ -165,7 +165,7 @@ class Snapshot {
     std::shared_ptr<const WorkloadInfo> newest;
     std::shared_ptr<const std::vector<std::shared_ptr<const WorkloadInfo>>> older;
   };
-  using Shard = absl::flat_hash_map<std::string, Slot>;  // by KeyString(key)
+  using Shard = absl::flat_hash_map<std::string, Slot>;  // by kind and ns/name
   uint64_t version_ = 0;
   absl::Time time_;
   uint64_t durable_position_ = 0;
