@@ -292,7 +292,9 @@ struct Broker::Impl {
           ++counters.evicted[{c.cluster_queue, preempted ? "Preempted" : c.reason, preempted ? c.reason : "",
                               PriorityClassOf(c.key)}];
           if (preempted) {
-            const WorkloadInfo* by = scheduler->Find(c.preemptor);
+            const WorkloadInfo* by = c.preemptor_uid.empty()
+                                         ? scheduler->Find(c.preemptor)
+                                         : scheduler->FindInstance(InstanceKey{c.preemptor, c.preemptor_uid});
             ++counters.preempted[{by != nullptr ? by->cluster_queue : "", c.reason}];
           }
           break;

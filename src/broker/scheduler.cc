@@ -346,8 +346,9 @@ void ReleaseQuota(State& s, Entry* e) {
   RequeueInadmissible(s, cq);
 }
 
-void Evict(State& s, Entry* victim, const char* reason, std::string message, const WorkloadKey& preemptor,
-           absl::Time now) {
+void Evict(State& s, Entry* victim, const char* reason, std::string message, const Entry* by, absl::Time now) {
+  static const WorkloadKey kNobody;
+  const WorkloadKey& preemptor = by != nullptr ? by->cinfo().key : kNobody;
   if (victim->cinfo().phase == Phase::kEvicting) return;
   s.Touch(*victim);
   victim->info().phase = Phase::kEvicting;
@@ -363,6 +364,7 @@ void Evict(State& s, Entry* victim, const char* reason, std::string message, con
   c.reason = reason;
   c.message = std::move(message);
   c.preemptor = preemptor;
+  if (by != nullptr) c.preemptor_uid = by->cinfo().workload->uid;
   Record(s, std::move(c));
 }
 
@@ -384,7 +386,7 @@ void Drain(State& s, absl::Time now) {
                              " is stopped with stopPolicy HoldAndDrain");
         }
       }
-      if (drain) Evict(s, e, "Stopped", why, WorkloadKey{}, now);
+      if (drain) Evict(s, e, "Stopped", why, nullptr, now);
     }
   }
 }
@@ -867,7 +869,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
           Evict(s, t.entry, t.reason.c_str(),
                 absl::StrCat("preempted to accommodate ", Name(e->cinfo().key), " (priority ", e->cinfo().priority,
                              ", ClusterQueue ", cq, ") due to ", PreemptionWhy(t.reason)),
-                e->cinfo().key, now);
+                e, now);
           ++stats.preempted;
           progress = round_progress = true;
         }
@@ -1143,11 +1145,13 @@ namespace {
 
 // Forgets instance `e` (deleted, or ended): it leaves its queue, gives back
 // its quota, and the change says what it freed.
-void Forget(State& s, Entry* e, StateChange::Type type, absl::Time now) {
+// `world_change`: false when the end was already counted (an object that
+// was replaced under its name leaves once its pods stopped).
+void Forget(State& s, Entry* e, StateChange::Type type, absl::Time now, bool world_change = true) {
   Dequeue(s, e);
   TakeHold(s, e);
   ClearPreemptor(s, e);
-  WorldChanged(s, *e);
+  if (world_change) WorldChanged(s, *e);
   // The change carries the quota it frees (the audit log tallies usage).
   StateChange c = Change(type, *e, now);
   c.assignment = e->cinfo().admission;
@@ -1170,6 +1174,16 @@ void Forget(State& s, Entry* e, StateChange::Type type, absl::Time now) {
   list->second.erase(it);  // destroys `e`
   --s.instance_count;
   if (list->second.empty()) s.entries.erase(list);
+}
+
+// Whether a newer instance under `e`'s key exists: its object was deleted
+// (a new uid under a name means so), only its quota was kept until its
+// pods stopped.
+bool Superseded(const State& s, const Entry& e) {
+  auto list = s.entries.find(e.cinfo().key);
+  if (list == s.entries.end()) return false;
+  return std::any_of(list->second.begin(), list->second.end(),
+                     [&](const std::unique_ptr<Entry>& x) { return x.get() != &e && x->seq > e.seq; });
 }
 
 // The instances `uid` names under `key` ("" = all of them).
@@ -1522,6 +1536,7 @@ absl::Status Scheduler::ReleaseFailed(const WorkloadKey& key, const std::string&
   e->info().reason.message = absl::StrCat("the last release failed (", why, "); retried in ",
                                           absl::FormatDuration(wait));
   Record(s, std::move(c));
+  if (Superseded(s, *e)) Forget(s, e, StateChange::Type::kRemoved, now, /*world_change=*/false);
   return absl::OkStatus();
 }
 
@@ -1540,6 +1555,9 @@ absl::Status Scheduler::Stopped(const WorkloadKey& key, const std::string& uid, 
   e->info().reason = PendingReason{};
   Enqueue(s, e);
   Record(s, std::move(c));
+  // An object replaced by a newer one under its name is gone: it is not
+  // queued again (it would take quota, and preempt, for nothing).
+  if (Superseded(s, *e)) Forget(s, e, StateChange::Type::kRemoved, now, /*world_change=*/false);
   return absl::OkStatus();
 }
 

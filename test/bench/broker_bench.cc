@@ -113,14 +113,6 @@ void BM_Decision(benchmark::State& state) {
     // preemptor that waits for its victims decides nothing).
     const bool timed = st.nominated > 0;
     if (timed) micros.push_back(std::chrono::duration<double, std::micro>(end - start).count());
-    if (timed && getenv("GK_PROBE_DEBUG") != nullptr && micros.back() > (getenv("GK_PROBE_MIN") ? atof(getenv("GK_PROBE_MIN")) : 40)) {
-      const WorkloadInfo* info = s->Find(KeyOf(w));
-      std::fprintf(stderr, "slow %.1f us prio %d pods %lld res %s phase %s reason %s strict %d admitted %lld preempted %lld nominated %lld equiv %lld cycles %lld\n",
-                   micros.back(), w.priority, static_cast<long long>(w.pod_sets[0].count),
-                   w.pod_sets[0].requests.begin()->first.c_str(), info ? PhaseName(info->phase) : "-",
-                   info ? PendingReasonCodeName(info->reason.code) : "-", (ns.back() - '0') % 2,
-                   static_cast<long long>(st.admitted), static_cast<long long>(st.preempted), static_cast<long long>(st.nominated), static_cast<long long>(st.equivalent), static_cast<long long>(st.cycles));
-    }
     // Undo without disturbing the rest: a pending probe just leaves; an
     // admitted one gives its quota back, and the queues it woke settle.
     GK_CHECK_OK(s->Remove(KeyOf(w), w.uid, t));

@@ -144,6 +144,17 @@ class Runner {
         // A victim is gone: a preemptor whose victims are all gone is ready.
         const InstanceKey gone = InstanceOf(c.key, c.uid);
         if (c.type != StateChange::Type::kRequeued) waiting_.erase(gone);
+        if (c.type == StateChange::Type::kRemoved) {
+          // An object replaced under its name leaves once its pods stopped;
+          // its deletion, seen later, changes nothing.
+          auto due = std::find_if(late_deletes_.begin(), late_deletes_.end(),
+                                  [&](const auto& d) { return d.second == gone; });
+          if (due != late_deletes_.end()) {
+            late_deletes_.erase(due);
+            Forget(gone);
+          }
+        }
+        evicted_for_.erase(gone);
         for (auto& [p, w] : waiting_) {
           if (w.victims.erase(gone) != 0 && w.victims.empty()) w.ready = true;
         }
@@ -155,7 +166,8 @@ class Runner {
           // changes of the world. Without it (the holds alone): nobody is
           // preempted twice for the same preemptor, the livelock of #19.
           const InstanceKey victim = InstanceOf(c.key, c.uid);
-          if (const WorkloadInfo* p = s_->Find(c.preemptor)) {
+          if (const WorkloadInfo* p = s_->FindInstance(InstanceOf(c.preemptor, c.preemptor_uid))) {
+            evicted_for_[victim] = InstanceOf(p->key, p->workload->uid);
             Waiting& w = waiting_[InstanceOf(p->key, p->workload->uid)];
             w.victims.insert(victim);
             w.ready = false;
@@ -173,37 +185,78 @@ class Runner {
     return changes.size();
   }
 
-  size_t Schedule() {
+  // `tick`: the simulated clock moves first (a backoff may expire).
+  size_t Schedule(bool tick = true) {
     // The quota a preemptor waits for is its own: once all its victims
     // have stopped, the next pass admits it (unless the world changed).
     // (In a StrictFIFO queue only while it is the head: a workload that
     // ranks before it, such as another preemptor's victim queued again,
-    // goes first, as the strategy says.)
-    std::vector<InstanceKey> ready;
+    // goes first, as the strategy says. In a BestEffortFIFO queue unless,
+    // after the pass, a preemptor ranked before it waits for its victims.)
+    std::vector<InstanceKey> ready, yielded;
     for (const auto& [p, w] : waiting_) {
       if (!w.ready) continue;
+      // Victims evicted for it before a change of the world count too
+      // until they stop (a restart forgets nothing about evictions).
+      // So do victims whose preemptor left (replaced under its name, say):
+      // a new plan may count on them without a new eviction.
+      if (std::any_of(evicted_for_.begin(), evicted_for_.end(), [&](const auto& e) {
+            if (e.second == p) return true;
+            const WorkloadInfo* by = s_->FindInstance(e.second);
+            return by == nullptr || by->phase != Phase::kPending;
+          })) {
+        continue;
+      }
       const WorkloadInfo* info = s_->FindInstance(p);
       if (info == nullptr) continue;
       auto cq = s_->policies().cluster_queues.find(info->cluster_queue);
       if (cq != s_->policies().cluster_queues.end() &&
           cq->second.queueing_strategy == model::QueueingStrategy::kStrictFIFO) {
         std::vector<const WorkloadInfo*> order = s_->PendingInQueueOrder(info->cluster_queue);
-        if (order.empty() || order.front() != info) continue;
+        if (order.empty() || order.front() != info) {
+          // The head goes first and may take what its victims gave back:
+          // the promise yields to the strategy.
+          yielded.push_back(p);
+          continue;
+        }
       }
       ready.push_back(p);
     }
-    ScheduleStats st = s_->Schedule(Tick());
+    for (const InstanceKey& p : yielded) waiting_.erase(p);
+    ScheduleStats st = s_->Schedule(tick ? Tick() : now_);
     ++result_.figures.schedule_calls;
     result_.figures.cycles += st.cycles;
     const size_t changes = Collect();
     for (const InstanceKey& p : ready) {
       if (waiting_.count(p) == 0) continue;
       const WorkloadInfo* w = s_->FindInstance(p);
+      if (w != nullptr && BehindWaitingPreemptor(*w)) continue;
+      std::string queue;
+      if (w != nullptr) {
+        for (const WorkloadInfo* x : s_->PendingInQueueOrder(w->cluster_queue)) {
+          absl::StrAppend(&queue, "\n    ", KeyString(x->key), "#", x->workload->uid, " priority ", x->priority, ": ",
+                          x->reason.message);
+        }
+      }
       Fail(absl::StrCat(KeyString(p.key), " (uid ", p.uid, ") waited for victims that all stopped and was not admitted ",
-                        "by the next pass (", w == nullptr ? "gone" : w->reason.message, ")"));
+                        "by the next pass (", w == nullptr ? "gone" : w->reason.message, "); its queue:", queue));
       break;
     }
     return changes;
+  }
+
+  // BestEffortFIFO: a preemptor ranked before `info` in its queue whose
+  // victims are still stopping stays the head its queue tries (as in
+  // Kueue, where it goes back to the top of the heap every cycle).
+  bool BehindWaitingPreemptor(const WorkloadInfo& info) const {
+    for (const WorkloadInfo* x : s_->PendingInQueueOrder(info.cluster_queue)) {
+      if (x == &info) return false;
+      const InstanceKey xi = InstanceOf(x->key, x->workload->uid);
+      if (std::any_of(evicted_for_.begin(), evicted_for_.end(), [&](const auto& e) { return e.second == xi; })) {
+        return true;
+      }
+    }
+    return false;
   }
 
   // Tracked instances, sorted by key, optionally filtered.
@@ -287,20 +340,33 @@ class Runner {
         break;
       }
       case Op::Type::kReuse: {
-        const WorkloadInfo* old = Pick(Tracked([](const WorkloadInfo& w) { return !w.key.pod_group; }), op.pick);
-        if (old == nullptr) break;
-        workload::Workload w = *old->workload;
-        const InstanceKey old_instance = InstanceOf(old->key, w.uid);
-        const bool old_pending = old->phase == Phase::kPending;
-        w.uid = absl::StrCat(w.uid, "+");
+        const WorkloadInfo* picked = Pick(Tracked([](const WorkloadInfo& w) { return !w.key.pod_group; }), op.pick);
+        if (picked == nullptr) break;
+        const WorkloadKey key = picked->key;
+        workload::Workload w = *picked->workload;
+        // A new object under the name means every earlier one was deleted
+        // (we missed it). Pending ones are replaced at once; one that holds
+        // quota keeps it until its deletion is seen.
+        std::vector<std::pair<InstanceKey, bool>> earlier;  // instance, pending
+        for (const WorkloadInfo* x : Tracked([&](const WorkloadInfo& x) { return x.key == key; })) {
+          earlier.emplace_back(InstanceOf(x->key, x->workload->uid), x->phase == Phase::kPending);
+        }
+        // Every object the API server creates has a uid of its own.
+        w.uid = absl::StrCat(key.name, "-uid-r", ++reuses_);
         w.creation_timestamp = now_;
-        Must(s_->Add(w, Tick()), absl::StrCat("add a new object under ", KeyString(old_instance.key)));
-        // A pending old object is replaced at once; one that holds quota
-        // keeps it until its deletion is seen.
-        if (old_pending) {
-          Forget(old_instance);
-        } else {
-          late_deletes_.emplace_back(index_ + static_cast<size_t>(op.delay), old_instance);
+        if (g_trace) {
+          std::fprintf(stderr, "  [op %zu] reuse %s (%zu earlier) as %s\n", index_ + 1, KeyString(key).c_str(),
+                       earlier.size(), w.uid.c_str());
+        }
+        Must(s_->Add(w, Tick()), absl::StrCat("add a new object under ", KeyString(key)));
+        for (const auto& [instance, pending] : earlier) {
+          if (pending) {
+            Forget(instance);
+            continue;
+          }
+          const bool due = std::any_of(late_deletes_.begin(), late_deletes_.end(),
+                                       [&](const auto& d) { return d.second == instance; });
+          if (!due) late_deletes_.emplace_back(index_ + static_cast<size_t>(op.delay), instance);
         }
         Expect(InstanceOf(w));
         WorldChanged();
@@ -425,8 +491,9 @@ class Runner {
       const size_t changes = Schedule();
       if (!answered && changes == 0 && answers_.empty()) {
         result_.figures.max_rounds_to_fixed_point = std::max(result_.figures.max_rounds_to_fixed_point, round);
-        // At the fixed point another pass changes nothing at all.
-        if (Schedule() != 0) Fail("a scheduling pass at the fixed point changed something");
+        // At the fixed point another pass changes nothing at all (at the
+        // same time: time passing is a change, a release backoff expires).
+        if (Schedule(false) != 0) Fail("a scheduling pass at the fixed point changed something");
         return;
       }
       if (!result_.ok) return;
@@ -478,6 +545,8 @@ class Runner {
   std::vector<Answer> answers_;
   std::set<InstanceKey> model_;
   std::vector<std::pair<size_t, InstanceKey>> late_deletes_;
+  std::map<InstanceKey, InstanceKey> evicted_for_;  // victim still evicting -> its preemptor
+  int reuses_ = 0;
   std::map<std::pair<InstanceKey, std::string>, int> preempted_since_change_;
   // Preemptors not admitted yet (since the last change of the world): the
   // victims still stopping, and whether all have stopped.

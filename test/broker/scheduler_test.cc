@@ -323,6 +323,52 @@ TEST_F(IdentityTest, ANewUidUnderAHoldingNameIsQueuedBesideIt) {
   EXPECT_EQ(s_->Find({"a", "x"})->phase, Phase::kReserved);
 }
 
+// The old object of a replaced name was deleted: once its pods stopped it
+// is not queued again (it would take quota, and preempt, for an object
+// that no longer exists). Found by the long invariant run (seed 744).
+TEST_F(IdentityTest, AReplacedObjectIsNotQueuedAgainWhenItsPodsStop) {
+  ASSERT_THAT(s_->Add(Gang("a", "x", 1, 3), T(1)), IsOk());
+  Schedule(2);
+  ASSERT_THAT(s_->ReleaseSucceeded({"a", "x"}, "uid-x", T(3)), IsOk());
+  workload::Workload again = Gang("a", "x", 1, 3);
+  again.uid = "uid-x-again";
+  ASSERT_THAT(s_->Add(again, T(4)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "urgent", 1, 2, 10), T(5)), IsOk());
+  Schedule(6);
+  ASSERT_EQ(s_->FindInstance({{"a", "x"}, "uid-x"})->phase, Phase::kEvicting);
+  (void)s_->TakeChanges();
+  ASSERT_THAT(s_->Stopped({"a", "x"}, "uid-x", T(7)), IsOk());
+  std::vector<StateChange> changes = s_->TakeChanges();
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].type, StateChange::Type::kRequeued);  // its quota is freed
+  EXPECT_EQ(changes[1].type, StateChange::Type::kRemoved);   // and it is gone
+  EXPECT_EQ(changes[1].uid, "uid-x");
+  EXPECT_EQ(s_->FindInstance({{"a", "x"}, "uid-x"}), nullptr);
+  Schedule(8);
+  EXPECT_EQ(PhaseOf("a", "urgent"), Phase::kReserved);
+  ASSERT_EQ(s_->Instances({"a", "x"}).size(), 1u);
+  EXPECT_EQ(s_->Find({"a", "x"})->workload->uid, "uid-x-again");
+  EXPECT_EQ(s_->Find({"a", "x"})->phase, Phase::kPending);  // 2 + 3 > 4
+  // Its deletion, seen late, is a stale answer.
+  EXPECT_THAT(s_->Remove({"a", "x"}, "uid-x", T(9)), IsOk());
+  EXPECT_EQ(s_->Instances({"a", "x"}).size(), 1u);
+  EXPECT_THAT(s_->CheckInvariants(), IsOk());
+}
+
+TEST_F(IdentityTest, AReplacedObjectWhoseReleaseFailedIsGone) {
+  ASSERT_THAT(s_->Add(Gang("a", "x", 1, 3), T(1)), IsOk());
+  Schedule(2);
+  ASSERT_EQ(PhaseOf("a", "x"), Phase::kReserved);
+  workload::Workload again = Gang("a", "x", 1, 3);
+  again.uid = "uid-x-again";
+  ASSERT_THAT(s_->Add(again, T(3)), IsOk());
+  ASSERT_THAT(s_->ReleaseFailed({"a", "x"}, "uid-x", "jobs.batch \"x\" not found", T(4)), IsOk());
+  EXPECT_EQ(s_->FindInstance({{"a", "x"}, "uid-x"}), nullptr);
+  Schedule(5);
+  ASSERT_EQ(s_->Instances({"a", "x"}).size(), 1u);
+  EXPECT_EQ(s_->Find({"a", "x"})->phase, Phase::kReserved);  // the new one gets the quota
+}
+
 TEST_F(IdentityTest, ANewUidUnderAPendingNameReplacesIt) {
   ASSERT_THAT(s_->Add(Gang("a", "big", 1, 4), T(1)), IsOk());
   ASSERT_THAT(s_->Add(Gang("a", "x", 1, 3), T(2)), IsOk());

@@ -177,6 +177,9 @@ struct StateChange {
   std::string reason;
   std::string message;
   WorkloadKey preemptor;  // kEvicted by preemption
+  // Which object of that name (two may share it while an old one's pods
+  // stop). In memory only: the journal keeps the key, as before.
+  std::string preemptor_uid;
 };
 const char* StateChangeTypeName(StateChange::Type type);
 
