@@ -902,8 +902,8 @@ TEST(EtcdOutageTest, HungEtcdTimesOutAndCancelStillReturnsPromptly) {
   absl::StatusOr<std::unique_ptr<Watch>> w = c->StartWatch("k", {}, rec.OnEvents(), rec.OnEnd());
   ASSERT_THAT(w, IsOk());
 
-  // SIGSTOP: connections are accepted by the kernel and never answered.
-  ASSERT_EQ(::kill((*etcd)->pid(), SIGSTOP), 0);
+  // Stopped: connections are accepted by the kernel and never answered.
+  ASSERT_THAT((*etcd)->Freeze(), IsOk());
   const absl::Duration bound = timeout * 2 + absl::Milliseconds(50) + absl::Seconds(4);
   base::Stopwatch took;
   EXPECT_THAT(c->Range("k"), StatusIs(absl::StatusCode::kUnavailable));
@@ -923,7 +923,7 @@ TEST(EtcdOutageTest, HungEtcdTimesOutAndCancelStillReturnsPromptly) {
   w->reset();
   EXPECT_LT(took.Elapsed(), absl::Seconds(4));  // not a read timeout
   EXPECT_THAT(rec.Ends(), IsEmpty());
-  ASSERT_EQ(::kill((*etcd)->pid(), SIGCONT), 0);
+  (*etcd)->Thaw();
 }
 
 // ---------------------------------------------------------------------------

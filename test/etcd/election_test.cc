@@ -604,11 +604,11 @@ TEST(ElectionOutageTest, HungEtcdMakesTheLeaderStepDownOnTimeWhileItsCallHangs) 
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(rec.WaitForEvents(1, kElectBound));
 
-  // SIGSTOP: connections are accepted by the kernel and never answered.
-  ASSERT_EQ(::kill((*etcd)->pid(), SIGSTOP), 0);
+  // Stopped: connections are accepted by the kernel and never answered.
+  ASSERT_THAT((*etcd)->Freeze(), IsOk());
   const bool lost = rec.WaitForEvents(2, kTtl + absl::Seconds(3));
   EXPECT_FALSE(e->Leading().has_value());
-  ASSERT_EQ(::kill((*etcd)->pid(), SIGCONT), 0);
+  (*etcd)->Thaw();
   ASSERT_TRUE(lost);
   EXPECT_THAT(rec.Events()[1].why, StatusIs(absl::StatusCode::kUnavailable, "no keep-alive succeeded"));
 

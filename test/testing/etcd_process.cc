@@ -268,6 +268,37 @@ absl::Status EtcdProcess::Restart() {
   return last;
 }
 
+absl::Status EtcdProcess::Freeze() {
+  if (pid_ <= 0) return absl::FailedPreconditionError("etcd is not running");
+  if (::kill(pid_, SIGSTOP) != 0) return absl::InternalError("kill(SIGSTOP) failed");
+  const std::string tasks = absl::StrCat("/proc/", pid_, "/task");
+  base::Stopwatch waited;
+  while (waited.Elapsed() < absl::Seconds(10)) {
+    bool all_stopped = true;
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+      // /proc/PID/task/TID/stat: "TID (comm) S ..."; the state follows the
+      // last ')' (comm may hold one).
+      const std::string stat = ReadAll((task.path() / "stat").string());
+      const size_t paren = stat.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= stat.size()) continue;  // thread gone
+      const char state = stat[paren + 2];
+      if (state != 'T' && state != 't') {
+        all_stopped = false;
+        break;
+      }
+    }
+    if (ec) return absl::InternalError(absl::StrCat("cannot list ", tasks, ": ", ec.message()));
+    if (all_stopped) return absl::OkStatus();
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return absl::DeadlineExceededError("etcd's threads did not all stop within 10 s of SIGSTOP");
+}
+
+void EtcdProcess::Thaw() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
 std::string EtcdProcess::Log() const { return ReadAll(log_file_); }
 
 }  // namespace gangkeeper::testing

@@ -68,6 +68,12 @@ class EtcdProcess {
   // Stops etcd if running and starts it again on the same ports and data
   // dir; waits until it is healthy.
   [[nodiscard]] absl::Status Restart();
+  // SIGSTOP, then waits (bounded) until every thread of etcd is stopped:
+  // kill() only queues the signal, and a request sent at once could still
+  // be answered by a thread that has not stopped yet. Connections are then
+  // accepted by the kernel and never answered. Thaw() sends SIGCONT.
+  [[nodiscard]] absl::Status Freeze();
+  void Thaw();
 
   // etcd's output (stdout and stderr, every run).
   std::string Log() const;
