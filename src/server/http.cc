@@ -91,8 +91,10 @@ HttpResponse ErrorResponse(const absl::Status& status, absl::string_view field) 
 
 HttpResponse ErrorResponse(int http_status, absl::string_view message) {
   absl::StatusCode code = CodeForHttp(http_status);
-  std::string name = http_status == 413 ? "RequestEntityTooLarge"
+  std::string name = http_status == 413   ? "RequestEntityTooLarge"
                      : http_status == 405 ? "MethodNotAllowed"
+                     : http_status == 415 ? "UnsupportedMediaType"
+                     : http_status == 431 ? "RequestHeaderFieldsTooLarge"
                                           : CodeName(code);
   return MakeError(http_status, name, message, "");
 }

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <condition_variable>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <thread>
 
@@ -165,6 +166,7 @@ class ServerImpl final : public Server {
   std::atomic<int64_t> in_flight_{0};  // routed, not yet logged
 
   absl::Status SetUp(Listening& l);
+  std::optional<HttpResponse> RefuseBeforeTheBody(const httplib::Request& req) const;
   HttpResponse Dispatch(Listener listener, const HttpRequest& req) const;
   std::string RouteLabel(Listener listener, const std::string& path) const;
   void OnRequestDone(Listener listener, const httplib::Request& req, const httplib::Response& res);
@@ -227,6 +229,32 @@ ServerImpl::~ServerImpl() {
   }
 }
 
+// What is refused from the headers alone, before the body is read (#20):
+// - a compressed body: httplib (built with zlib and brotli) would inflate it
+//   before any limit or authentication (a 1 MB gzip body grows to a
+//   gigabyte). The API server never compresses what it sends.
+// - more headers, or more header bytes, than any API server or client
+//   sends (431).
+std::optional<HttpResponse> ServerImpl::RefuseBeforeTheBody(const httplib::Request& req) const {
+  size_t header_bytes = 0;
+  for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;  // "k: v\r\n"
+  if (req.headers.size() > options_.max_header_count || header_bytes > options_.max_header_bytes) {
+    return ErrorResponse(431, absl::StrCat("request headers too large: ", req.headers.size(), " headers, ",
+                                           header_bytes, " bytes (at most ", options_.max_header_count,
+                                           " headers and ", options_.max_header_bytes, " bytes)"));
+  }
+  if (req.has_header("Content-Encoding")) {
+    const std::string encoding =
+        absl::AsciiStrToLower(absl::StripAsciiWhitespace(req.get_header_value("Content-Encoding")));
+    if (!encoding.empty() && encoding != "identity") {
+      return ErrorResponse(415, absl::StrCat("Content-Encoding \"", req.get_header_value("Content-Encoding"),
+                                             "\" is not accepted: send the body uncompressed (at most ",
+                                             options_.max_body_bytes, " bytes)"));
+    }
+  }
+  return std::nullopt;
+}
+
 absl::Status ServerImpl::SetUp(Listening& l) {
   const bool webhook = l.listener == Listener::kWebhook;
   std::string client_ca = webhook ? options_.client_ca_file : "";
@@ -258,10 +286,16 @@ absl::Status ServerImpl::SetUp(Listening& l) {
   http.set_payload_max_length(options_.max_body_bytes);
 
   const Listener listener = l.listener;
-  http.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     in_flight_.fetch_add(1);
     tls_request_started = true;
     tls_request_start_us = NowMicros(epoch_);
+    if (std::optional<HttpResponse> refused = RefuseBeforeTheBody(req)) {
+      res.status = refused->status;
+      res.set_header("Connection", "close");  // its unread body must not be taken for a next request
+      res.set_content(refused->body, refused->content_type);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   auto forward = [this, listener](const httplib::Request& req, httplib::Response& res) {

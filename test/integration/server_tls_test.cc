@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/strings/strip.h"
@@ -146,6 +148,97 @@ TEST_F(ServerTlsTest, BodyOver4MiBGets413AndServerKeepsServing) {
   auto c2 = TlsConnection::Connect(server->webhook_port(), Client());
   ASSERT_THAT(c2, IsOk());
   auto health = (*c2)->Request("GET", "/healthz");
+  ASSERT_THAT(health, IsOk());
+  EXPECT_EQ(health->status, 200);
+}
+
+// Resident memory of a process, in KiB (0 when unknown).
+int64_t RssKib(int pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (absl::StartsWith(line, "VmRSS:")) return std::atoll(line.c_str() + 6);
+  }
+  return 0;
+}
+
+// #20: a compressed body is refused before it is read (httplib, built
+// with zlib and brotli, would inflate it past every limit), on both
+// listeners and before authentication; the connection closes, since its
+// unread body must not be taken for a next request.
+TEST_F(ServerTlsTest, CompressedBodiesAreRefusedUnreadOnBothListeners) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  // 1 GiB of zeros, about 1 MB on the wire.
+  const std::string bomb_file = dir_.File("bomb.gz");
+  auto made =
+      RunCommand({"/bin/sh", "-c", "head -c 1073741824 /dev/zero | gzip -c > " + bomb_file}, absl::Seconds(120));
+  ASSERT_THAT(made, IsOk());
+  ASSERT_EQ(made->exit_code, 0) << made->err;
+  std::ifstream in(bomb_file, std::ios::binary);
+  const std::string bomb((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bomb.size(), 100'000u);
+  ASSERT_LT(bomb.size(), 2'000'000u);
+  const int64_t rss_before = RssKib(server->pid());
+  struct Case {
+    int port;
+    const char* method;
+    const char* path;
+    const char* encoding;
+  };
+  for (const Case& k : {Case{server->webhook_port(), "POST", "/mutate", "gzip"},
+                        Case{server->webhook_port(), "POST", "/validate", "br"},
+                        Case{server->api_port(), "PUT", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a", "gzip"},
+                        Case{server->api_port(), "POST", "/v1/apply", "deflate"}}) {
+    auto c = TlsConnection::Connect(k.port, Client());
+    ASSERT_THAT(c, IsOk());
+    auto r = (*c)->Request(k.method, k.path, bomb,
+                           absl::StrCat("Content-Type: application/json\r\nContent-Encoding: ", k.encoding, "\r\n"));
+    ASSERT_THAT(r, IsOk()) << k.path;
+    EXPECT_EQ(r->status, 415) << k.path;
+    EXPECT_THAT(r->body, HasSubstr("Content-Encoding"));
+    EXPECT_THAT(r->body, HasSubstr("uncompressed"));
+    EXPECT_THAT(r->headers, HasSubstr("Connection: close"));
+    EXPECT_TRUE((*c)->PeerClosesWithin(absl::Seconds(10))) << k.path;
+  }
+  // Nothing was inflated (a gigabyte each time otherwise).
+  const int64_t rss_after = RssKib(server->pid());
+  ASSERT_GT(rss_before, 0);
+  ASSERT_GT(rss_after, 0);
+  EXPECT_LT(rss_after - rss_before, 20 * 1024) << "KiB";
+  // "identity" is no compression, and the server keeps serving.
+  auto c = TlsConnection::Connect(server->webhook_port(), Client());
+  ASSERT_THAT(c, IsOk());
+  auto health = (*c)->Request("GET", "/healthz", "", "Content-Encoding: identity\r\n");
+  ASSERT_THAT(health, IsOk());
+  EXPECT_EQ(health->status, 200);
+}
+
+// #20: a request with more headers (or header bytes) than any API server
+// or client sends is refused with 431 on both listeners, before routing and
+// authentication; the server keeps serving.
+TEST_F(ServerTlsTest, HundredThousandHeadersGet431OnBothListeners) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  std::string many;
+  many.reserve(100'000 * 16);
+  for (int i = 0; i < 100'000; ++i) absl::StrAppend(&many, "X-H", i, ": v\r\n");
+  std::string big_ones;  // few headers, 50 KB in all
+  for (int i = 0; i < 10; ++i) absl::StrAppend(&big_ones, "X-Big", i, ": ", std::string(5'000, 'a'), "\r\n");
+  for (int port : {server->webhook_port(), server->api_port()}) {
+    for (const std::string* headers : {&std::as_const(many), &std::as_const(big_ones)}) {
+      auto c = TlsConnection::Connect(port, Client());
+      ASSERT_THAT(c, IsOk());
+      auto r = (*c)->Request("POST", "/validate", "{}", "Content-Type: application/json\r\n" + *headers);
+      ASSERT_THAT(r, IsOk()) << port;
+      EXPECT_EQ(r->status, 431) << port << ": " << r->body;
+      EXPECT_THAT(r->body, HasSubstr("request headers too large"));
+      EXPECT_THAT(r->body, HasSubstr("RequestHeaderFieldsTooLarge"));
+    }
+  }
+  auto c = TlsConnection::Connect(server->webhook_port(), Client());
+  ASSERT_THAT(c, IsOk());
+  auto health = (*c)->Request("GET", "/healthz");
   ASSERT_THAT(health, IsOk());
   EXPECT_EQ(health->status, 200);
 }

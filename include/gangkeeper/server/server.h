@@ -63,8 +63,13 @@ struct Options {
   // Requests per connection before "Connection: close" (spreads load across
   // replicas now and then; a new handshake per 10k requests costs nothing).
   int keep_alive_max_requests = 10000;
-  // Larger bodies get 413.
+  // Larger bodies get 413; a compressed body (Content-Encoding other than
+  // identity) gets 415 unread.
   size_t max_body_bytes = 4 << 20;
+  // More request headers, or more header bytes, get 431 (the API server
+  // sends about ten, in under 2 KiB).
+  size_t max_header_count = 100;
+  size_t max_header_bytes = 32 << 10;
   // On shutdown, /readyz answers 503 for this long before the listeners
   // stop accepting, so endpoints are withdrawn before connections fail.
   absl::Duration drain_delay = absl::ZeroDuration();
