@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/admission/webhook.h"
 #include "gangkeeper/api/api.h"
@@ -183,6 +184,33 @@ audit::Event DenialEvent(const admission::Denial& d, absl::Time now) {
                            R"(,"message":")", base::JsonEscape(d.message), R"(","dryRun":)",
                            d.dry_run ? "true" : "false", "}");
   return e;
+}
+
+// The etcd client's words for its TLS options as the flags that set them,
+// and for a first read that failed, which flag to look at.
+std::string InEtcdFlags(absl::string_view message) {
+  return absl::StrReplaceAll(message,
+                             {{"ca_file", "--etcd-ca"}, {"cert_file", "--etcd-cert"}, {"key_file", "--etcd-key"}});
+}
+std::string EtcdTlsHint(absl::string_view error, const ServeFlags& f) {
+  // The connection ended during the first exchange (no HTTP answer).
+  const bool cut = absl::EndsWith(error, ": Read") || absl::EndsWith(error, ": Write") ||
+                   absl::EndsWith(error, ": SSLConnection");
+  if (f.etcd_ca.empty()) {
+    return cut ? "; if etcd speaks TLS, set --etcd-ca (the CA of etcd's certificate), and --etcd-cert and "
+                 "--etcd-key when it requires client certificates"
+               : "";
+  }
+  if (absl::StrContains(error, "SSLServerVerification")) {
+    return absl::StrCat("; etcd's certificate is not signed by --etcd-ca ", f.etcd_ca,
+                        " or does not name the host of --store");
+  }
+  if (!cut) return "";
+  return f.etcd_cert.empty()
+             ? "; etcd ended the TLS connection: it may require a client certificate (set --etcd-cert and "
+               "--etcd-key)"
+             : absl::StrCat("; etcd ended the TLS connection: is --etcd-cert ", f.etcd_cert,
+                            " signed by the CA etcd trusts (its --trusted-ca-file) and meant for client auth?");
 }
 
 // Where a webhook's denials are audited: the local audit log, or (several
@@ -436,14 +464,15 @@ int RunServe(const std::vector<std::string>& args) {
     eo.key_file = f.etcd_key;
     absl::StatusOr<std::unique_ptr<etcd::Client>> c = etcd::Client::Create(eo);
     if (!c.ok()) {
-      log->error("--store {}: {}", f.store, c.status().message());
+      log->error("--store {}: {}", f.store, InEtcdFlags(c.status().message()));
       return 2;
     }
     etcd_client = *std::move(c);
     // Fail fast on a wrong address or certificate instead of serving
     // nothing but errors.
     if (absl::StatusOr<etcd::RangeResult> probe = etcd_client->Range(f.etcd_prefix + "leader"); !probe.ok()) {
-      log->error("--store {}: cannot read from etcd: {}", f.store, probe.status().message());
+      log->error("--store {}: cannot read from etcd: {}{}", f.store, probe.status().message(),
+                 EtcdTlsHint(probe.status().message(), f));
       return 1;
     }
     if (f.replica_id.empty()) {

@@ -59,6 +59,14 @@ absl::Status AuditFeed::Write(uint64_t record, const std::string& payload) {
     return absl::DataLossError(absl::StrCat("journal record ", record, ": ", s.message()));
   }
   std::vector<audit::Event> events = audit::EventsFor(changes, record);
+  // A review's event comes as the answering replica wrote it, without a
+  // record: it carries the one it arrived in here, so that after a restart
+  // the audit log's last record (AuditLog::Open reads it back) is this
+  // record, and the feed neither writes it again nor, after a flood of
+  // reviews, starts over from the oldest record etcd keeps.
+  for (audit::Event& e : events) {
+    if (e.journal_record == 0) e.journal_record = record;
+  }
   if (!events.empty()) {
     absl::StatusOr<uint64_t> appended = audit_->Append(events);
     if (!appended.ok()) {

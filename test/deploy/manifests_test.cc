@@ -1,16 +1,20 @@
 // Tests of what `kubectl apply -k` would send: deploy/ (the base) and its
-// overlays cert-manager, self-managed and ha, rendered offline by the real
-// kubectl (render.h), then
+// overlays cert-manager, self-managed, ha (with deploy/etcd), and the
+// optional hardening restrict-webhook and client-auth, rendered offline by
+// the real kubectl (render.h), then
 //   1. every object checked against test/deploy/schema.yaml (schema.h),
 //   2. the references between objects (selectors, ports, names, volumes),
 //   3. the safety of the webhook registration (scope, failurePolicy with its
 //      reason, timeouts, matchPolicy, the kinds the code manages),
-//   4. the Deployment: security context, probes, the grace period against
-//      --shutdown-grace, flags against mounts and `gangkeeper serve --help`,
+//   4. the Deployment (the StatefulSet in ha): security context, probes, the
+//      grace period against --shutdown-grace, flags against mounts and
+//      `gangkeeper serve --help`; ha's per-replica volume and its etcd over
+//      TLS with client certificates; the API server's files of client-auth,
 //   5. the policies ConfigMap against policies/, and the example
 //      AdmissionReview against the seed's Job.
 // The RBAC rules are checked against real calls in rbac_test.cc.
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -35,6 +39,7 @@
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
+#include "test/testing/tls_client.h"
 #include "test/testing/yaml_json.h"
 
 namespace gangkeeper::deploy_test {
@@ -52,7 +57,7 @@ constexpr char kNamespace[] = "gangkeeper-system";
 
 struct Renderings {
   absl::Status status;
-  std::map<std::string, Rendering> by_name;  // deploy, base, cert-manager, self-managed, ha
+  std::map<std::string, Rendering> by_name;  // deploy, base, and each overlay by its directory's name
   std::string self_managed_dir;              // the overlay in the copy
   testing::TempDir copy;                     // deploy/, policies/, webhook/ + certificates
 };
@@ -65,7 +70,8 @@ const Renderings& All() {
         {"deploy", src + "/deploy"},
         {"base", src + "/deploy/base"},
         {"cert-manager", src + "/deploy/overlays/cert-manager"},
-        {"ha", src + "/deploy/overlays/ha"}};
+        {"ha", src + "/deploy/overlays/ha"},
+        {"restrict-webhook", src + "/deploy/overlays/restrict-webhook"}};
     for (const auto& [name, dir] : dirs) {
       absl::StatusOr<Rendering> rendered = Kustomize(dir);
       if (!rendered.ok()) {
@@ -80,12 +86,15 @@ const Renderings& All() {
       return out;
     }
     out->self_managed_dir = *overlay;
-    absl::StatusOr<Rendering> rendered = Kustomize(*overlay);
-    if (!rendered.ok()) {
-      out->status = rendered.status();
-      return out;
+    // client-auth builds on self-managed: both render from the copy.
+    for (const std::string name : {"self-managed", "client-auth"}) {
+      absl::StatusOr<Rendering> rendered = Kustomize(fs::path(*overlay).parent_path() / name);
+      if (!rendered.ok()) {
+        out->status = rendered.status();
+        return out;
+      }
+      out->by_name[name] = *std::move(rendered);
     }
-    out->by_name["self-managed"] = *std::move(rendered);
     return out;
   }();
   return *r;
@@ -93,8 +102,10 @@ const Renderings& All() {
 
 // The renderings a cluster can be given (deploy/ itself and base/ lack the
 // certificate; they are checked where that does not matter).
-const std::vector<std::string> kInstallable = {"cert-manager", "self-managed", "ha"};
-const std::vector<std::string> kEvery = {"deploy", "cert-manager", "self-managed", "ha"};
+const std::vector<std::string> kInstallable = {"cert-manager", "self-managed", "ha", "restrict-webhook",
+                                               "client-auth"};
+const std::vector<std::string> kEvery = {"deploy",           "cert-manager", "self-managed", "ha",
+                                         "restrict-webhook", "client-auth"};
 
 class ManifestTest : public ::testing::Test {
  protected:
@@ -119,10 +130,19 @@ std::set<std::string> Kinds(const std::vector<json>& objects) {
   return out;
 }
 
+// gangkeeper's pods: the Deployment, or in ha the StatefulSet.
 const json& TheDeployment(const std::vector<json>& objects) {
   static const json kNone;
   const json* d = Find(objects, "Deployment", "gangkeeper");
+  if (d == nullptr) d = Find(objects, "StatefulSet", "gangkeeper");
   return d != nullptr ? *d : kNone;
+}
+
+// Every Deployment and StatefulSet (gangkeeper's, and etcd's in ha).
+std::vector<const json*> Workloads(const std::vector<json>& objects) {
+  std::vector<const json*> out = OfKind(objects, "Deployment");
+  for (const json* s : OfKind(objects, "StatefulSet")) out.push_back(s);
+  return out;
 }
 
 // The gangkeeper container's flags: "--name=value" -> {name: value}.
@@ -171,11 +191,15 @@ std::string VolumeHolding(const json& container, const std::string& path, bool* 
   return best;
 }
 
+// The pod volume `name`, or a StatefulSet's claim template of that name
+// (its metadata and spec).
 const json* Volume(const json& deployment, const std::string& name) {
-  const json* volumes = At(deployment, "/spec/template/spec/volumes");
-  if (volumes == nullptr) return nullptr;
-  for (const json& v : *volumes) {
-    if (v.value("name", "") == name) return &v;
+  for (const char* where : {"/spec/template/spec/volumes", "/spec/volumeClaimTemplates"}) {
+    const json* volumes = At(deployment, where);
+    if (volumes == nullptr) continue;
+    for (const json& v : *volumes) {
+      if (v.value("name", "") == name || Str(At(v, "/metadata/name")) == name) return &v;
+    }
   }
   return nullptr;
 }
@@ -199,10 +223,20 @@ TEST_F(ManifestTest, EveryKustomizationRendersOfflineWithTheExpectedObjects) {
   self_managed.insert("Secret");
   EXPECT_EQ(Kinds(Objects("self-managed")), self_managed);
 
+  // ha: a StatefulSet with a claim per replica instead of the Deployment
+  // and its claim; etcd's StatefulSet, Service, budget, policy and
+  // certificates.
   std::set<std::string> ha = cert_manager;
   ha.erase("PersistentVolumeClaim");
-  ha.insert("PodDisruptionBudget");
+  ha.erase("Deployment");
+  ha.insert({"StatefulSet", "PodDisruptionBudget"});
   EXPECT_EQ(Kinds(Objects("ha")), ha);
+  EXPECT_EQ(OfKind(Objects("ha"), "StatefulSet").size(), 2u) << "gangkeeper and its etcd";
+  EXPECT_EQ(OfKind(Objects("ha"), "Certificate").size(), 5u) << "webhook CA and serving; etcd CA, member, client";
+
+  // The hardening overlays add nothing but their patch.
+  EXPECT_EQ(Kinds(Objects("restrict-webhook")), cert_manager);
+  EXPECT_EQ(Kinds(Objects("client-auth")), self_managed);
 
   // One of each name per kind: nothing rendered twice.
   for (const std::string& r : kEvery) {
@@ -245,6 +279,13 @@ TEST_F(ManifestTest, EveryRenderedObjectFitsTheSchema) {
         // API server refuses the base alone. Nothing else may be wrong.
         std::erase_if(problems, [](const std::string& p) {
           return absl::StrContains(p, ".clientConfig.caBundle: want base64, got \"CA_BUNDLE\"");
+        });
+      }
+      if (r == "restrict-webhook") {
+        // Likewise the control plane's range, until the operator sets it:
+        // an unedited apply changes nothing.
+        std::erase_if(problems, [](const std::string& p) {
+          return absl::StrContains(p, ".ipBlock.cidr: want cidr, got \"CONTROL_PLANE_CIDR\"");
         });
       }
       EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
@@ -324,9 +365,29 @@ TEST_F(ManifestTest, SelectorsPortsAndNamesPointAtWhatIsRendered) {
 
     const json* svc = Find(objects, "Service", "gangkeeper");
     ASSERT_NE(svc, nullptr);
-    EXPECT_TRUE(Selects(At(*svc, "/spec/selector"), pod_labels));
-    for (const json& p : (*svc)["spec"]["ports"]) {
-      EXPECT_GT(ContainerPort(container, p["targetPort"]), 0) << p.dump();
+    // Every Service leads to the ports of the pods it selects.
+    for (const json* service : OfKind(objects, "Service")) {
+      SCOPED_TRACE(Str(At(*service, "/metadata/name")));
+      const json* selected = nullptr;
+      for (const json* w : Workloads(objects)) {
+        if (Selects(At(*service, "/spec/selector"), At(*w, "/spec/template/metadata/labels"))) selected = w;
+      }
+      ASSERT_NE(selected, nullptr) << "selects no pods";
+      for (const json& p : (*service)["spec"]["ports"]) {
+        EXPECT_GT(ContainerPort((*selected)["spec"]["template"]["spec"]["containers"][0], p["targetPort"]), 0)
+            << p.dump();
+      }
+    }
+    // A StatefulSet's governing Service is rendered, headless, and selects it.
+    for (const json* set : OfKind(objects, "StatefulSet")) {
+      const json* governing = Find(objects, "Service", Str(At(*set, "/spec/serviceName")));
+      ASSERT_NE(governing, nullptr) << Str(At(*set, "/spec/serviceName"));
+      EXPECT_EQ(Str(At(*governing, "/spec/clusterIP")), "None");
+      EXPECT_TRUE(Selects(At(*governing, "/spec/selector"), At(*set, "/spec/template/metadata/labels")));
+    }
+    // Certificates name a rendered Issuer.
+    for (const json* c : OfKind(objects, "Certificate")) {
+      EXPECT_NE(Find(objects, "Issuer", Str(At(*c, "/spec/issuerRef/name"))), nullptr) << c->dump();
     }
 
     const json* sa = Find(objects, "ServiceAccount", Str(At(d, "/spec/template/spec/serviceAccountName")));
@@ -342,29 +403,43 @@ TEST_F(ManifestTest, SelectorsPortsAndNamesPointAtWhatIsRendered) {
     ASSERT_NE(netpol, nullptr);
     EXPECT_TRUE(Selects(At(*netpol, "/spec/podSelector/matchLabels"), pod_labels));
     for (const json* pdb : OfKind(objects, "PodDisruptionBudget")) {
-      EXPECT_TRUE(Selects(At(*pdb, "/spec/selector/matchLabels"), pod_labels));
+      int selected = 0;
+      for (const json* w : Workloads(objects)) {
+        selected += Selects(At(*pdb, "/spec/selector/matchLabels"), At(*w, "/spec/template/metadata/labels"));
+      }
+      EXPECT_EQ(selected, 1) << Str(At(*pdb, "/metadata/name")) << ": the pods of one workload";
     }
 
     // Volumes: what they name exists, or comes from elsewhere on purpose.
-    for (const json& v : d["spec"]["template"]["spec"]["volumes"]) {
-      SCOPED_TRACE(v.dump());
-      int sources = 0;
-      for (const char* s : {"secret", "configMap", "persistentVolumeClaim", "emptyDir"}) sources += v.contains(s);
-      EXPECT_EQ(sources, 1) << "one source per volume (and only types the restricted profile allows)";
-      if (v.contains("configMap")) {
-        EXPECT_NE(Find(objects, "ConfigMap", v["configMap"]["name"].get<std::string>()), nullptr);
+    for (const json* w : Workloads(objects)) {
+      for (const json& v : (*w)["spec"]["template"]["spec"]["volumes"]) {
+        SCOPED_TRACE(v.dump());
+        int sources = 0;
+        for (const char* s : {"secret", "configMap", "persistentVolumeClaim", "emptyDir"}) sources += v.contains(s);
+        EXPECT_EQ(sources, 1) << "one source per volume (and only types the restricted profile allows)";
+        if (v.contains("configMap")) {
+          EXPECT_NE(Find(objects, "ConfigMap", v["configMap"]["name"].get<std::string>()), nullptr);
+        }
+        if (v.contains("persistentVolumeClaim")) {
+          const std::string claim = v["persistentVolumeClaim"]["claimName"];
+          EXPECT_NE(Find(objects, "PersistentVolumeClaim", claim), nullptr);
+        }
+        if (v.contains("secret")) {
+          const std::string secret = v["secret"]["secretName"];
+          if (secret == "gangkeeper-tokens") continue;  // made by the platform engineer (README)
+          if (r == "deploy") continue;                   // the overlays bring the certificate
+          bool from_cert_manager = false;
+          for (const json* c : OfKind(objects, "Certificate")) {
+            from_cert_manager |= Str(At(*c, "/spec/secretName")) == secret;
+          }
+          const bool rendered = Find(objects, "Secret", secret) != nullptr;
+          EXPECT_TRUE(rendered != from_cert_manager)
+              << secret << ": from exactly one of the overlay's Secret or a Certificate";
+        }
       }
-      if (v.contains("persistentVolumeClaim")) {
-        EXPECT_NE(Find(objects, "PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"].get<std::string>()), nullptr);
-      }
-      if (v.contains("secret")) {
-        const std::string secret = v["secret"]["secretName"];
-        if (secret == "gangkeeper-tokens") continue;  // made by the platform engineer (README)
-        if (r == "deploy") continue;                   // the overlays bring the certificate
-        bool from_cert_manager = false;
-        for (const json* c : OfKind(objects, "Certificate")) from_cert_manager |= Str(At(*c, "/spec/secretName")) == secret;
-        const bool rendered = Find(objects, "Secret", secret) != nullptr;
-        EXPECT_TRUE(rendered != from_cert_manager) << secret << ": from exactly one of the overlay's Secret or a Certificate";
+      // Every mount names a volume or a claim template.
+      for (const json& m : (*w)["spec"]["template"]["spec"]["containers"][0].value("volumeMounts", json::array())) {
+        EXPECT_NE(Volume(*w, m["name"].get<std::string>()), nullptr) << m.dump();
       }
     }
     // The Service the webhooks call is this one, and its port 443 reaches
@@ -590,40 +665,119 @@ TEST_F(ManifestTest, SelfManagedCarriesTheCaOfGangkeeperCertsEverywhere) {
   EXPECT_EQ(tls_crt, ReadFile(cert_dir + "/tls.crt"));
 }
 
+// client-auth: the webhook asks for the client certificate make-certs.sh
+// wrote for the API server, with the kubeconfig and AdmissionConfiguration
+// that make the API server present it; the real binary accepts it and
+// refuses a review without it.
+TEST_F(ManifestTest, ClientAuthAcceptsTheApiServersCertificateFromMakeCertsAndNothingElse) {
+  const json& d = TheDeployment(Objects("client-auth"));
+  const std::map<std::string, std::string> flags = Flags(d);
+  ASSERT_TRUE(flags.count("client-ca"));
+  const json* v = Volume(d, VolumeHolding(d["spec"]["template"]["spec"]["containers"][0], flags.at("client-ca")));
+  ASSERT_NE(v, nullptr);
+  const json* secret = Find(Objects("client-auth"), "Secret", Str(At(*v, "/secret/secretName")));
+  ASSERT_NE(secret, nullptr);
+  EXPECT_TRUE((*secret)["data"].contains(fs::path(flags.at("client-ca")).filename().string()));
+
+  // The API server's files: its kubeconfig picks the user by the webhook's
+  // address, and both webhook plugins read it.
+  const std::string certs = All().copy.File("certs");
+  const std::string apiserver = certs + "/apiserver";
+  const std::string on_node = "/etc/kubernetes/gangkeeper/";
+  absl::StatusOr<std::vector<std::string>> kubeconfig = testing::YamlFileToJson(apiserver + "/webhook-kubeconfig.yaml");
+  ASSERT_THAT(kubeconfig, IsOk());
+  ASSERT_EQ(kubeconfig->size(), 1u);
+  const json kc = json::parse((*kubeconfig)[0]);
+  const json& validating = *OfKind(Objects("client-auth"), "ValidatingWebhookConfiguration")[0];
+  const json& hook_service = validating["webhooks"][0]["clientConfig"]["service"];
+  ASSERT_EQ(kc["users"].size(), 1u);
+  EXPECT_EQ(kc["users"][0]["name"], absl::StrCat(hook_service["name"].get<std::string>(), ".",
+                                                 hook_service["namespace"].get<std::string>(), ".svc:",
+                                                 hook_service.value("port", 443)));
+  EXPECT_EQ(kc["users"][0]["user"]["client-certificate"], on_node + "webhook-client.crt");
+  EXPECT_EQ(kc["users"][0]["user"]["client-key"], on_node + "webhook-client.key");
+  absl::StatusOr<std::vector<std::string>> admission = testing::YamlFileToJson(apiserver + "/admission-config.yaml");
+  ASSERT_THAT(admission, IsOk());
+  const json ac = json::parse((*admission)[0]);
+  EXPECT_EQ(ac["kind"], "AdmissionConfiguration");
+  std::set<std::string> plugins;
+  for (const json& p : ac["plugins"]) {
+    plugins.insert(p["name"].get<std::string>());
+    EXPECT_EQ(p["configuration"]["kubeConfigFile"], on_node + "webhook-kubeconfig.yaml");
+  }
+  EXPECT_EQ(plugins, std::set<std::string>({"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}));
+
+  // gangkeeper serve with the overlay's --client-ca (the CA's certificate)
+  // and the serving certificate of the same run.
+  testing::TempDir run;
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(
+      {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + certs + "/tls.crt",
+       "--tls-key=" + certs + "/tls.key", "--client-ca=" + certs + "/ca.crt", "--data-dir=" + run.File("data"),
+       "--policies=" + SourceDir() + "/policies", "--kube=none", "--drain-delay=0s"},
+      run.path());
+  ASSERT_THAT(server, IsOk());
+  const std::string review = ReadFile(SourceDir() + "/deploy/examples/review-team-a-two-gpu-training.json");
+  auto send = [&](const std::string& cert, const std::string& key) -> absl::StatusOr<testing::HttpReply> {
+    testing::TlsClientOptions o;
+    o.ca_file = certs + "/ca.crt";
+    o.server_name = absl::StrCat(hook_service["name"].get<std::string>(), ".",
+                                 hook_service["namespace"].get<std::string>(), ".svc");
+    o.cert_file = cert;
+    o.key_file = key;
+    absl::StatusOr<std::unique_ptr<testing::TlsConnection>> c =
+        testing::TlsConnection::Connect((*server)->webhook_port(), o);
+    if (!c.ok()) return c.status();
+    return (*c)->Request("POST", "/validate", review, "Content-Type: application/json\r\n");
+  };
+  absl::StatusOr<testing::HttpReply> as_apiserver =
+      send(apiserver + "/webhook-client.crt", apiserver + "/webhook-client.key");
+  ASSERT_THAT(as_apiserver, IsOk());
+  EXPECT_EQ(as_apiserver->status, 200) << as_apiserver->body;
+  EXPECT_THAT(as_apiserver->body, HasSubstr(R"("allowed":true)"));
+  EXPECT_FALSE(send("", "").ok()) << "a review without a client certificate was answered";
+  EXPECT_FALSE(send(certs + "/tls.crt", certs + "/tls.key").ok())
+      << "the serving certificate (server auth only) was taken as a client";
+}
+
 // ---- 5. The Deployment -------------------------------------------------------------------
 
 TEST_F(ManifestTest, ThePodRunsUnprivilegedWithAReadOnlyRoot) {
   for (const std::string& r : kEvery) {
-    SCOPED_TRACE(r);
-    const json& d = TheDeployment(Objects(r));
-    const json& pod = d["spec"]["template"]["spec"];
-    EXPECT_EQ(pod["securityContext"].value("runAsNonRoot", false), true);
-    ASSERT_TRUE(pod["securityContext"].contains("runAsUser"));
-    EXPECT_GT(pod["securityContext"]["runAsUser"].get<int64_t>(), 0) << "numeric and not root";
-    EXPECT_EQ(Str(At(pod, "/securityContext/seccompProfile/type")), "RuntimeDefault");
-    EXPECT_FALSE(pod.value("hostNetwork", false));
-    for (const json& c : pod["containers"]) {
-      const json& sc = c["securityContext"];
-      EXPECT_EQ(sc.value("allowPrivilegeEscalation", true), false);
-      EXPECT_EQ(sc.value("readOnlyRootFilesystem", false), true);
-      EXPECT_FALSE(sc.value("privileged", false));
-      EXPECT_EQ(At(sc, "/capabilities/drop") != nullptr ? sc["capabilities"]["drop"] : json(), json::array({"ALL"}));
-      EXPECT_FALSE(At(sc, "/capabilities/add") != nullptr);
-      // Requests for scheduling, a memory limit; no CPU limit (throttling
-      // would show up as webhook latency).
-      const json& res = c["resources"];
-      for (const char* k : {"cpu", "memory"}) EXPECT_TRUE(At(res, std::string("/requests/") + k) != nullptr) << k;
-      ASSERT_TRUE(At(res, "/limits/memory") != nullptr);
-      EXPECT_FALSE(At(res, "/limits/cpu") != nullptr);
-      absl::StatusOr<quantity::Quantity> req = quantity::ParseQuantity(res["requests"]["memory"].get<std::string>());
-      absl::StatusOr<quantity::Quantity> lim = quantity::ParseQuantity(res["limits"]["memory"].get<std::string>());
-      ASSERT_THAT(req, IsOk());
-      ASSERT_THAT(lim, IsOk());
-      EXPECT_LE(*req, *lim);
-      const std::string image = c["image"];
-      EXPECT_TRUE(absl::StrContains(image, ":") && !absl::EndsWith(image, ":latest")) << image;
+    for (const json* w : Workloads(Objects(r))) {
+      SCOPED_TRACE(r + " " + Str(At(*w, "/metadata/name")));
+      const json& pod = (*w)["spec"]["template"]["spec"];
+      EXPECT_EQ(pod["securityContext"].value("runAsNonRoot", false), true);
+      ASSERT_TRUE(pod["securityContext"].contains("runAsUser"));
+      EXPECT_GT(pod["securityContext"]["runAsUser"].get<int64_t>(), 0) << "numeric and not root";
+      EXPECT_EQ(Str(At(pod, "/securityContext/seccompProfile/type")), "RuntimeDefault");
+      EXPECT_FALSE(pod.value("hostNetwork", false));
+      for (const json& c : pod["containers"]) {
+        const json& sc = c["securityContext"];
+        EXPECT_EQ(sc.value("allowPrivilegeEscalation", true), false);
+        EXPECT_EQ(sc.value("readOnlyRootFilesystem", false), true);
+        EXPECT_FALSE(sc.value("privileged", false));
+        EXPECT_EQ(At(sc, "/capabilities/drop") != nullptr ? sc["capabilities"]["drop"] : json(), json::array({"ALL"}));
+        EXPECT_FALSE(At(sc, "/capabilities/add") != nullptr);
+        // Requests for scheduling, a memory limit; no CPU limit (throttling
+        // would show up as webhook latency).
+        const json& res = c["resources"];
+        for (const char* k : {"cpu", "memory"}) EXPECT_TRUE(At(res, std::string("/requests/") + k) != nullptr) << k;
+        ASSERT_TRUE(At(res, "/limits/memory") != nullptr);
+        EXPECT_FALSE(At(res, "/limits/cpu") != nullptr);
+        absl::StatusOr<quantity::Quantity> req = quantity::ParseQuantity(res["requests"]["memory"].get<std::string>());
+        absl::StatusOr<quantity::Quantity> lim = quantity::ParseQuantity(res["limits"]["memory"].get<std::string>());
+        ASSERT_THAT(req, IsOk());
+        ASSERT_THAT(lim, IsOk());
+        EXPECT_LE(*req, *lim);
+        const std::string image = c["image"];
+        EXPECT_TRUE(absl::StrContains(image, ":") && !absl::EndsWith(image, ":latest")) << image;
+      }
     }
   }
+  // base/ and overlays/ha each name gangkeeper's image (the Deployment and
+  // the StatefulSet are in different kustomizations): the same one.
+  EXPECT_EQ(TheDeployment(Objects("ha"))["spec"]["template"]["spec"]["containers"][0]["image"],
+            TheDeployment(Objects("deploy"))["spec"]["template"]["spec"]["containers"][0]["image"]);
   // The namespace enforces the restricted Pod Security Standard, which the
   // checks above are the core of.
   const json* ns = Find(Objects("deploy"), "Namespace", kNamespace);
@@ -712,7 +866,10 @@ TEST_F(ManifestTest, FlagsExistAndPointIntoTheMountedVolumes) {
     ASSERT_NE(data, nullptr) << "--data-dir must be on a volume";
     EXPECT_FALSE(data_ro);
     if (r == "ha") {
-      EXPECT_TRUE(data->contains("emptyDir"));
+      // Each replica's own claim: its audit log survives the pod.
+      EXPECT_EQ(Str(At(*data, "/metadata/name")), data_volume) << "a claim template";
+      EXPECT_EQ(At(*data, "/spec/accessModes") != nullptr ? (*data)["spec"]["accessModes"] : json(),
+                json::array({"ReadWriteOnce"}));
     } else {
       EXPECT_TRUE(data->contains("persistentVolumeClaim")) << "the journal must survive the pod";
     }
@@ -735,9 +892,10 @@ TEST_F(ManifestTest, FlagsExistAndPointIntoTheMountedVolumes) {
 }
 
 TEST_F(ManifestTest, OneReplicaOnTheFileStoreAndTheHaShapeForEtcd) {
-  for (const std::string r : {"deploy", "cert-manager", "self-managed"}) {
+  for (const std::string r : {"deploy", "cert-manager", "self-managed", "restrict-webhook", "client-auth"}) {
     SCOPED_TRACE(r);
     const json& d = TheDeployment(Objects(r));
+    EXPECT_EQ(d.value("kind", ""), "Deployment");
     EXPECT_EQ(d["spec"].value("replicas", 1), 1) << "one journal, one LOCK, one ReadWriteOnce volume";
     EXPECT_EQ(Str(At(d, "/spec/strategy/type")), "Recreate");
     EXPECT_FALSE(Flags(d).count("store")) << "the default, file";
@@ -747,19 +905,154 @@ TEST_F(ManifestTest, OneReplicaOnTheFileStoreAndTheHaShapeForEtcd) {
     EXPECT_TRUE(OfKind(Objects(r), "PodDisruptionBudget").empty()) << "minAvailable 1 of 1 would block every drain";
   }
   const json& d = TheDeployment(Objects("ha"));
+  EXPECT_EQ(d.value("kind", ""), "StatefulSet") << "a volume and a name per replica";
   EXPECT_EQ(d["spec"]["replicas"], 2);
   EXPECT_TRUE(absl::StartsWith(Flags(d).at("store"), "etcd://"));
+  EXPECT_TRUE(OfKind(Objects("ha"), "PersistentVolumeClaim").empty()) << "no claim shared by the replicas";
+  // Deleting or scaling the set keeps each replica's audit history.
+  EXPECT_EQ(Str(At(d, "/spec/persistentVolumeClaimRetentionPolicy/whenDeleted")), "Retain");
+  EXPECT_EQ(Str(At(d, "/spec/persistentVolumeClaimRetentionPolicy/whenScaled")), "Retain");
+  // The replica's name is its pod's (stable with its claim).
+  EXPECT_EQ(Flags(d).at("replica-id"), "$(POD_NAME)");
+  bool pod_name = false;
+  for (const json& e : d["spec"]["template"]["spec"]["containers"][0].value("env", json::array())) {
+    pod_name |= e["name"] == "POD_NAME" && Str(At(e, "/valueFrom/fieldRef/fieldPath")) == "metadata.name";
+  }
+  EXPECT_TRUE(pod_name) << "--replica-id=$(POD_NAME) needs POD_NAME from metadata.name";
   const json* anti = At(d, "/spec/template/spec/affinity/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution");
   ASSERT_NE(anti, nullptr);
   ASSERT_EQ(anti->size(), 1u);
   EXPECT_EQ((*anti)[0]["topologyKey"], "kubernetes.io/hostname");
   EXPECT_TRUE(Selects(At((*anti)[0], "/labelSelector/matchLabels"), At(d, "/spec/template/metadata/labels")));
-  const std::vector<const json*> pdbs = OfKind(Objects("ha"), "PodDisruptionBudget");
-  ASSERT_EQ(pdbs.size(), 1u);
-  EXPECT_EQ((*pdbs[0])["spec"]["minAvailable"], 1);
-  EXPECT_EQ(Str(At(d, "/spec/strategy/type")), "RollingUpdate");
-  EXPECT_EQ(At(d, "/spec/strategy/rollingUpdate/maxSurge") != nullptr ? d["spec"]["strategy"]["rollingUpdate"]["maxSurge"] : json(),
-            0);
+  const json* pdb = Find(Objects("ha"), "PodDisruptionBudget", "gangkeeper");
+  ASSERT_NE(pdb, nullptr);
+  EXPECT_EQ((*pdb)["spec"]["minAvailable"], 1);
+  const json* etcd_pdb = Find(Objects("ha"), "PodDisruptionBudget", "gangkeeper-etcd");
+  ASSERT_NE(etcd_pdb, nullptr);
+  EXPECT_EQ((*etcd_pdb)["spec"]["maxUnavailable"], 1) << "two of three members keep the quorum";
+  // One pod at a time, the next when the updated one is ready.
+  EXPECT_EQ(Str(At(d, "/spec/updateStrategy/type")), "RollingUpdate");
+}
+
+// The StatefulSet's pod is the Deployment's but for what several replicas
+// on etcd need: nothing hardened in one is forgotten in the other.
+TEST_F(ManifestTest, TheHaPodIsTheSingleReplicaPodPlusEtcdAffinityAndItsName) {
+  json single = TheDeployment(Objects("cert-manager"))["spec"]["template"];
+  json ha = TheDeployment(Objects("ha"))["spec"]["template"];
+  ASSERT_TRUE(single.is_object() && ha.is_object());
+  auto without = [](json& list, const std::function<bool(const json&)>& drop) {
+    json kept = json::array();
+    for (const json& e : list) {
+      if (!drop(e)) kept.push_back(e);
+    }
+    list = kept;
+  };
+  // The data volume: a claim of the Deployment's, a claim template here.
+  without(single["spec"]["volumes"], [](const json& v) { return v["name"] == "data"; });
+  // Only in ha: anti-affinity, the etcd client Secret, POD_NAME, the flags
+  // for etcd.
+  ha["spec"].erase("affinity");
+  without(ha["spec"]["volumes"], [](const json& v) { return v["name"] == "etcd-client"; });
+  json& c = ha["spec"]["containers"][0];
+  without(c["volumeMounts"], [](const json& m) { return m["name"] == "etcd-client"; });
+  c.erase("env");
+  without(c["args"], [](const json& a) {
+    const std::string s = a.get<std::string>();
+    return absl::StartsWith(s, "--store=") || absl::StartsWith(s, "--etcd-") || absl::StartsWith(s, "--replica-id=");
+  });
+  EXPECT_EQ(ha, single) << "differs beyond the etcd additions:\n" << json::diff(single, ha).dump(1);
+}
+
+// ha's etcd: TLS with client certificates on both ports, gangkeeper's
+// flags pointing at files its Secret holds, endpoints that are the
+// members' names in etcd's certificate.
+TEST_F(ManifestTest, HaTalksTlsWithAClientCertificateToItsOwnEtcd) {
+  const std::vector<json>& objects = Objects("ha");
+  const json& d = TheDeployment(objects);
+  const json& c = d["spec"]["template"]["spec"]["containers"][0];
+  const std::map<std::string, std::string> flags = Flags(d);
+  // --etcd-ca, --etcd-cert, --etcd-key: files of the client Certificate's
+  // Secret (cert-manager writes ca.crt, tls.crt and tls.key).
+  const std::map<std::string, std::string> want_files = {
+      {"etcd-ca", "ca.crt"}, {"etcd-cert", "tls.crt"}, {"etcd-key", "tls.key"}};
+  std::string client_secret;
+  for (const auto& [flag, file] : want_files) {
+    SCOPED_TRACE(flag);
+    ASSERT_TRUE(flags.count(flag));
+    const std::string volume = VolumeHolding(c, flags.at(flag));
+    const json* v = Volume(d, volume);
+    ASSERT_NE(v, nullptr);
+    client_secret = Str(At(*v, "/secret/secretName"));
+    EXPECT_EQ(fs::path(flags.at(flag)).filename(), file);
+  }
+  const json* client_cert = nullptr;
+  for (const json* cert : OfKind(objects, "Certificate")) {
+    if (Str(At(*cert, "/spec/secretName")) == client_secret) client_cert = cert;
+  }
+  ASSERT_NE(client_cert, nullptr) << client_secret << " comes from no Certificate";
+  EXPECT_THAT((*client_cert)["spec"]["usages"], Contains(json("client auth")));
+  EXPECT_FALSE(absl::StrContains((*client_cert)["spec"]["usages"].dump(), "server auth"));
+
+  // The members: client-cert-auth on both ports, with files of the member
+  // Certificate, issued by the same CA as gangkeeper's client certificate.
+  const json* etcd = Find(objects, "StatefulSet", "gangkeeper-etcd");
+  ASSERT_NE(etcd, nullptr);
+  EXPECT_EQ((*etcd)["spec"]["replicas"], 3) << "a quorum that survives one loss";
+  const json& member = (*etcd)["spec"]["template"]["spec"]["containers"][0];
+  const std::map<std::string, std::string> etcd_flags = Flags(*etcd);
+  EXPECT_EQ(etcd_flags.at("client-cert-auth"), "true");
+  EXPECT_EQ(etcd_flags.at("peer-client-cert-auth"), "true");
+  EXPECT_TRUE(absl::StartsWith(etcd_flags.at("listen-client-urls"), "https://"));
+  EXPECT_TRUE(absl::StartsWith(etcd_flags.at("listen-peer-urls"), "https://"));
+  std::string member_secret;
+  for (const char* flag : {"trusted-ca-file", "cert-file", "key-file", "peer-trusted-ca-file", "peer-cert-file",
+                           "peer-key-file"}) {
+    const json* v = Volume(*etcd, VolumeHolding(member, etcd_flags.at(flag)));
+    ASSERT_NE(v, nullptr) << flag;
+    member_secret = Str(At(*v, "/secret/secretName"));
+  }
+  const json* member_cert = nullptr;
+  for (const json* cert : OfKind(objects, "Certificate")) {
+    if (Str(At(*cert, "/spec/secretName")) == member_secret) member_cert = cert;
+  }
+  ASSERT_NE(member_cert, nullptr) << member_secret;
+  EXPECT_EQ(Str(At(*member_cert, "/spec/issuerRef/name")), Str(At(*client_cert, "/spec/issuerRef/name")));
+  EXPECT_EQ(etcd_flags.at("peer-cert-allowed-cn"), Str(At(*member_cert, "/spec/commonName")))
+      << "gangkeeper's certificate must not open the peer port";
+  EXPECT_NE(Str(At(*client_cert, "/spec/commonName")), etcd_flags.at("peer-cert-allowed-cn"));
+
+  // --store names every member, by the name etcd's certificate carries,
+  // on the client port.
+  const std::string store = flags.at("store");
+  ASSERT_TRUE(absl::StartsWith(store, "etcd://"));
+  const std::vector<std::string> endpoints = absl::StrSplit(store.substr(7), ',');
+  EXPECT_EQ(endpoints.size(), 3u);
+  const std::string domain = absl::StrCat(".", Str(At(*etcd, "/spec/serviceName")), ".", kNamespace, ".svc");
+  std::set<std::string> members;
+  for (const std::string& ep : endpoints) {
+    SCOPED_TRACE(ep);
+    EXPECT_EQ(PortOf(ep), ContainerPort(member, json("client")));
+    const std::string host = ep.substr(0, ep.rfind(':'));
+    ASSERT_TRUE(absl::EndsWith(host, domain));
+    members.insert(host.substr(0, host.size() - domain.size()));
+    EXPECT_THAT((*member_cert)["spec"]["dnsNames"], Contains(json("*" + domain))) << "etcd's certificate names it";
+  }
+  EXPECT_EQ(members, std::set<std::string>({"gangkeeper-etcd-0", "gangkeeper-etcd-1", "gangkeeper-etcd-2"}));
+  // Only gangkeeper's pods (and the members) reach the client port.
+  const json* netpol = Find(objects, "NetworkPolicy", "gangkeeper-etcd");
+  ASSERT_NE(netpol, nullptr);
+  for (const json& rule : (*netpol)["spec"]["ingress"]) {
+    ASSERT_TRUE(rule.contains("from")) << "no port of etcd is open to everyone";
+    for (const json& p : rule["ports"]) {
+      if (p["port"] != 2379) continue;
+      for (const json& from : rule["from"]) {
+        EXPECT_TRUE(Selects(At(from, "/podSelector/matchLabels"), At(d, "/spec/template/metadata/labels")) ||
+                    Selects(At(from, "/podSelector/matchLabels"), At(*etcd, "/spec/template/metadata/labels")))
+            << from.dump();
+        EXPECT_FALSE(from.contains("namespaceSelector")) << "gangkeeper's namespace only";
+      }
+    }
+  }
 }
 
 TEST_F(ManifestTest, NetworkPolicyLetsTheApiServerReachTheWebhookAndPrometheusTheMetrics) {
@@ -771,10 +1064,14 @@ TEST_F(ManifestTest, NetworkPolicyLetsTheApiServerReachTheWebhookAndPrometheusTh
     ASSERT_NE(netpol, nullptr);
     EXPECT_EQ((*netpol)["spec"]["policyTypes"], json::array({"Ingress"}));
     bool webhook_from_anywhere = false, metrics_from_prometheus = false;
+    std::vector<std::string> webhook_from;  // the ranges of restrict-webhook
     for (const json& rule : (*netpol)["spec"]["ingress"]) {
       std::set<int> ports;
       for (const json& p : rule.value("ports", json::array())) ports.insert(p["port"].get<int>());
       if (!rule.contains("from") && ports.count(PortOf(flags.at("webhook-addr")))) webhook_from_anywhere = true;
+      if (rule.contains("from") && ports.count(PortOf(flags.at("webhook-addr")))) {
+        for (const json& f : rule["from"]) webhook_from.push_back(f.dump());
+      }
       if (rule.contains("from") && ports.count(PortOf(flags.at("api-addr")))) {
         for (const json& f : rule["from"]) {
           metrics_from_prometheus |=
@@ -786,7 +1083,15 @@ TEST_F(ManifestTest, NetworkPolicyLetsTheApiServerReachTheWebhookAndPrometheusTh
         EXPECT_TRUE(port == PortOf(flags.at("webhook-addr")) || port == PortOf(flags.at("api-addr"))) << port;
       }
     }
-    EXPECT_TRUE(webhook_from_anywhere) << "the API server's address differs per cluster (see networkpolicy.yaml)";
+    if (r == "restrict-webhook") {
+      // Only from the control plane's range, a placeholder the API server
+      // refuses until the operator sets it (schema test above).
+      EXPECT_FALSE(webhook_from_anywhere);
+      EXPECT_THAT(webhook_from, ::testing::ElementsAre(R"({"ipBlock":{"cidr":"CONTROL_PLANE_CIDR"}})"));
+    } else {
+      EXPECT_TRUE(webhook_from_anywhere) << "the API server's address differs per cluster (see networkpolicy.yaml)";
+      EXPECT_TRUE(webhook_from.empty());
+    }
     EXPECT_TRUE(metrics_from_prometheus);
   }
 }

@@ -107,6 +107,10 @@ std::string TypeProblem(const std::string& type, const json& v) {
     ok = IsQuantity(v);
   } else if (type == "int-or-string") {
     ok = v.is_number_integer() || (v.is_string() && !v.get<std::string>().empty());
+  } else if (type == "cidr") {
+    static const std::regex kCidr(
+        "(([0-9]{1,3}\\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2]))|([0-9a-fA-F:]*:[0-9a-fA-F:.]*/([0-9]{1,2}|1[01][0-9]|12[0-8]))");
+    ok = v.is_string() && std::regex_match(v.get<std::string>(), kCidr);
   } else if (type == "base64") {
     std::string decoded;
     ok = v.is_string() && absl::Base64Unescape(v.get<std::string>(), &decoded) && !decoded.empty();
@@ -159,8 +163,8 @@ absl::StatusOr<Schema> Schema::Load(const std::string& path) {
         f.required = true;
         f.type.pop_back();
       }
-      static const std::set<std::string> kTypes = {"string", "name",          "int",   "bool",  "map",
-                                                   "list",   "int-or-string", "quantity", "base64"};
+      static const std::set<std::string> kTypes = {"string", "name",     "int",    "bool", "map",
+                                                   "list",   "int-or-string", "quantity", "base64", "cidr"};
       if (kTypes.count(f.type) == 0) return absl::InvalidArgumentError(absl::StrCat(f.path, ": unknown type ", f.type));
       out->push_back(std::move(f));
     }
@@ -170,6 +174,29 @@ absl::StatusOr<Schema> Schema::Load(const std::string& path) {
     if (absl::Status s = read_fields(root["common"]["fields"], &common); !s.ok()) return s;
     absl::StatusOr<std::vector<std::string>> common_closed = Strings(root["common"]["closed"], "common.closed");
     if (!common_closed.ok()) return common_closed.status();
+    // Shared templates: fields, closed paths and enums relative to where a
+    // kind puts them.
+    struct Template {
+      std::vector<Field> fields;
+      std::vector<std::string> closed;
+      std::map<std::string, std::set<std::string>> enums;
+    };
+    std::map<std::string, Template> templates;
+    for (const auto& kv : root["templates"]) {
+      const std::string name = kv.first.as<std::string>();
+      Template& t = templates[name];
+      if (absl::Status s = read_fields(kv.second["fields"], &t.fields); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("templates.", name, ": ", s.message()));
+      }
+      absl::StatusOr<std::vector<std::string>> closed = Strings(kv.second["closed"], "templates." + name + ".closed");
+      if (!closed.ok()) return closed.status();
+      t.closed = *closed;
+      for (const auto& e : kv.second["enums"]) {
+        absl::StatusOr<std::vector<std::string>> values = Strings(e.second, "templates." + name + ".enums");
+        if (!values.ok()) return values.status();
+        t.enums[e.first.as<std::string>()] = std::set<std::string>(values->begin(), values->end());
+      }
+    }
     if (!root["kinds"].IsMap()) return absl::InvalidArgumentError(absl::StrCat(path, ": kinds: expected a map"));
     for (const auto& kv : root["kinds"]) {
       const std::string name = kv.first.as<std::string>();
@@ -192,6 +219,20 @@ absl::StatusOr<Schema> Schema::Load(const std::string& path) {
           if (!values.ok()) return values.status();
           kind.enums[e.first.as<std::string>()] = std::set<std::string>(values->begin(), values->end());
         }
+      }
+      for (const auto& use : k["templates"]) {
+        const std::string at = use.first.as<std::string>();
+        auto t = templates.find(use.second.as<std::string>());
+        if (t == templates.end()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(name, ".templates: no template \"", use.second.as<std::string>(), "\""));
+        }
+        for (Field f : t->second.fields) {
+          f.path = absl::StrCat(at, ".", f.path);
+          kind.fields.push_back(std::move(f));
+        }
+        for (const std::string& c : t->second.closed) kind.closed.push_back(absl::StrCat(at, ".", c));
+        for (const auto& [e, values] : t->second.enums) kind.enums[absl::StrCat(at, ".", e)] = values;
       }
       absl::StatusOr<std::vector<std::string>> forbidden = Strings(k["forbidden"], name + ".forbidden");
       if (!forbidden.ok()) return forbidden.status();

@@ -11,7 +11,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -33,11 +32,10 @@
 namespace gangkeeper::etcd {
 namespace {
 
-using ::gangkeeper::testing::CommandResult;
 using ::gangkeeper::testing::EtcdProcess;
 using ::gangkeeper::testing::EtcdTls;
 using ::gangkeeper::testing::IsOk;
-using ::gangkeeper::testing::RunCommand;
+using ::gangkeeper::testing::MakeEtcdCerts;
 using ::gangkeeper::testing::StatusIs;
 using ::gangkeeper::testing::TempDir;
 using ::testing::ElementsAre;
@@ -927,62 +925,15 @@ TEST(EtcdOutageTest, HungEtcdTimesOutAndCancelStillReturnsPromptly) {
 }
 
 // ---------------------------------------------------------------------------
-// TLS: a CA, etcd's certificate for 127.0.0.1 and a client certificate,
-// made with the openssl tool.
-
-absl::Status Openssl(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"/usr/bin/openssl"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  absl::StatusOr<CommandResult> r = RunCommand(argv, absl::Seconds(30));
-  if (!r.ok()) return r.status();
-  if (r->exit_code != 0) return absl::InternalError(absl::StrCat("openssl ", args[0], ": ", r->err));
-  return absl::OkStatus();
-}
-
-// Makes dir/{ca,server,client}.{crt,key}. etcd's certificate allows client
-// authentication too: with --client-cert-auth, etcd's JSON gateway dials
-// etcd's own gRPC port presenting it.
-absl::Status MakeCerts(const TempDir& dir) {
-  const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"};
-  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-  };
-  GK_RETURN_IF_ERROR(Openssl(with({"req", "-x509", "-days", "1", "-subj", "/CN=gangkeeper-etcd-test-ca", "-addext",
-                                   "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
-                                   "-keyout", dir.File("ca.key"), "-out", dir.File("ca.crt")},
-                                  ec)));
-  const std::pair<const char*, const char*> leaves[] = {
-      {"server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n"},
-      {"client", "extendedKeyUsage=clientAuth\n"},
-  };
-  for (const auto& [name, ext] : leaves) {
-    const std::string base = dir.File(name);
-    {
-      std::ofstream out(base + ".ext");
-      out << ext;
-    }
-    GK_RETURN_IF_ERROR(Openssl(with({"req", "-new", "-subj", absl::StrCat("/CN=gangkeeper-etcd-test-", name),
-                                     "-keyout", base + ".key", "-out", base + ".csr"},
-                                    ec)));
-    GK_RETURN_IF_ERROR(Openssl({"x509", "-req", "-days", "1", "-in", base + ".csr", "-CA", dir.File("ca.crt"),
-                                "-CAkey", dir.File("ca.key"), "-CAcreateserial", "-extfile", base + ".ext", "-out",
-                                base + ".crt"}));
-  }
-  return absl::OkStatus();
-}
+// TLS: a CA, etcd's certificate for 127.0.0.1 and a client certificate
+// (testing::MakeEtcdCerts).
 
 TEST(EtcdTlsTest, VerifiesEtcdAndPresentsAClientCertificate) {
   TempDir certs, other_ca;
-  ASSERT_THAT(MakeCerts(certs), IsOk());
-  ASSERT_THAT(MakeCerts(other_ca), IsOk());
-  EtcdTls tls;
-  tls.cert_file = certs.File("server.crt");
-  tls.key_file = certs.File("server.key");
-  tls.client_ca_file = certs.File("ca.crt");
-  tls.client_cert_file = certs.File("client.crt");
-  tls.client_key_file = certs.File("client.key");
-  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::StartTls(tls);
+  absl::StatusOr<EtcdTls> tls = MakeEtcdCerts(certs.path());
+  ASSERT_THAT(tls, IsOk());
+  ASSERT_THAT(MakeEtcdCerts(other_ca.path()), IsOk());
+  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::StartTls(*tls);
   ASSERT_THAT(etcd, IsOk());
 
   ClientOptions o;

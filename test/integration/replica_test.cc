@@ -5,6 +5,8 @@
 // stops actuating; etcd itself is restarted under load. Afterwards every
 // acknowledged workload exists once, every replica shows the same state,
 // and replaying the audit log never finds a ClusterQueue over its quota.
+// Last, one replica on an etcd that requires client certificates (the
+// shape of deploy/overlays/ha), and the start errors of wrong TLS flags.
 #include <signal.h>
 
 #include <atomic>
@@ -23,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gangkeeper/base/clock.h"
+#include "gangkeeper/etcd/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -542,6 +545,126 @@ TEST_F(ReplicatedServeTest, QuotaChangesThroughAnyReplicaAreAppliedByTheLeaderAn
       absl::SleepFor(absl::Milliseconds(100));
     }
     EXPECT_EQ(events.size(), 4u) << "replica " << i;
+  }
+}
+
+// The real binary on a real etcd that requires client certificates, as
+// deploy/overlays/ha runs it: `gangkeeper serve --store etcd://...
+// --etcd-ca --etcd-cert --etcd-key` answers a review and shows the
+// workload; a wrong CA, a missing or foreign client certificate, or no TLS
+// at all stop the start with a message naming the flag to fix.
+TEST(EtcdTlsServeTest, ServesOverTlsWithAClientCertificateAndNamesTheFlagThatIsWrong) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.File("etcd"));
+  std::filesystem::create_directories(dir.File("other"));
+  absl::StatusOr<testing::EtcdTls> tls = testing::MakeEtcdCerts(dir.File("etcd"));
+  ASSERT_THAT(tls, IsOk());
+  ASSERT_THAT(testing::MakeEtcdCerts(dir.File("other")), IsOk());
+  absl::StatusOr<std::unique_ptr<testing::EtcdProcess>> etcd = testing::EtcdProcess::StartTls(*tls);
+  ASSERT_THAT(etcd, IsOk());
+  auto certs =
+      testing::RunCommand({testing::GangkeeperBinary(), "certs", "--out", dir.File("certs")}, absl::Seconds(30));
+  ASSERT_THAT(certs, IsOk());
+  ASSERT_EQ(certs->exit_code, 0) << certs->err;
+  std::ofstream(dir.File("tokens.json"))
+      << json::array({{{"name", "platform"}, {"sha256", Sha256Hex("admin-secret")}, {"role", "admin"}}}).dump();
+  std::filesystem::create_directories(dir.File("policies"));
+  std::ofstream(dir.File("policies/queues.yaml")) << kPolicies;
+  auto args = [&](const std::string& data, std::vector<std::string> etcd_flags) {
+    std::vector<std::string> a = {"--webhook-addr=127.0.0.1:0",
+                                  "--api-addr=127.0.0.1:0",
+                                  "--tls-cert=" + dir.File("certs/tls.crt"),
+                                  "--tls-key=" + dir.File("certs/tls.key"),
+                                  "--data-dir=" + dir.File(data),
+                                  "--policies=" + dir.File("policies"),
+                                  "--kube=none",
+                                  "--tokens=" + dir.File("tokens.json"),
+                                  "--drain-delay=0s",
+                                  "--store=etcd://" + (*etcd)->endpoint(),
+                                  "--etcd-prefix=/gk/"};
+    a.insert(a.end(), etcd_flags.begin(), etcd_flags.end());
+    return a;
+  };
+
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(
+      args("data", {"--etcd-ca=" + tls->client_ca_file, "--etcd-cert=" + tls->client_cert_file,
+                    "--etcd-key=" + tls->client_key_file}),
+      dir.path());
+  ASSERT_THAT(server, IsOk());
+  testing::TlsClientOptions o;
+  o.ca_file = dir.File("certs/ca.crt");
+  auto call = [&](int port, const std::string& method, const std::string& path,
+                  const std::string& body = "") -> absl::StatusOr<testing::HttpReply> {
+    auto c = testing::TlsConnection::Connect(port, o);
+    if (!c.ok()) return c.status();
+    return (*c)->Request(method, path, body, "Authorization: Bearer admin-secret\r\n");
+  };
+  // Ready once it shows the state from etcd (it leads: it is alone).
+  bool ready = false;
+  for (int i = 0; i < 150 && !ready; ++i) {
+    absl::StatusOr<testing::HttpReply> r = call((*server)->api_port(), "GET", "/readyz");
+    ready = r.ok() && r->status == 200;
+    if (!ready) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(ready) << (*server)->Stderr();
+  const json review = Review("CREATE", "req-tls", "team-a", "over-tls", Job("team-a", "over-tls", 2, 1), nullptr);
+  absl::StatusOr<testing::HttpReply> answer = call((*server)->webhook_port(), "POST", "/validate", review.dump());
+  ASSERT_THAT(answer, IsOk());
+  EXPECT_EQ(answer->status, 200);
+  EXPECT_THAT(answer->body, ::testing::HasSubstr(R"("allowed":true)"));
+  std::string state;
+  for (int i = 0; i < 150 && state != "admitted"; ++i) {
+    absl::StatusOr<testing::HttpReply> r = call((*server)->api_port(), "GET", "/v1/workloads?state=all");
+    if (r.ok() && r->status == 200) {
+      for (const json& w : json::parse(r->body, nullptr, false).value("items", json::array())) {
+        if (w.value("name", "") == "over-tls") state = w.value("state", "");
+      }
+    }
+    if (state != "admitted") absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(state, "admitted") << "the workload, decided by this replica and kept in etcd";
+  // It is in etcd: the journal has records under the prefix, read with
+  // the client certificate.
+  etcd::ClientOptions eo;
+  eo.endpoints = {(*etcd)->endpoint()};
+  eo.ca_file = tls->client_ca_file;
+  eo.cert_file = tls->client_cert_file;
+  eo.key_file = tls->client_key_file;
+  absl::StatusOr<std::unique_ptr<etcd::Client>> reader = etcd::Client::Create(eo);
+  ASSERT_THAT(reader, IsOk());
+  etcd::RangeOptions journal;
+  journal.range_end = etcd::PrefixEnd("/gk/journal/");
+  journal.count_only = true;
+  absl::StatusOr<etcd::RangeResult> records = (*reader)->Range("/gk/journal/", journal);
+  ASSERT_THAT(records, IsOk());
+  EXPECT_GT(records->count, 0);
+
+  struct Case {
+    const char* what;
+    std::vector<std::string> flags;
+    const char* names;  // the flag the error must name
+  };
+  const Case cases[] = {
+      {"etcd's certificate is not from --etcd-ca",
+       {"--etcd-ca=" + dir.File("other/ca.crt"), "--etcd-cert=" + tls->client_cert_file,
+        "--etcd-key=" + tls->client_key_file},
+       "--etcd-ca"},
+      {"no client certificate", {"--etcd-ca=" + tls->client_ca_file}, "--etcd-cert"},
+      {"a client certificate etcd's CA did not sign",
+       {"--etcd-ca=" + tls->client_ca_file, "--etcd-cert=" + dir.File("other/client.crt"),
+        "--etcd-key=" + dir.File("other/client.key")},
+       "--etcd-cert"},
+      {"no TLS to an etcd that speaks only TLS", {}, "--etcd-ca"},
+  };
+  int n = 0;
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.what);
+    std::vector<std::string> argv = {testing::GangkeeperBinary(), "serve"};
+    for (const std::string& a : args(absl::StrCat("bad", n++), tc.flags)) argv.push_back(a);
+    absl::StatusOr<testing::CommandResult> r = testing::RunCommand(argv, absl::Seconds(60), dir.path());
+    ASSERT_THAT(r, IsOk());
+    EXPECT_NE(r->exit_code, 0) << "started without a working etcd connection";
+    EXPECT_THAT(r->err, ::testing::HasSubstr(tc.names)) << r->err;
   }
 }
 

@@ -22,6 +22,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/clock.h"
+#include "gangkeeper/base/status_macros.h"
+#include "test/testing/process.h"
 
 namespace gangkeeper::testing {
 namespace {
@@ -119,7 +121,52 @@ bool Healthy(int port, const EtcdTls* tls) {
   return r && r->status == 200 && absl::StrContains(r->body, "\"true\"");
 }
 
+absl::Status Openssl(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"/usr/bin/openssl"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  absl::StatusOr<CommandResult> r = RunCommand(argv, absl::Seconds(30));
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return absl::InternalError(absl::StrCat("openssl ", args[0], ": ", r->err));
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<EtcdTls> MakeEtcdCerts(const std::string& dir) {
+  auto file = [&](const std::string& name) { return dir + "/" + name; };
+  const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  GK_RETURN_IF_ERROR(Openssl(with({"req", "-x509", "-days", "1", "-subj", "/CN=gangkeeper-etcd-test-ca", "-addext",
+                                   "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
+                                   "-keyout", file("ca.key"), "-out", file("ca.crt")},
+                                  ec)));
+  const std::pair<const char*, const char*> leaves[] = {
+      {"server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n"},
+      {"client", "extendedKeyUsage=clientAuth\n"},
+  };
+  for (const auto& [name, ext] : leaves) {
+    const std::string base = file(name);
+    {
+      std::ofstream out(base + ".ext");
+      out << ext;
+    }
+    GK_RETURN_IF_ERROR(Openssl(with({"req", "-new", "-subj", absl::StrCat("/CN=gangkeeper-etcd-test-", name),
+                                     "-keyout", base + ".key", "-out", base + ".csr"},
+                                    ec)));
+    GK_RETURN_IF_ERROR(Openssl({"x509", "-req", "-days", "1", "-in", base + ".csr", "-CA", file("ca.crt"), "-CAkey",
+                                file("ca.key"), "-CAcreateserial", "-extfile", base + ".ext", "-out", base + ".crt"}));
+  }
+  EtcdTls tls;
+  tls.cert_file = file("server.crt");
+  tls.key_file = file("server.key");
+  tls.client_ca_file = file("ca.crt");
+  tls.client_cert_file = file("client.crt");
+  tls.client_key_file = file("client.key");
+  return tls;
+}
 
 absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& data_dir) {
   return StartImpl(nullptr, data_dir);

@@ -42,6 +42,14 @@ struct EtcdTls {
   std::string client_cert_file, client_key_file;
 };
 
+// Makes `dir`/{ca,server,client}.{crt,key} with the openssl tool (ECDSA
+// P-256, valid for a day): a CA, etcd's certificate for 127.0.0.1 (which
+// allows client authentication too: with client certificates required,
+// etcd's JSON gateway dials etcd's own gRPC port presenting it), and a
+// client certificate. Returns the EtcdTls that requires client
+// certificates from that CA.
+[[nodiscard]] absl::StatusOr<EtcdTls> MakeEtcdCerts(const std::string& dir);
+
 class EtcdProcess {
  public:
   // Starts etcd on `data_dir` (a temporary dir, removed at the end, when

@@ -7,11 +7,16 @@
 // watch) and appends their events to its local audit log, in order. An
 // audit append then costs etcd nothing, and every replica answers audit
 // queries for the whole cluster's decisions. Review events (a denied
-// review) stay in the log of the replica that answered the review.
+// review) come through the journal too (the intake, intake.h): every event
+// written here carries the record it came from, also a review's, so a
+// replica restarted on the same audit log goes on after its last record
+// and writes no event twice.
 //
 // A replica that was down so long that the leader deleted records it had
 // not written (ReplicaOptions::journal.keep_records behind the newest
-// snapshot) skips them, logs how many, and counts them in stats().
+// snapshot), or whose audit log is new (a lost volume), skips them, logs
+// the range, and counts them in stats(): its history starts at the oldest
+// record etcd still has (deploy/README.md, "Audit history").
 //
 // Thread-safe.
 #pragma once
