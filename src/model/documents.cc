@@ -69,7 +69,8 @@ struct Position {
 
 // Finds keys written twice in one map. YAML (a walk over yaml-cpp's nodes,
 // which keep every pair) and JSON (nlohmann's SAX parser, which sees every
-// key) describe a document as the same events, so one finder serves both. Linear: one hash map per open map, reused between siblings. At most
+// key) describe a document as the same events, so one finder serves both.
+// Linear: one hash map per open map, reused between siblings. At most
 // kMaxReported duplicates are listed per text, so a hostile text cannot make
 // the answer huge.
 class DuplicateKeys {

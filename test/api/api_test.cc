@@ -620,25 +620,18 @@ namespace {
 // Issue #20: a key written twice in a body is refused with both places,
 // whatever the format and route; nothing of such a bundle is applied.
 TEST_F(ApiTest, BodiesWithDuplicateKeysAre422NamingBothPlaces) {
-  const std::string cq_path = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu";
-  const std::string yaml = R"(apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-b-gpu}
+  Reply put = Send("PUT", "/apis/kueue.x-k8s.io/v1beta1/resourceflavors/h100", R"(apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: h100}
 spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 4
-        nominalQuota: 40
-)";
-  Reply put = Send("PUT", cq_path, yaml);
-  ExpectError(put, 422, "Invalid", "first at line 12, column 9, again at line 13, column 9");
-  EXPECT_EQ(put.body["error"].value("field", ""), "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota");
+  nodeLabels:
+    gpu: h100
+    gpu: a100
+)");
+  ExpectError(put, 422, "Invalid", "first at line 6, column 5, again at line 7, column 5");
+  EXPECT_EQ(put.body["error"].value("field", ""), "spec.nodeLabels.gpu");
 
+  const std::string cq_path = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu";
   const std::string json_body =
       R"({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "team-b-gpu"},)"
       "\n"
@@ -678,17 +671,10 @@ metadata: {name: h100}
 )";
 
 TEST_F(ApiTest, FractionalGpuQuotaIs422WithTheField) {
-  Reply put = Send("POST", "/v1/apply", std::string(kH100) + R"(apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-b-gpu}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: "0.5"}]
-)");
+  json queue = Call("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu", "admin-secret").body;
+  queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "0.5";
+  json flavor = Call("/apis/kueue.x-k8s.io/v1beta1/resourceflavors/h100", "admin-secret").body;
+  Reply put = Send("POST", "/v1/apply", json::array({flavor, queue}).dump());
   ExpectError(put, 422, "Invalid",
               "nvidia.com/gpu is an extended resource and must be a whole number, not \"0.5\" (use \"1\" or \"0\")");
   EXPECT_EQ(put.body["error"].value("field", ""), "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota");
@@ -709,11 +695,8 @@ kind: ClusterQueue
 metadata: {name: gold}
 spec:
   namespaceSelector: {matchLabels: {tier: gold}}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 2}]
+  resourceGroups: [{coveredResources: [nvidia.com/gpu],
+                    flavors: [{name: h100, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]}]
 )";
   ExpectError(Send("POST", "/v1/apply", bundle, "lead-secret"), 403, "Forbidden", "Namespace");
   Reply apply = Send("POST", "/v1/apply", bundle);
@@ -729,7 +712,8 @@ spec:
   EXPECT_FALSE(gold.namespace_selector->Matches(now.NamespaceLabels("team-a")));
 
   // Applied again with other labels: replaced, as the whole object.
-  Reply again = Send("POST", "/v1/apply", "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-b, labels: {tier: x}}\n");
+  Reply again =
+      Send("POST", "/v1/apply", "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-b, labels: {tier: x}}\n");
   ASSERT_EQ(again.status, 200) << again.raw.body;
   EXPECT_EQ(again.body["applied"][0]["action"], "configured");
   EXPECT_FALSE(gold.namespace_selector->Matches(broker_->snapshot()->policies().NamespaceLabels("team-b")));
