@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gangkeeper/model/extended_resource.h"
 #include "gangkeeper/model/gpu_pool.h"
 #include "gangkeeper/workload/extract.h"
 #include "gangkeeper/workload/observe.h"
@@ -44,13 +45,6 @@ Response Deny(const Review& review, int code, absl::string_view reason, std::str
 
 std::string ObjectName(const Workload& w) {
   return absl::StrCat(w.namespace_name, "/", w.name.empty() ? w.generate_name + "<generated>" : w.name);
-}
-
-// Extended resources (a domain prefix outside kubernetes.io) must be whole
-// numbers with requests equal to limits.
-bool IsExtended(const std::string& resource) {
-  return resource.find('/') != std::string::npos && !absl::StartsWith(resource, "kubernetes.io/") &&
-         !absl::StartsWith(resource, "requests.");
 }
 
 bool IsGpu(const std::string& resource) {
@@ -192,7 +186,7 @@ std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::Pol
       if (q.IsZero() || covered.count(res) != 0) continue;
       // Kueue ignores requests of resources no ClusterQueue covers unless
       // they are GPUs; a GPU/MIG resource without quota can never run.
-      if (!IsGpu(res) && !IsExtended(res)) continue;
+      if (!IsGpu(res) && !model::IsExtendedResource(res)) continue;
       return absl::StrCat(who, " requests ", res, " (pod set ", ps.name, "), but ClusterQueue ", cq.meta.name,
                           " has no quota for it (it covers ", absl::StrJoin(covered, ", "),
                           "): request a covered resource or ask your platform team for quota");
@@ -262,10 +256,11 @@ std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::Pol
   return std::nullopt;
 }
 
+// Extended resources must be whole numbers with requests equal to limits.
 std::optional<std::string> CheckExtendedResources(const Workload& w) {
   for (const workload::PodSet& ps : w.pod_sets) {
     for (const auto& [res, q] : ps.requests) {
-      if (!IsExtended(res)) continue;
+      if (!model::IsExtendedResource(res)) continue;
       if (q.milli() % 1000 != 0) {
         return absl::StrCat(ObjectName(w), " pod set ", ps.name, " requests ", q.Format(), " ", res,
                             "; extended resources are counted in whole units: use a whole number");

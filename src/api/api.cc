@@ -266,6 +266,7 @@ void Visit(Set& p, const ObjectRef& ref, F f) {
   if (ref.kind == "WorkloadPriorityClass") ForKind(p.workload_priority_classes, ref, f);
   if (ref.kind == "PriorityClass") ForKind(p.priority_classes, ref, f);
   if (ref.kind == "GPUNodePool") ForKind(p.gpu_node_pools, ref, f);
+  if (ref.kind == "Namespace") ForKind(p.namespaces, ref, f);  // only /v1/apply names them
 }
 
 std::vector<json> ObjectsOf(const model::PolicySet& p, const ObjectRef& ref) {
@@ -288,8 +289,8 @@ size_t CountObjects(const model::PolicySet& p) {
 
 std::vector<ObjectRef> RefsOf(const model::PolicySet& p) {
   std::vector<ObjectRef> out;
-  for (const char* kind : {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass",
-                           "PriorityClass", "GPUNodePool"}) {
+  for (const char* kind : {"Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort",
+                           "WorkloadPriorityClass", "PriorityClass", "GPUNodePool"}) {
     ObjectRef all{"", kind, "", ""};
     Visit(p, all, [&](const auto& object) { out.push_back(ObjectRef{"", kind, NamespaceOf(object), NameOf(object)}); });
   }
@@ -333,6 +334,7 @@ void PutObject(const model::PolicySet& from, const ObjectRef& ref, const std::st
   if (ref.kind == "WorkloadPriorityClass") put(from.workload_priority_classes, to->workload_priority_classes);
   if (ref.kind == "PriorityClass") put(from.priority_classes, to->priority_classes);
   if (ref.kind == "GPUNodePool") put(from.gpu_node_pools, to->gpu_node_pools);
+  if (ref.kind == "Namespace") put(from.namespaces, to->namespaces);
 }
 
 absl::Status MayWrite(const Principal& who, const ObjectRef& ref) {

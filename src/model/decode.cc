@@ -330,18 +330,29 @@ void AddProblems(const Problems& p, const SourceRef& source, const std::string& 
   }
 }
 
+// The string member `key` of `object`, or "".
+std::string StringMember(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// "Kind name" of a manifest, as far as it says ("Kind", or "" for none).
+std::string ObjectLabel(const json& doc) {
+  if (!doc.is_object()) return "";
+  const std::string kind = StringMember(doc, "kind");
+  auto md = doc.find("metadata");
+  const std::string name = md != doc.end() && md->is_object() ? StringMember(*md, "name") : "";
+  return absl::StrCat(kind, kind.empty() || name.empty() ? "" : " ", name);
+}
+
 void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies, Diagnostics* d) {
   if (!doc.is_object()) {
     d->Add(Diagnostic::Severity::kError, source, "", "",
            "a manifest must be an object with apiVersion and kind; fix the indentation or remove the document");
     return;
   }
-  auto text = [&](const char* key) {
-    auto it = doc.find(key);
-    return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  const std::string api_version = text("apiVersion");
-  const std::string kind = text("kind");
+  const std::string api_version = StringMember(doc, "apiVersion");
+  const std::string kind = StringMember(doc, "kind");
   if (kind.empty() || api_version.empty()) {
     d->Add(Diagnostic::Severity::kError, source, "", kind.empty() ? "kind" : "apiVersion",
            "every manifest needs apiVersion and kind");
@@ -372,12 +383,7 @@ void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies,
   const bool ns = kind == "Namespace" && api_version == "v1";
   const bool pool = kind == "GPUNodePool" && group == "gangkeeper.io";
   if (!kueue_kind && !priority_class && !ns && !pool) {
-    std::string name;
-    auto md = doc.find("metadata");
-    if (md != doc.end() && md->is_object() && md->contains("name") && (*md)["name"].is_string()) {
-      name = (*md)["name"].get<std::string>();
-    }
-    d->Add(Diagnostic::Severity::kNote, source, absl::StrCat(kind, name.empty() ? "" : " ", name), "",
+    d->Add(Diagnostic::Severity::kNote, source, ObjectLabel(doc), "",
            absl::StrCat("skipped: ", api_version, " ", kind, " is not a policy object"));
     return;
   }
@@ -608,8 +614,11 @@ std::string Diagnostics::ErrorSummary() const {
 void DecodeManifests(absl::string_view text, absl::string_view file, PolicySet* policies, Diagnostics* diagnostics) {
   for (const Document& doc : ParseDocuments(text)) {
     SourceRef source{std::string(file), doc.index};
-    if (!doc.error.empty()) {
-      diagnostics->Add(Diagnostic::Severity::kError, source, "", "", doc.error);
+    if (!doc.errors.empty()) {
+      const std::string object = ObjectLabel(doc.value);
+      for (const DocumentError& e : doc.errors) {
+        diagnostics->Add(Diagnostic::Severity::kError, source, object, e.path, e.message);
+      }
       continue;
     }
     if (doc.value.is_null()) continue;

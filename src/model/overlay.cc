@@ -39,6 +39,8 @@ PolicySet ApplyOverlay(const PolicySet& base, const PolicyOverlay& overlay) {
         [](const PriorityClass& o) { return ObjectId("PriorityClass", "", o.meta.name); });
   Apply(out.gpu_node_pools, overlay.put.gpu_node_pools, d,
         [](const GpuNodePool& o) { return ObjectId("GPUNodePool", "", o.name); });
+  Apply(out.namespaces, overlay.put.namespaces, d,
+        [](const Namespace& o) { return ObjectId("Namespace", "", o.meta.name); });
   return out;
 }
 

@@ -6,12 +6,42 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "gangkeeper/model/extended_resource.h"
 
 namespace gangkeeper::model {
 namespace {
 
 using Severity = Diagnostic::Severity;
+
+// `q` as a decimal number of units ("0.5", "2.25"): how a fractional amount
+// is usually written. Format()'s "500m" for values out of int64 milli range.
+std::string Decimal(quantity::Quantity q) {
+  absl::StatusOr<int64_t> milli = q.MilliInt64();
+  if (!milli.ok() || *milli < 0) return q.Format();
+  std::string fraction = absl::StrFormat("%03d", *milli % 1000);
+  while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
+  return fraction.empty() ? absl::StrCat(*milli / 1000) : absl::StrCat(*milli / 1000, ".", fraction);
+}
+
+// Extended resources (GPUs, MIG slices, example.com/foo) are counted in whole
+// units by Kubernetes: a fractional quota could never be used exactly, and
+// the broker would admit against capacity that no pod can request.
+void CheckWholeUnits(const ResourceQuota& q, const std::string& qpath, const SourceRef& source,
+                     const std::string& object, Diagnostics* d) {
+  if (!IsExtendedResource(q.name)) return;
+  auto check = [&](const char* field, const std::optional<quantity::Quantity>& value) {
+    if (!value.has_value() || value->milli() % 1000 == 0) return;
+    const int64_t up = value->CeilUnits();
+    d->Add(Severity::kError, source, object, absl::StrCat(qpath, ".", field),
+           absl::StrCat(q.name, " is an extended resource and must be a whole number, not \"", Decimal(*value),
+                        "\" (use \"", up, "\" or \"", up - 1, "\")"));
+  };
+  check("nominalQuota", q.nominal);
+  check("borrowingLimit", q.borrowing_limit);
+  check("lendingLimit", q.lending_limit);
+}
 
 // Checks one object's resource groups: groups and flavors well formed,
 // flavors exist, limits allowed.
@@ -68,6 +98,7 @@ void CheckResourceGroups(const std::vector<ResourceGroup>& groups, const PolicyS
                  absl::StrCat("\"", q.name, "\" is not in this group's coveredResources [",
                               absl::StrJoin(rg.covered_resources, ", "), "]; add it there or remove it here"));
         }
+        CheckWholeUnits(q, qpath, meta.source, object, d);
         if (q.borrowing_limit.has_value() && !has_parent) {
           d->Add(Severity::kError, meta.source, object, qpath + ".borrowingLimit",
                  absl::StrCat("a borrowingLimit needs ", parent_field, " to be set; set it or remove the limit"));

@@ -192,6 +192,23 @@ class ApiTest : public ::testing::Test {
     req.query = std::move(query);
     if (!token.empty()) req.headers.emplace_back("authorization", absl::StrCat("Bearer ", token));
     req.remote_addr = addr;
+    return Dispatch(req);
+  }
+
+  // `method` `path` with `body` (PUT, POST /v1/apply).
+  Reply Send(const std::string& method, const std::string& path, const std::string& body,
+             const std::string& token = "admin-secret") {
+    server::HttpRequest req;
+    req.method = method;
+    req.path = path;
+    req.body = body;
+    req.headers.emplace_back("authorization", absl::StrCat("Bearer ", token));
+    req.remote_addr = "10.1.2.3";
+    return Dispatch(req);
+  }
+
+  Reply Dispatch(const server::HttpRequest& req) {
+    const std::string& path = req.path;
     const server::Route* route = nullptr;
     for (const server::Route& r : routes_) {
       if (r.method == req.method && !r.prefix && r.path == path) route = &r;
@@ -592,6 +609,114 @@ TEST_F(ApiTest, TwoKindsOfOneNameAreNamedByKind) {
   int trains = 0;
   for (const json& w : list.body["items"]) trains += w["name"] == "train";
   EXPECT_EQ(trains, 2);
+}
+
+}  // namespace
+}  // namespace gangkeeper::api
+
+namespace gangkeeper::api {
+namespace {
+
+// Issue #20: a key written twice in a body is refused with both places,
+// whatever the format and route; nothing of such a bundle is applied.
+TEST_F(ApiTest, BodiesWithDuplicateKeysAre422NamingBothPlaces) {
+  Reply put = Send("PUT", "/apis/kueue.x-k8s.io/v1beta1/resourceflavors/h100", R"(apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: h100}
+spec:
+  nodeLabels:
+    gpu: h100
+    gpu: a100
+)");
+  ExpectError(put, 422, "Invalid", "first at line 6, column 5, again at line 7, column 5");
+  EXPECT_EQ(put.body["error"].value("field", ""), "spec.nodeLabels.gpu");
+
+  const std::string cq_path = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu";
+  const std::string json_body =
+      R"({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "team-b-gpu"},)"
+      "\n"
+      R"( "spec": {"namespaceSelector": {}, "namespaceSelector": {"matchLabels": {"a": "b"}}}})";
+  Reply put_json = Send("PUT", cq_path, json_body);
+  ExpectError(put_json, 422, "Invalid", "first at line 2, column 11, again at line 2, column 36");
+  EXPECT_EQ(put_json.body["error"].value("field", ""), "spec.namespaceSelector");
+
+  const std::string bundle = R"(apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: fresh, namespace: team-b}
+spec: {clusterQueue: team-b-gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: other, namespace: team-b, name: again}
+spec: {clusterQueue: team-b-gpu}
+)";
+  Reply apply = Send("POST", "/v1/apply", bundle);
+  ExpectError(apply, 422, "Invalid", "request body#2: error: LocalQueue again: metadata.name: key \"name\" is written "
+                                     "twice in the same map: first at line 8, column 12, again at line 8, column 44");
+  EXPECT_EQ(Call("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/fresh", "admin-secret").status, 404);
+
+  Reply apply_json = Send("POST", "/v1/apply", R"([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}},
+ {"apiVersion": "v1", "kind": "Namespace", "kind": "Namespace", "metadata": {"name": "y"}}])");
+  ExpectError(apply_json, 422, "Invalid", "request body#2: error: Namespace y: kind: key \"kind\" is written twice");
+  EXPECT_EQ(apply_json.body["error"].value("field", ""), "kind");
+  // The server keeps serving.
+  EXPECT_EQ(Call("/v1/clusterqueues", "admin-secret").status, 200);
+}
+
+// (The API here has no --policies base, so bundles bring their flavor.)
+constexpr char kH100[] = R"(apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: h100}
+---
+)";
+
+TEST_F(ApiTest, FractionalGpuQuotaIs422WithTheField) {
+  json queue = Call("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu", "admin-secret").body;
+  queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "0.5";
+  json flavor = Call("/apis/kueue.x-k8s.io/v1beta1/resourceflavors/h100", "admin-secret").body;
+  Reply put = Send("POST", "/v1/apply", json::array({flavor, queue}).dump());
+  ExpectError(put, 422, "Invalid",
+              "nvidia.com/gpu is an extended resource and must be a whole number, not \"0.5\" (use \"1\" or \"0\")");
+  EXPECT_EQ(put.body["error"].value("field", ""), "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota");
+}
+
+// Issue #20: a Namespace in a bundle is applied like every other object (its
+// labels decide which ClusterQueues' namespaceSelectors match), never
+// dropped; only an admin may change one.
+TEST_F(ApiTest, NamespacesInAnApplyAreApplied) {
+  const std::string bundle = std::string(kH100) + R"(apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-b
+  labels: {tier: gold}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: gold}
+spec:
+  namespaceSelector: {matchLabels: {tier: gold}}
+  resourceGroups: [{coveredResources: [nvidia.com/gpu],
+                    flavors: [{name: h100, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]}]
+)";
+  ExpectError(Send("POST", "/v1/apply", bundle, "lead-secret"), 403, "Forbidden", "Namespace");
+  Reply apply = Send("POST", "/v1/apply", bundle);
+  ASSERT_EQ(apply.status, 200) << apply.raw.body;
+  EXPECT_EQ(apply.body["applied"][0],
+            json({{"kind", "Namespace"}, {"namespace", ""}, {"name", "team-b"}, {"action", "created"}}));
+  EXPECT_EQ(apply.body["applied"][2]["name"], "gold");
+  std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
+  const model::PolicySet& now = snap->policies();
+  ASSERT_EQ(now.namespaces.count("team-b"), 1u);
+  const model::ClusterQueue& gold = now.cluster_queues.at("gold");
+  EXPECT_TRUE(gold.namespace_selector->Matches(now.NamespaceLabels("team-b")));
+  EXPECT_FALSE(gold.namespace_selector->Matches(now.NamespaceLabels("team-a")));
+
+  // Applied again with other labels: replaced, as the whole object.
+  Reply again =
+      Send("POST", "/v1/apply", "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-b, labels: {tier: x}}\n");
+  ASSERT_EQ(again.status, 200) << again.raw.body;
+  EXPECT_EQ(again.body["applied"][0]["action"], "configured");
+  EXPECT_FALSE(gold.namespace_selector->Matches(broker_->snapshot()->policies().NamespaceLabels("team-b")));
 }
 
 }  // namespace

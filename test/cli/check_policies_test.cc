@@ -56,6 +56,38 @@ spec:
                                 "quantity (use \"4\")"));
 }
 
+// Issue #20: a key written twice and a fractional GPU quota, in two files:
+// both are reported with their places, and the exit code is 1.
+TEST(CheckPoliciesTest, DuplicateKeysAndFractionalGpusAreErrors) {
+  TempDir dir;
+  std::ofstream(dir.File("flavor.yaml")) << R"(apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: nvidia-gpu}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-a
+  labels: {team: a}
+  labels: {team: b}
+)";
+  std::ofstream(dir.File("queue.json")) << R"({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+ "metadata": {"name": "team-a-gpu"},
+ "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+   "flavors": [{"name": "nvidia-gpu", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "0.5"}]}]}]}})";
+  auto r = RunCommand({testing::GangkeeperBinary(), "check-policies", dir.path()}, absl::Seconds(30));
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->exit_code, 1) << r->out << r->err;
+  EXPECT_THAT(r->out, HasSubstr(dir.File("flavor.yaml") +
+                                "#2: error: Namespace team-a: metadata.labels: key \"labels\" is written twice in the "
+                                "same map: first at line 9, column 3, again at line 10, column 3"));
+  EXPECT_THAT(r->out, HasSubstr(dir.File("queue.json") +
+                                "#1: error: ClusterQueue team-a-gpu: "
+                                "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: nvidia.com/gpu is an "
+                                "extended resource and must be a whole number, not \"0.5\" (use \"1\" or \"0\")"));
+  EXPECT_THAT(r->err, HasSubstr("2 error(s)"));
+}
+
 TEST(CheckPoliciesTest, UnreadableInputExitsTwo) {
   auto r = RunCommand({testing::GangkeeperBinary(), "check-policies", "/nonexistent/policies"}, absl::Seconds(30));
   ASSERT_THAT(r, IsOk());

@@ -344,6 +344,59 @@ TEST_F(ApiIntegrationTest, QuotaChangesAreValidatedDurableAndAudited) {
   EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/two", "admin-secret").first, 200);
 }
 
+// Issue #20 over the real binary: bodies with a key written twice are 422
+// naming both places (PUT and apply, JSON and YAML); a Namespace in a bundle
+// is applied and its labels decide which ClusterQueue admits the namespace.
+TEST_F(ApiIntegrationTest, DuplicateKeysAreRefusedAndNamespacesAreApplied) {
+  const std::string cq_path = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a-gpu";
+  auto [put_status, put] = Send("PUT", cq_path,
+                                "{\"apiVersion\": \"kueue.x-k8s.io/v1beta1\", \"kind\": \"ClusterQueue\",\n"
+                                " \"metadata\": {\"name\": \"team-a-gpu\", \"name\": \"team-a-gpu\"}}",
+                                "admin-secret");
+  EXPECT_EQ(put_status, 422) << put.dump();
+  EXPECT_THAT(put["error"].value("message", ""), HasSubstr("first at line 2, column 15, again at line 2, column 37"));
+  EXPECT_EQ(put["error"].value("field", ""), "metadata.name");
+
+  const std::string gold =
+      "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: gold}\n"
+      "spec:\n  namespaceSelector: {matchLabels: {tier: gold}}\n  resourceGroups:\n"
+      "  - coveredResources: [nvidia.com/gpu]\n    flavors:\n"
+      "    - {name: nvidia-gpu, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}\n---\n"
+      "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: gold, namespace: team-a}\n"
+      "spec: {clusterQueue: gold}\n";
+  auto [twice_status, twice] =
+      Send("POST", "/v1/apply", gold + "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n"
+                                       "metadata: {name: team-a, labels: {tier: gold}}\n",
+           "admin-secret");
+  EXPECT_EQ(twice_status, 422) << twice.dump();
+  EXPECT_THAT(twice["error"].value("message", ""),
+              HasSubstr("request body#3: error: Namespace team-a: metadata: key \"metadata\" is written twice in the "
+                        "same map: first at line 18, column 1, again at line 19, column 1"));
+  EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/gold", "admin-secret").first, 404);
+
+  // Without the Namespace, team-a's labels do not select "gold"; with it they do.
+  auto w = testing::TlsConnection::Connect(server_->webhook_port(), options_);
+  ASSERT_THAT(w, IsOk());
+  auto review = [&](const std::string& name) {
+    json r = JobReview(name, 1, 1);
+    r["request"]["object"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "gold";
+    auto answer = (*w)->Request("POST", "/validate", r.dump());
+    EXPECT_THAT(answer, IsOk());
+    return answer.ok() ? answer->body : std::string();
+  };
+  auto [first_status, first] = Send("POST", "/v1/apply", gold, "admin-secret");
+  ASSERT_EQ(first_status, 200) << first.dump();
+  EXPECT_THAT(review("not-selected"), HasSubstr(R"("allowed":false)"));
+  auto [ns_status, ns] = Send(
+      "POST", "/v1/apply", "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a, labels: {tier: gold}}\n",
+      "admin-secret");
+  ASSERT_EQ(ns_status, 200) << ns.dump();
+  ASSERT_EQ(ns["applied"].size(), 1u) << ns.dump();
+  EXPECT_EQ(ns["applied"][0]["kind"], "Namespace");
+  EXPECT_EQ(ns["applied"][0]["action"], "configured");  // policies/namespaces.yaml defines team-a
+  EXPECT_THAT(review("selected"), HasSubstr(R"("allowed":true)"));
+}
+
 // Every role against every kind of call, over TLS with real tokens: what
 // each may do, and 401 / 403 with the JSON error shape otherwise.
 TEST_F(ApiIntegrationTest, EachRoleMayDoExactlyWhatItsRoleAllows) {

@@ -1,5 +1,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "gangkeeper/model/extended_resource.h"
 #include "test/model/test_util.h"
 
 namespace gangkeeper::model {
@@ -189,6 +190,75 @@ TEST(ValidateTest, CleanSetHasNoErrors) {
 )"));
   EXPECT_THAT(d.Errors(), IsEmpty()) << d.All();
   EXPECT_THAT(d.Warnings(), IsEmpty()) << d.All();
+}
+
+// Kubernetes counts extended resources (GPUs, MIG slices, example.com/foo)
+// in whole units: a fractional quota of one is refused wherever it is
+// written, with the path and the whole numbers next to it.
+TEST(ValidateTest, ExtendedResourceQuotasAreWholeNumbers) {
+  const std::string cohort = R"(apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: shared}
+spec:
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: nvidia-gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: "0.5"}]
+)";
+  Decoded d = Decode(Cq(R"(  cohort: shared
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu, nvidia.com/mig-1g.5gb, example.com/foo]
+    flavors:
+    - name: nvidia-gpu
+      resources:
+      - {name: cpu, nominalQuota: 500m, borrowingLimit: "1.5", lendingLimit: 250m}
+      - {name: nvidia.com/gpu, nominalQuota: "0.5", borrowingLimit: "1.5", lendingLimit: 250m}
+      - {name: nvidia.com/mig-1g.5gb, nominalQuota: 2500m}
+      - {name: example.com/foo, nominalQuota: "3", borrowingLimit: "0.001"}
+)") + "---\n" + cohort);
+  EXPECT_THAT(
+      d.Errors(),
+      ElementsAre(
+          "test.yaml#2: error: ClusterQueue team-a-gpu: spec.resourceGroups[0].flavors[0].resources[1].nominalQuota: "
+          "nvidia.com/gpu is an extended resource and must be a whole number, not \"0.5\" (use \"1\" or \"0\")",
+          "test.yaml#2: error: ClusterQueue team-a-gpu: spec.resourceGroups[0].flavors[0].resources[1].borrowingLimit: "
+          "nvidia.com/gpu is an extended resource and must be a whole number, not \"1.5\" (use \"2\" or \"1\")",
+          "test.yaml#2: error: ClusterQueue team-a-gpu: spec.resourceGroups[0].flavors[0].resources[1].lendingLimit: "
+          "nvidia.com/gpu is an extended resource and must be a whole number, not \"0.25\" (use \"1\" or \"0\")",
+          "test.yaml#2: error: ClusterQueue team-a-gpu: spec.resourceGroups[0].flavors[0].resources[2].nominalQuota: "
+          "nvidia.com/mig-1g.5gb is an extended resource and must be a whole number, not \"2.5\" (use \"3\" or "
+          "\"2\")",
+          "test.yaml#2: error: ClusterQueue team-a-gpu: spec.resourceGroups[0].flavors[0].resources[3].borrowingLimit: "
+          "example.com/foo is an extended resource and must be a whole number, not \"0.001\" (use \"1\" or \"0\")",
+          "test.yaml#3: error: Cohort shared: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "
+          "nvidia.com/gpu is an extended resource and must be a whole number, not \"0.5\" (use \"1\" or \"0\")"))
+      << d.All();
+}
+
+TEST(ValidateTest, WholeExtendedResourcesAndFractionalCpuAreFine) {
+  Decoded d = Decode(Cq(R"(  cohort: shared
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu, kubernetes.io/batch-cpu]
+    flavors:
+    - name: nvidia-gpu
+      resources:
+      - {name: cpu, nominalQuota: 500m, borrowingLimit: "1.5"}
+      - {name: memory, nominalQuota: 1.5Gi}
+      - {name: nvidia.com/gpu, nominalQuota: "4", borrowingLimit: 2000m, lendingLimit: "0"}
+      - {name: kubernetes.io/batch-cpu, nominalQuota: 100m}
+)"));
+  EXPECT_THAT(d.Errors(), IsEmpty()) << d.All();
+}
+
+TEST(ExtendedResourceTest, FollowsKubernetesRule) {
+  for (const char* name : {"nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "example.com/foo", "amd.com/gpu"}) {
+    EXPECT_TRUE(IsExtendedResource(name)) << name;
+  }
+  for (const char* name : {"cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "kubernetes.io/batch-cpu",
+                           "node.kubernetes.io/foo", "requests.nvidia.com/gpu", ""}) {
+    EXPECT_FALSE(IsExtendedResource(name)) << name;
+  }
 }
 
 constexpr char kMigPool[] = R"(apiVersion: kueue.x-k8s.io/v1beta1
