@@ -39,7 +39,8 @@ using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 using nlohmann::json;
 
-// Two ClusterQueues, each used by one team's namespace through a LocalQueue.
+// Two ClusterQueues, each taking one team's namespace through a
+// LocalQueue; team-b's is in a cohort of its own.
 constexpr char kPolicies[] = R"(
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
@@ -57,7 +58,7 @@ apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata: {name: team-a-gpu}
 spec:
-  namespaceSelector: {}
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-a}}
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
     flavors:
@@ -68,7 +69,8 @@ apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata: {name: team-b-gpu}
 spec:
-  namespaceSelector: {}
+  cohort: team-b-pool
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-b}}
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
     flavors:
@@ -623,60 +625,15 @@ TEST_F(ApiTest, TwoKindsOfOneNameAreNamedByKind) {
 namespace gangkeeper::api {
 namespace {
 
-// Issue #20: the rules of auth.h, every route against every role. Each
-// team's ClusterQueue takes only its own namespace; team-b's is in a
-// Cohort; both flavors have a GPUNodePool.
-constexpr char kScopedPolicies[] = R"(
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: h100}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-a-gpu}
-spec:
-  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-a}}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-b-gpu}
-spec:
-  cohort: team-b-pool
-  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-b}}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
+// Issue #20: the rules of auth.h, every route against every role. Over
+// kPolicies: team-b's Cohort as an object, a priority class of each kind,
+// and a GPUNodePool for each flavor.
+constexpr char kScopedExtras[] = R"(
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: Cohort
 metadata: {name: team-b-pool}
 spec: {}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: gpu, namespace: team-a}
-spec: {clusterQueue: team-a-gpu}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: batch, namespace: team-a}
-spec: {clusterQueue: team-a-gpu}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: gpu, namespace: team-b}
-spec: {clusterQueue: team-b-gpu}
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: WorkloadPriorityClass
@@ -699,19 +656,11 @@ metadata: {name: pool-h100}
 spec: {flavor: h100, gpu: H100-80GB, gpusPerNode: 8, nodes: 1, migStrategy: none}
 )";
 
-constexpr char kTeamBQueue[] = R"(
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-b-gpu}
-spec:
-  cohort: team-b-pool
-  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-b}}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
-)";
+// A ClusterQueue no LocalQueue points at, for the writes.
+constexpr char kSpareQueue[] =
+    "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: role-check}\n"
+    "spec: {namespaceSelector: {}, resourceGroups: [{coveredResources: [nvidia.com/gpu], flavors: "
+    "[{name: h100, resources: [{name: nvidia.com/gpu, nominalQuota: 1}]}]}]}\n";
 
 std::string LocalQueueYaml(const std::string& ns, const std::string& name, const std::string& cq) {
   return absl::StrCat("apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: ", name,
@@ -782,7 +731,7 @@ class AuthorizationTest : public ApiTest {
     routes_.push_back(MetricsRoute(&registry_, tokens_.get(), &clock_));
   }
 
-  std::string PolicyText() const override { return kScopedPolicies; }
+  std::string PolicyText() const override { return absl::StrCat(kPolicies, kScopedExtras); }
 
   metrics::Registry registry_;
   std::unique_ptr<audit::AuditLog> audit_;
@@ -866,8 +815,9 @@ TEST_F(AuthorizationTest, EveryRouteAgainstEveryRole) {
       {"a LocalQueue created in team-a", "PUT", lq_a, {}, LocalQueueYaml("team-a", "role-check", "team-a-gpu"),
        {201, 403, 201, 403, 403, 403}, {}},
       {"and deleted", "DELETE", lq_a, {}, "", {200, 403, 200, 403, 403, 403}, {}},
-      {"a ClusterQueue replaced", "PUT", kueue + "/clusterqueues/team-b-gpu", {}, kTeamBQueue,
-       {200, 403, 403, 403, 403, 403}, {}},
+      {"a ClusterQueue created", "PUT", kueue + "/clusterqueues/role-check", {}, kSpareQueue,
+       {201, 403, 403, 403, 403, 403}, {}},
+      {"and deleted", "DELETE", kueue + "/clusterqueues/role-check", {}, "", {200, 403, 403, 403, 403, 403}, {}},
       {"a missing ResourceFlavor deleted: the role is checked first", "DELETE", kueue + "/resourceflavors/no-such",
        {}, "", {404, 403, 403, 403, 403, 403}, {}},
       {"a bundle of a team-b LocalQueue", "POST", "/v1/apply", {}, LocalQueueYaml("team-b", "applied", "team-b-gpu"),
@@ -930,7 +880,7 @@ TEST_F(AuthorizationTest, ALocalQueuePointedAtAnotherTeamsQueueShowsNothingOfIt)
 // object and nothing of the bundle is applied.
 TEST_F(AuthorizationTest, ApplyWithAStaleResourceVersionIsAConflictAndChangesNothing) {
   const std::string cq_path = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu";
-  Reply put = Send("PUT", cq_path, "admin-secret", kTeamBQueue);
+  Reply put = Send("PUT", cq_path, "admin-secret", Call(cq_path, "admin-secret").raw.body);
   ASSERT_EQ(put.status, 200) << put.raw.body;
   const std::string version = put.body["metadata"].value("resourceVersion", "");
   ASSERT_FALSE(version.empty()) << put.raw.body;
