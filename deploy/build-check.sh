@@ -130,13 +130,17 @@ echo "   webhook :$webhook_port, api :$api_port"
 # --- 4. What the API server and a platform engineer would do -------------------
 svc="gangkeeper.gangkeeper-system.svc"
 # HTTPS to 127.0.0.1:PORT under the Service's DNS name, verified against the
-# CA. Writes the body to $run/body; prints the HTTP status.
+# CA, with a bearer token when one is given. Writes the body to $run/body;
+# prints the HTTP status.
 call() {
-  local method="$1" port="$2" path="$3" data="${4:-}"
+  local method="$1" port="$2" path="$3" data="${4:-}" bearer="${5:-}"
   local args=(-sS --max-time 5 --cacert "$run/certs/ca.crt" --resolve "$svc:$port:127.0.0.1"
     -o "$run/body" -w '%{http_code}' -X "$method")
   if [[ -n "$data" ]]; then
     args+=(-H 'Content-Type: application/json' --data-binary "@$data")
+  fi
+  if [[ -n "$bearer" ]]; then
+    args+=(-H "Authorization: Bearer $bearer")
   fi
   curl "${args[@]}" "https://$svc:$port$path" || echo "000"
 }
@@ -185,8 +189,9 @@ grep -q 'team-a-two-gpu-training' "$run/describe" || fail "describe does not sho
 grep -q 'team-a-gpu' "$run/describe" || fail "describe does not name the ClusterQueue: $(cat "$run/describe")"
 sed 's/^/   /' "$run/describe"
 
-step "GET /metrics"
-[[ "$(call GET "$api_port" /metrics)" == 200 ]] || fail "/metrics: $(cat "$run/body")"
+step "GET /metrics (with the token; without one it is 401)"
+[[ "$(call GET "$api_port" /metrics)" == 401 ]] || fail "/metrics without a token: $(cat "$run/body")"
+[[ "$(call GET "$api_port" /metrics "" "$token")" == 200 ]] || fail "/metrics: $(cat "$run/body")"
 grep -q '^gangkeeper_webhook_reviews_total{' "$run/body" || fail "/metrics has no gangkeeper_webhook_reviews_total"
 
 step "SIGTERM"

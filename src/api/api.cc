@@ -16,12 +16,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gangkeeper/api/policy_editor.h"
+#include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/encode.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/overlay.h"
 #include "gangkeeper/model/validate.h"
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
+#include "src/api/scope.h"
 
 namespace gangkeeper::api {
 namespace {
@@ -151,23 +153,6 @@ json QueueJson(const broker::ClusterQueueView& v) {
           {"resources", resources}};
 }
 
-// The namespaces whose LocalQueues point at `cq`.
-std::set<std::string> NamespacesOf(const model::PolicySet& p, const std::string& cq) {
-  std::set<std::string> out;
-  for (const auto& [key, lq] : p.local_queues) {
-    if (lq.cluster_queue == cq) out.insert(key.first);
-  }
-  return out;
-}
-
-bool MayReadQueue(const Principal& who, const model::PolicySet& p, const std::string& cq) {
-  if (who.role != Role::kTeamAdmin) return who.MayRead("");
-  for (const std::string& ns : NamespacesOf(p, cq)) {
-    if (who.MayRead(ns)) return true;
-  }
-  return false;
-}
-
 // A quota object (or a kind of them) named by a Kubernetes-style path.
 struct ObjectRef {
   std::string api_version;  // of the path: kueue.x-k8s.io/v1beta1, scheduling.k8s.io/v1
@@ -281,6 +266,19 @@ std::string CurrentVersion(const model::PolicySet& p, const ObjectRef& ref) {
   return v;
 }
 
+// Why a change sent with resourceVersion `sent` ("": no check) may not be
+// made to `ref` as it is in `now`, or nothing when it may.
+std::optional<std::string> Stale(const model::PolicySet& now, const ObjectRef& ref, const std::string& sent) {
+  if (sent.empty()) return std::nullopt;
+  if (ObjectsOf(now, ref).empty()) {
+    return absl::StrCat(ref.kind, " \"", ref.Display(), "\" does not exist (any more), yet resourceVersion \"", sent,
+                        "\" was sent");
+  }
+  const std::string current = CurrentVersion(now, ref);
+  if (current == sent) return std::nullopt;
+  return absl::StrCat(ref.kind, " \"", ref.Display(), "\" is at resourceVersion \"", current, "\", not \"", sent, "\"");
+}
+
 size_t CountObjects(const model::PolicySet& p) {
   return p.flavors.size() + p.cluster_queues.size() + p.local_queues.size() + p.cohorts.size() +
          p.workload_priority_classes.size() + p.priority_classes.size() + p.namespaces.size() +
@@ -354,7 +352,31 @@ server::HttpResponse Invalid(const model::Diagnostics& d) {
       break;
     }
   }
-  return Error(422, "Invalid", d.ErrorSummary(), field);
+  // A body that is not YAML or JSON at all has no path inside an object.
+  return Error(422, "Invalid", d.ErrorSummary(), field.empty() ? "body" : field);
+}
+
+server::HttpResponse Forbidden(const Principal& who, const std::string& what) {
+  return Error(403, "Forbidden",
+               absl::StrCat("token \"", who.name, "\" (role ", RoleName(who.role), ") may not ", what));
+}
+
+// Authenticates `req` (401, or 429 for an address over its limit of
+// failures), then answers with `f` for the principal.
+server::HttpResponse Authenticated(TokenStore* tokens, const base::Clock* clock, const server::HttpRequest& req,
+                                   const std::function<server::HttpResponse(const Principal&)>& f) {
+  absl::StatusOr<Principal> who = tokens->Authenticate(req.Header("authorization"), req.remote_addr, clock->Now());
+  if (!who.ok()) {
+    if (absl::IsResourceExhausted(who.status())) {
+      server::HttpResponse r = Error(429, "TooManyRequests", std::string(who.status().message()));
+      r.headers.emplace_back("Retry-After", "60");
+      return r;
+    }
+    server::HttpResponse r = Error(401, "Unauthorized", std::string(who.status().message()));
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return r;
+  }
+  return f(*who);
 }
 
 class Api {
@@ -371,14 +393,22 @@ class Api {
 
   // --- Quota objects (Kubernetes-style paths). ---
 
-  // GET list or one.
+  // GET list or one: a list holds what `who` may read; one object outside
+  // that is 403 whether or not it exists (auth.h).
   server::HttpResponse GetObjects(const Principal& who, const ObjectRef& ref) const {
-    if (who.role == Role::kAuditor) return Forbidden(who, absl::StrCat("read ", ref.kind, " objects"));
-    if (!ref.namespace_name.empty() && !who.MayRead(ref.namespace_name)) {
+    std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
+    const ReadScope scope(who, snap->policies());
+    if (!scope.ReadsQuota()) return Forbidden(who, absl::StrCat("read ", ref.kind, " objects"));
+    if (!ref.namespace_name.empty() && !scope.Namespace(ref.namespace_name)) {
       return Forbidden(who, absl::StrCat("read ", ref.kind, " objects in ", ref.namespace_name));
     }
-    std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
-    std::vector<json> items = ObjectsOf(snap->policies(), ref);
+    if (!ref.name.empty() && !scope.Object(ref.kind, ref.namespace_name, ref.name)) {
+      return Forbidden(who, absl::StrCat("read ", ref.kind, " ", ref.Display()));
+    }
+    std::vector<json> items;
+    Visit(snap->policies(), ref, [&](const auto& object) {
+      if (scope.Object(ref.kind, NamespaceOf(object), NameOf(object))) items.push_back(model::EncodeObject(object));
+    });
     if (ref.name.empty()) return Ok({{"apiVersion", ref.api_version}, {"kind", ref.kind + "List"}, {"items", items}});
     if (items.empty()) return Error(404, "NotFound", absl::StrCat(ref.kind, " \"", ref.Display(), "\" does not exist"));
     return Ok(items[0]);
@@ -425,14 +455,9 @@ class Api {
             *what = absl::StrCat("DELETE ", ref.kind, " ", ref.Display());
             return std::nullopt;
           }
-          if (!sent_version.empty()) {
-            const std::string current = exists ? CurrentVersion(now, ref) : "";
-            if (sent_version != current) {
-              return Error(409, "Conflict",
-                           absl::StrCat(ref.kind, " \"", ref.Display(), "\" is at resourceVersion \"", current,
-                                        "\", not \"", sent_version, "\": GET it again and apply your change to that"),
-                           "metadata.resourceVersion");
-            }
+          if (std::optional<std::string> stale = Stale(now, ref, sent_version)) {
+            return Error(409, "Conflict", absl::StrCat(*stale, ": GET it again and apply your change to that"),
+                         "metadata.resourceVersion");
           }
           PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
           overlay->deleted.erase(id);
@@ -470,6 +495,18 @@ class Api {
         [&](const model::PolicySet& now, model::PolicyOverlay* overlay,
             std::string* what) -> std::optional<server::HttpResponse> {
           applied = json::array();
+          // Like PUT: an object sent with a resourceVersion must still be at
+          // it; one stale object and nothing is applied.
+          std::vector<std::string> stale;
+          for (const ObjectRef& ref : refs) {
+            if (std::optional<std::string> s = Stale(now, ref, CurrentVersion(decoded, ref))) stale.push_back(*s);
+          }
+          if (!stale.empty()) {
+            return Error(409, "Conflict",
+                         absl::StrCat(absl::StrJoin(stale, "; "),
+                                      ": nothing was applied; GET them again and apply your changes to those"),
+                         "metadata.resourceVersion");
+          }
           for (const ObjectRef& ref : refs) {
             const bool exists = !ObjectsOf(now, ref).empty();
             PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
@@ -577,26 +614,16 @@ class Api {
   // Authenticates, then runs `f` with the principal.
   server::HttpResponse Guard(const server::HttpRequest& req,
                              const std::function<server::HttpResponse(const Principal&)>& f) const {
-    absl::StatusOr<Principal> who = tokens_->Authenticate(req.Header("authorization"), req.remote_addr, clock_->Now());
-    if (!who.ok()) {
-      if (absl::IsResourceExhausted(who.status())) {
-        server::HttpResponse r = Error(429, "TooManyRequests", std::string(who.status().message()));
-        r.headers.emplace_back("Retry-After", "60");
-        return r;
-      }
-      server::HttpResponse r = Error(401, "Unauthorized", std::string(who.status().message()));
-      r.headers.emplace_back("WWW-Authenticate", "Bearer");
-      return r;
-    }
-    return f(*who);
+    return Authenticated(tokens_, clock_, req, f);
   }
 
   server::HttpResponse ClusterQueues(const Principal& who) const {
     std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
-    if (who.role == Role::kAuditor) return Forbidden(who, "read ClusterQueues");
+    const ReadScope scope(who, snap->policies());
+    if (!scope.ReadsQuota()) return Forbidden(who, "read ClusterQueues");
     json items = json::array();
     for (const auto& [name, view] : snap->cluster_queues()) {
-      if (!MayReadQueue(who, snap->policies(), name)) continue;
+      if (!scope.ClusterQueue(name)) continue;
       items.push_back(QueueJson(*view));
     }
     return Ok({{"items", items}});
@@ -604,16 +631,17 @@ class Api {
 
   server::HttpResponse ClusterQueueStatus(const Principal& who, const std::string& name) const {
     std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
-    const broker::ClusterQueueView* view = snap->FindClusterQueue(name);
-    if (who.role == Role::kAuditor || (view != nullptr && !MayReadQueue(who, snap->policies(), name))) {
+    const ReadScope scope(who, snap->policies());
+    if (!scope.ReadsQuota() || !scope.ClusterQueue(name)) {
       return Forbidden(who, absl::StrCat("read ClusterQueue ", name));
     }
+    const broker::ClusterQueueView* view = snap->FindClusterQueue(name);
     if (view == nullptr) return Error(404, "NotFound", absl::StrCat("ClusterQueue \"", name, "\" does not exist"));
     return Ok(QueueJson(*view));
   }
 
   server::HttpResponse Workloads(const Principal& who, const server::HttpRequest& req) const {
-    if (who.role == Role::kAuditor) return Forbidden(who, "read workloads");
+    if (!who.MayReadQuota()) return Forbidden(who, "read workloads");
     const std::string ns = req.QueryParam("namespace");
     const std::string cq = req.QueryParam("clusterQueue");
     std::string state = req.QueryParam("state");
@@ -817,11 +845,6 @@ class Api {
   }
 
  private:
-  static server::HttpResponse Forbidden(const Principal& who, const std::string& what) {
-    return Error(403, "Forbidden",
-                 absl::StrCat("token \"", who.name, "\" (role ", RoleName(who.role), ") may not ", what));
-  }
-
   broker::Broker* broker_;
   TokenStore* tokens_;
   const base::Clock* clock_;
@@ -915,6 +938,18 @@ std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, co
     });
   }));
   return routes;
+}
+
+server::Route MetricsRoute(const metrics::Registry* registry, TokenStore* tokens, const base::Clock* clock) {
+  return Get("/metrics", false, [registry, tokens, clock](const server::HttpRequest& req) {
+    return Authenticated(tokens, clock, req, [&](const Principal& who) {
+      if (!who.MayReadMetrics()) return Forbidden(who, "read /metrics (roles admin, viewer and metrics may)");
+      server::HttpResponse r;
+      r.content_type = std::string(metrics::kPrometheusContentType);
+      r.body = registry->ExposePrometheus();
+      return r;
+    });
+  });
 }
 
 }  // namespace gangkeeper::api

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -36,7 +37,9 @@ absl::StatusOr<Role> ParseRole(const std::string& s) {
   if (s == "team-admin") return Role::kTeamAdmin;
   if (s == "viewer") return Role::kViewer;
   if (s == "auditor") return Role::kAuditor;
-  return absl::InvalidArgumentError(absl::StrCat("\"", s, "\" is not a role (admin, team-admin, viewer, auditor)"));
+  if (s == "metrics") return Role::kMetrics;
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", s, "\" is not a role (admin, team-admin, viewer, auditor, metrics)"));
 }
 
 }  // namespace
@@ -47,6 +50,7 @@ const char* RoleName(Role role) {
     case Role::kTeamAdmin: return "team-admin";
     case Role::kViewer: return "viewer";
     case Role::kAuditor: return "auditor";
+    case Role::kMetrics: return "metrics";
   }
   return "?";
 }
@@ -56,7 +60,8 @@ bool Principal::MayRead(const std::string& namespace_name) const {
     case Role::kAdmin:
     case Role::kViewer: return true;
     case Role::kTeamAdmin: return namespaces.count(namespace_name) != 0;
-    case Role::kAuditor: return false;
+    case Role::kAuditor:
+    case Role::kMetrics: return false;
   }
   return false;
 }
@@ -168,31 +173,44 @@ absl::StatusOr<Principal> TokenStore::Authenticate(absl::string_view authorizati
     return absl::UnauthenticatedError("the API needs a bearer token: start gangkeeper with --tokens FILE");
   }
   ReloadIfChanged();
-  absl::MutexLock lock(&mu_);
-  Failures& f = failures_[client];
-  if (now - f.window_start > absl::Minutes(1)) f = Failures{now, 0};
-  if (f.count >= kMaxFailuresPerMinute) {
-    return absl::ResourceExhaustedError("too many failed authentications from this address; wait a minute");
-  }
-  auto fail = [&](std::string message) {
-    ++f.count;
-    if (failures_.size() > 10000) failures_.clear();  // bounded memory under a scan
-    return absl::UnauthenticatedError(std::move(message));
-  };
   absl::string_view token = authorization;
   // The scheme name is case-insensitive (RFC 7235).
-  if (token.size() < 7 || !absl::EqualsIgnoreCase(token.substr(0, 7), "bearer ") ||
-      (token.remove_prefix(7), token.empty())) {
-    return fail("missing bearer token: send \"Authorization: Bearer TOKEN\"");
-  }
-  const std::string digest = HexSha256(token);
+  const bool bearer = token.size() >= 7 && absl::EqualsIgnoreCase(token.substr(0, 7), "bearer ") &&
+                      (token.remove_prefix(7), !token.empty());
+  const std::string digest = bearer ? HexSha256(token) : std::string();
+  absl::MutexLock lock(&mu_);
+  if (!bearer) return Fail(client, now, "missing bearer token: send \"Authorization: Bearer TOKEN\"");
   const TokenEntry* match = nullptr;
   for (const TokenEntry& e : entries_) {  // every entry, in constant time each
     if (CRYPTO_memcmp(e.sha256_hex.data(), digest.data(), digest.size()) == 0) match = &e;
   }
-  if (match == nullptr) return fail("the bearer token is not known");
-  f.count = 0;
+  // A valid token is never limited: the limiter only slows guessing.
+  if (match == nullptr) return Fail(client, now, "the bearer token is not known");
   return Principal{match->name, match->role, match->namespaces};
+}
+
+absl::Status TokenStore::Fail(const std::string& client, absl::Time now, std::string message) {
+  Failures& f = FailuresOf(client, now);
+  if (now - f.window_start > absl::Minutes(1)) f = Failures{now, 0};
+  if (f.count >= kMaxFailuresPerMinute) {
+    return absl::ResourceExhaustedError(
+        "too many failed authentications from this address; wait a minute (a valid token is still accepted)");
+  }
+  ++f.count;
+  return absl::UnauthenticatedError(std::move(message));
+}
+
+TokenStore::Failures& TokenStore::FailuresOf(const std::string& client, absl::Time now) {
+  if (auto it = failures_.find(client); it != failures_.end()) return it->second;
+  if (failures_.size() >= kMaxTrackedAddresses && now >= next_sweep_) {
+    absl::erase_if(failures_, [now](const auto& entry) { return now - entry.second.window_start > absl::Minutes(1); });
+    next_sweep_ = now + absl::Seconds(1);
+  }
+  // Full of addresses that failed this minute (a scan from many
+  // addresses): the rest share one count, so their invalid tokens are
+  // limited together, and memory stays bounded.
+  if (failures_.size() >= kMaxTrackedAddresses) return untracked_;
+  return failures_[client];
 }
 
 }  // namespace gangkeeper::api

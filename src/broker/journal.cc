@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(JournalOptions options, J
   if (absl::Status s = fs->CreateDirs(options.data_dir); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("--data-dir ", options.data_dir, ": ", s.message()));
   }
-  absl::StatusOr<std::unique_ptr<store::FileLock>> lock = fs->Lock(store::JoinPath(options.data_dir, "LOCK"));
+  absl::StatusOr<std::unique_ptr<store::FileLock>> lock = store::LockDataDir(fs, options.data_dir);
   if (!lock.ok()) return lock.status();
   const std::string snapshot_dir = store::JoinPath(options.data_dir, "snapshots");
 

@@ -42,6 +42,7 @@
 #include "gangkeeper/replica/intake.h"
 #include "gangkeeper/replica/replica.h"
 #include "gangkeeper/server/server.h"
+#include "gangkeeper/store/file_system.h"
 #include "gangkeeper/etcd/client.h"
 #include "src/cli/certs.h"
 #include "src/cli/commands.h"
@@ -62,6 +63,7 @@ struct ServeFlags {
   absl::Duration shutdown_grace = absl::Seconds(25);
   broker::BrokerOptions broker;
   std::string tokens_file;
+  bool metrics_public = false;
   std::string kube = "auto";  // auto | none | KUBECONFIG
   std::string kube_context;
   std::string store = "file";
@@ -293,6 +295,8 @@ int RunServe(const std::vector<std::string>& args) {
                "and shown, not sent), in-cluster, or the path of a kubeconfig file");
   flags.String("tokens", &f.tokens_file,
                "API bearer tokens: YAML/JSON list of {name, sha256, role, namespaces}; reloaded when it changes");
+  flags.Bool("metrics-public", &f.metrics_public,
+             "serve GET /metrics to anyone (otherwise it needs a token of role admin, viewer or metrics)");
   flags.String("kube-context", &f.kube_context, "the kubeconfig context to use (default: current-context)");
   flags.String("data-dir", &f.data_dir, "directory for gangkeeper's durable state (journal, snapshots)");
   flags.String("store", &f.store,
@@ -437,6 +441,18 @@ int RunServe(const std::vector<std::string>& args) {
     return 1;
   }
   ::chmod(f.data_dir.c_str(), 0700);
+  // One process per data directory in every store mode: the journal takes
+  // the lock itself; with etcd the directory still holds the audit log.
+  std::unique_ptr<store::FileLock> data_dir_lock;
+  if (replicated) {
+    absl::StatusOr<std::unique_ptr<store::FileLock>> locked =
+        store::LockDataDir(store::DefaultFileSystem(), f.data_dir);
+    if (!locked.ok()) {
+      log->error("--data-dir {}: {}", f.data_dir, locked.status().message());
+      return 1;
+    }
+    data_dir_lock = *std::move(locked);
+  }
   std::unique_ptr<broker::Journal> journal;
   broker::DurableState recovered;
   std::unique_ptr<etcd::Client> etcd_client;
@@ -622,7 +638,9 @@ int RunServe(const std::vector<std::string>& args) {
     log->error("--tokens: {}", tokens.status().message());
     return 2;
   }
-  if (f.tokens_file.empty()) log->warn("no --tokens: the API (/v1/...) answers 401 to everyone");
+  if (f.tokens_file.empty()) {
+    log->warn("no --tokens: the API (/v1/..., and /metrics without --metrics-public) answers 401 to everyone");
+  }
   if (absl::Status m = api::RegisterAuditMetrics(registry, audit_log->get()); !m.ok()) {
     log->error("{}", m.message());
     return 1;
@@ -661,6 +679,7 @@ int RunServe(const std::vector<std::string>& args) {
        api::Routes(&broker, tokens->get(), &base::RealClock(), audit_log->get(), files, policy_editor.get())) {
     f.server.routes.push_back(std::move(r));
   }
+  if (!f.metrics_public) f.server.routes.push_back(api::MetricsRoute(&registry, tokens->get(), &base::RealClock()));
   f.server.routes.push_back(WebhookRoute("/mutate", *webhook_metrics, [&webhook](absl::string_view body) {
     return webhook.Mutate(body);
   }));

@@ -502,6 +502,11 @@ std::string ServerImpl::RouteLabel(Listener listener, const std::string& path) c
 }
 
 HttpResponse ServerImpl::Dispatch(Listener listener, const HttpRequest& req) const {
+  absl::string_view l = ListenerName(listener);
+  // A route of its own for a built-in path (the API's /metrics, which asks
+  // for a token) comes first.
+  auto it = exact_.find(absl::StrCat(l, " ", req.method, " ", req.path));
+  if (it != exact_.end()) return it->second->handler(req);
   if (req.path == "/healthz" || req.path == "/readyz" ||
       (listener == Listener::kApi && req.path == "/metrics")) {
     if (req.method != "GET") return ErrorResponse(405, absl::StrCat(req.path, " supports GET only"));
@@ -522,9 +527,6 @@ HttpResponse ServerImpl::Dispatch(Listener listener, const HttpRequest& req) con
     }
     return r;
   }
-  absl::string_view l = ListenerName(listener);
-  auto it = exact_.find(absl::StrCat(l, " ", req.method, " ", req.path));
-  if (it != exact_.end()) return it->second->handler(req);
   for (const Route* r : prefixes_) {
     if (r->listener == listener && r->method == req.method && absl::StartsWith(req.path, r->path)) {
       return r->handler(req);

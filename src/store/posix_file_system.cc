@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gangkeeper/store/file_system.h"
@@ -98,6 +99,26 @@ class PosixFileLock final : public FileLock {
   std::string path_;
   int fd_;
 };
+
+// "pid 123 on host-name": written into a lock file by its holder, for the
+// message of the process that finds it held.
+std::string Holder() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  return absl::StrCat("pid ", ::getpid(), " on ", host);
+}
+
+// The holder a lock file names ("" when it names none), bounded and on one line.
+std::string ReadHolder(int fd) {
+  char buf[256];
+  const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  if (n <= 0) return "";
+  std::string text(buf, static_cast<size_t>(n));
+  for (char& c : text) {
+    if (!absl::ascii_isprint(static_cast<unsigned char>(c))) c = ' ';
+  }
+  return std::string(absl::StripAsciiWhitespace(text));
+}
 
 class PosixFileSystem final : public FileSystem {
  public:
@@ -232,13 +253,21 @@ class PosixFileSystem final : public FileSystem {
     if (fd < 0) return Errno("open", path, errno);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
-      ::close(fd);
       if (err == EWOULDBLOCK) {
+        const std::string holder = ReadHolder(fd);
+        ::close(fd);
         return absl::FailedPreconditionError(
-            absl::StrCat("lock ", path, ": another gangkeeper process uses this data directory"));
+            absl::StrCat("lock ", path, ": another gangkeeper process uses this data directory",
+                         holder.empty() ? "" : absl::StrCat(" (", holder, ")")));
       }
+      ::close(fd);
       return Errno("lock", path, err);
     }
+    // Says who holds it (informational: the flock is the lock).
+    const std::string holder = Holder();
+    const bool noted = ::ftruncate(fd, 0) == 0 &&
+                       ::pwrite(fd, holder.data(), holder.size(), 0) == static_cast<ssize_t>(holder.size());
+    (void)noted;  // without the note the lock holds all the same; only a message is poorer
     absl::MutexLock lock(&held_mu);
     held->insert(canonical);
     return std::unique_ptr<FileLock>(new PosixFileLock(canonical, fd));
@@ -250,6 +279,15 @@ class PosixFileSystem final : public FileSystem {
 FileSystem* DefaultFileSystem() {
   static FileSystem* fs = new PosixFileSystem();
   return fs;
+}
+
+absl::StatusOr<std::unique_ptr<FileLock>> LockDataDir(FileSystem* fs, const std::string& data_dir) {
+  absl::StatusOr<std::unique_ptr<FileLock>> lock = fs->Lock(JoinPath(data_dir, kDataDirLockFile));
+  if (absl::IsFailedPrecondition(lock.status())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(lock.status().message(), "; stop that process or give this one its own --data-dir"));
+  }
+  return lock;
 }
 
 std::string JoinPath(absl::string_view dir, absl::string_view name) {

@@ -5,7 +5,9 @@
 
 #include <openssl/sha.h>
 
+#include <array>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -15,8 +17,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gangkeeper/audit/audit.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
+#include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/manifest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -35,7 +39,8 @@ using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 using nlohmann::json;
 
-// Two ClusterQueues, each used by one team's namespace through a LocalQueue.
+// Two ClusterQueues, each taking one team's namespace through a
+// LocalQueue; team-b's is in a cohort of its own.
 constexpr char kPolicies[] = R"(
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
@@ -53,7 +58,7 @@ apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata: {name: team-a-gpu}
 spec:
-  namespaceSelector: {}
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-a}}
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
     flavors:
@@ -64,7 +69,8 @@ apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata: {name: team-b-gpu}
 spec:
-  namespaceSelector: {}
+  cohort: team-b-pool
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-b}}
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
     flavors:
@@ -151,15 +157,18 @@ class ApiTest : public ::testing::Test {
                         "- {name: dashboards, sha256: ", Sha256Hex("viewer-secret"), ", role: viewer}\n",
                         "- {name: team-b-lead, sha256: ", Sha256Hex("lead-secret"),
                         ", role: team-admin, namespaces: [team-b]}\n",
-                        "- {name: audit, sha256: ", Sha256Hex("audit-secret"), ", role: auditor}\n");
+                        "- {name: audit, sha256: ", Sha256Hex("audit-secret"), ", role: auditor}\n",
+                        "- {name: team-a-lead, sha256: ", Sha256Hex("other-lead-secret"),
+                        ", role: team-admin, namespaces: [team-a]}\n",
+                        "- {name: prometheus, sha256: ", Sha256Hex("metrics-secret"), ", role: metrics}\n");
     auto tokens = TokenStore::Load(dir_.File("tokens.yaml"));
     ASSERT_THAT(tokens, IsOk());
     tokens_ = *std::move(tokens);
-    ASSERT_EQ(tokens_->size(), 4u);
+    ASSERT_EQ(tokens_->size(), 6u);
 
     broker::BrokerOptions options;
     options.ack_timeout = absl::Seconds(10);
-    auto b = broker::Broker::Create(Policies(kPolicies), options, nullptr, nullptr, &clock_);
+    auto b = broker::Broker::Create(Policies(PolicyText()), options, nullptr, nullptr, &clock_);
     ASSERT_THAT(b.status(), IsOk());
     broker_ = *std::move(b);
     broker_->Start();
@@ -178,6 +187,8 @@ class ApiTest : public ::testing::Test {
     routes_ = Routes(broker_.get(), tokens_.get(), &clock_);
   }
 
+  virtual std::string PolicyText() const { return kPolicies; }
+
   void Register(const workload::Workload& w) {
     ASSERT_THAT(broker_->Register(w, ""), IsOk()) << w.name;
     clock_.AdvanceTime(absl::Seconds(1));  // queue order: creation time
@@ -186,9 +197,16 @@ class ApiTest : public ::testing::Test {
   // Dispatches like the server: an exact GET route, else a prefix route.
   Reply Call(const std::string& path, const std::string& token,
              std::vector<std::pair<std::string, std::string>> query = {}, const std::string& addr = "10.1.2.3") {
+    return Send("GET", path, token, "", std::move(query), addr);
+  }
+
+  // `method` `path` with `body`, dispatched like the server.
+  Reply Send(const std::string& method, const std::string& path, const std::string& token, const std::string& body,
+             std::vector<std::pair<std::string, std::string>> query = {}, const std::string& addr = "10.1.2.3") {
     server::HttpRequest req;
-    req.method = "GET";
+    req.method = method;
     req.path = path;
+    req.body = body;
     req.query = std::move(query);
     if (!token.empty()) req.headers.emplace_back("authorization", absl::StrCat("Bearer ", token));
     req.remote_addr = addr;
@@ -224,7 +242,10 @@ class ApiTest : public ::testing::Test {
     EXPECT_EQ(route->listener, server::Listener::kApi);
     reply.raw = route->handler(req);
     reply.status = reply.raw.status;
-    EXPECT_EQ(reply.raw.content_type, "application/json") << path;
+    if (reply.raw.content_type != "application/json") {  // /metrics, /v1/audit/export
+      EXPECT_EQ(reply.status, 200) << path << ": " << reply.raw.body;
+      return reply;
+    }
     reply.body = json::parse(reply.raw.body, nullptr, /*allow_exceptions=*/false);
     EXPECT_FALSE(reply.body.is_discarded()) << path << ": " << reply.raw.body;
     return reply;
@@ -290,17 +311,21 @@ TEST_F(ApiTest, WithoutAValidTokenEveryRouteIs401WithWwwAuthenticate) {
   }
 }
 
-TEST_F(ApiTest, TooManyFailuresAre429WithRetryAfterForThatAddressOnly) {
-  for (int i = 0; i < TokenStore::kMaxFailuresPerMinute; ++i) {
-    ASSERT_EQ(Call("/v1/workloads", absl::StrCat("guess-", i), {}, "203.0.113.9").status, 401) << i;
+TEST_F(ApiTest, TooManyFailuresAre429ForInvalidTokensOnlyAndValidTokensStillPass) {
+  for (int i = 0; i < 3 * TokenStore::kMaxFailuresPerMinute; ++i) {
+    const int status = Call("/v1/workloads", absl::StrCat("guess-", i), {}, "203.0.113.9").status;
+    ASSERT_EQ(status, i < TokenStore::kMaxFailuresPerMinute ? 401 : 429) << i;
   }
-  Reply blocked = Call("/v1/workloads", "admin-secret", {}, "203.0.113.9");
+  Reply blocked = Call("/v1/workloads", "guess-again", {}, "203.0.113.9");
   ExpectError(blocked, 429, "TooManyRequests", "too many failed authentications");
   EXPECT_EQ(blocked.Header("Retry-After"), "60");
-  EXPECT_EQ(Call("/v1/workloads", "admin-secret", {}, "203.0.113.10").status, 200);
-  // The limiter uses the API's clock: a minute later the address may try again.
-  clock_.AdvanceTime(absl::Minutes(1) + absl::Seconds(1));
+  // Everyone behind that address with a valid token is served.
   EXPECT_EQ(Call("/v1/workloads", "admin-secret", {}, "203.0.113.9").status, 200);
+  EXPECT_EQ(Call("/v1/workloads", "lead-secret", {}, "203.0.113.9").status, 200);
+  EXPECT_EQ(Call("/v1/workloads", "guess-x", {}, "203.0.113.10").status, 401);
+  // The limiter uses the API's clock: a minute later invalid tokens get 401 again.
+  clock_.AdvanceTime(absl::Minutes(1) + absl::Seconds(1));
+  EXPECT_EQ(Call("/v1/workloads", "guess-y", {}, "203.0.113.9").status, 401);
 }
 
 TEST_F(ApiTest, AdminAndViewerSeeEverything) {
@@ -717,6 +742,344 @@ spec:
   ASSERT_EQ(again.status, 200) << again.raw.body;
   EXPECT_EQ(again.body["applied"][0]["action"], "configured");
   EXPECT_FALSE(gold.namespace_selector->Matches(broker_->snapshot()->policies().NamespaceLabels("team-b")));
+}
+
+// Issue #20: the rules of auth.h, every route against every role. Over
+// kPolicies: team-b's Cohort as an object, a priority class of each kind,
+// and a GPUNodePool for each flavor.
+constexpr char kScopedExtras[] = R"(
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Cohort
+metadata: {name: team-b-pool}
+spec: {}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata: {name: batch}
+value: 100
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: critical}
+value: 1000
+---
+apiVersion: gangkeeper.io/v1alpha1
+kind: GPUNodePool
+metadata: {name: pool-a100}
+spec: {flavor: a100, gpu: A100-80GB, gpusPerNode: 8, nodes: 1, migStrategy: none}
+---
+apiVersion: gangkeeper.io/v1alpha1
+kind: GPUNodePool
+metadata: {name: pool-h100}
+spec: {flavor: h100, gpu: H100-80GB, gpusPerNode: 8, nodes: 1, migStrategy: none}
+)";
+
+// A ClusterQueue no LocalQueue points at, for the writes.
+constexpr char kSpareQueue[] =
+    "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: role-check}\n"
+    "spec: {namespaceSelector: {}, resourceGroups: [{coveredResources: [nvidia.com/gpu], flavors: "
+    "[{name: h100, resources: [{name: nvidia.com/gpu, nominalQuota: 1}]}]}]}\n";
+
+std::string LocalQueueYaml(const std::string& ns, const std::string& name, const std::string& cq) {
+  return absl::StrCat("apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: ", name,
+                      ", namespace: ", ns, "}\nspec: {clusterQueue: ", cq, "}\n");
+}
+
+// The callers, in the order of AuthzCase::want.
+enum Who { kAdmin, kRightLead, kOtherLead, kViewer, kAuditor, kMetrics, kNoToken, kBadToken };
+constexpr Who kEveryone[] = {kAdmin, kRightLead, kOtherLead, kViewer, kAuditor, kMetrics, kNoToken, kBadToken};
+const char* TokenOf(Who w) {
+  static const char* const kTokens[] = {"admin-secret", "lead-secret",    "other-lead-secret", "viewer-secret",
+                                        "audit-secret", "metrics-secret", "",                  "not-a-token"};
+  return kTokens[w];
+}
+const char* NameOf(Who w) {
+  static const char* const kNames[] = {"admin",   "team-admin of team-b", "team-admin of team-a", "viewer",
+                                       "auditor", "metrics",              "no token",             "a bad token"};
+  return kNames[w];
+}
+
+struct AuthzCase {
+  std::string name;
+  std::string method, path;
+  std::vector<std::pair<std::string, std::string>> query;
+  std::string body;
+  // The status for admin, team-b's admin, team-a's admin, viewer, auditor,
+  // metrics; without a valid token it is always 401.
+  std::array<int, 6> want;
+  // For lists: the items each caller sees ("ns/name" or "name").
+  std::map<Who, std::vector<std::string>> items;
+};
+
+// The names of a list's items: quota objects, workloads or audit events.
+std::vector<std::string> ItemNames(const json& body) {
+  std::vector<std::string> out;
+  for (const json& i : body.at("items")) {
+    const json& m = i.contains("metadata") ? i["metadata"] : i.contains("object") ? i["object"] : i;
+    const std::string ns = m.value("namespace", "");
+    out.push_back(ns.empty() ? m.value("name", "") : absl::StrCat(ns, "/", m.value("name", "")));
+  }
+  return out;
+}
+
+class AuthorizationTest : public ApiTest {
+ protected:
+  void SetUp() override {
+    ApiTest::SetUp();
+    if (HasFatalFailure()) return;
+    audit::AuditOptions options;
+    options.dir = dir_.File("audit");
+    options.clock = &clock_;
+    auto log = audit::AuditLog::Open(options, nullptr);
+    ASSERT_THAT(log, IsOk());
+    audit_ = *std::move(log);
+    std::vector<audit::Event> events;
+    for (const char* ns : {"team-a", "team-b"}) {
+      audit::Event e;
+      e.time = clock_.Now();
+      e.actor = "alice";
+      e.action = "workload.pending";
+      e.kind = "Job";
+      e.namespace_name = ns;
+      e.name = "train";
+      events.push_back(e);
+    }
+    ASSERT_THAT(audit_->Append(events), IsOk());
+    routes_ = Routes(broker_.get(), tokens_.get(), &clock_, audit_.get(), Policies(PolicyText()));
+    routes_.push_back(MetricsRoute(&registry_, tokens_.get(), &clock_));
+  }
+
+  std::string PolicyText() const override { return absl::StrCat(kPolicies, kScopedExtras); }
+
+  metrics::Registry registry_;
+  std::unique_ptr<audit::AuditLog> audit_;
+};
+
+TEST_F(AuthorizationTest, EveryRouteAgainstEveryRole) {
+  const std::string kueue = "/apis/kueue.x-k8s.io/v1beta1";
+  const std::string lq_b = kueue + "/namespaces/team-b/localqueues/role-check";
+  const std::string lq_a = kueue + "/namespaces/team-a/localqueues/role-check";
+  const std::vector<std::string> all_workloads = {"team-a/last",  "team-a/later", "team-a/next",
+                                                  "team-a/train", "team-b/infer", "team-b/wait"};
+  const std::vector<std::string> a_workloads = {"team-a/last", "team-a/later", "team-a/next", "team-a/train"};
+  const std::vector<std::string> b_workloads = {"team-b/infer", "team-b/wait"};
+  using W = std::map<Who, std::vector<std::string>>;
+  // Reads first; the writes after them put back what they change, so each
+  // caller meets the same state.
+  const std::vector<AuthzCase> cases = {
+      {"ClusterQueue statuses are listed per caller", "GET", "/v1/clusterqueues", {}, "",
+       {200, 200, 200, 200, 403, 403},
+       W{{kAdmin, {"team-a-gpu", "team-b-gpu"}}, {kViewer, {"team-a-gpu", "team-b-gpu"}},
+         {kRightLead, {"team-b-gpu"}}, {kOtherLead, {"team-a-gpu"}}}},
+      {"a ClusterQueue's status", "GET", "/v1/clusterqueues/team-b-gpu/status", {}, "",
+       {200, 200, 403, 200, 403, 403}, {}},
+      {"a missing ClusterQueue's status is 403 to a team-admin", "GET", "/v1/clusterqueues/no-such/status", {}, "",
+       {404, 403, 403, 404, 403, 403}, {}},
+      {"workloads are listed per caller", "GET", "/v1/workloads", {}, "", {200, 200, 200, 200, 403, 403},
+       W{{kAdmin, all_workloads}, {kViewer, all_workloads}, {kRightLead, b_workloads}, {kOtherLead, a_workloads}}},
+      {"workloads of one namespace", "GET", "/v1/workloads", {{"namespace", "team-b"}}, "",
+       {200, 200, 403, 200, 403, 403}, W{{kRightLead, b_workloads}}},
+      {"a ClusterQueue as a filter only filters", "GET", "/v1/workloads", {{"clusterQueue", "team-b-gpu"}}, "",
+       {200, 200, 200, 200, 403, 403}, W{{kRightLead, b_workloads}, {kOtherLead, {}}}},
+      {"one workload", "GET", "/v1/workloads/team-b/infer", {}, "", {200, 200, 403, 200, 403, 403}, {}},
+      {"one workload by kind", "GET", "/v1/workloads/job/team-b/infer", {}, "", {200, 200, 403, 200, 403, 403}, {}},
+      {"a missing workload", "GET", "/v1/workloads/team-b/no-such", {}, "", {404, 404, 403, 404, 403, 403}, {}},
+      {"the whole audit log", "GET", "/v1/audit", {}, "", {200, 403, 403, 403, 200, 403},
+       W{{kAdmin, {"team-a/train", "team-b/train"}}, {kAuditor, {"team-a/train", "team-b/train"}}}},
+      {"the audit log of one namespace", "GET", "/v1/audit", {{"namespace", "team-b"}}, "",
+       {200, 200, 403, 403, 200, 403}, W{{kRightLead, {"team-b/train"}}}},
+      {"the audit export", "GET", "/v1/audit/export", {}, "", {200, 403, 403, 403, 200, 403}, {}},
+      {"the audit export of one namespace", "GET", "/v1/audit/export", {{"namespace", "team-b"}}, "",
+       {200, 200, 403, 403, 200, 403}, {}},
+      {"ResourceFlavors are listed per caller", "GET", kueue + "/resourceflavors", {}, "",
+       {200, 200, 200, 200, 403, 403},
+       W{{kAdmin, {"a100", "h100"}}, {kViewer, {"a100", "h100"}}, {kRightLead, {"h100"}}, {kOtherLead, {"a100"}}}},
+      {"a ResourceFlavor", "GET", kueue + "/resourceflavors/h100", {}, "", {200, 200, 403, 200, 403, 403}, {}},
+      {"a missing ResourceFlavor", "GET", kueue + "/resourceflavors/no-such", {}, "", {404, 403, 403, 404, 403, 403},
+       {}},
+      {"ClusterQueues are listed per caller", "GET", kueue + "/clusterqueues", {}, "", {200, 200, 200, 200, 403, 403},
+       W{{kAdmin, {"team-a-gpu", "team-b-gpu"}}, {kRightLead, {"team-b-gpu"}}, {kOtherLead, {"team-a-gpu"}}}},
+      {"a ClusterQueue", "GET", kueue + "/clusterqueues/team-b-gpu", {}, "", {200, 200, 403, 200, 403, 403}, {}},
+      {"Cohorts are listed per caller", "GET", kueue + "/cohorts", {}, "", {200, 200, 200, 200, 403, 403},
+       W{{kAdmin, {"team-b-pool"}}, {kRightLead, {"team-b-pool"}}, {kOtherLead, {}}}},
+      {"a Cohort", "GET", kueue + "/cohorts/team-b-pool", {}, "", {200, 200, 403, 200, 403, 403}, {}},
+      {"WorkloadPriorityClasses are everyone's", "GET", kueue + "/workloadpriorityclasses", {}, "",
+       {200, 200, 200, 200, 403, 403}, W{{kRightLead, {"batch"}}, {kOtherLead, {"batch"}}}},
+      {"a WorkloadPriorityClass", "GET", kueue + "/workloadpriorityclasses/batch", {}, "",
+       {200, 200, 200, 200, 403, 403}, {}},
+      {"PriorityClasses are everyone's", "GET", "/apis/scheduling.k8s.io/v1/priorityclasses", {}, "",
+       {200, 200, 200, 200, 403, 403}, W{{kRightLead, {"critical"}}, {kOtherLead, {"critical"}}}},
+      {"a PriorityClass", "GET", "/apis/scheduling.k8s.io/v1/priorityclasses/critical", {}, "",
+       {200, 200, 200, 200, 403, 403}, {}},
+      {"LocalQueues of every namespace are listed per caller", "GET", kueue + "/localqueues", {}, "",
+       {200, 200, 200, 200, 403, 403},
+       W{{kAdmin, {"team-a/batch", "team-a/gpu", "team-b/gpu"}}, {kRightLead, {"team-b/gpu"}},
+         {kOtherLead, {"team-a/batch", "team-a/gpu"}}}},
+      {"LocalQueues of one namespace", "GET", kueue + "/namespaces/team-b/localqueues", {}, "",
+       {200, 200, 403, 200, 403, 403}, W{{kRightLead, {"team-b/gpu"}}}},
+      {"a LocalQueue", "GET", kueue + "/namespaces/team-b/localqueues/gpu", {}, "", {200, 200, 403, 200, 403, 403},
+       {}},
+      {"a missing LocalQueue", "GET", kueue + "/namespaces/team-b/localqueues/no-such", {}, "",
+       {404, 404, 403, 404, 403, 403}, {}},
+      {"GPUNodePools are listed per caller", "GET", "/apis/gangkeeper.io/v1alpha1/gpunodepools", {}, "",
+       {200, 200, 200, 200, 403, 403},
+       W{{kAdmin, {"pool-a100", "pool-h100"}}, {kRightLead, {"pool-h100"}}, {kOtherLead, {"pool-a100"}}}},
+      {"a GPUNodePool", "GET", "/apis/gangkeeper.io/v1alpha1/gpunodepools/pool-h100", {}, "",
+       {200, 200, 403, 200, 403, 403}, {}},
+      {"the metrics", "GET", "/metrics", {}, "", {200, 403, 403, 200, 403, 200}, {}},
+      {"a LocalQueue created in team-b", "PUT", lq_b, {}, LocalQueueYaml("team-b", "role-check", "team-b-gpu"),
+       {201, 201, 403, 403, 403, 403}, {}},
+      {"and deleted", "DELETE", lq_b, {}, "", {200, 200, 403, 403, 403, 403}, {}},
+      {"a LocalQueue created in team-a", "PUT", lq_a, {}, LocalQueueYaml("team-a", "role-check", "team-a-gpu"),
+       {201, 403, 201, 403, 403, 403}, {}},
+      {"and deleted", "DELETE", lq_a, {}, "", {200, 403, 200, 403, 403, 403}, {}},
+      {"a ClusterQueue created", "PUT", kueue + "/clusterqueues/role-check", {}, kSpareQueue,
+       {201, 403, 403, 403, 403, 403}, {}},
+      {"and deleted", "DELETE", kueue + "/clusterqueues/role-check", {}, "", {200, 403, 403, 403, 403, 403}, {}},
+      {"a missing ResourceFlavor deleted: the role is checked first", "DELETE", kueue + "/resourceflavors/no-such",
+       {}, "", {404, 403, 403, 403, 403, 403}, {}},
+      {"a bundle of a team-b LocalQueue", "POST", "/v1/apply", {}, LocalQueueYaml("team-b", "applied", "team-b-gpu"),
+       {200, 200, 403, 403, 403, 403}, {}},
+      {"and its LocalQueue deleted", "DELETE", kueue + "/namespaces/team-b/localqueues/applied", {}, "",
+       {200, 200, 403, 403, 403, 403}, {}},
+      {"a bundle of a LocalQueue and a WorkloadPriorityClass", "POST", "/v1/apply", {},
+       LocalQueueYaml("team-b", "mixed", "team-b-gpu") +
+           "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\nmetadata: {name: mixed}\nvalue: 7\n",
+       {200, 403, 403, 403, 403, 403}, {}},
+      {"and its WorkloadPriorityClass deleted", "DELETE", kueue + "/workloadpriorityclasses/mixed", {}, "",
+       {200, 403, 403, 403, 403, 403}, {}},
+      {"and its LocalQueue deleted: not there after a refused bundle", "DELETE",
+       kueue + "/namespaces/team-b/localqueues/mixed", {}, "", {200, 404, 403, 403, 403, 403}, {}},
+  };
+  for (Who who : kEveryone) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const AuthzCase& c = cases[i];
+      SCOPED_TRACE(absl::StrCat(c.name, ": ", c.method, " ", c.path, " as ", NameOf(who)));
+      // Each call from its own address, so the limiter of failures stays out of it.
+      Reply r = Send(c.method, c.path, TokenOf(who), c.body, c.query, absl::StrCat("10.7.", who, ".", i));
+      const int want = who == kNoToken || who == kBadToken ? 401 : c.want[who];
+      EXPECT_EQ(r.status, want) << r.raw.body;
+      if (r.status >= 400) {
+        ASSERT_TRUE(r.body.is_object() && r.body.contains("error")) << r.raw.body;
+        EXPECT_TRUE(r.body["error"].contains("code") && r.body["error"].contains("message")) << r.raw.body;
+        // A refusal never shows another team's objects.
+        if (who == kRightLead) {
+          EXPECT_FALSE(absl::StrContains(r.raw.body, "a100")) << r.raw.body;
+        }
+      }
+      auto items = c.items.find(who);
+      if (r.status == 200 && items != c.items.end()) {
+        EXPECT_THAT(ItemNames(r.body), ::testing::UnorderedElementsAreArray(items->second)) << r.raw.body;
+      }
+    }
+  }
+}
+
+// A team-admin may point its LocalQueue at any ClusterQueue (Kueue's
+// rule), but sees only the queues that take its namespace's workloads.
+TEST_F(AuthorizationTest, ALocalQueuePointedAtAnotherTeamsQueueShowsNothingOfIt) {
+  const std::string path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/sneaky";
+  Reply put = Send("PUT", path, "lead-secret", LocalQueueYaml("team-b", "sneaky", "team-a-gpu"));
+  ASSERT_EQ(put.status, 201) << put.raw.body;
+  ExpectError(Call("/v1/clusterqueues/team-a-gpu/status", "lead-secret"), 403, "Forbidden", "team-a-gpu");
+  ExpectError(Call("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a-gpu", "lead-secret"), 403, "Forbidden",
+              "team-a-gpu");
+  ExpectError(Call("/apis/kueue.x-k8s.io/v1beta1/resourceflavors/a100", "lead-secret"), 403, "Forbidden", "a100");
+  Reply queues = Call("/v1/clusterqueues", "lead-secret");
+  ASSERT_EQ(queues.status, 200);
+  EXPECT_THAT(ItemNames(queues.body), ElementsAre("team-b-gpu"));
+  // Its own LocalQueue it sees, of course.
+  Reply mine = Call("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues", "lead-secret");
+  ASSERT_EQ(mine.status, 200);
+  EXPECT_THAT(ItemNames(mine.body), UnorderedElementsAre("team-b/gpu", "team-b/sneaky"));
+}
+
+// POST /v1/apply honours metadata.resourceVersion like PUT: one stale
+// object and nothing of the bundle is applied.
+TEST_F(AuthorizationTest, ApplyWithAStaleResourceVersionIsAConflictAndChangesNothing) {
+  const std::string cq_path = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu";
+  Reply put = Send("PUT", cq_path, "admin-secret", Call(cq_path, "admin-secret").raw.body);
+  ASSERT_EQ(put.status, 200) << put.raw.body;
+  const std::string version = put.body["metadata"].value("resourceVersion", "");
+  ASSERT_FALSE(version.empty()) << put.raw.body;
+  json current = put.body;
+  // A bundle: a new LocalQueue, and the ClusterQueue at a version it is not at.
+  json stale = current;
+  stale["metadata"]["resourceVersion"] = version + "0";
+  stale["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "2";
+  const std::string bundle =
+      absl::StrCat(LocalQueueYaml("team-b", "extra", "team-b-gpu"), "---\n", stale.dump(), "\n");
+  Reply refused = Send("POST", "/v1/apply", "admin-secret", bundle);
+  ExpectError(refused, 409, "Conflict", absl::StrCat("ClusterQueue \"team-b-gpu\" is at resourceVersion \"", version,
+                                                     "\", not \"", version, "0\""));
+  EXPECT_EQ(refused.body["error"].value("field", ""), "metadata.resourceVersion");
+  EXPECT_THAT(refused.body["error"].value("message", ""), HasSubstr("nothing was applied"));
+  // Nothing changed: no LocalQueue, the quota and the version as they were.
+  EXPECT_EQ(Call("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/extra", "admin-secret").status, 404);
+  Reply after = Call(cq_path, "admin-secret");
+  ASSERT_EQ(after.status, 200);
+  EXPECT_EQ(after.body, current);
+  Reply status = Call("/v1/clusterqueues/team-b-gpu/status", "admin-secret");
+  EXPECT_EQ(Resource(status.body, "h100")["nominal"], "4");
+  // A version that is gone, too: the object does not exist.
+  Reply missing = Send("POST", "/v1/apply", "admin-secret",
+                       "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+                       "metadata: {name: gone, namespace: team-b, resourceVersion: \"3\"}\n"
+                       "spec: {clusterQueue: team-b-gpu}\n");
+  ExpectError(missing, 409, "Conflict", "LocalQueue \"team-b/gone\" does not exist");
+  // At the current version (or without one) the bundle goes through.
+  json fresh = current;
+  fresh["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "2";
+  Reply applied = Send("POST", "/v1/apply", "admin-secret",
+                       absl::StrCat(LocalQueueYaml("team-b", "extra", "team-b-gpu"), "---\n", fresh.dump(), "\n"));
+  ASSERT_EQ(applied.status, 200) << applied.raw.body;
+  EXPECT_EQ(Resource(Call("/v1/clusterqueues/team-b-gpu/status", "admin-secret").body, "h100")["nominal"], "2");
+  // The version moved on: the same bundle again is now stale.
+  EXPECT_EQ(Send("POST", "/v1/apply", "admin-secret", fresh.dump()).status, 409);
+}
+
+// Every bad input names its field in {"error": {code, message, field}},
+// and the API goes on answering.
+TEST_F(AuthorizationTest, BadInputsNameTheFieldAndTheApiKeepsServing) {
+  const std::string lq = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/gpu";
+  struct Bad {
+    std::string name, method, path;
+    std::vector<std::pair<std::string, std::string>> query;
+    std::string body;
+    int want_status;
+    std::string want_field;
+  };
+  const std::vector<Bad> bad = {
+      {"a body that is not YAML", "PUT", lq, {}, "{not: [yaml", 422, "body"},
+      {"a body of another kind", "PUT", lq, {},
+       "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Cohort\nmetadata: {name: x}\n", 400, "kind"},
+      {"a name that is not the path's", "PUT", lq, {}, LocalQueueYaml("team-b", "other", "team-b-gpu"), 400,
+       "metadata.name"},
+      {"a LocalQueue of a missing ClusterQueue", "PUT", lq, {}, LocalQueueYaml("team-b", "gpu", "no-such"), 422,
+       "spec.clusterQueue"},
+      {"a stale resourceVersion", "PUT", lq, {},
+       "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: gpu, namespace: team-b, "
+       "resourceVersion: \"99\"}\nspec: {clusterQueue: team-b-gpu}\n",
+       409, "metadata.resourceVersion"},
+      {"an empty bundle", "POST", "/v1/apply", {}, "", 400, "items"},
+      {"a bundle that is not YAML", "POST", "/v1/apply", {}, "- [", 422, "body"},
+      {"an unknown state", "GET", "/v1/workloads", {{"state", "running"}}, "", 400, "state"},
+      {"an unknown kind of workload", "GET", "/v1/workloads/deployment/team-b/infer", {}, "", 400, "kind"},
+      {"a time that is not RFC 3339", "GET", "/v1/audit", {{"since", "yesterday"}}, "", 400, "since"},
+      {"a limit out of range", "GET", "/v1/audit", {{"limit", "0"}}, "", 400, "limit"},
+      {"a cursor that is not a number", "GET", "/v1/audit/export", {{"cursor", "next"}}, "", 400, "cursor"},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.name);
+    Reply r = Send(b.method, b.path, "admin-secret", b.body, b.query);
+    EXPECT_EQ(r.status, b.want_status) << r.raw.body;
+    ASSERT_TRUE(r.body.is_object() && r.body.contains("error")) << r.raw.body;
+    EXPECT_FALSE(r.body["error"].value("code", "").empty()) << r.raw.body;
+    EXPECT_FALSE(r.body["error"].value("message", "").empty()) << r.raw.body;
+    EXPECT_THAT(r.body["error"].value("field", ""), HasSubstr(b.want_field)) << r.raw.body;
+    EXPECT_EQ(Call("/v1/clusterqueues/team-b-gpu/status", "admin-secret").status, 200);
+  }
 }
 
 }  // namespace

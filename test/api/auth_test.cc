@@ -58,10 +58,11 @@ TEST(ParseTokensTest, YamlList) {
   namespaces: [team-b, team-c]
 - {name: dash, sha256: )", Sha256Hex("c"), R"(, role: viewer}
 - {name: audit, sha256: )", Sha256Hex("d"), R"(, role: auditor}
+- {name: prometheus, sha256: )", Sha256Hex("e"), R"(, role: metrics}
 )");
   absl::StatusOr<std::vector<TokenEntry>> t = ParseTokens(text, "tokens.yaml");
   ASSERT_THAT(t, IsOk());
-  ASSERT_EQ(t->size(), 4u);
+  ASSERT_EQ(t->size(), 5u);
   EXPECT_EQ((*t)[0].name, "platform");
   EXPECT_EQ((*t)[0].sha256_hex, Sha256Hex("a"));
   EXPECT_EQ((*t)[0].role, Role::kAdmin);
@@ -71,6 +72,7 @@ TEST(ParseTokensTest, YamlList) {
   EXPECT_THAT((*t)[1].namespaces, ElementsAre("team-b", "team-c"));
   EXPECT_EQ((*t)[2].role, Role::kViewer);
   EXPECT_EQ((*t)[3].role, Role::kAuditor);
+  EXPECT_EQ((*t)[4].role, Role::kMetrics);
 }
 
 TEST(ParseTokensTest, JsonList) {
@@ -156,7 +158,7 @@ TEST(ParseTokensTest, UnknownRoleNamesTheEntryFieldAndRoles) {
   const std::string text = absl::StrCat("- {name: x, sha256: ", Sha256Hex("a"), ", role: superuser}\n");
   absl::StatusOr<std::vector<TokenEntry>> t = ParseTokens(text, "tokens.yaml");
   EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument, "tokens.yaml: [0].role: \"superuser\" is not a role"));
-  EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument, "admin, team-admin, viewer, auditor"));
+  EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument, "admin, team-admin, viewer, auditor, metrics"));
   // A missing role is an unknown one too.
   EXPECT_THAT(ParseTokens(absl::StrCat("- {name: x, sha256: ", Sha256Hex("a"), "}\n"), "f"),
               StatusIs(absl::StatusCode::kInvalidArgument, "f: [0].role"));
@@ -189,10 +191,12 @@ TEST(PrincipalTest, MayReadPerRole) {
   Principal viewer{"v", Role::kViewer, {}};
   Principal lead{"l", Role::kTeamAdmin, {"team-a", "team-c"}};
   Principal audit{"a", Role::kAuditor, {}};
+  Principal scraper{"m", Role::kMetrics, {}};
   for (const char* ns : {"team-a", "team-b", "kube-system"}) {
     EXPECT_TRUE(admin.MayRead(ns)) << ns;
     EXPECT_TRUE(viewer.MayRead(ns)) << ns;
     EXPECT_FALSE(audit.MayRead(ns)) << ns;
+    EXPECT_FALSE(scraper.MayRead(ns)) << ns;
   }
   EXPECT_TRUE(lead.MayRead("team-a"));
   EXPECT_TRUE(lead.MayRead("team-c"));
@@ -202,6 +206,19 @@ TEST(PrincipalTest, MayReadPerRole) {
   EXPECT_TRUE(audit.MayReadAudit());
   EXPECT_FALSE(viewer.MayReadAudit());
   EXPECT_FALSE(lead.MayReadAudit());
+  EXPECT_FALSE(scraper.MayReadAudit());
+  // Quota objects, queue status and workloads (which of them: scope.h).
+  EXPECT_TRUE(admin.MayReadQuota());
+  EXPECT_TRUE(viewer.MayReadQuota());
+  EXPECT_TRUE(lead.MayReadQuota());
+  EXPECT_FALSE(audit.MayReadQuota());
+  EXPECT_FALSE(scraper.MayReadQuota());
+  // /metrics: admin, viewer and the metrics role.
+  EXPECT_TRUE(admin.MayReadMetrics());
+  EXPECT_TRUE(viewer.MayReadMetrics());
+  EXPECT_TRUE(scraper.MayReadMetrics());
+  EXPECT_FALSE(lead.MayReadMetrics());
+  EXPECT_FALSE(audit.MayReadMetrics());
 }
 
 TEST(PrincipalTest, RoleNames) {
@@ -209,6 +226,7 @@ TEST(PrincipalTest, RoleNames) {
   EXPECT_STREQ(RoleName(Role::kTeamAdmin), "team-admin");
   EXPECT_STREQ(RoleName(Role::kViewer), "viewer");
   EXPECT_STREQ(RoleName(Role::kAuditor), "auditor");
+  EXPECT_STREQ(RoleName(Role::kMetrics), "metrics");
 }
 
 // ---------------------------------------------------------------- TokenStore
@@ -307,31 +325,76 @@ TEST_F(TokenStoreTest, WrongOrMalformedTokensAreUnauthenticated) {
   }
 }
 
-TEST_F(TokenStoreTest, TooManyFailuresFromOneAddressAreRefusedButOthersStillWork) {
+TEST_F(TokenStoreTest, TooManyFailuresLimitOnlyInvalidTokensFromThatAddress) {
   std::unique_ptr<TokenStore> store = LoadFile(TokensYaml());
   ASSERT_NE(store, nullptr);
-  const std::string attacker = "192.0.2.7";
+  const std::string shared = "192.0.2.7";  // an ingress: every caller has this address
   for (int i = 0; i < TokenStore::kMaxFailuresPerMinute; ++i) {
-    ASSERT_THAT(store->Authenticate(absl::StrCat("Bearer guess-", i), attacker, kNow + absl::Seconds(i)),
+    ASSERT_THAT(store->Authenticate(absl::StrCat("Bearer guess-", i), shared, kNow + absl::Seconds(i)),
                 StatusIs(absl::StatusCode::kUnauthenticated))
         << "failure " << i;
   }
-  // Now even the right token is refused from that address...
-  EXPECT_THAT(store->Authenticate("Bearer guess-x", attacker, kNow + absl::Seconds(30)),
+  // Now invalid tokens (and missing ones) from that address are refused...
+  EXPECT_THAT(store->Authenticate("Bearer guess-x", shared, kNow + absl::Seconds(30)),
               StatusIs(absl::StatusCode::kResourceExhausted, "too many failed authentications"));
-  EXPECT_THAT(store->Authenticate("Bearer admin-secret", attacker, kNow + absl::Seconds(30)),
+  EXPECT_THAT(store->Authenticate("", shared, kNow + absl::Seconds(30)),
               StatusIs(absl::StatusCode::kResourceExhausted));
-  // ...while another address is not affected.
-  absl::StatusOr<Principal> other = store->Authenticate("Bearer admin-secret", "192.0.2.8", kNow + absl::Seconds(30));
-  ASSERT_THAT(other, IsOk());
-  EXPECT_EQ(other->name, "platform");
+  // ...while every valid token still authenticates from it, as often as it likes.
+  for (int i = 0; i < 3 * TokenStore::kMaxFailuresPerMinute; ++i) {
+    absl::StatusOr<Principal> admin = store->Authenticate("Bearer admin-secret", shared, kNow + absl::Seconds(31));
+    ASSERT_THAT(admin, IsOk()) << i;
+    EXPECT_EQ(admin->name, "platform");
+  }
+  absl::StatusOr<Principal> lead = store->Authenticate("Bearer lead-secret", shared, kNow + absl::Seconds(31));
+  ASSERT_THAT(lead, IsOk());
+  EXPECT_EQ(lead->name, "team-b-lead");
+  // A success does not reset the count of failures: guessing stays limited.
+  EXPECT_THAT(store->Authenticate("Bearer guess-y", shared, kNow + absl::Seconds(32)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  // Another address is not affected.
   EXPECT_THAT(store->Authenticate("Bearer wrong", "192.0.2.8", kNow + absl::Seconds(30)),
               StatusIs(absl::StatusCode::kUnauthenticated));
-  // A minute after the window opened, the address may try again.
-  absl::StatusOr<Principal> later =
-      store->Authenticate("Bearer admin-secret", attacker, kNow + absl::Minutes(1) + absl::Seconds(1));
-  ASSERT_THAT(later, IsOk());
-  EXPECT_EQ(later->name, "platform");
+  // A minute after the window opened, invalid tokens are counted again.
+  EXPECT_THAT(store->Authenticate("Bearer guess-z", shared, kNow + absl::Minutes(1) + absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kUnauthenticated, "not known"));
+}
+
+TEST_F(TokenStoreTest, ManyAddressesKeepMemoryBoundedAndNeverBlockValidTokens) {
+  std::unique_ptr<TokenStore> store = LoadFile(TokensYaml());
+  ASSERT_NE(store, nullptr);
+  auto address = [](size_t i) { return absl::StrCat("10.", i / 65536, ".", (i / 256) % 256, ".", i % 256); };
+  // A scan from more addresses than are tracked, one failure each.
+  for (size_t i = 0; i < TokenStore::kMaxTrackedAddresses; ++i) {
+    ASSERT_THAT(store->Authenticate("Bearer nope", address(i), kNow), StatusIs(absl::StatusCode::kUnauthenticated))
+        << i;
+  }
+  // The addresses beyond share one count: together they are limited.
+  const size_t beyond = TokenStore::kMaxTrackedAddresses;
+  for (int i = 0; i < TokenStore::kMaxFailuresPerMinute; ++i) {
+    ASSERT_THAT(store->Authenticate("Bearer nope", address(beyond + i), kNow),
+                StatusIs(absl::StatusCode::kUnauthenticated))
+        << i;
+  }
+  EXPECT_THAT(store->Authenticate("Bearer nope", address(beyond + 100), kNow),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  // Valid tokens pass from a tracked address, an untracked one and a new one.
+  EXPECT_THAT(store->Authenticate("Bearer admin-secret", address(0), kNow), IsOk());
+  EXPECT_THAT(store->Authenticate("Bearer admin-secret", address(beyond + 100), kNow), IsOk());
+  EXPECT_THAT(store->Authenticate("Bearer lead-secret", "198.51.100.200", kNow), IsOk());
+  // A tracked address keeps its own count meanwhile.
+  EXPECT_THAT(store->Authenticate("Bearer nope", address(1), kNow), StatusIs(absl::StatusCode::kUnauthenticated));
+  // A minute later the expired entries are swept and a new address is
+  // tracked on its own again.
+  const absl::Time later = kNow + absl::Minutes(1) + absl::Seconds(1);
+  for (int i = 0; i < TokenStore::kMaxFailuresPerMinute; ++i) {
+    ASSERT_THAT(store->Authenticate("Bearer nope", "198.51.100.201", later),
+                StatusIs(absl::StatusCode::kUnauthenticated, "not known"))
+        << i;
+  }
+  EXPECT_THAT(store->Authenticate("Bearer nope", "198.51.100.201", later),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(store->Authenticate("Bearer nope", "198.51.100.202", later),
+              StatusIs(absl::StatusCode::kUnauthenticated, "not known"));
 }
 
 TEST_F(TokenStoreTest, FewerFailuresThanTheLimitDoNotBlock) {
@@ -360,7 +423,7 @@ TEST_F(TokenStoreTest, WindowResetsAfterAMinuteAndCountsAgain) {
   // A new window: failures count from zero again, up to the limit.
   const absl::Time next = kNow + absl::Minutes(2);
   exhaust(next);
-  EXPECT_THAT(store->Authenticate("Bearer admin-secret", addr, next), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(store->Authenticate("Bearer admin-secret", addr, next), IsOk());
 }
 
 TEST_F(TokenStoreTest, RewrittenFileIsPickedUp) {

@@ -194,7 +194,7 @@ class Bench {
   bool Leads(int api_port, const std::string& id) {
     auto c = testing::TlsConnection::Connect(api_port, options_);
     if (!c.ok()) return false;
-    auto r = (*c)->Request("GET", "/metrics", "");
+    auto r = (*c)->Request("GET", "/metrics", "", "Authorization: Bearer admin-secret\r\n");
     return r.ok() && r->body.find(absl::StrCat("gangkeeper_replica_leader{replica=\"", id, "\"} 1")) !=
                          std::string::npos;
   }

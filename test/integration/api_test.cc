@@ -82,7 +82,12 @@ class ApiIntegrationTest : public ::testing::Test {
                                 {"role", "team-admin"},
                                 {"namespaces", {"team-b"}}},
                                {{"name", "audit"}, {"sha256", Sha256Hex("audit-secret")}, {"role", "auditor"}},
-                               {{"name", "dashboards"}, {"sha256", Sha256Hex("viewer-secret")}, {"role", "viewer"}}});
+                               {{"name", "dashboards"}, {"sha256", Sha256Hex("viewer-secret")}, {"role", "viewer"}},
+                               {{"name", "team-a-lead"},
+                                {"sha256", Sha256Hex("team-a-secret")},
+                                {"role", "team-admin"},
+                                {"namespaces", {"team-a"}}},
+                               {{"name", "prometheus"}, {"sha256", Sha256Hex("metrics-secret")}, {"role", "metrics"}}});
     std::ofstream(dir_.File("tokens.json")) << tokens.dump();
     StartServer();
     options_.ca_file = dir_.File("certs/ca.crt");
@@ -97,14 +102,21 @@ class ApiIntegrationTest : public ::testing::Test {
   }
 
   void StartServer() {
-    auto p = testing::ServerProcess::Start(
-        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
-         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
-         "--policies=" + std::string(GK_SOURCE_DIR) + "/policies", "--kube=none",
-         "--tokens=" + dir_.File("tokens.json")},
-        dir_.path());
+    auto p = Serve("data");
     ASSERT_THAT(p, IsOk());
     server_ = *std::move(p);
+  }
+
+  // `gangkeeper serve` on `data_dir` (under the test's directory) with `extra` flags.
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> Serve(const std::string& data_dir,
+                                                                const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0",
+                                     "--tls-cert=" + dir_.File("certs/tls.crt"),
+                                     "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File(data_dir),
+                                     "--policies=" + std::string(GK_SOURCE_DIR) + "/policies", "--kube=none",
+                                     "--tokens=" + dir_.File("tokens.json")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return testing::ServerProcess::Start(args, dir_.path());
   }
 
   // `method` `path` with a body on the API listener.
@@ -184,7 +196,7 @@ TEST_F(ApiIntegrationTest, WorkloadsAndQueuesAreVisiblePerRole) {
   {
     auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
     ASSERT_THAT(c, IsOk());
-    auto m = (*c)->Request("GET", "/metrics");
+    auto m = (*c)->Request("GET", "/metrics", "", "Authorization: Bearer metrics-secret\r\n");
     ASSERT_THAT(m, IsOk());
     EXPECT_THAT(m->body, HasSubstr("kueue_admitted_active_workloads{cluster_queue=\"team-a-gpu\"} 1\n"));
     // "second" waits until the cohort changes: Kueue's inadmissible.
@@ -258,7 +270,7 @@ TEST_F(ApiIntegrationTest, DecisionsAndDenialsAreInTheAuditLog) {
   // The journal and the audit log report themselves.
   auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
   ASSERT_THAT(c, IsOk());
-  auto metrics = (*c)->Request("GET", "/metrics");
+  auto metrics = (*c)->Request("GET", "/metrics", "", "Authorization: Bearer viewer-secret\r\n");
   ASSERT_THAT(metrics, IsOk());
   EXPECT_THAT(metrics->body, HasSubstr("gangkeeper_store_journal_healthy 1"));
   EXPECT_THAT(metrics->body, HasSubstr("gangkeeper_audit_healthy 1"));
@@ -398,46 +410,182 @@ TEST_F(ApiIntegrationTest, DuplicateKeysAreRefusedAndNamespacesAreApplied) {
 }
 
 // Every role against every kind of call, over TLS with real tokens: what
-// each may do, and 401 / 403 with the JSON error shape otherwise.
+// each may do, what each list holds, and 401 / 403 with the JSON error
+// shape otherwise (test/api/api_test.cc has every route; this is a slice
+// through the real binary).
 TEST_F(ApiIntegrationTest, EachRoleMayDoExactlyWhatItsRoleAllows) {
-  const std::string lq_b = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/role-check";
-  const std::string lq_a = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/localqueues/role-check";
+  const std::string kueue = "/apis/kueue.x-k8s.io/v1beta1";
+  const std::string lq_b = kueue + "/namespaces/team-b/localqueues/role-check";
+  const std::string lq_a = kueue + "/namespaces/team-a/localqueues/role-check";
   auto lq = [](const std::string& ns, const std::string& cq) {
     return absl::StrCat("apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: role-check, namespace: ",
                         ns, "}\nspec: {clusterQueue: ", cq, "}\n");
   };
+  // admin, team-b's admin (its namespace), team-a's admin (another one), viewer, auditor, metrics.
+  const std::vector<std::string> tokens = {"admin-secret", "team-b-secret", "team-a-secret",
+                                           "viewer-secret", "audit-secret",  "metrics-secret"};
   struct Call {
     std::string method, path, body;
-    std::map<std::string, int> want;  // token -> status
+    std::vector<int> want;  // per token above; no token and a bad one: 401
+    std::map<std::string, std::vector<std::string>> items;  // token -> what a list holds
   };
   const std::vector<Call> calls = {
-      {"GET", "/v1/workloads", "",
-       {{"admin-secret", 200}, {"viewer-secret", 200}, {"team-b-secret", 200}, {"audit-secret", 403}, {"", 401}}},
-      {"GET", "/v1/workloads?namespace=team-a", "",
-       {{"admin-secret", 200}, {"viewer-secret", 200}, {"team-b-secret", 403}, {"audit-secret", 403}}},
-      {"GET", "/v1/clusterqueues/team-a-gpu/status", "",
-       {{"admin-secret", 200}, {"viewer-secret", 200}, {"team-b-secret", 403}, {"audit-secret", 403}, {"", 401}}},
-      {"GET", "/v1/audit", "",
-       {{"admin-secret", 200}, {"audit-secret", 200}, {"viewer-secret", 403}, {"team-b-secret", 403}, {"", 401}}},
-      {"GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "",
-       {{"admin-secret", 200}, {"viewer-secret", 200}, {"team-b-secret", 200}, {"", 401}}},
-      {"PUT", lq_b, lq("team-b", "team-b-gpu"),
-       {{"viewer-secret", 403}, {"audit-secret", 403}, {"team-b-secret", 201}, {"", 401}}},
-      {"PUT", lq_a, lq("team-a", "team-a-gpu"), {{"team-b-secret", 403}, {"viewer-secret", 403}, {"admin-secret", 201}}},
-      {"DELETE", lq_a, "", {{"team-b-secret", 403}, {"viewer-secret", 403}, {"admin-secret", 200}}},
-      {"DELETE", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu", "",
-       {{"team-b-secret", 403}, {"viewer-secret", 403}, {"audit-secret", 403}}},
+      {"GET", "/v1/workloads", "", {200, 200, 200, 200, 403, 403},
+       {{"team-b-secret", {}}, {"team-a-secret", {"team-a/first", "team-a/second"}}}},
+      {"GET", "/v1/workloads?namespace=team-a", "", {200, 403, 200, 200, 403, 403}, {}},
+      {"GET", "/v1/workloads/team-a/first", "", {200, 403, 200, 200, 403, 403}, {}},
+      {"GET", "/v1/clusterqueues", "", {200, 200, 200, 200, 403, 403},
+       {{"admin-secret", {"team-a-gpu", "team-b-gpu"}}, {"team-b-secret", {"team-b-gpu"}},
+        {"team-a-secret", {"team-a-gpu"}}}},
+      {"GET", "/v1/clusterqueues/team-a-gpu/status", "", {200, 403, 200, 200, 403, 403}, {}},
+      {"GET", "/v1/audit", "", {200, 403, 403, 403, 200, 403}, {}},
+      {"GET", "/v1/audit?namespace=team-a", "", {200, 403, 200, 403, 200, 403}, {}},
+      {"GET", kueue + "/clusterqueues", "", {200, 200, 200, 200, 403, 403},
+       {{"viewer-secret", {"team-a-gpu", "team-b-gpu"}}, {"team-b-secret", {"team-b-gpu"}}}},
+      {"GET", kueue + "/clusterqueues/team-a-gpu", "", {200, 403, 200, 200, 403, 403}, {}},
+      {"GET", kueue + "/localqueues", "", {200, 200, 200, 200, 403, 403},
+       {{"admin-secret", {"team-a/gpu-queue", "team-b/gpu-queue"}}, {"team-b-secret", {"team-b/gpu-queue"}}}},
+      {"GET", kueue + "/namespaces/team-a/localqueues", "", {200, 403, 200, 200, 403, 403}, {}},
+      {"GET", kueue + "/resourceflavors", "", {200, 200, 200, 200, 403, 403},
+       {{"team-b-secret", {"a100-mig-mixed", "nvidia-gpu"}}}},
+      {"GET", kueue + "/workloadpriorityclasses", "", {200, 200, 200, 200, 403, 403}, {}},
+      {"GET", "/apis/scheduling.k8s.io/v1/priorityclasses", "", {200, 200, 200, 200, 403, 403}, {}},
+      {"GET", "/apis/gangkeeper.io/v1alpha1/gpunodepools", "", {200, 200, 200, 200, 403, 403}, {}},
+      {"GET", "/metrics", "", {200, 403, 403, 200, 403, 200}, {}},
+      {"PUT", lq_b, lq("team-b", "team-b-gpu"), {201, 201, 403, 403, 403, 403}, {}},
+      {"DELETE", lq_b, "", {200, 200, 403, 403, 403, 403}, {}},
+      {"PUT", lq_a, lq("team-a", "team-a-gpu"), {201, 403, 201, 403, 403, 403}, {}},
+      {"DELETE", lq_a, "", {200, 403, 200, 403, 403, 403}, {}},
+      {"POST", "/v1/apply", lq("team-b", "team-b-gpu"), {200, 200, 403, 403, 403, 403}, {}},
+      {"DELETE", lq_b, "", {200, 200, 403, 403, 403, 403}, {}},
+      // A write is refused for the role before the object is looked up.
+      {"DELETE", kueue + "/resourceflavors/no-such", "", {404, 403, 403, 403, 403, 403}, {}},
   };
-  for (const Call& c : calls) {
-    for (const auto& [token, want] : c.want) {
-      auto [status, body] = Send(c.method, c.path, c.body, token);
-      EXPECT_EQ(status, want) << c.method << " " << c.path << " as " << (token.empty() ? "nobody" : token) << ": "
-                              << body.dump();
+  // The names in a list: quota objects by metadata, the rest by their own fields.
+  auto names = [](const json& body) {
+    std::vector<std::string> out;
+    for (const json& i : body["items"]) {
+      const json& m = i.contains("metadata") ? i["metadata"] : i;
+      const std::string ns = m.value("namespace", "");
+      out.push_back(ns.empty() ? m.value("name", "") : absl::StrCat(ns, "/", m.value("name", "")));
+    }
+    return out;
+  };
+  // Token by token, so that each write (put back by the next call) meets the same state.
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    for (const Call& c : calls) {
+      auto [status, body] = Send(c.method, c.path, c.body, tokens[t]);
+      EXPECT_EQ(status, c.want[t]) << c.method << " " << c.path << " as " << tokens[t] << ": " << body.dump();
       if (status == 401 || status == 403) {
         EXPECT_TRUE(body["error"].contains("code") && body["error"].contains("message")) << body.dump();
       }
+      auto items = c.items.find(tokens[t]);
+      if (status == 200 && items != c.items.end()) {
+        EXPECT_THAT(names(body), ::testing::UnorderedElementsAreArray(items->second)) << c.path << " as " << tokens[t];
+      }
     }
   }
+  // Without a token, or with a bad one: 401 (few enough calls to stay below the limiter).
+  int failures = 0;
+  for (const Call& c : calls) {
+    if (c.method != "GET") continue;
+    const std::string token = failures % 2 == 0 ? "" : "not-a-token";
+    auto [status, body] = Get(c.path, token);
+    EXPECT_EQ(status, 401) << c.path << " with token '" << token << "': " << body.dump();
+    ++failures;
+  }
+  ASSERT_LT(failures, 20);
+}
+
+// /metrics needs a token of role admin, viewer or metrics, unless the
+// server runs with --metrics-public.
+TEST_F(ApiIntegrationTest, MetricsNeedATokenUnlessPublic) {
+  auto scrape = [&](int port, const std::string& token) {
+    auto c = testing::TlsConnection::Connect(port, options_);
+    EXPECT_THAT(c, IsOk());
+    if (!c.ok()) return testing::HttpReply{};
+    const std::string header = token.empty() ? "" : absl::StrCat("Authorization: Bearer ", token, "\r\n");
+    auto r = (*c)->Request("GET", "/metrics", "", header);
+    EXPECT_THAT(r, IsOk());
+    return r.ok() ? *r : testing::HttpReply{};
+  };
+  testing::HttpReply none = scrape(server_->api_port(), "");
+  EXPECT_EQ(none.status, 401);
+  EXPECT_THAT(none.body, HasSubstr("bearer token"));
+  EXPECT_EQ(scrape(server_->api_port(), "team-b-secret").status, 403);
+  EXPECT_EQ(scrape(server_->api_port(), "audit-secret").status, 403);
+  for (const char* token : {"viewer-secret", "metrics-secret", "admin-secret"}) {
+    testing::HttpReply ok = scrape(server_->api_port(), token);
+    EXPECT_EQ(ok.status, 200) << token;
+    EXPECT_THAT(ok.body, HasSubstr("kueue_pending_workloads")) << token;
+  }
+  // The metrics token reads nothing else.
+  EXPECT_EQ(Get("/v1/workloads", "metrics-secret").first, 403);
+  EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "metrics-secret").first, 403);
+  // --metrics-public: open to anyone (the rest of the API still is not).
+  auto open = Serve("public-data", {"--metrics-public"});
+  ASSERT_THAT(open, IsOk());
+  testing::HttpReply anyone = scrape((*open)->api_port(), "");
+  EXPECT_EQ(anyone.status, 200);
+  EXPECT_THAT(anyone.body, HasSubstr("kueue_pending_workloads"));
+  auto c = testing::TlsConnection::Connect((*open)->api_port(), options_);
+  ASSERT_THAT(c, IsOk());
+  auto api = (*c)->Request("GET", "/v1/workloads");
+  ASSERT_THAT(api, IsOk());
+  EXPECT_EQ(api->status, 401);
+}
+
+// Behind an ingress every caller shares one address: a flood of bad tokens
+// from it gets 429, and valid tokens from it are still served.
+TEST_F(ApiIntegrationTest, FailuresFromOneAddressNeverLockOutAValidToken) {
+  for (int i = 0; i < 25; ++i) {
+    const int status = Get("/v1/workloads", absl::StrCat("guess-", i)).first;
+    ASSERT_EQ(status, i < 20 ? 401 : 429) << i;
+  }
+  auto [ok_status, ok] = Get("/v1/workloads?namespace=team-a", "admin-secret");
+  EXPECT_EQ(ok_status, 200) << ok.dump();
+  EXPECT_EQ(Get("/v1/workloads", "team-b-secret").first, 200);
+  auto [limited_status, limited] = Get("/v1/workloads", "guess-again");
+  EXPECT_EQ(limited_status, 429);
+  EXPECT_THAT(limited["error"]["message"].get<std::string>(), HasSubstr("too many failed authentications"));
+  EXPECT_EQ(Get("/v1/audit", "audit-secret").first, 200);
+}
+
+// POST /v1/apply checks metadata.resourceVersion like PUT; bad input names
+// its field; the server goes on serving.
+TEST_F(ApiIntegrationTest, StaleApplyIsAConflictAndBadInputNamesItsField) {
+  const std::string path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/gpu-queue";
+  json lq = Get(path, "admin-secret").second;
+  auto [put_status, put] = Send("PUT", path, lq.dump(), "admin-secret");
+  ASSERT_EQ(put_status, 200) << put.dump();
+  json stale = put;
+  stale["metadata"]["resourceVersion"] = "0";
+  const std::string bundle = absl::StrCat(
+      "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: new-one, namespace: team-b}\n"
+      "spec: {clusterQueue: team-b-gpu}\n---\n",
+      stale.dump(), "\n");
+  auto [conflict_status, conflict] = Send("POST", "/v1/apply", bundle, "admin-secret");
+  EXPECT_EQ(conflict_status, 409) << conflict.dump();
+  EXPECT_EQ(conflict["error"]["field"], "metadata.resourceVersion");
+  EXPECT_THAT(conflict["error"]["message"].get<std::string>(), HasSubstr("team-b/gpu-queue"));
+  EXPECT_THAT(conflict["error"]["message"].get<std::string>(),
+              HasSubstr(put["metadata"]["resourceVersion"].get<std::string>()));
+  EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/new-one", "admin-secret").first, 404);
+  EXPECT_EQ(Get(path, "admin-secret").second, put);
+  struct Bad {
+    std::string method, path, body, field;
+  };
+  for (const Bad& b : std::vector<Bad>{{"POST", "/v1/apply", "{not: [yaml", "body"},
+                                       {"POST", "/v1/apply", "", "items"},
+                                       {"PUT", path + "-other", lq.dump(), "metadata.name"},
+                                       {"GET", "/v1/workloads?state=running", "", "state"},
+                                       {"GET", "/v1/audit?limit=5000", "", "limit"}}) {
+    auto [status, error] = Send(b.method, b.path, b.body, "admin-secret");
+    EXPECT_GE(status, 400) << b.method << " " << b.path << ": " << error.dump();
+    EXPECT_EQ(error["error"].value("field", ""), b.field) << b.method << " " << b.path << ": " << error.dump();
+  }
+  EXPECT_EQ(Get("/readyz", "").first, 200);
+  EXPECT_EQ(Get("/v1/workloads/team-a/first", "admin-secret").first, 200);
 }
 
 // /metrics is valid Prometheus text (a strict parser) and says what the
@@ -452,7 +600,7 @@ TEST_F(ApiIntegrationTest, MetricsParseStrictlyAndAgreeWithTheStatus) {
     if (status.contains("actuation")) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  auto m = (*c)->Request("GET", "/metrics");
+  auto m = (*c)->Request("GET", "/metrics", "", "Authorization: Bearer metrics-secret\r\n");
   ASSERT_THAT(m, IsOk());
   absl::StatusOr<std::vector<testing::PromFamily>> fams = testing::ParsePromText(m->body);
   ASSERT_THAT(fams, IsOk()) << m->body;

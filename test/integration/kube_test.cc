@@ -141,7 +141,7 @@ class KubeIntegrationTest : public ::testing::Test {
         {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
          "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File(data),
          "--policies=" + std::string(GK_SOURCE_DIR) + "/policies", "--kube=" + dir_.File("kubeconfig"),
-         "--log-level=debug"},
+         "--log-level=debug", "--metrics-public"},
         dir_.path());
     ASSERT_THAT(p, IsOk());
     server_ = *std::move(p);

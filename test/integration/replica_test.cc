@@ -113,15 +113,18 @@ class ReplicatedServeTest : public ::testing::Test {
     }
   }
 
+  // The flags of replica `i` (its data directory is data<i>).
+  std::vector<std::string> Args(int i) const {
+    return {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
+            "--tls-key=" + dir_.File("certs/tls.key"), absl::StrCat("--data-dir=", dir_.File(absl::StrCat("data", i))),
+            "--policies=" + dir_.File("policies"), "--kube=none", "--tokens=" + dir_.File("tokens.json"),
+            "--drain-delay=0s", "--store=etcd://" + etcd_->endpoint(), "--etcd-prefix=/gk/", "--lease-ttl=2s",
+            "--lease-renew=500ms", absl::StrCat("--replica-id=replica-", i), "--test-hooks",
+            "--snapshot-every-records=100"};
+  }
+
   void Start(int i) {
-    auto p = testing::ServerProcess::Start(
-        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
-         "--tls-key=" + dir_.File("certs/tls.key"), absl::StrCat("--data-dir=", dir_.File(absl::StrCat("data", i))),
-         "--policies=" + dir_.File("policies"), "--kube=none", "--tokens=" + dir_.File("tokens.json"),
-         "--drain-delay=0s", "--store=etcd://" + etcd_->endpoint(), "--etcd-prefix=/gk/", "--lease-ttl=2s",
-         "--lease-renew=500ms", absl::StrCat("--replica-id=replica-", i), "--test-hooks",
-         "--snapshot-every-records=100"},
-        dir_.path());
+    auto p = testing::ServerProcess::Start(Args(i), dir_.path());
     ASSERT_THAT(p, IsOk());
     std::lock_guard<std::mutex> lock(replicas_mu_);
     replicas_[i] = *std::move(p);
@@ -361,6 +364,25 @@ class ReplicatedServeTest : public ::testing::Test {
   std::mutex replicas_mu_;  // the load's threads read the ports
   std::vector<std::unique_ptr<testing::ServerProcess>> replicas_;
 };
+
+// A replica's data directory holds its audit log: a second process pointed
+// at it refuses to start, as with the file journal, and names the holder.
+TEST_F(ReplicatedServeTest, ASecondProcessOnAReplicasDataDirectoryFailsToStart) {
+  std::vector<std::string> args = {testing::GangkeeperBinary(), "serve"};
+  for (const std::string& a : Args(0)) {
+    args.push_back(absl::StartsWith(a, "--replica-id=") ? "--replica-id=intruder" : a);
+  }
+  auto second = testing::RunCommand(args, absl::Seconds(30), dir_.path());
+  ASSERT_THAT(second, IsOk());
+  EXPECT_NE(second->exit_code, 0);
+  EXPECT_THAT(second->err, ::testing::HasSubstr("--data-dir " + dir_.File("data0")));
+  EXPECT_THAT(second->err, ::testing::HasSubstr("another gangkeeper process uses this data directory"));
+  EXPECT_THAT(second->err, ::testing::HasSubstr(absl::StrCat("pid ", replicas_[0]->pid(), " on ")));
+  // Replica 0 serves on.
+  absl::StatusOr<testing::HttpReply> r = Call(0, "GET", "/v1/workloads");
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->status, 200);
+}
 
 TEST_F(ReplicatedServeTest, CreatesOnEveryReplicaAreAdmittedByTheOneLeader) {
   const int leader = Leader(absl::Seconds(15));

@@ -460,7 +460,7 @@ TEST_F(ServerTlsTest, SixtyFourKeepAliveClientsAreAllServedByFourThreads) {
 }
 
 TEST_F(ServerTlsTest, MetricsCountRequestsAndAccessLogHasOneLinePerRequest) {
-  auto server = StartServer();
+  auto server = StartServer({"--metrics-public"});
   ASSERT_NE(server, nullptr);
   auto c = TlsConnection::Connect(server->api_port(), Client());
   ASSERT_THAT(c, IsOk());
@@ -515,9 +515,22 @@ TEST_F(ServerTlsTest, SecondInstanceOnTheSamePortFailsToStart) {
 TEST_F(ServerTlsTest, SecondInstanceOnTheSameDataDirectoryFailsToStart) {
   auto first = StartServer();
   ASSERT_NE(first, nullptr);
-  auto second = ServerProcess::Start(BaseArgs(), dir_.path());
-  ASSERT_FALSE(second.ok());
-  EXPECT_THAT(std::string(second.status().message()), HasSubstr("another gangkeeper process uses this data directory"));
+  std::vector<std::string> args = {testing::GangkeeperBinary(), "serve"};
+  for (const std::string& a : BaseArgs()) args.push_back(a);
+  auto second = RunCommand(args, absl::Seconds(30), dir_.path());
+  ASSERT_THAT(second, IsOk());
+  EXPECT_NE(second->exit_code, 0);
+  // The message names the flag, the holder and the fix.
+  EXPECT_THAT(second->err, HasSubstr("--data-dir " + dir_.File("data")));
+  EXPECT_THAT(second->err, HasSubstr("another gangkeeper process uses this data directory"));
+  EXPECT_THAT(second->err, HasSubstr(absl::StrCat("pid ", first->pid(), " on ")));
+  EXPECT_THAT(second->err, HasSubstr("its own --data-dir"));
+  // The first one serves on.
+  auto c = TlsConnection::Connect(first->api_port(), Client());
+  ASSERT_THAT(c, IsOk());
+  auto ready = (*c)->Request("GET", "/healthz");
+  ASSERT_THAT(ready, IsOk());
+  EXPECT_EQ(ready->status, 200);
 }
 
 TEST_F(ServerTlsTest, BadFlagsAreNamed) {

@@ -15,7 +15,8 @@
 //                 a change is validated with every other object (422 with
 //                 the field), checked against metadata.resourceVersion
 //                 (409), and durable before the answer
-//   POST /v1/apply  a bundle of objects, applied all or nothing
+//   POST /v1/apply  a bundle of objects, applied all or nothing (each
+//                 checked against its metadata.resourceVersion, 409)
 //   GET /v1/audit?namespace=&name=&kind=&action=&actor=&clusterQueue=
 //                 &since=&until=&limit=&cursor=   audit events, oldest
 //                                              first, with a `next` cursor
@@ -27,8 +28,9 @@
 // Each workload: pod sets, flavor assignment, priority, phase, positions in
 // its ClusterQueue and LocalQueue, the pending reason in numbers,
 // timestamps, and what the actuator sent for it. Reads come from the
-// broker's published snapshot and never wait for the broker. Errors are
-// {"error": {"code", "message", "field"}}.
+// broker's published snapshot and never wait for the broker. What each role
+// may read and write is in auth.h; lists hold only what the caller may
+// read. Errors are {"error": {"code", "message", "field"}}.
 #pragma once
 
 #include <vector>
@@ -38,6 +40,7 @@
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
+#include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/server/server.h"
 
 namespace gangkeeper::api {
@@ -51,5 +54,12 @@ std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, co
                                   const audit::AuditLog* audit = nullptr,
                                   std::shared_ptr<const model::PolicySet> base_policies = nullptr,
                                   PolicyEditor* editor = nullptr);
+
+// GET /metrics on the API listener: `registry`'s Prometheus text for a token
+// of role admin, viewer or metrics; 401 without a valid token, 403 for the
+// other roles. It takes the place of the server's open /metrics (serve
+// leaves it out with --metrics-public). `registry`, `tokens` and `clock`
+// must outlive the route.
+server::Route MetricsRoute(const metrics::Registry* registry, TokenStore* tokens, const base::Clock* clock);
 
 }  // namespace gangkeeper::api

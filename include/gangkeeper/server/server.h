@@ -28,7 +28,9 @@ absl::string_view ListenerName(Listener listener);
 struct Route {
   Listener listener = Listener::kApi;
   std::string method;  // "GET", "POST", "PUT", "DELETE", "PATCH"
-  // Exact path, or a prefix when `prefix` is true ("/v1/workloads/").
+  // Exact path, or a prefix when `prefix` is true ("/v1/workloads/"). An
+  // exact route for /healthz, /readyz or /metrics replaces the built-in
+  // answer (the API guards /metrics with its tokens).
   std::string path;
   bool prefix = false;
   Handler handler;

@@ -60,12 +60,22 @@ class FileSystem {
   [[nodiscard]] virtual absl::Status Remove(const std::string& path) = 0;
   [[nodiscard]] virtual absl::Status SyncDir(const std::string& dir) = 0;
   // An exclusive lock on `path` (created if needed). FailedPrecondition when
-  // another process (or another lock in this one) holds it.
+  // another process (or another lock in this one) holds it; the POSIX
+  // implementation writes "pid N on HOST" into the file while it holds it
+  // and names that holder in the message.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<FileLock>> Lock(const std::string& path) = 0;
 };
 
 // The process-wide POSIX file system. Never null; not owned.
 FileSystem* DefaultFileSystem();
+
+// The file whose lock keeps a data directory to one gangkeeper (FORMAT.md §1).
+inline constexpr absl::string_view kDataDirLockFile = "LOCK";
+
+// Locks `data_dir` for this process, in every store mode (the journal's
+// state, or with etcd the replica's audit log). FailedPrecondition when
+// another process holds it, naming the holder when known.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<FileLock>> LockDataDir(FileSystem* fs, const std::string& data_dir);
 
 // "dir/name" (dir may end with '/').
 std::string JoinPath(absl::string_view dir, absl::string_view name);
