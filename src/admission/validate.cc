@@ -341,6 +341,20 @@ std::vector<std::string> Warnings(const Workload& w, const model::PolicySet& p, 
 
 // Finished according to the status (Job/JobSet/Kubeflow conditions, Pod
 // phase, RayJob deployment status).
+// Whether an allowed CREATE registers its workload, marking it unconfirmed
+// when reviews are not trusted (DESIGN §2). Then the API server's stored
+// object is what counts, and the reconciler registers it from the watch in
+// any case: registering from the review only shows it sooner. So a pod of
+// a pod group registers nothing (its members are counted from the pods the
+// API server stores), nor does anything past options.max_unconfirmed.
+bool Registers(Workload& w, const broker::WorkloadRegistry& registry, const WebhookOptions& options) {
+  if (options.trust_reviews) return true;
+  if (!w.pod_group_name.empty()) return false;
+  if (registry.UnconfirmedCount() >= options.max_unconfirmed) return false;
+  w.unconfirmed = true;
+  return true;
+}
+
 Response ValidateCreate(const Review& review, const workload::KindInfo& info, const model::PolicySet& p,
                         broker::WorkloadRegistry& registry, const WebhookOptions& options) {
   workload::ExtractOptions extract_options;
@@ -354,6 +368,7 @@ Response ValidateCreate(const Review& review, const workload::KindInfo& info, co
   Workload w = *std::move(extracted);
   if (w.namespace_name.empty()) w.namespace_name = review.namespace_name;
   w.submitted_by = review.username;
+  w.submitter_claimed = !options.reviews_authenticated;
   if (w.name.empty()) w.name = review.name;
   if (w.owned_by_managed_object || w.queue_name.empty()) return Allow(review);  // not ours
 
@@ -404,7 +419,7 @@ Response ValidateCreate(const Review& review, const workload::KindInfo& info, co
   Response r = Allow(review);
   r.warnings = Warnings(w, p, lq->second, queue, demand, registry.PendingIn(queue.meta.name),
                         registry.AdmittedUsage(queue.meta.name));
-  if (!review.dry_run) {
+  if (!review.dry_run && Registers(w, registry, options)) {
     absl::Status s = registry.Register(w, queue.meta.name);
     if (!s.ok()) {
       return Deny(review, 503, "ServiceUnavailable",
@@ -424,6 +439,7 @@ Response ValidateUpdate(const Review& review, const workload::KindInfo& info, co
   if (!now.ok() || !before.ok()) return Allow(review);  // not ours to judge; CREATE checked it
   if (now->namespace_name.empty()) now->namespace_name = review.namespace_name;
   now->submitted_by = review.username;
+  now->submitter_claimed = !options.reviews_authenticated;
   if (before->namespace_name.empty()) before->namespace_name = review.namespace_name;
   if (before->queue_name.empty() && now->queue_name.empty()) return Allow(review);
   std::optional<broker::WorkloadRecord> record = registry.Find(broker::KeyOf(*before));
@@ -459,7 +475,9 @@ Response ValidateUpdate(const Review& review, const workload::KindInfo& info, co
                                "suspend it first"));
     }
   }
-  if (!admitted && record.has_value() && !review.dry_run) {
+  // A pending workload's new shape: from the review when reviews are
+  // trusted; else the reconciler reads it from the stored object.
+  if (!admitted && record.has_value() && !review.dry_run && options.trust_reviews) {
     absl::Status s = registry.Update(*now);
     if (!s.ok() && !absl::IsNotFound(s)) {
       return Deny(review, 503, "ServiceUnavailable", absl::StrCat("gangkeeper: ", s.message(), "; retry"));
@@ -477,7 +495,9 @@ Response ValidateReview(const Review& review, const model::PolicySet& policies, 
   if (review.operation == "DELETE") {
     const rapidjson::Value* meta = Get(review.old_object, "metadata");
     std::string group = Str(Get(Get(meta, "labels"), workload::kPodGroupNameLabel.data()));
-    if (!review.dry_run && group.empty()) {
+    // Untrusted, a DELETE review says only that someone asked: the watch
+    // says when the object is gone (its pods may still run until then).
+    if (!review.dry_run && group.empty() && options.trust_reviews) {
       broker::WorkloadKey key{review.namespace_name, review.name.empty() ? Str(Get(meta, "name")) : review.name,
                               info->kind, false};
       (void)registry.Remove(key, Str(Get(meta, "uid")));  // unknown is fine
@@ -485,7 +505,8 @@ Response ValidateReview(const Review& review, const model::PolicySet& policies, 
     return Allow(review);
   }
   if (review.operation == "UPDATE" && review.sub_resource == "status") {
-    if (!review.dry_run && review.object != nullptr && workload::IsFinishedObject(*review.object)) {
+    if (!review.dry_run && options.trust_reviews && review.object != nullptr &&
+        workload::IsFinishedObject(*review.object)) {
       const rapidjson::Value* meta = Get(review.object, "metadata");
       std::string group = Str(Get(Get(meta, "labels"), workload::kPodGroupNameLabel.data()));
       // One pod of a group ending does not end the group: the reconciler

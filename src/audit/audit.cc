@@ -143,6 +143,7 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
       out.push_back(*std::move(reviewed));
       continue;
     }
+    if (c.unconfirmed) continue;  // nothing was decided on a review alone
     Event e;
     e.time = c.time;
     e.actor = c.actor.empty() ? "gangkeeper" : c.actor;

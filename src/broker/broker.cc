@@ -126,7 +126,14 @@ const WorkloadInfo* Snapshot::Find(const WorkloadKey& key) const {
   const std::string k = SnapshotKey(key);
   const Shard& shard = *shards_[ShardOf(k)];
   auto it = shard.find(k);
-  return it == shard.end() ? nullptr : it->second.newest.get();
+  if (it == shard.end()) return nullptr;
+  // The newest the API server confirmed, as Scheduler::Find.
+  if (it->second.newest->workload->unconfirmed && it->second.older != nullptr) {
+    for (auto w = it->second.older->rbegin(); w != it->second.older->rend(); ++w) {
+      if (!(*w)->workload->unconfirmed) return w->get();
+    }
+  }
+  return it->second.newest.get();
 }
 
 std::vector<const WorkloadInfo*> Snapshot::Instances(const WorkloadKey& key) const {
@@ -513,6 +520,7 @@ struct Broker::Impl {
     }
     for (auto& [shard, copy] : copies) snap->shards_[shard] = std::move(copy);
     snap->workload_count_ = scheduler->size();
+    snap->unconfirmed_count_ = scheduler->unconfirmed();
     // Finished workloads: the newest, bounded by count and age.
     std::vector<std::shared_ptr<const WorkloadInfo>> ended = scheduler->TakeFinished();
     const bool expired = !finished.empty() && now - finished.front()->finished_at > options.keep_finished_for;
@@ -1033,6 +1041,8 @@ int64_t Broker::PendingIn(const std::string& cluster_queue) const {
   const ClusterQueueView* q = snap->FindClusterQueue(cluster_queue);
   return q == nullptr ? 0 : q->status.pending;
 }
+
+size_t Broker::UnconfirmedCount() const { return snapshot()->unconfirmed_count(); }
 
 std::map<std::string, Quantity> Broker::AdmittedUsage(const std::string& cluster_queue) const {
   std::shared_ptr<const Snapshot> snap = snapshot();

@@ -15,12 +15,15 @@ using quantity::Quantity;
 using store::Decoder;
 using store::Encoder;
 
-// Version 2 (this release) names a workload by kind as well as namespace
-// and name, and an image by its instance (uid); version 1 records, written
-// when a name meant one workload, are read and migrated (FORMAT.md §6).
-constexpr uint8_t kBatchVersion = 2;
+// Version 2 names a workload by kind as well as namespace and name, and an
+// image by its instance (uid); version 1 records, written when a name meant
+// one workload, are read and migrated (FORMAT.md §6). Version 3 (this
+// release) adds whether a workload is known only from a review and whether
+// its submitter is only claimed (workloads and changes); older records
+// read as confirmed, with the submitter as recorded.
+constexpr uint8_t kBatchVersion = 3;
 constexpr uint8_t kStateVersion = 2;
-constexpr uint8_t kInfoVersion = 2;
+constexpr uint8_t kInfoVersion = 3;
 constexpr uint8_t kOldestVersion = 1;
 
 // --- Encoding ---
@@ -107,6 +110,8 @@ void PutWorkload(Encoder& e, const workload::Workload& w) {
   e.PutSigned(w.pod_group_total_count);
   e.PutBool(w.owned_by_managed_object);
   e.PutString(w.submitted_by);
+  e.PutBool(w.submitter_claimed);
+  e.PutBool(w.unconfirmed);
 }
 
 void PutAssignment(Encoder& e, const Assignment& a) {
@@ -167,6 +172,8 @@ void PutChange(Encoder& e, const StateChange& c) {
   e.PutString(c.message);
   PutKey(e, c.preemptor);
   e.PutString(c.actor);
+  e.PutBool(c.actor_claimed);
+  e.PutBool(c.unconfirmed);
 }
 
 // The policies as Kueue manifests (the model's own encoding), and the
@@ -344,6 +351,7 @@ bool GetWorkload(Decoder& d, int version, workload::Workload* w) {
       !d.GetBool(&w->owned_by_managed_object) || !d.GetString(&w->submitted_by)) {
     return false;
   }
+  if (version >= 3 && (!d.GetBool(&w->submitter_claimed) || !d.GetBool(&w->unconfirmed))) return false;
   return true;
 }
 
@@ -425,7 +433,7 @@ bool GetChange(Decoder& d, int version, StateChange* c) {
     c->assignment = std::move(a);
   }
   return d.GetString(&c->reason) && d.GetString(&c->message) && GetKey(d, version, &c->preemptor) &&
-         d.GetString(&c->actor);
+         d.GetString(&c->actor) && (version < 3 || (d.GetBool(&c->actor_claimed) && d.GetBool(&c->unconfirmed)));
 }
 
 // Version 1 keys name namespace/name only: the kind of the workload the

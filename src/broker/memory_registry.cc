@@ -84,6 +84,13 @@ class InMemoryRegistry final : public WorkloadRegistry {
     return usage;
   }
 
+  size_t UnconfirmedCount() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& [key, r] : records_) n += r.workload.unconfirmed;
+    return n;
+  }
+
   int64_t PendingIn(const std::string& cluster_queue) const override {
     std::lock_guard<std::mutex> lock(mu_);
     int64_t n = 0;

@@ -62,6 +62,7 @@ const char* PendingReasonCodeName(PendingReason::Code code) {
     case PendingReason::Code::kNamespaceMismatch: return "NamespaceMismatch";
     case PendingReason::Code::kIncompletePodGroup: return "IncompletePodGroup";
     case PendingReason::Code::kReleaseFailed: return "ReleaseFailed";
+    case PendingReason::Code::kUnconfirmed: return "Unconfirmed";
   }
   return "Queued";
 }
@@ -161,10 +162,15 @@ void WorldChanged(State& s, const Entry& e) {
   if (!e.queued_in.empty()) WorldChanged(s, e.queued_in);
 }
 
-// The newest instance of `key`, or nullptr.
+// The newest instance of `key` the API server confirmed, else the newest
+// (known only from reviews); nullptr when none.
 Entry* Newest(const State& s, const WorkloadKey& key) {
   auto it = s.entries.find(key);
-  return it == s.entries.end() || it->second.empty() ? nullptr : it->second.back().get();
+  if (it == s.entries.end() || it->second.empty()) return nullptr;
+  for (auto e = it->second.rbegin(); e != it->second.rend(); ++e) {
+    if (!(*e)->cinfo().workload->unconfirmed) return e->get();
+  }
+  return it->second.back().get();
 }
 
 Entry* FindEntry(const State& s, const InstanceKey& instance) {
@@ -254,7 +260,18 @@ void Enqueue(State& s, Entry* e) {
   if (e->cinfo().local_queue != w.queue_name) e->info().local_queue = w.queue_name;
   auto lq = s.policies->local_queues.find({w.namespace_name, w.queue_name});
   PendingReason r;
-  if (lq == s.policies->local_queues.end()) {
+  if (w.unconfirmed) {
+    // Known only from a review: nothing is decided on it (DESIGN §2) until
+    // the reconciler confirms it from the stored object. Not queued, so it
+    // neither takes a place a real workload would wait behind nor blocks a
+    // StrictFIFO queue.
+    if (lq != s.policies->local_queues.end() && e->cinfo().cluster_queue != lq->second.cluster_queue) {
+      e->info().cluster_queue = lq->second.cluster_queue;
+    }
+    r.code = PendingReason::Code::kUnconfirmed;
+    r.message = absl::StrCat("known only from an admission review: waiting for the API server to store ",
+                             w.namespace_name, "/", w.name, " (uid ", w.uid, ")");
+  } else if (lq == s.policies->local_queues.end()) {
     if (!e->cinfo().cluster_queue.empty()) e->info().cluster_queue.clear();
     r.code = PendingReason::Code::kInactive;
     r.message = absl::StrCat("LocalQueue ", w.queue_name, " does not exist in namespace ", w.namespace_name);
@@ -291,7 +308,8 @@ void Enqueue(State& s, Entry* e) {
       if (e->cinfo().reason.code == PendingReason::Code::kInactive ||
           e->cinfo().reason.code == PendingReason::Code::kStopped ||
           e->cinfo().reason.code == PendingReason::Code::kNamespaceMismatch ||
-          e->cinfo().reason.code == PendingReason::Code::kIncompletePodGroup) {
+          e->cinfo().reason.code == PendingReason::Code::kIncompletePodGroup ||
+          e->cinfo().reason.code == PendingReason::Code::kUnconfirmed) {
         e->info().reason = PendingReason{};
       }
       return;
@@ -1105,6 +1123,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
     s.dirty_workloads.insert(e->cinfo().key);
     s.entries[instance.key].push_back(std::move(entry));
     ++s.instance_count;
+    if (e->cinfo().workload->unconfirmed) ++s.unconfirmed_count;
     if (HoldsQuota(e->cinfo().phase) && e->cinfo().admission.has_value()) {
       const Assignment& a = *e->cinfo().admission;
       absl::Status held = s.queues.count(a.cluster_queue) != 0 ? s.tree.AddUsage(a.cluster_queue, a.usage)
@@ -1154,6 +1173,7 @@ void Forget(State& s, Entry* e, StateChange::Type type, absl::Time now, bool wor
   if (world_change) WorldChanged(s, *e);
   // The change carries the quota it frees (the audit log tallies usage).
   StateChange c = Change(type, *e, now);
+  c.unconfirmed = e->cinfo().workload->unconfirmed;
   c.assignment = e->cinfo().admission;
   if (c.assignment.has_value()) c.cluster_queue = c.assignment->cluster_queue;
   if (e->cinfo().admission.has_value()) ReleaseQuota(s, e);
@@ -1171,6 +1191,7 @@ void Forget(State& s, Entry* e, StateChange::Type type, absl::Time now, bool wor
   auto it = std::find_if(list->second.begin(), list->second.end(),
                          [e](const std::unique_ptr<Entry>& x) { return x.get() == e; });
   GK_CHECK(it != list->second.end());
+  if (e->cinfo().workload->unconfirmed) --s.unconfirmed_count;
   list->second.erase(it);  // destroys `e`
   --s.instance_count;
   if (list->second.empty()) s.entries.erase(list);
@@ -1178,12 +1199,14 @@ void Forget(State& s, Entry* e, StateChange::Type type, absl::Time now, bool wor
 
 // Whether a newer instance under `e`'s key exists: its object was deleted
 // (a new uid under a name means so), only its quota was kept until its
-// pods stopped.
+// pods stopped. Only the API server's word counts: an unconfirmed newer
+// instance (a review, perhaps forged) says nothing about `e`.
 bool Superseded(const State& s, const Entry& e) {
   auto list = s.entries.find(e.cinfo().key);
   if (list == s.entries.end()) return false;
-  return std::any_of(list->second.begin(), list->second.end(),
-                     [&](const std::unique_ptr<Entry>& x) { return x.get() != &e && x->seq > e.seq; });
+  return std::any_of(list->second.begin(), list->second.end(), [&](const std::unique_ptr<Entry>& x) {
+    return x.get() != &e && x->seq > e.seq && !x->cinfo().workload->unconfirmed;
+  });
 }
 
 // The instances `uid` names under `key` ("" = all of them).
@@ -1198,6 +1221,57 @@ std::vector<Entry*> Named(const State& s, const WorkloadKey& key, const std::str
     out.push_back(e);
   }
   return out;
+}
+
+// The object `keep` is now what its name denotes (the API server says so):
+// every other instance under its key that holds no quota is gone (an older
+// object, or one only a review spoke of); one that holds quota keeps it
+// until its end is seen, since its pods may still run.
+void ReplaceOthers(State& s, const WorkloadKey& key, const Entry* keep, absl::Time now) {
+  for (Entry* old : Named(s, key, "")) {
+    if (old != keep && !HoldsQuota(old->cinfo().phase)) Forget(s, old, StateChange::Type::kRemoved, now);
+  }
+}
+
+// Kueue orders by creationTimestamp; the arrival time when the object has
+// none (or one from a clock ahead of ours).
+void SetQueueTimes(Entry* e, const workload::Workload& w, absl::Time now) {
+  const absl::Time created =
+      w.creation_timestamp != absl::InfinitePast() && w.creation_timestamp <= now ? w.creation_timestamp : now;
+  e->info().created_at = created;
+  e->info().queued_at = created;
+}
+
+// The API server stored the object an unconfirmed entry was registered for
+// (same uid): from now on the entry is the stored object's image, its pod
+// sets, priority, queue and creationTimestamp, with the submitter the
+// review named (the stored object does not say who created it). It is
+// queued from here on.
+void Confirm(State& s, Entry* e, const workload::Workload& stored, absl::Time now) {
+  auto w = std::make_shared<workload::Workload>(stored);
+  const workload::Workload& before = *e->cinfo().workload;
+  if (w->submitted_by.empty()) {
+    w->submitted_by = before.submitted_by;
+    w->submitter_claimed = before.submitter_claimed;
+  }
+  w->unconfirmed = false;
+  if (before.unconfirmed) --s.unconfirmed_count;
+  e->info().workload = std::move(w);
+  e->info().priority = stored.priority;
+  e->info().can_preempt = stored.preemption_policy != model::PreemptionPolicy::kNever;
+  e->info().reason = PendingReason{};
+  SetQueueTimes(e, stored, now);
+  e->SetOrderKey();
+  Enqueue(s, e);
+  WorldChanged(s, *e);
+  // Pending for the audit log from here on: the registration it did not see.
+  StateChange c = Change(StateChange::Type::kRegistered, *e, now);
+  c.workload = e->cinfo().workload;
+  c.actor = e->cinfo().workload->submitted_by;
+  c.actor_claimed = e->cinfo().workload->submitter_claimed;
+  c.reason = "Confirmed";
+  c.message = "the API server stored the object; its pod sets, priority and queue are read from it";
+  Record(s, std::move(c));
 }
 
 }  // namespace
@@ -1237,8 +1311,13 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
       StateChange c = Change(StateChange::Type::kRegistered, *e, now);
       c.workload = std::make_shared<const workload::Workload>(w);  // the member pod
       c.actor = w.submitted_by;
+      c.actor_claimed = w.submitter_claimed;
       Record(s, std::move(c));
       return absl::OkStatus();
+    }
+    if (e->cinfo().workload->unconfirmed && !w.unconfirmed) {
+      Confirm(s, e, w, now);
+      ReplaceOthers(s, key, e, now);
     }
     return absl::OkStatus();  // a retried review
   }
@@ -1246,9 +1325,9 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   // kind, so the old one was deleted; we missed it). A pending old instance
   // is simply replaced; one that holds quota keeps it until its end is
   // seen (its pods may still run), and the new one is queued beside it.
-  for (Entry* old : Named(s, key, "")) {
-    if (!HoldsQuota(old->cinfo().phase)) Forget(s, old, StateChange::Type::kRemoved, now);
-  }
+  // Only the API server's word replaces anything: a review under a known
+  // name (perhaps forged) is tracked beside what is there until confirmed.
+  if (!w.unconfirmed) ReplaceOthers(s, key, nullptr, now);
   auto entry = std::make_unique<Entry>();
   Entry* e = entry.get();
   e->seq = s.next_seq++;
@@ -1257,12 +1336,7 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   e->info().workload = std::make_shared<const workload::Workload>(w);
   e->info().priority = w.priority;
   e->info().can_preempt = w.preemption_policy != model::PreemptionPolicy::kNever;
-  // Kueue orders by creationTimestamp; the arrival time when the object
-  // has none (or one from a clock ahead of ours).
-  const absl::Time created =
-      w.creation_timestamp != absl::InfinitePast() && w.creation_timestamp <= now ? w.creation_timestamp : now;
-  e->info().created_at = created;
-  e->info().queued_at = created;
+  SetQueueTimes(e, w, now);
   e->SetOrderKey();
   if (!w.pod_group_name.empty()) {
     e->group = std::make_unique<Entry::Group>();
@@ -1274,11 +1348,14 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   }
   s.entries[key].push_back(std::move(entry));
   ++s.instance_count;
+  if (w.unconfirmed) ++s.unconfirmed_count;
   Enqueue(s, e);
   WorldChanged(s, *e);
   StateChange c = Change(StateChange::Type::kRegistered, *e, now);
   c.workload = e->cinfo().workload;
   c.actor = w.submitted_by;
+  c.actor_claimed = w.submitter_claimed;
+  c.unconfirmed = w.unconfirmed;
   Record(s, std::move(c));
   return absl::OkStatus();
 }
@@ -1289,9 +1366,18 @@ absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
   if (e == nullptr) {
     return absl::NotFoundError(absl::StrCat("workload ", KeyString(KeyOf(w)), " (uid ", w.uid, ") is not tracked"));
   }
+  if (w.unconfirmed && !e->cinfo().workload->unconfirmed) {
+    // A review says the object changed; the watch says what it is now.
+    return absl::OkStatus();
+  }
   if (HoldsQuota(e->cinfo().phase)) {
     return absl::FailedPreconditionError(
         absl::StrCat("workload ", Name(e->cinfo().key), " holds quota; its pod sets cannot change until it is suspended"));
+  }
+  if (e->cinfo().workload->unconfirmed && !w.unconfirmed) {
+    Confirm(s, e, w, now);
+    ReplaceOthers(s, e->cinfo().key, e, now);
+    return absl::OkStatus();
   }
   TakeHold(s, e);
   ClearPreemptor(s, e);
@@ -1313,6 +1399,8 @@ absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
   StateChange c = Change(StateChange::Type::kUpdated, *e, now);
   c.workload = e->cinfo().workload;
   c.actor = w.submitted_by;
+  c.actor_claimed = w.submitter_claimed;
+  c.unconfirmed = w.unconfirmed;
   Record(s, std::move(c));
   return absl::OkStatus();
 }
@@ -1324,6 +1412,7 @@ absl::Status Scheduler::Adopt(const workload::Workload& w,
   const InstanceKey instance = InstanceOf(w);
   Entry* e = FindEntry(s, instance);
   if (e != nullptr && HoldsQuota(e->cinfo().phase)) return absl::OkStatus();
+  if (e != nullptr && e->cinfo().workload->unconfirmed) Confirm(s, e, w, now);
   if (e == nullptr) {
     if (absl::Status added = Add(w, now); !added.ok()) return added;
     e = FindEntry(s, instance);
@@ -1645,6 +1734,7 @@ std::vector<const WorkloadInfo*> Scheduler::Workloads() const {
 }
 
 size_t Scheduler::size() const { return state_->instance_count; }
+size_t Scheduler::unconfirmed() const { return state_->unconfirmed_count; }
 
 std::vector<const WorkloadInfo*> Scheduler::PendingInQueueOrder(const model::ClusterQueueName& cq) const {
   std::vector<const WorkloadInfo*> out;
@@ -1731,12 +1821,22 @@ absl::Status Scheduler::CheckInvariants() const {
   std::map<std::string, ResourceAmounts> sums;
   size_t queued = 0;
   size_t counted = 0;
+  size_t unconfirmed = 0;
   for (const auto& [key, list] : s.entries) {
     if (list.empty()) return absl::InternalError(absl::StrCat(KeyString(key), " has no instances"));
     for (const std::unique_ptr<Entry>& e : list) {
       ++counted;
       const WorkloadInfo& info = e->cinfo();
       const std::string name = absl::StrCat(KeyString(key), " (uid ", info.workload->uid, ")");
+      // Nothing is decided on a review alone (DESIGN §2).
+      if (info.workload->unconfirmed) {
+        ++unconfirmed;
+        if (info.phase != Phase::kPending || !e->queued_in.empty() || e->waiting()) {
+          return absl::InternalError(absl::StrCat(name, " is known only from a review but is ", PhaseName(info.phase),
+                                                  e->queued_in.empty() ? "" : " and queued",
+                                                  e->waiting() ? " and preempting" : ""));
+        }
+      }
       if (!(info.key == key)) return absl::InternalError(absl::StrCat(name, " is filed under another key"));
       if (FindEntry(s, e->instance()) != e.get()) {
         return absl::InternalError(absl::StrCat(name, " shares its uid with another instance"));
@@ -1812,6 +1912,7 @@ absl::Status Scheduler::CheckInvariants() const {
     }
   }
   if (counted != s.instance_count) return absl::InternalError("the instance count is off");
+  if (unconfirmed != s.unconfirmed_count) return absl::InternalError("the unconfirmed count is off");
   size_t listed = 0;
   for (const auto& [name, q] : s.queues) {
     listed += q.active.size() + q.inadmissible.size();

@@ -163,6 +163,8 @@ struct Scheduler::State {
   // quota until its end is seen).
   absl::flat_hash_map<WorkloadKey, absl::InlinedVector<std::unique_ptr<Entry>, 1>> entries;
   size_t instance_count = 0;
+  // Of those, the ones known only from reviews (Workload::unconfirmed).
+  size_t unconfirmed_count = 0;
   // Preemptors waiting for their victims, in the order they chose them.
   std::vector<Entry*> preemptors;
   // Anti-churn bookkeeping: a sequence bumped by every change of the world

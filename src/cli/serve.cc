@@ -66,6 +66,7 @@ struct ServeFlags {
   bool metrics_public = false;
   std::string kube = "auto";  // auto | none | KUBECONFIG
   std::string kube_context;
+  absl::Duration confirm_grace = absl::Seconds(30);
   std::string store = "file";
   std::string recover = "strict";  // strict | truncate
   size_t audit_max_mib = 1024;
@@ -281,6 +282,12 @@ int RunServe(const std::vector<std::string>& args) {
              "queue workloads without a queue-name label in the namespace's LocalQueue named default");
   flags.String("controller-username", &f.webhook.controller_username,
                "the only user allowed to un-suspend workloads gangkeeper has not admitted");
+  flags.Size("max-unconfirmed", &f.webhook.max_unconfirmed,
+             "with --kube: workloads known only from admission reviews tracked at most (past it a create is "
+             "registered from the API server's watch alone)");
+  flags.Duration("confirm-grace", &f.confirm_grace,
+                 "with --kube: a workload known only from an admission review for this long is looked up in the "
+                 "cluster, and dropped if the API server never stored it");
   flags.Bool("fair-sharing", &f.broker.scheduler.fair_sharing,
              "fair sharing in every cohort (Kueue's fairSharing.enable); a root Cohort labelled "
              "gangkeeper.io/fair-sharing=true enables it for its tree alone");
@@ -432,6 +439,11 @@ int RunServe(const std::vector<std::string>& args) {
   }
   if (f.recover != "strict" && f.recover != "truncate") {
     log->error("--recover {}: use strict or truncate", f.recover);
+    return 2;
+  }
+  if (f.confirm_grace < absl::Milliseconds(100)) {
+    log->error("--confirm-grace {}: use at least 100ms (30s by default: longer than the API server takes to "
+               "store an object after admission)", absl::FormatDuration(f.confirm_grace));
     return 2;
   }
   std::error_code ec;
@@ -609,6 +621,8 @@ int RunServe(const std::vector<std::string>& args) {
     absl::MutexLock lock(&reconciler_mu);
     kube::ReconcilerOptions ro;
     ro.manage_jobs_without_queue_name = f.webhook.manage_jobs_without_queue_name;
+    ro.confirm_grace = f.confirm_grace;
+    ro.confirm_check = std::clamp(f.confirm_grace / 2, absl::Milliseconds(100), absl::Seconds(5));
     reconciler = std::make_unique<kube::Reconciler>(kube_client.get(), &broker, ro);
     reconciler->Start();
   };
@@ -627,6 +641,15 @@ int RunServe(const std::vector<std::string>& args) {
   }
   broker::WorkloadRegistry& webhook_registry =
       intake != nullptr ? static_cast<broker::WorkloadRegistry&>(*intake) : static_cast<broker::WorkloadRegistry&>(broker);
+  // The trust model (DESIGN §2): with a Kubernetes API, reviews are hints
+  // and the API server's stored objects the truth; without one, reviews
+  // are all there is. A verified client certificate (--client-ca) makes
+  // the caller the API server, and so the user it names believable.
+  f.webhook.trust_reviews = kube_client == nullptr;
+  f.webhook.reviews_authenticated = !f.server.client_ca_file.empty();
+  log->info("admission reviews are {}", f.webhook.trust_reviews
+                                            ? "trusted (--kube none: no API server to confirm them)"
+                                            : "hints: workloads are confirmed from the API server's objects");
   admission::Webhook webhook([&broker] { return broker.policies(); }, webhook_registry, f.webhook);
   absl::StatusOr<WebhookMetrics> webhook_metrics = RegisterWebhookMetrics(registry);
   if (!webhook_metrics.ok()) {

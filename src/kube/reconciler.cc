@@ -1,6 +1,7 @@
 // gangkeeper: the reconciler (see reconciler.h).
 #include "gangkeeper/kube/reconciler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <set>
@@ -51,6 +52,31 @@ std::optional<absl::Time> AdmittedAtOf(const workload::ObservedObject& o) {
   return t;
 }
 
+bool SameTolerations(const std::vector<model::Toleration>& a, const std::vector<model::Toleration>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const model::Toleration& x, const model::Toleration& y) {
+    return x.key == y.key && x.op == y.op && x.value == y.value && x.effect == y.effect &&
+           x.toleration_seconds == y.toleration_seconds;
+  });
+}
+
+// Whether the stored object asks for something else than the tracked
+// image: what the scheduler places and orders by.
+bool SchedulingDiffers(const workload::Workload& a, const workload::Workload& b) {
+  if (a.queue_name != b.queue_name || a.priority != b.priority || a.priority_class != b.priority_class ||
+      a.preemption_policy != b.preemption_policy || a.pod_sets.size() != b.pod_sets.size()) {
+    return true;
+  }
+  for (size_t i = 0; i < a.pod_sets.size(); ++i) {
+    const workload::PodSet& x = a.pod_sets[i];
+    const workload::PodSet& y = b.pod_sets[i];
+    if (x.name != y.name || x.count != y.count || x.requests != y.requests || x.limits != y.limits ||
+        x.node_selector != y.node_selector || !SameTolerations(x.tolerations, y.tolerations)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // One pod of a pod group, as last seen.
 struct Member {
   std::string uid;
@@ -75,6 +101,16 @@ struct Reconciler::Impl {
   std::map<workload::Kind, bool> synced_kinds ABSL_GUARDED_BY(mu);
   // Pod groups: namespace/group -> pod name -> member (pod threads only).
   std::map<broker::WorkloadKey, std::map<std::string, Member>> groups;
+  // How each kind is listed (the version served, the label selector the
+  // API server accepts), once its thread listed it: for the confirmer.
+  struct Listing {
+    workload::KindInfo kind;
+    std::string selector;
+  };
+  std::map<workload::Kind, Listing> listings ABSL_GUARDED_BY(mu);
+  // The confirmer's bookkeeping: when each unconfirmed instance was first
+  // seen unconfirmed (confirmer thread only).
+  std::map<broker::InstanceKey, absl::Time> unconfirmed_since;
 
   bool Sleep(absl::Duration d) {
     absl::MutexLock lock(&mu);
@@ -139,6 +175,13 @@ struct Reconciler::Impl {
     if (!o->held && info->phase == broker::Phase::kPending) {
       log->warn("{} was unsuspended by someone else while queued; its quota is counted", name);
       Check(broker->Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o)), name);
+      return;
+    }
+    // A workload known only from a review is confirmed (from now on as
+    // stored); a pending one takes what changed in the stored object.
+    if (info->workload->unconfirmed ||
+        (info->phase == broker::Phase::kPending && SchedulingDiffers(*info->workload, w))) {
+      Check(broker->Update(w), name);
     }
   }
 
@@ -241,6 +284,8 @@ struct Reconciler::Impl {
     }
   }
 
+  void Confirm();
+
   void Run(const workload::KindInfo& served_kind) {
     // MPIJob is served as kubeflow.org/v2beta1 (mpi-operator) or v1 (the
     // training operator): a 404 tries the other.
@@ -284,6 +329,10 @@ struct Reconciler::Impl {
           if (!Sleep(options.error_backoff)) return;
         }
         continue;
+      }
+      {
+        absl::MutexLock lock(&mu);
+        listings[kind.kind] = Listing{kind, selector};
       }
       if (kind.kind == workload::Kind::kPod) groups.clear();
       std::set<broker::InstanceKey> seen;
@@ -329,6 +378,72 @@ struct Reconciler::Impl {
   }
 };
 
+// Workloads known only from reviews for longer than confirm_grace: one
+// list per kind that has some, authoritative as any list (one call, not a
+// GET each: a flood of forged reviews must not become a flood of calls to
+// the API server). Found, the object confirms it; not found, it is gone.
+void Reconciler::Impl::Confirm() {
+  const absl::Time now = base::RealClock().Now();
+  std::shared_ptr<const broker::Snapshot> snap = broker->snapshot();
+  std::map<broker::InstanceKey, absl::Time> still;
+  std::map<workload::Kind, std::vector<broker::InstanceKey>> stale;
+  if (snap->unconfirmed_count() > 0) {
+    snap->ForEachWorkload([&](const broker::WorkloadInfo& info) {
+      if (info.workload == nullptr || !info.workload->unconfirmed) return;
+      const broker::InstanceKey instance = broker::InstanceOf(info.key, info.workload->uid);
+      auto seen = unconfirmed_since.find(instance);
+      const absl::Time since = seen != unconfirmed_since.end() ? seen->second : now;
+      still[instance] = since;
+      if (now - since >= options.confirm_grace) stale[info.key.kind].push_back(instance);
+    });
+  }
+  unconfirmed_since = std::move(still);
+  for (const auto& [kind, instances] : stale) {
+    Listing listing;
+    {
+      absl::MutexLock lock(&mu);
+      auto l = listings.find(kind);
+      if (l == listings.end()) continue;  // not listed yet: its first list decides
+      listing = l->second;
+    }
+    ListOptions lo;
+    lo.label_selector = listing.selector;
+    absl::StatusOr<ListResult> list = client->List(ResourcePath(listing.kind, ""), lo);
+    if (!list.ok()) {
+      log->warn("confirming {} {} workload(s) known only from reviews: {}", instances.size(), listing.kind.name,
+                list.status().message());
+      continue;
+    }
+    std::map<std::string, const json*> by_uid;
+    for (const json& item : list->items) {
+      if (item.contains("metadata") && item["metadata"].is_object()) {
+        by_uid[item["metadata"].value("uid", "")] = &item;
+      }
+    }
+    for (const broker::InstanceKey& instance : instances) {
+      const std::string name = absl::StrCat(listing.kind.name, " ", instance.key.namespace_name, "/",
+                                            instance.key.name);
+      auto found = by_uid.find(instance.uid);
+      if (found != by_uid.end()) {
+        // Confirmed, as stored (Update changes nothing it no longer tracks:
+        // the kind's own thread may have seen the object go meanwhile).
+        absl::StatusOr<workload::ObservedObject> o =
+            workload::ObserveObject(found->second->dump(), listing.kind, *broker->policies(), Extract());
+        if (o.ok() && o->workload.has_value()) {
+          absl::Status s = broker->Update(*o->workload);
+          if (!absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) Check(s, name);
+        }
+        continue;
+      }
+      log->info("{} (uid {}) was never stored by the API server: the review that registered it had no object "
+                "behind it (refused by a later webhook, or not sent by the API server); dropped, it held nothing",
+                name, instance.uid);
+      Check(broker->ObjectGone(instance.key, instance.uid), name);
+      unconfirmed_since.erase(instance);
+    }
+  }
+}
+
 Reconciler::Reconciler(Client* client, broker::Broker* broker, ReconcilerOptions options)
     : impl_(std::make_unique<Impl>()) {
   impl_->client = client;
@@ -346,6 +461,9 @@ void Reconciler::Start() {
     }
     impl_->threads.emplace_back([this, &kind] { impl_->Run(kind); });
   }
+  impl_->threads.emplace_back([this] {
+    while (impl_->Sleep(impl_->options.confirm_check)) impl_->Confirm();
+  });
 }
 
 void Reconciler::Stop() {

@@ -254,6 +254,8 @@ std::optional<broker::WorkloadRecord> IntakeRegistry::Find(const broker::Workloa
 
 int64_t IntakeRegistry::PendingIn(const std::string& cluster_queue) const { return view_->PendingIn(cluster_queue); }
 
+size_t IntakeRegistry::UnconfirmedCount() const { return view_->UnconfirmedCount(); }
+
 std::map<std::string, quantity::Quantity> IntakeRegistry::AdmittedUsage(const std::string& cluster_queue) const {
   return view_->AdmittedUsage(cluster_queue);
 }

@@ -266,6 +266,86 @@ TEST_F(ValidateTest, DeletionAndCompletionReachTheRegistry) {
   EXPECT_FALSE(registry_->Find({"team-a", "train"}).has_value());
 }
 
+// The trust model (DESIGN §2): with a Kubernetes API, reviews are hints.
+// A CREATE registers its workload as unconfirmed, by a claimed user;
+// deletions, completions and changes wait for the API server's word.
+class UntrustedValidateTest : public ValidateTest {
+ protected:
+  static WebhookOptions Untrusted() {
+    WebhookOptions o;
+    o.trust_reviews = false;
+    o.max_unconfirmed = 2;
+    return o;
+  }
+  Webhook untrusted_{[this] { return std::shared_ptr<const model::PolicySet>(policies_); }, *registry_, Untrusted()};
+  Answer Check(const ReviewSpec& s) {
+    WebhookResult r = untrusted_.Validate(ReviewBody(s));
+    EXPECT_EQ(r.http_status, 200) << r.body;
+    return ParseAnswer(r.body);
+  }
+};
+
+TEST_F(UntrustedValidateTest, ACreateRegistersAnUnconfirmedWorkloadByAClaimedUser) {
+  ASSERT_TRUE(Check(Job(2, Gpus(1))).allowed());
+  auto record = registry_->Find({"team-a", "train"});
+  ASSERT_TRUE(record.has_value());
+  EXPECT_TRUE(record->workload.unconfirmed);
+  EXPECT_EQ(record->workload.submitted_by, "alice");
+  EXPECT_TRUE(record->workload.submitter_claimed);
+  EXPECT_EQ(registry_->UnconfirmedCount(), 1u);
+}
+
+TEST_F(UntrustedValidateTest, DeletionCompletionAndChangesWaitForTheApiServer) {
+  ASSERT_TRUE(Check(Job(2, Gpus(1))).allowed());
+  ReviewSpec update = Job(1, Gpus(1));
+  update.operation = "UPDATE";
+  update.old_object = Job(2, Gpus(1)).object;
+  EXPECT_TRUE(Check(update).allowed());
+  ReviewSpec status = Job(2, Gpus(1));
+  status.operation = "UPDATE";
+  status.sub_resource = "status";
+  status.old_object = status.object;
+  status.object["status"] = {{"conditions", {{{"type", "Complete"}, {"status", "True"}}}}};
+  EXPECT_TRUE(Check(status).allowed());
+  ReviewSpec del = Job(2, Gpus(1));
+  del.operation = "DELETE";
+  del.old_object = del.object;
+  del.object = nullptr;
+  EXPECT_TRUE(Check(del).allowed());
+  auto record = registry_->Find({"team-a", "train"});
+  ASSERT_TRUE(record.has_value()) << "a DELETE review removed the workload";
+  EXPECT_EQ(record->state, broker::WorkloadState::kPending) << "a status review finished the workload";
+  EXPECT_EQ(record->workload.pod_sets[0].count, 2) << "an UPDATE review changed the gang";
+}
+
+TEST_F(UntrustedValidateTest, PodGroupsAndCreatesPastTheCapRegisterNothingButAreAllowed) {
+  ReviewSpec pod;
+  pod.group = "";
+  pod.kind = "Pod";
+  pod.resource = "pods";
+  pod.name = "group-0";
+  pod.object = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata",
+                 {{"name", "group-0"},
+                  {"namespace", "team-a"},
+                  {"labels", {{"kueue.x-k8s.io/queue-name", "gpu-queue"}, {"kueue.x-k8s.io/pod-group-name", "group"}}},
+                  {"annotations", {{"kueue.x-k8s.io/pod-group-total-count", "2"}}}}},
+                {"spec",
+                 {{"containers",
+                   {{{"name", "w"}, {"image", "cuda"}, {"resources", {{"requests", Gpus(1)}, {"limits", Gpus(1)}}}}}}}}};
+  EXPECT_TRUE(Check(pod).allowed());
+  EXPECT_FALSE(registry_->Find({"team-a", "group", workload::Kind::kPod, true}).has_value());
+  for (const char* name : {"one", "two", "three"}) {
+    ReviewSpec s = Job(1, Gpus(1));
+    s.object["metadata"]["name"] = name;
+    s.name = name;
+    EXPECT_TRUE(Check(s).allowed()) << name;
+  }
+  EXPECT_EQ(registry_->UnconfirmedCount(), 2u);
+  EXPECT_FALSE(registry_->Find({"team-a", "three"}).has_value());
+}
+
 // A registry that reports every workload as admitted (the broker's job).
 class AdmittedRegistry final : public broker::WorkloadRegistry {
  public:

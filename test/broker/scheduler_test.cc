@@ -482,5 +482,112 @@ TEST_F(SchedulerTest, ParkedWorkloadsAreCountedApartAndFinishedOnesAreKept) {
   EXPECT_TRUE(s_->TakeFinished().empty());
 }
 
+// --- The trust model (DESIGN §2, issue #20): with a Kubernetes API a
+// review is a hint. A workload known only from a review is tracked but
+// neither queued nor admitted; the stored object confirms it.
+
+workload::Workload FromReview(workload::Workload w, const std::string& uid = "") {
+  w.unconfirmed = true;
+  w.submitted_by = "mallory";
+  w.submitter_claimed = true;
+  if (!uid.empty()) w.uid = uid;
+  return w;
+}
+
+TEST_F(SchedulerTest, AWorkloadKnownOnlyFromAReviewIsNeverAdmitted) {
+  ASSERT_THAT(s_->Add(FromReview(Gang("a", "phantom", 1, 1)), T(1)), IsOk());
+  Schedule(2);
+  Schedule(3);
+  const WorkloadInfo* w = s_->Find({"a", "phantom"});
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->phase, Phase::kPending);
+  EXPECT_EQ(w->reason.code, PendingReason::Code::kUnconfirmed);
+  EXPECT_THAT(w->reason.message, ::testing::HasSubstr("waiting for the API server to store a/phantom"));
+  EXPECT_THAT(s_->PendingInQueueOrder("team-a"), ::testing::IsEmpty());
+  EXPECT_EQ(s_->unconfirmed(), 1u);
+  EXPECT_EQ(s_->ClusterQueue("team-a")->pending, 0);
+  std::vector<StateChange> changes = s_->TakeChanges();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].type, StateChange::Type::kRegistered);
+  EXPECT_TRUE(changes[0].unconfirmed);  // not audited: nothing was decided
+  EXPECT_TRUE(changes[0].actor_claimed);
+  // Gone without ever being stored: removed, holding nothing.
+  ASSERT_THAT(s_->Remove({"a", "phantom"}, "uid-phantom", T(4)), IsOk());
+  EXPECT_EQ(s_->size(), 0u);
+  EXPECT_EQ(s_->unconfirmed(), 0u);
+  ASSERT_THAT(s_->CheckInvariants(), IsOk());
+}
+
+TEST_F(SchedulerTest, TheStoredObjectConfirmsAReviewsWorkloadWithItsOwnPodSets) {
+  // The review says one pod; the API server stored three.
+  ASSERT_THAT(s_->Add(FromReview(Gang("a", "train", 1, 1)), T(1)), IsOk());
+  Schedule(2);
+  (void)s_->TakeChanges();
+  workload::Workload stored = Gang("a", "train", 3, 1);
+  ASSERT_THAT(s_->Update(stored, T(3)), IsOk());
+  Schedule(4);
+  const WorkloadInfo* w = s_->Find({"a", "train"});
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->phase, Phase::kReserved);
+  EXPECT_FALSE(w->workload->unconfirmed);
+  EXPECT_EQ(w->admission->usage.at({"gpu", "nvidia.com/gpu"}), Quantity::FromUnits(3));
+  EXPECT_EQ(s_->unconfirmed(), 0u);
+  std::vector<StateChange> changes = s_->TakeChanges();
+  ASSERT_EQ(changes.size(), 2u);
+  // The registration the audit log sees, by the user the review named.
+  EXPECT_EQ(changes[0].type, StateChange::Type::kRegistered);
+  EXPECT_FALSE(changes[0].unconfirmed);
+  EXPECT_EQ(changes[0].reason, "Confirmed");
+  EXPECT_EQ(changes[0].actor, "mallory");
+  EXPECT_TRUE(changes[0].actor_claimed);
+  EXPECT_EQ(changes[1].type, StateChange::Type::kAdmitted);
+}
+
+TEST_F(SchedulerTest, AReviewCannotReplaceShrinkOrOutrankAStoredWorkload) {
+  ASSERT_THAT(s_->Add(Gang("a", "hog", 1, 4), T(1)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "train", 3, 1), T(2)), IsOk());
+  Schedule(3);
+  ASSERT_EQ(PhaseOf("a", "train"), Phase::kPending);
+  // A review of another object under the name, and one shrinking the gang
+  // to fit: neither replaces nor changes what the API server stored.
+  ASSERT_THAT(s_->Add(FromReview(Gang("a", "train", 1, 1), "uid-forged"), T(4)), IsOk());
+  ASSERT_THAT(s_->Update(FromReview(Gang("a", "train", 1, 0)), T(4)), IsOk());
+  Schedule(5);
+  const WorkloadInfo* w = s_->Find({"a", "train"});
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->workload->uid, "uid-train");
+  EXPECT_EQ(w->workload->pod_sets[0].count, 3);
+  EXPECT_EQ(w->workload->pod_sets[0].requests.at("nvidia.com/gpu"), Quantity::FromUnits(1));
+  EXPECT_EQ(s_->Instances({"a", "train"}).size(), 2u);
+  ASSERT_THAT(s_->Finish({"a", "hog"}, "uid-hog", T(6)), IsOk());
+  Schedule(7);
+  w = s_->FindInstance(InstanceOf(WorkloadKey{"a", "train"}, "uid-train"));
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->phase, Phase::kReserved);
+  EXPECT_EQ(w->admission->usage.at({"gpu", "nvidia.com/gpu"}), Quantity::FromUnits(3));
+  const WorkloadInfo* forged = s_->FindInstance(InstanceOf(WorkloadKey{"a", "train"}, "uid-forged"));
+  ASSERT_NE(forged, nullptr);
+  EXPECT_EQ(forged->phase, Phase::kPending);
+  EXPECT_FALSE(forged->admission.has_value());
+}
+
+// A preempted workload whose pods stopped is requeued, not taken for
+// replaced, when only a review speaks of another object under its name.
+TEST_F(SchedulerTest, APreemptedWorkloadIsRequeuedDespiteAReviewUnderItsName) {
+  ASSERT_THAT(s_->Add(Gang("a", "low", 1, 4, 10), T(1)), IsOk());
+  Schedule(2);
+  ASSERT_THAT(s_->ReleaseSucceeded({"a", "low"}, "uid-low", T(2)), IsOk());
+  ASSERT_THAT(s_->Add(FromReview(Gang("a", "low", 1, 1), "uid-forged"), T(3)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "high", 1, 4, 100), T(3)), IsOk());
+  Schedule(4);
+  ASSERT_EQ(s_->FindInstance(InstanceOf(WorkloadKey{"a", "low"}, "uid-low"))->phase, Phase::kEvicting);
+  ASSERT_THAT(s_->Stopped({"a", "low"}, "uid-low", T(5)), IsOk());
+  Schedule(6);
+  const WorkloadInfo* low = s_->FindInstance(InstanceOf(WorkloadKey{"a", "low"}, "uid-low"));
+  ASSERT_NE(low, nullptr) << "the preempted workload was dropped";
+  EXPECT_EQ(low->phase, Phase::kPending);
+  EXPECT_EQ(PhaseOf("a", "high"), Phase::kReserved);
+}
+
 }  // namespace
 }  // namespace gangkeeper::broker

@@ -29,6 +29,23 @@ struct WebhookOptions {
   // The user allowed to un-suspend workloads / remove the scheduling gate
   // (gangkeeper's own service account in a cluster).
   std::string controller_username = "system:serviceaccount:gangkeeper-system:gangkeeper";
+  // Whether a review's content is taken as the truth (DESIGN §2 trust
+  // model). True without a Kubernetes API (--kube none): reviews are then
+  // the only word on what exists. False with one: anything that can reach
+  // the webhook port can send a review, so a review may deny and warn, and
+  // registers a CREATE only as unconfirmed (Workload::unconfirmed: neither
+  // queued nor admitted until the reconciler reads the stored object);
+  // deletions, completions and changes are taken from the API server alone.
+  bool trust_reviews = true;
+  // Whether userInfo.username can be believed: the caller proved it is the
+  // API server with a client certificate (--client-ca). Otherwise audit
+  // events name the user as claimed.
+  bool reviews_authenticated = false;
+  // With untrusted reviews, at most this many workloads known only from
+  // reviews are tracked; past it a CREATE registers nothing (the watch
+  // registers what the API server stores), so a flood of forged reviews
+  // cannot grow memory or the journal without bound.
+  size_t max_unconfirmed = 10'000;
 };
 
 // A review the webhook denied, for the audit log.

@@ -128,7 +128,8 @@ class Snapshot {
   const std::shared_ptr<const model::PolicyOverlay>& overlay() const { return overlay_; }
   const model::PolicySet& policies() const { return *policies_; }
   const std::shared_ptr<const model::PolicySet>& shared_policies() const { return policies_; }
-  // The newest instance of `key`; nullptr when unknown (or finished).
+  // The newest instance of `key` the API server confirmed, else the newest
+  // (known only from reviews); nullptr when unknown (or finished).
   const WorkloadInfo* Find(const WorkloadKey& key) const;
   // The instance `uid` of `key` (uid ignored for pod groups), or nullptr.
   const WorkloadInfo* FindInstance(const WorkloadKey& key, const std::string& uid) const;
@@ -150,6 +151,8 @@ class Snapshot {
   // The same, shared (a snapshot writer keeps them without copying).
   void ForEachShared(const std::function<void(const std::shared_ptr<const WorkloadInfo>&)>& f) const;
   size_t workload_count() const { return workload_count_; }
+  // Of those, how many are known only from admission reviews (DESIGN §2).
+  size_t unconfirmed_count() const { return unconfirmed_count_; }
   // The most recently finished workloads (their last state, phase
   // kFinished), oldest first; bounded by BrokerOptions::keep_finished and
   // keep_finished_for. Never null.
@@ -176,6 +179,7 @@ class Snapshot {
   std::vector<std::shared_ptr<const Shard>> shards_;
   std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues_;
   size_t workload_count_ = 0;
+  size_t unconfirmed_count_ = 0;
   std::shared_ptr<const std::vector<std::shared_ptr<const WorkloadInfo>>> finished_ =
       std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>();
 };
@@ -281,6 +285,7 @@ class Broker final : public WorkloadRegistry {
   std::optional<WorkloadRecord> Find(const WorkloadKey& key) const override;
   int64_t PendingIn(const std::string& cluster_queue) const override;
   std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const override;
+  size_t UnconfirmedCount() const override;
 
   // --- The reconciler: what the cluster says (each waits until applied).
   // The object `uid` is gone / has ended; nothing happens to other objects

@@ -130,6 +130,8 @@ class WorkloadRegistry {
   // Quota held by the admitted workloads of `cluster_queue`, per resource
   // (summed over flavors).
   virtual std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const = 0;
+  // Tracked workloads known only from reviews (Workload::unconfirmed).
+  virtual size_t UnconfirmedCount() const { return 0; }
 };
 
 std::unique_ptr<WorkloadRegistry> NewInMemoryRegistry();

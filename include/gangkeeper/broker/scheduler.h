@@ -83,6 +83,7 @@ struct PendingReason {
     kNamespaceMismatch,       // the ClusterQueue does not select its namespace
     kIncompletePodGroup,      // a pod group still missing pods
     kReleaseFailed,           // the last release failed; retried
+    kUnconfirmed,             // known only from a review: waits for the API server's stored object
   };
   Code code = Code::kQueued;
   // The first blocker: which pod set, flavor and resource, and the numbers.
@@ -171,8 +172,14 @@ struct StateChange {
   // kRequeued, kRemoved, kFinished: the quota freed (when it held any).
   std::optional<Assignment> assignment;
   // Who asked for it: the Kubernetes user for kRegistered / kUpdated (the
-  // workload's submitted_by), else empty (gangkeeper itself).
+  // workload's submitted_by), else empty (gangkeeper itself); claimed when
+  // it is only what an admission review says (Workload::submitter_claimed).
   std::string actor;
+  bool actor_claimed = false;
+  // About a workload known only from a review (Workload::unconfirmed):
+  // tracked and journaled, but nothing was decided, so the audit log does
+  // not show it; its confirmation is its kRegistered for the audit.
+  bool unconfirmed = false;
   // kEvicted: "Preempted" / "InClusterQueue" ... and the message; kReleaseFailed: the error.
   std::string reason;
   std::string message;
@@ -274,10 +281,18 @@ class Scheduler {
   // (that object is gone: names are unique per kind), one that holds quota
   // keeps it until its own end is seen, and the new one is queued beside
   // it. InvalidArgument for a workload without namespace or name.
+  // An unconfirmed workload (known only from a review, DESIGN §2) is
+  // tracked but not queued, and replaces nothing; the same instance added
+  // again confirmed (read from the API server) is confirmed: it takes the
+  // stored object's pod sets, priority, queue and creationTimestamp, is
+  // queued, and replaces what else holds no quota under its key.
   [[nodiscard]] absl::Status Add(const workload::Workload& w, absl::Time now);
   // New pod sets or priority for the pending instance w.uid (a pod group:
   // its queue and priority). FailedPrecondition when it holds quota,
-  // NotFound when that instance is not tracked.
+  // NotFound when that instance is not tracked. A confirmed `w` for an
+  // unconfirmed instance confirms it (as Add); an unconfirmed `w` for a
+  // confirmed instance changes nothing (a review's word against the API
+  // server's).
   [[nodiscard]] absl::Status Update(const workload::Workload& w, absl::Time now);
   // The object `uid` under `key` is gone (uid "": every instance of the
   // key). OK when unknown.
@@ -347,6 +362,8 @@ class Scheduler {
   // Every tracked instance (finished ones are forgotten after Finish).
   std::vector<const WorkloadInfo*> Workloads() const;
   size_t size() const;
+  // Of those, how many are known only from reviews (Workload::unconfirmed).
+  size_t unconfirmed() const;
   // Pending workloads of `cq`, in queue order (position 1 first).
   std::vector<const WorkloadInfo*> PendingInQueueOrder(const model::ClusterQueueName& cq) const;
   // Every ClusterQueue of the policies, plus deleted ones that still hold quota.

@@ -15,7 +15,15 @@
 //     of a group Succeeded/Failed) and deleted ones free their quota; a
 //     relist also frees what the broker holds for objects no longer there,
 //     compared by uid (a list is authoritative: an object recreated under
-//     its name is a new workload, the old one's quota goes).
+//     its name is a new workload, the old one's quota goes);
+//   - workloads the webhook registered from a review are confirmed (DESIGN
+//     §2 trust model: a review is a hint) when their object shows up in a
+//     list or a watch event with the same uid, and take the pod sets,
+//     priority and queue of the stored object; a pending workload whose
+//     stored object changes takes the change. One still unconfirmed after
+//     `confirm_grace` is looked up with a list of its kind: found, it is
+//     confirmed; not found (the API server never stored it, or a forged
+//     review) it is dropped, having held nothing.
 // A kind the API server does not serve (its CRD is not installed: 404) is
 // checked again every minute. synced() turns true once every kind has been
 // listed once (or found not served): /readyz waits for it.
@@ -44,6 +52,10 @@ struct ReconcilerOptions {
   // not show it is not declared gone by that list (its create may still be
   // on its way to storage); the watch that follows confirms it.
   absl::Duration list_grace = absl::Seconds(30);
+  // A workload known only from a review for longer than this is looked up
+  // (checked every confirm_check).
+  absl::Duration confirm_grace = absl::Seconds(30);
+  absl::Duration confirm_check = absl::Seconds(5);
 };
 
 class Reconciler {

@@ -75,6 +75,7 @@ class IntakeRegistry final : public broker::WorkloadRegistry {
   std::optional<broker::WorkloadRecord> Find(const broker::WorkloadKey& key) const override;
   int64_t PendingIn(const std::string& cluster_queue) const override;
   std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const override;
+  size_t UnconfirmedCount() const override;
 
   // An admission review's audit event (a denial, encoded by the audit
   // module) for every replica's audit log: the leader records it in the

@@ -117,10 +117,21 @@ struct Workload {
   std::string pod_priority_class;
 
   std::vector<PodSet> pod_sets;
-  bool suspended = false;
+  bool suspended = false;  // suspended, or (Pods) carrying our scheduling gate
   // The user whose request created (or last changed) it, from the
   // AdmissionReview's userInfo.username; empty when not known. For the audit.
-  std::string submitted_by;  // suspended, or (Pods) carrying our scheduling gate
+  std::string submitted_by;
+  // submitted_by is only what the review says: anything that can reach the
+  // webhook port can send one (DESIGN §2), so the audit marks it claimed.
+  bool submitter_claimed = false;
+  // Known only from an AdmissionReview, not yet from the object the API
+  // server stored (DESIGN §2 trust model: with a Kubernetes API a review
+  // is a hint). The broker tracks such a workload but neither queues nor
+  // admits it until the reconciler confirms it from a watch event, a list
+  // or a GET by uid, with the pod sets read from the stored object; one
+  // that the API server never stored is dropped. False for everything read
+  // from the cluster, and for reviews when they are trusted (--kube none).
+  bool unconfirmed = false;
 
   // Pod groups: the group name and its declared total (0 when absent).
   std::string pod_group_name;
