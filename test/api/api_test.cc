@@ -213,18 +213,6 @@ class ApiTest : public ::testing::Test {
     return Dispatch(req);
   }
 
-  // `method` `path` with `body` (PUT, POST /v1/apply).
-  Reply Send(const std::string& method, const std::string& path, const std::string& body,
-             const std::string& token = "admin-secret") {
-    server::HttpRequest req;
-    req.method = method;
-    req.path = path;
-    req.body = body;
-    req.headers.emplace_back("authorization", absl::StrCat("Bearer ", token));
-    req.remote_addr = "10.1.2.3";
-    return Dispatch(req);
-  }
-
   Reply Dispatch(const server::HttpRequest& req) {
     const std::string& path = req.path;
     const server::Route* route = nullptr;
@@ -645,7 +633,7 @@ namespace {
 // Issue #20: a key written twice in a body is refused with both places,
 // whatever the format and route; nothing of such a bundle is applied.
 TEST_F(ApiTest, BodiesWithDuplicateKeysAre422NamingBothPlaces) {
-  Reply put = Send("PUT", "/apis/kueue.x-k8s.io/v1beta1/resourceflavors/h100", R"(apiVersion: kueue.x-k8s.io/v1beta1
+  Reply put = Send("PUT", "/apis/kueue.x-k8s.io/v1beta1/resourceflavors/h100", "admin-secret", R"(apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata: {name: h100}
 spec:
@@ -661,7 +649,7 @@ spec:
       R"({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "team-b-gpu"},)"
       "\n"
       R"( "spec": {"namespaceSelector": {}, "namespaceSelector": {"matchLabels": {"a": "b"}}}})";
-  Reply put_json = Send("PUT", cq_path, json_body);
+  Reply put_json = Send("PUT", cq_path, "admin-secret", json_body);
   ExpectError(put_json, 422, "Invalid", "first at line 2, column 11, again at line 2, column 36");
   EXPECT_EQ(put_json.body["error"].value("field", ""), "spec.namespaceSelector");
 
@@ -675,12 +663,12 @@ kind: LocalQueue
 metadata: {name: other, namespace: team-b, name: again}
 spec: {clusterQueue: team-b-gpu}
 )";
-  Reply apply = Send("POST", "/v1/apply", bundle);
+  Reply apply = Send("POST", "/v1/apply", "admin-secret", bundle);
   ExpectError(apply, 422, "Invalid", "request body#2: error: LocalQueue again: metadata.name: key \"name\" is written "
                                      "twice in the same map: first at line 8, column 12, again at line 8, column 44");
   EXPECT_EQ(Call("/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/localqueues/fresh", "admin-secret").status, 404);
 
-  Reply apply_json = Send("POST", "/v1/apply", R"([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}},
+  Reply apply_json = Send("POST", "/v1/apply", "admin-secret", R"([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}},
  {"apiVersion": "v1", "kind": "Namespace", "kind": "Namespace", "metadata": {"name": "y"}}])");
   ExpectError(apply_json, 422, "Invalid", "request body#2: error: Namespace y: kind: key \"kind\" is written twice");
   EXPECT_EQ(apply_json.body["error"].value("field", ""), "kind");
@@ -699,7 +687,7 @@ TEST_F(ApiTest, FractionalGpuQuotaIs422WithTheField) {
   json queue = Call("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu", "admin-secret").body;
   queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "0.5";
   json flavor = Call("/apis/kueue.x-k8s.io/v1beta1/resourceflavors/h100", "admin-secret").body;
-  Reply put = Send("POST", "/v1/apply", json::array({flavor, queue}).dump());
+  Reply put = Send("POST", "/v1/apply", "admin-secret", json::array({flavor, queue}).dump());
   ExpectError(put, 422, "Invalid",
               "nvidia.com/gpu is an extended resource and must be a whole number, not \"0.5\" (use \"1\" or \"0\")");
   EXPECT_EQ(put.body["error"].value("field", ""), "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota");
@@ -723,8 +711,8 @@ spec:
   resourceGroups: [{coveredResources: [nvidia.com/gpu],
                     flavors: [{name: h100, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]}]
 )";
-  ExpectError(Send("POST", "/v1/apply", bundle, "lead-secret"), 403, "Forbidden", "Namespace");
-  Reply apply = Send("POST", "/v1/apply", bundle);
+  ExpectError(Send("POST", "/v1/apply", "lead-secret", bundle), 403, "Forbidden", "Namespace");
+  Reply apply = Send("POST", "/v1/apply", "admin-secret", bundle);
   ASSERT_EQ(apply.status, 200) << apply.raw.body;
   EXPECT_EQ(apply.body["applied"][0],
             json({{"kind", "Namespace"}, {"namespace", ""}, {"name", "team-b"}, {"action", "created"}}));
@@ -737,8 +725,8 @@ spec:
   EXPECT_FALSE(gold.namespace_selector->Matches(now.NamespaceLabels("team-a")));
 
   // Applied again with other labels: replaced, as the whole object.
-  Reply again =
-      Send("POST", "/v1/apply", "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-b, labels: {tier: x}}\n");
+  Reply again = Send("POST", "/v1/apply", "admin-secret",
+                     "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-b, labels: {tier: x}}\n");
   ASSERT_EQ(again.status, 200) << again.raw.body;
   EXPECT_EQ(again.body["applied"][0]["action"], "configured");
   EXPECT_FALSE(gold.namespace_selector->Matches(broker_->snapshot()->policies().NamespaceLabels("team-b")));
