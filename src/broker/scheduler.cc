@@ -1170,7 +1170,7 @@ void Forget(State& s, Entry* e, StateChange::Type type, absl::Time now, bool wor
   Dequeue(s, e);
   TakeHold(s, e);
   ClearPreemptor(s, e);
-  if (world_change) WorldChanged(s, *e);
+  if (world_change && !e->cinfo().workload->unconfirmed) WorldChanged(s, *e);
   // The change carries the quota it frees (the audit log tallies usage).
   StateChange c = Change(type, *e, now);
   c.unconfirmed = e->cinfo().workload->unconfirmed;
@@ -1350,7 +1350,10 @@ absl::Status Scheduler::Add(const workload::Workload& w, absl::Time now) {
   ++s.instance_count;
   if (w.unconfirmed) ++s.unconfirmed_count;
   Enqueue(s, e);
-  WorldChanged(s, *e);
+  // A review alone changes nothing in the world: it must not lift the
+  // anti-churn guard (a flood of forged reviews would otherwise let the
+  // same workloads be preempted again and again).
+  if (!w.unconfirmed) WorldChanged(s, *e);
   StateChange c = Change(StateChange::Type::kRegistered, *e, now);
   c.workload = e->cinfo().workload;
   c.actor = w.submitted_by;

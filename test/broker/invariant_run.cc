@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <utility>
@@ -63,6 +64,7 @@ class Runner {
     for (size_t i = 0; i < ops.size() && result_.ok; ++i) {
       index_ = i;
       DueDeletes();
+      DueReviews();
       if (!result_.ok) break;
       Apply(ops[i]);
       if (!result_.ok) break;
@@ -340,7 +342,7 @@ class Runner {
         break;
       }
       case Op::Type::kReuse: {
-        const WorkloadInfo* picked = Pick(Tracked([](const WorkloadInfo& w) { return !w.key.pod_group; }), op.pick);
+        const WorkloadInfo* picked = Pick(Confirmed([](const WorkloadInfo& w) { return !w.key.pod_group; }), op.pick);
         if (picked == nullptr) break;
         const WorkloadKey key = picked->key;
         workload::Workload w = *picked->workload;
@@ -382,7 +384,7 @@ class Runner {
         break;
       }
       case Op::Type::kRemove: {
-        const WorkloadInfo* w = Pick(Tracked([](const WorkloadInfo&) { return true; }), op.pick);
+        const WorkloadInfo* w = Pick(Confirmed([](const WorkloadInfo&) { return true; }), op.pick);
         if (w == nullptr) break;
         const InstanceKey instance = InstanceOf(w->key, w->workload->uid);
         Must(s_->Remove(instance.key, w->workload->uid, Tick()), "remove");
@@ -391,7 +393,7 @@ class Runner {
         break;
       }
       case Op::Type::kUpdate: {
-        const WorkloadInfo* w = Pick(Tracked([](const WorkloadInfo& x) {
+        const WorkloadInfo* w = Pick(Confirmed([](const WorkloadInfo& x) {
                                        return x.phase == Phase::kPending && !x.key.pod_group;
                                      }),
                                      op.pick);
@@ -439,6 +441,10 @@ class Runner {
         }
         s_ = *std::move(s);
         ++result_.figures.restarts;
+        // Which preemptor a victim still stopping was evicted for is not
+        // durable either: after the restart any preemptor in its tree may
+        // count on it, so every waiting preemptor waits for it to stop.
+        for (auto& [victim, preemptor] : evicted_for_) preemptor = InstanceKey{};
         // The holds of waiting preemptors are not durable: counted as a
         // change (DESIGN §2 states the invariant between changes).
         WorldChanged();
@@ -460,7 +466,93 @@ class Runner {
         Quiet();
         break;
       }
+      case Op::Type::kReview: {
+        ApplyReview(op);
+        break;
+      }
     }
+  }
+
+  // A review alone: never a change of the world, and never a decision.
+  void ApplyReview(const Op& op) {
+    const size_t due = index_ + static_cast<size_t>(std::max(1, op.delay));
+    switch (op.variant) {
+      case Op::Review::kPhantom:
+      case Op::Review::kForgedUid: {
+        workload::Workload w;
+        if (op.variant == Op::Review::kPhantom) {
+          const std::string name = absl::StrCat("phantom", next_++);
+          w = Gang(op, name, absl::StrCat(name, "-uid"));
+        } else {
+          const WorkloadInfo* picked = Pick(Confirmed([](const WorkloadInfo& x) { return !x.key.pod_group; }), op.pick);
+          if (picked == nullptr) return;
+          w = *picked->workload;
+          w.uid = absl::StrCat(picked->key.name, "-forged-", next_++);
+          w.pod_sets[0].count = 1;
+        }
+        w.unconfirmed = true;
+        Must(s_->Add(w, Tick()), absl::StrCat("review of ", w.name));
+        reviews_.push_back(Pending{due, InstanceOf(w), std::nullopt});
+        break;
+      }
+      case Op::Review::kShrink: {
+        const WorkloadInfo* picked =
+            Pick(Confirmed([](const WorkloadInfo& x) { return x.phase == Phase::kPending && !x.key.pod_group; }), op.pick);
+        if (picked == nullptr) return;
+        const InstanceKey instance = InstanceOf(picked->key, picked->workload->uid);
+        const std::vector<workload::PodSet> before = picked->workload->pod_sets;
+        workload::Workload w = *picked->workload;
+        w.unconfirmed = true;
+        w.pod_sets[0].count = 1;
+        w.pod_sets[0].requests[kGpu] = Quantity::FromUnits(1);
+        Must(s_->Update(w, Tick()), "shrinking review");
+        const WorkloadInfo* after = s_->FindInstance(instance);
+        if (after == nullptr || after->workload->pod_sets.size() != before.size() ||
+            after->workload->pod_sets[0].count != before[0].count ||
+            after->workload->pod_sets[0].requests != before[0].requests) {
+          Fail(absl::StrCat("a review changed ", KeyString(instance.key), "'s pod sets"));
+        }
+        break;
+      }
+      case Op::Review::kReal: {
+        const std::string name = absl::StrCat("w", next_++);
+        workload::Workload stored = Gang(op, name, absl::StrCat(name, "-uid"));
+        workload::Workload review = stored;
+        review.unconfirmed = true;
+        review.pod_sets[0].count = 1;  // what the review said; the stored object says op.pods
+        Must(s_->Add(review, Tick()), absl::StrCat("review of ", name));
+        Expect(InstanceOf(stored));  // the API server has it: acknowledged
+        reviews_.push_back(Pending{due, InstanceOf(stored), stored});
+        break;
+      }
+    }
+  }
+
+  // Reviews whose outcome is due: the API server's word on them.
+  void DueReviews() {
+    for (auto it = reviews_.begin(); it != reviews_.end();) {
+      if (it->due > index_) {
+        ++it;
+        continue;
+      }
+      const WorkloadInfo* w = s_->FindInstance(it->instance);
+      if (w != nullptr && w->workload->unconfirmed) {
+        if (it->stored.has_value()) {
+          Must(s_->Update(*it->stored, Tick()), "confirmation");
+          ++result_.figures.arrivals;
+          WorldChanged();  // a real arrival
+        } else {
+          Must(s_->Remove(it->instance.key, it->instance.uid, Tick()), "never stored");
+        }
+      }
+      it = reviews_.erase(it);
+    }
+  }
+
+  // Instances the API server confirmed, sorted by key, filtered.
+  template <typename Pred>
+  std::vector<const WorkloadInfo*> Confirmed(Pred pred) const {
+    return Tracked([&](const WorkloadInfo& w) { return !w.workload->unconfirmed && pred(w); });
   }
 
   void Deliver(const Answer& a, bool fail) {
@@ -519,6 +611,12 @@ class Runner {
         return;
       }
     }
+    // Beyond them only what reviews alone spoke of (not acknowledged by the
+    // API server: holding nothing, which CheckInvariants checks).
+    for (auto it = tracked.begin(); it != tracked.end();) {
+      const WorkloadInfo* w = s_->FindInstance(*it);
+      it = model_.count(*it) == 0 && w != nullptr && w->workload->unconfirmed ? tracked.erase(it) : std::next(it);
+    }
     if (tracked != model_) {
       std::vector<std::string> lost, extra;
       for (const InstanceKey& k : model_) {
@@ -545,6 +643,14 @@ class Runner {
   std::vector<Answer> answers_;
   std::set<InstanceKey> model_;
   std::vector<std::pair<size_t, InstanceKey>> late_deletes_;
+  // Reviews whose object the API server stores (`stored`) or not, decided
+  // at op `due`.
+  struct Pending {
+    size_t due = 0;
+    InstanceKey instance;
+    std::optional<workload::Workload> stored;
+  };
+  std::vector<Pending> reviews_;
   std::map<InstanceKey, InstanceKey> evicted_for_;  // victim still evicting -> its preemptor
   int reuses_ = 0;
   std::map<std::pair<InstanceKey, std::string>, int> preempted_since_change_;
@@ -580,6 +686,12 @@ std::string Describe(const Op& op) {
     case Op::Type::kDeliver: return absl::StrCat("deliver pick=", op.pick, op.fail ? " (release fails)" : "");
     case Op::Type::kSchedule: return "schedule";
     case Op::Type::kQuiet: return "quiet";
+    case Op::Type::kReview: {
+      static const char* kNames[] = {"phantom create", "create under a tracked name", "shrinking update",
+                                     "real create"};
+      return absl::StrCat("review: ", kNames[static_cast<int>(op.variant)], " pick=", op.pick, " decided-after=",
+                          op.delay);
+    }
   }
   return "?";
 }
@@ -705,8 +817,12 @@ std::vector<Op> MakeOps(uint64_t seed, int count) {
     } else if (roll < 640) {
       op.type = Op::Type::kDeliver;
       op.fail = r.Chance(0.05);
-    } else if (roll < 900) {
+    } else if (roll < 860) {
       op.type = Op::Type::kSchedule;
+    } else if (roll < 900) {
+      op.type = Op::Type::kReview;
+      op.variant = static_cast<Op::Review>(r.Uniform(0, 3));
+      op.delay = static_cast<int>(r.Uniform(1, 20));
     } else {
       op.type = Op::Type::kQuiet;
     }

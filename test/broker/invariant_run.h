@@ -12,13 +12,17 @@
 // a new object whose old one is deleted later, priority updates, quota
 // changes, restarts (the state goes through the durable encoding and back),
 // the actuator's answers (released, stopped, a failed release), scheduling
-// passes, and quiet periods in which nothing in the world changes.
+// passes, quiet periods in which nothing in the world changes, and admission
+// reviews alone (a phantom create, another object under a tracked name, a
+// shrinking update, a real create confirmed later with other pod sets).
 //
 // Checked after every operation: the Scheduler's own invariants (no
 // over-commit, no partly reserved gang, usage equal to the admitted
 // gangs'), every acknowledged workload tracked exactly once (against a
 // model kept by the test), and no workload preempted twice without a change
-// of the world in between. After every quiet period: a fixed point (nothing
+// of the world in between (a review alone is no change); nothing known only
+// from a review holds quota or changes what the API server's word set. After
+// every quiet period: a fixed point (nothing
 // admitted, preempted or pending an answer) within a bounded number of
 // rounds. A failing seed is shrunk to a short list of operations and
 // printed as a reproduction.
@@ -49,7 +53,17 @@ struct Op {
     kDeliver,     // one of the actuator's pending answers arrives (a release fails with `fail`)
     kSchedule,    // a scheduling pass
     kQuiet,       // nothing changes: answers and passes until a fixed point
+    kReview,      // an admission review alone (DESIGN §2: a hint), of kind `variant`
   };
+  // kReview: what the review is (the API server's word, if any, comes
+  // `delay` operations later):
+  enum class Review {
+    kPhantom,    // a create the API server never stored: dropped later
+    kForgedUid,  // a create of another object under a tracked name: dropped later
+    kShrink,     // an update shrinking a pending workload: must change nothing
+    kReal,       // a real create, seen as a review first and confirmed later with the stored object
+  };
+  Review variant = Review::kPhantom;
   Type type = Type::kSchedule;
   int cq = 0;
   int pods = 1;
