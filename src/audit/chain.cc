@@ -225,13 +225,12 @@ void Chain::Start(const Anchor& last) {
     absl::MutexLock lock(&seal_mu_);
     sealed_ = last;
   }
-  absl::MutexLock lock(&head_mu_);
-  head_ = last;
-  if (absl::Status s = RewriteHeadLocked(); !s.ok()) {
-    head_failed_ = true;
-    base::GetLogger("audit")->error("audit: cannot write {}/{} ({}); a cut tail of the log will not show",
-                                    dir_, kHeadFile, s.message());
+  {
+    absl::MutexLock lock(&ack_mu_);
+    acked_ = last;
+    written_seq_ = last.seq;
   }
+  WriteHead(last, /*rewrite=*/true);
 }
 
 store::Sealer Chain::SealerFor(Call* call) {
@@ -253,43 +252,62 @@ store::Sealer Chain::SealerFor(Call* call) {
 }
 
 void Chain::Acknowledged(const Anchor& last) {
-  absl::MutexLock lock(&head_mu_);
-  if (last.seq <= head_.seq) return;
-  head_ = last;
-  absl::Status s;
-  if (head_file_ == nullptr || head_bytes_ >= kHeadRewriteBytes) {
-    s = RewriteHeadLocked();
-  } else {
-    s = head_file_->Append(EncodeAnchor(head_, &head_hasher_));
-    if (s.ok()) {
-      head_bytes_ += kAnchorSize;
-    } else {
-      head_file_.reset();  // a short write misaligns the file: the next one rewrites it
+  {
+    absl::MutexLock lock(&ack_mu_);
+    if (last.seq > acked_.seq) acked_ = last;
+    if (writing_) return;  // the writer takes it along
+    writing_ = true;
+  }
+  while (true) {
+    Anchor next;
+    {
+      absl::MutexLock lock(&ack_mu_);
+      if (acked_.seq <= written_seq_) {
+        writing_ = false;
+        return;
+      }
+      next = acked_;
+      written_seq_ = next.seq;
     }
+    WriteHead(next, /*rewrite=*/false);
   }
-  if (!s.ok() && !head_failed_) {
-    base::GetLogger("audit")->error("audit: cannot write {}/{} ({}); a cut tail of the log will not show",
-                                    dir_, kHeadFile, s.message());
-  }
-  head_failed_ = !s.ok();
 }
 
 Anchor Chain::head() const {
-  absl::MutexLock lock(&head_mu_);
-  return head_;
+  absl::MutexLock lock(&ack_mu_);
+  return acked_;
 }
 
-absl::Status Chain::RewriteHeadLocked() {
-  if (head_file_ != nullptr) {
-    (void)head_file_->Close();
-    head_file_.reset();
+void Chain::WriteHead(const Anchor& a, bool rewrite) {
+  absl::MutexLock lock(&head_mu_);
+  const std::string bytes = EncodeAnchor(a, &head_hasher_);
+  absl::Status s;
+  if (rewrite || head_file_ == nullptr || head_bytes_ >= kHeadRewriteBytes) {
+    if (head_file_ != nullptr) {
+      (void)head_file_->Close();
+      head_file_.reset();
+    }
+    s = WriteAtomically(fs_, dir_, kHeadFile, bytes);
+    absl::StatusOr<std::unique_ptr<store::WritableFile>> reopened =
+        s.ok() ? fs_->OpenAppend(store::JoinPath(dir_, kHeadFile)) : s;
+    s = reopened.status();
+    if (s.ok()) {
+      head_file_ = *std::move(reopened);
+      head_bytes_ = kAnchorSize;
+    }
+  } else {
+    s = head_file_->Append(bytes);
+    if (s.ok()) {
+      head_bytes_ += kAnchorSize;
+    } else {
+      head_file_.reset();  // a short write misaligns the file: the next one replaces it
+    }
   }
-  if (absl::Status s = WriteAtomically(fs_, dir_, kHeadFile, EncodeAnchor(head_, &head_hasher_)); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<store::WritableFile>> again = fs_->OpenAppend(store::JoinPath(dir_, kHeadFile));
-  if (!again.ok()) return again.status();
-  head_file_ = *std::move(again);
-  head_bytes_ = kAnchorSize;
-  return absl::OkStatus();
+  if (!s.ok() && !head_failed_) {
+    base::GetLogger("audit")->error("audit: cannot write {}/{} ({}); a cut-off tail of the log will not show",
+                                    dir_, kHeadFile, s.message());
+  }
+  head_failed_ = !s.ok();
 }
 
 absl::Status Chain::WriteBase(const Anchor& before_first_kept) {

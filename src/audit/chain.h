@@ -115,9 +115,10 @@ class Chain {
   store::Sealer SealerFor(Call* call);
 
   // After an acknowledged append: HEAD names `last` (unless a later one
-  // already did). A failure to write HEAD is logged, not returned: the
-  // records are durable either way.
-  void Acknowledged(const Anchor& last);
+  // already did). One appender writes at a time and takes along what the
+  // others acknowledged meanwhile; they do not wait. A failure to write
+  // HEAD is logged, not returned: the records are durable either way.
+  void Acknowledged(const Anchor& last) ABSL_LOCKS_EXCLUDED(ack_mu_, head_mu_);
   // The newest acknowledged record.
   Anchor head() const;
   // Writes BASE atomically (temp file, fsync, rename, directory fsync).
@@ -133,7 +134,9 @@ class Chain {
   void ForgetBefore(uint64_t first_seq);
 
  private:
-  absl::Status RewriteHeadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(head_mu_);
+  // Appends `a` to HEAD, or replaces HEAD with it (at start, after a
+  // failure, past kHeadRewriteBytes).
+  void WriteHead(const Anchor& a, bool rewrite) ABSL_LOCKS_EXCLUDED(head_mu_);
 
   store::FileSystem* const fs_;
   const std::string dir_;
@@ -142,9 +145,13 @@ class Chain {
   Hasher sealer_ ABSL_GUARDED_BY(seal_mu_);
   Anchor sealed_ ABSL_GUARDED_BY(seal_mu_);  // the last record sealed
 
+  mutable absl::Mutex ack_mu_;
+  Anchor acked_ ABSL_GUARDED_BY(ack_mu_);          // the newest acknowledged record
+  uint64_t written_seq_ ABSL_GUARDED_BY(ack_mu_) = 0;  // the record HEAD names
+  bool writing_ ABSL_GUARDED_BY(ack_mu_) = false;  // an appender is writing HEAD
+
   mutable absl::Mutex head_mu_;
   Hasher head_hasher_ ABSL_GUARDED_BY(head_mu_);
-  Anchor head_ ABSL_GUARDED_BY(head_mu_);
   std::unique_ptr<store::WritableFile> head_file_ ABSL_GUARDED_BY(head_mu_);
   uint64_t head_bytes_ ABSL_GUARDED_BY(head_mu_) = 0;
   bool head_failed_ ABSL_GUARDED_BY(head_mu_) = false;  // logged once
