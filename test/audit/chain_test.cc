@@ -16,7 +16,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/audit/verify.h"
 #include "gangkeeper/base/clock.h"
@@ -27,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/sinks/ringbuffer_sink.h"
+#include "test/testing/audit_records.h"
 #include "test/testing/fault_fs.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
@@ -34,7 +34,9 @@
 namespace gangkeeper::audit {
 namespace {
 
+using ::gangkeeper::testing::AuditRecordBytes;
 using ::gangkeeper::testing::FaultFileSystem;
+using ::gangkeeper::testing::Le64;
 using ::gangkeeper::testing::IsOk;
 using ::testing::HasSubstr;
 
@@ -54,22 +56,6 @@ std::string HexOf(absl::string_view bytes) {
   return out;
 }
 
-std::string Le64(uint64_t v) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
-  return out;
-}
-
-// One record's bytes as FORMAT.md §3 gives them (the checksum recomputed).
-std::string RecordBytes(uint64_t seq, absl::string_view payload) {
-  std::string out(4, '\0');
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((payload.size() >> (8 * i)) & 0xFF);
-  const std::string body = absl::StrCat(Le64(seq), payload);
-  const uint32_t crc = store::Crc32c(body);
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
-  return out + body;
-}
-
 // An anchor's 96 bytes as FORMAT.md §5 gives them, without an HMAC.
 std::string AnchorBytes(uint64_t seq, absl::Time time, absl::string_view chain) {
   std::string out = absl::StrCat(absl::string_view("GKANCH\0" "1", 8), Le64(seq),
@@ -80,11 +66,8 @@ std::string AnchorBytes(uint64_t seq, absl::Time time, absl::string_view chain) 
   return out;
 }
 
-struct RawRecord {
+struct RawRecord : ::gangkeeper::testing::SegmentRecord {
   std::string segment;  // path
-  size_t offset = 0;
-  uint64_t seq = 0;
-  std::string payload;
 };
 
 class AuditChainTest : public ::testing::Test {
@@ -151,10 +134,8 @@ class AuditChainTest : public ::testing::Test {
   std::vector<RawRecord> Records() {
     std::vector<RawRecord> out;
     for (const std::string& path : SegmentPaths()) {
-      const std::string bytes = fs_.Contents(path);
-      store::RawRecord r;
-      for (size_t off = store::kSegmentHeaderSize; store::ParseRecordAt(bytes, off, &r); off += r.size) {
-        out.push_back({path, off, r.seq, std::string(r.payload)});
+      for (::gangkeeper::testing::SegmentRecord& r : ::gangkeeper::testing::SegmentRecords(fs_.Contents(path))) {
+        out.push_back({std::move(r), path});
       }
     }
     return out;
@@ -182,10 +163,10 @@ class AuditChainTest : public ::testing::Test {
   // What a forger without the key does: edits record `seq`'s event and
   // recomputes its CRC (the seal stays).
   void Forge(uint64_t seq, const std::string& from, const std::string& to) {
-    const RawRecord r = Record(seq);
-    const std::string forged = absl::StrReplaceAll(r.payload, {{from, to}});
-    ASSERT_NE(forged, r.payload);
-    Splice(r.segment, r.offset, store::kRecordHeaderSize + r.payload.size(), RecordBytes(seq, forged));
+    const std::string path = Record(seq).segment;
+    std::string bytes = fs_.Contents(path);
+    ASSERT_TRUE(::gangkeeper::testing::ForgeRecord(&bytes, seq, from, to));
+    Rewrite(path, bytes);
   }
 
   FaultFileSystem fs_{17};
@@ -325,7 +306,7 @@ TEST_F(AuditChainTest, WithAKeyEveryRecordCarriesAnHmacThatOnlyTheKeyConfirms) {
     const std::string json = rec.payload.substr(0, rec.payload.size() - 65);
     const std::string chain = Sha256(absl::StrCat(prev, Le64(rec.seq), json));
     const std::string payload = absl::StrCat(json, chain, rec.payload.substr(json.size() + 32));
-    Splice(rec.segment, rec.offset, store::kRecordHeaderSize + rec.payload.size(), RecordBytes(rec.seq, payload));
+    Splice(rec.segment, rec.offset, rec.size(), AuditRecordBytes(rec.seq, payload));
     prev = chain;
   }
   // HEAD still names the last record with its old chain value.
@@ -371,7 +352,7 @@ TEST_F(AuditChainTest, VerifyNamesARecordDeletedInTheMiddle) {
   log.reset();
   // Cut out record 20 as it is.
   const RawRecord victim = Record(20);
-  Splice(victim.segment, victim.offset, store::kRecordHeaderSize + victim.payload.size(), "");
+  Splice(victim.segment, victim.offset, victim.size(), "");
   VerifyReport r = Verify();
   ASSERT_TRUE(r.error.has_value());
   EXPECT_EQ(r.error->seq, 20u);
@@ -379,8 +360,8 @@ TEST_F(AuditChainTest, VerifyNamesARecordDeletedInTheMiddle) {
   // Renumbering the later records (checksums recomputed) breaks the chain.
   for (RawRecord rec : Records()) {
     if (rec.seq <= 20) continue;
-    Splice(rec.segment, rec.offset, store::kRecordHeaderSize + rec.payload.size(),
-           RecordBytes(rec.seq - 1, rec.payload));
+    Splice(rec.segment, rec.offset, rec.size(),
+           AuditRecordBytes(rec.seq - 1, rec.payload));
   }
   r = Verify();
   ASSERT_TRUE(r.error.has_value());
@@ -448,7 +429,7 @@ TEST_F(AuditChainTest, AVersionOneLogOpensQueriesAndVerifiesAsUnchained) {
   // A sealed record stripped of its seal is not "old": it is tampering.
   const RawRecord rec = Record(30);
   const std::string bare = rec.payload.substr(0, rec.payload.size() - 33);
-  Splice(rec.segment, rec.offset, store::kRecordHeaderSize + rec.payload.size(), RecordBytes(30, bare));
+  Splice(rec.segment, rec.offset, rec.size(), AuditRecordBytes(30, bare));
   r = Verify();
   ASSERT_TRUE(r.error.has_value());
   EXPECT_EQ(r.error->seq, 30u);
