@@ -20,18 +20,6 @@ constexpr size_t kSealHmacSize = 32 + 32 + 1;
 // HEAD is rewritten from scratch once it holds this many bytes.
 constexpr uint64_t kHeadRewriteBytes = 1 << 20;
 
-uint64_t Load64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
-
-uint32_t Load32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
-
 Hash HashAt(const char* p) {
   Hash h;
   std::memcpy(h.data(), p, h.size());
@@ -187,19 +175,22 @@ std::string EncodeAnchor(const Anchor& a, Hasher* hasher) {
 std::optional<Anchor> LastAnchor(absl::string_view bytes, int* bad) {
   if (bad != nullptr) *bad = 0;
   for (size_t slots = bytes.size() / kAnchorSize; slots > 0; --slots) {
-    const char* p = bytes.data() + (slots - 1) * kAnchorSize;
-    if (std::memcmp(p, kAnchorMagic, sizeof kAnchorMagic) != 0 ||
-        Load32(p + 92) != store::Crc32c(absl::string_view(p, 92))) {
+    const absl::string_view slot = bytes.substr((slots - 1) * kAnchorSize, kAnchorSize);
+    // magic, seq, time, chain (4 × 8 bytes), flags, HMAC (4 × 8 bytes), CRC
+    store::Decoder d(slot, "anchor");
+    uint64_t magic = 0, seq = 0, micros = 0, hash_part = 0;
+    uint32_t flags = 0, crc = 0;
+    bool whole = d.GetFixed64(&magic) && d.GetFixed64(&seq) && d.GetFixed64(&micros);
+    for (int i = 0; i < 4; ++i) whole = whole && d.GetFixed64(&hash_part);
+    whole = whole && d.GetFixed32(&flags);
+    for (int i = 0; i < 4; ++i) whole = whole && d.GetFixed64(&hash_part);
+    whole = whole && d.GetFixed32(&crc);
+    if (!whole || slot.substr(0, 8) != absl::string_view(kAnchorMagic, 8) || crc != store::Crc32c(slot.substr(0, 92))) {
       if (bad != nullptr) ++*bad;
       continue;
     }
-    Anchor a;
-    a.seq = Load64(p + 8);
-    a.time = absl::FromUnixMicros(static_cast<int64_t>(Load64(p + 16)));
-    a.chain = HashAt(p + 24);
-    a.has_hmac = (Load32(p + 56) & 1) != 0;
-    a.hmac = HashAt(p + 60);
-    return a;
+    return Anchor{seq, absl::FromUnixMicros(static_cast<int64_t>(micros)), HashAt(slot.data() + 24), (flags & 1) != 0,
+                  HashAt(slot.data() + 60)};
   }
   return std::nullopt;
 }

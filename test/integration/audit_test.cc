@@ -78,27 +78,23 @@ class AuditIntegrationTest : public ::testing::Test {
     EXPECT_EQ(*code, 0) << server_->Stderr();
   }
 
-  // GET `path` on the API listener with `token` ("" = none).
+  // The answer to GET `path` on the API listener, with `token` unless "".
+  testing::HttpReply ApiGet(const std::string& path, const std::string& token) {
+    absl::StatusOr<std::unique_ptr<testing::TlsConnection>> c =
+        testing::TlsConnection::Connect(server_->api_port(), options_);
+    const std::string auth = token.empty() ? "" : absl::StrCat("Authorization: Bearer ", token, "\r\n");
+    absl::StatusOr<testing::HttpReply> r = c.ok() ? (*c)->Request("GET", path, "", auth) : c.status();
+    EXPECT_THAT(r, IsOk()) << path;
+    return r.ok() ? *std::move(r) : testing::HttpReply{};
+  }
   std::pair<int, json> Get(const std::string& path, const std::string& token) {
-    auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
-    EXPECT_THAT(c, IsOk());
-    if (!c.ok()) return {0, json()};
-    auto r = (*c)->Request("GET", path, "", token.empty() ? "" : absl::StrCat("Authorization: Bearer ", token, "\r\n"));
-    EXPECT_THAT(r, IsOk());
-    if (!r.ok()) return {0, json()};
-    return {r->status, json::parse(r->body, nullptr, false)};
+    testing::HttpReply r = ApiGet(path, token);
+    return {r.status, json::parse(r.body, nullptr, false)};
   }
   // One unlabelled sample of /metrics (-1 when absent).
   double Metric(const std::string& name) {
-    auto c = testing::TlsConnection::Connect(server_->api_port(), options_);
-    EXPECT_THAT(c, IsOk());
-    if (!c.ok()) return -1;
-    auto m = (*c)->Request("GET", "/metrics", "", "Authorization: Bearer admin-secret\r\n");
-    EXPECT_THAT(m, IsOk());
-    if (!m.ok()) return -1;
-    absl::StatusOr<std::vector<testing::PromFamily>> fams = testing::ParsePromText(m->body);
-    if (!fams.ok()) return -1;
-    absl::StatusOr<double> v = testing::PromValue(*fams, name, {});
+    absl::StatusOr<std::vector<testing::PromFamily>> fams = testing::ParsePromText(ApiGet("/metrics", "admin-secret").body);
+    absl::StatusOr<double> v = fams.ok() ? testing::PromValue(*fams, name, {}) : fams.status();
     return v.ok() ? *v : -1;
   }
   // POSTs each review to /validate over `connections` keep-alive
