@@ -573,6 +573,22 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options, s
         {{"from", last.seq + 1}, {"to", head->seq}, {"count", missing}, {"headChain", Hex(head->chain)},
          {"headTime", Rfc3339Micros(head->time)}});
   }
+  if (last.has_hmac) {
+    // A signed log goes on signed with the same key, or verify says so.
+    Hasher hasher(options.hmac_key);
+    if (!hasher.keyed()) {
+      base::GetLogger("audit")->warn(
+          "audit: {} is HMAC-signed but no --audit-hmac-key was given: new records carry none, and gangkeeper audit "
+          "verify will report them",
+          options.dir);
+    } else if (hasher.Mac(absl::string_view(reinterpret_cast<const char*>(last.chain.data()), last.chain.size())) !=
+               last.hmac) {
+      base::GetLogger("audit")->warn(
+          "audit: record {} of {} was signed with another --audit-hmac-key: gangkeeper audit verify takes one key and "
+          "will stop where the key changed",
+          last.seq, options.dir);
+    }
+  }
   auto chain = std::make_unique<Chain>(fs, options.dir, options.hmac_key);
   chain->Start(last);
   auto out = std::unique_ptr<AuditLog>(new AuditLog(std::move(options), *std::move(log), std::move(chain), last_record));
