@@ -58,7 +58,7 @@ int RunAuditVerify(const std::vector<std::string>& args) {
   if (!key_file.empty()) {
     absl::StatusOr<std::string> key = audit::LoadHmacKey(key_file);
     if (!key.ok()) {
-      std::fprintf(stderr, "gangkeeper: --audit-hmac-key %s\n", std::string(key.status().message()).c_str());
+      std::fprintf(stderr, "gangkeeper: --audit-hmac-key: %s\n", std::string(key.status().message()).c_str());
       return kUsage;
     }
     o.hmac_key = *std::move(key);

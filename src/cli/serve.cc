@@ -488,7 +488,7 @@ int RunServe(const std::vector<std::string>& args) {
   if (!f.audit_hmac_key.empty()) {
     absl::StatusOr<std::string> key = audit::LoadHmacKey(f.audit_hmac_key);
     if (!key.ok()) {
-      log->error("--audit-hmac-key {}", key.status().message());
+      log->error("--audit-hmac-key: {}", key.status().message());
       return 2;
     }
     audit_options.hmac_key = *std::move(key);
@@ -829,9 +829,9 @@ int RunServe(const std::vector<std::string>& args) {
     serving.store(false);
     if (ready_watch.joinable()) ready_watch.join();
     if (!stopped.ok()) log->error("shutdown: {}", stopped.message());
+    denials.Stop();  // the last aggregated denials, while the intake still takes them
     // With etcd: resign, so another replica leads at once (this stops the
     // reconciler and makes the broker follow).
-    denials.Stop();  // the last aggregated denials, while the intake still takes them
     if (replica != nullptr) replica->Shutdown();
     if (audit_feed != nullptr) audit_feed->Stop();
     stop_reconciler();

@@ -163,6 +163,7 @@ class AuditLog {
   [[nodiscard]] absl::StatusOr<Page> Find(const Query& q) const;
   // The highest journal record whose events are in the log.
   uint64_t last_journal_record() const;
+  // The newest acknowledged record and its chain value (GET /v1/audit/head).
   AuditHead head() const;
   absl::Status health() const { return log_->health(); }
   AuditStats stats() const;
