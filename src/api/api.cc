@@ -611,6 +611,17 @@ class Api {
     return Ok(out);
   }
 
+  // The newest audit record and its chain value, for an external system to
+  // anchor (src/audit/FORMAT.md §5).
+  server::HttpResponse AuditHead(const Principal& who) const {
+    if (!who.MayReadAudit()) return Forbidden(who, "read the audit log's head");
+    if (audit_ == nullptr) return Error(503, "Unavailable", "this server keeps no audit log");
+    const audit::AuditHead h = audit_->head();
+    json out = {{"seq", h.seq}, {"chain", h.chain}, {"time", h.seq == 0 ? json(nullptr) : json(Time(h.time))}};
+    if (!h.hmac.empty()) out["hmac"] = h.hmac;
+    return Ok(out);
+  }
+
   // Authenticates, then runs `f` with the principal.
   server::HttpResponse Guard(const server::HttpRequest& req,
                              const std::function<server::HttpResponse(const Principal&)>& f) const {
@@ -904,6 +915,9 @@ std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, co
   }
   routes.push_back(Get("/v1/audit/export", false, [api](const server::HttpRequest& req) {
     return api->Guard(req, [&](const Principal& who) { return api->Export(who, req); });
+  }));
+  routes.push_back(Get("/v1/audit/head", false, [api](const server::HttpRequest& req) {
+    return api->Guard(req, [&](const Principal& who) { return api->AuditHead(who); });
   }));
   routes.push_back(Get("/v1/audit", false, [api](const server::HttpRequest& req) {
     return api->Guard(req, [&](const Principal& who) { return api->Audit(who, req); });

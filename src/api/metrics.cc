@@ -1,13 +1,16 @@
 // gangkeeper: broker metrics (see metrics.h).
 #include "gangkeeper/api/metrics.h"
 
+#include <functional>
 #include <limits>
+#include <optional>
 #include <map>
 #include <utility>
 #include <string>
 #include <vector>
 
 #include "absl/numeric/int128.h"
+#include "gangkeeper/base/clock.h"
 
 namespace gangkeeper::api {
 namespace {
@@ -239,33 +242,44 @@ absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::J
                                    });
 }
 
-absl::Status RegisterAuditMetrics(metrics::Registry& registry, const audit::AuditLog* audit_log) {
-  absl::Status s = registry.AddCallbackCounter(
-      "gangkeeper_audit_events_total", "Audit events written (the last seq), including those rotated away.", {},
-      [audit_log] {
-        return std::vector<Sample>{Sample{{}, static_cast<double>(audit_log->stats().log.next_seq - 1)}};
+absl::Status RegisterAuditMetrics(metrics::Registry& registry, const audit::AuditLog* audit_log,
+                                  const audit::DenialAggregator* denials) {
+  absl::Status s;
+  // One unlabelled sample, counter or gauge.
+  auto add = [&](bool counter, const char* name, const char* help, std::function<double()> value) {
+    if (!s.ok()) return;
+    metrics::SampleCallback samples = [value = std::move(value)] { return std::vector<Sample>{Sample{{}, value()}}; };
+    s = counter ? registry.AddCallbackCounter(name, help, {}, std::move(samples))
+                : registry.AddCallbackGauge(name, help, {}, std::move(samples));
+  };
+  add(true, "gangkeeper_audit_events_total", "Audit events written (the last seq), including those rotated away.",
+      [audit_log] { return static_cast<double>(audit_log->stats().log.next_seq - 1); });
+  add(true, "gangkeeper_audit_failed_appends_total", "Audit appends that failed (the journal keeps their decisions).",
+      [audit_log] { return static_cast<double>(audit_log->stats().failed_appends); });
+  add(false, "gangkeeper_audit_healthy", "1 while the audit log accepts writes.",
+      [audit_log] { return audit_log->health().ok() ? 1.0 : 0.0; });
+  add(false, "gangkeeper_audit_indexed_events", "Audit events held in the in-memory query index (older ones are scanned).",
+      [audit_log] { return static_cast<double>(audit_log->stats().indexed_events); });
+  add(true, "gangkeeper_audit_retention_forced_total",
+      "Times the size cap (--audit-max-mib) removed audit events younger than --audit-min-retention (each also "
+      "logged as an error and recorded as an audit.retention_forced event).",
+      [audit_log] { return static_cast<double>(audit_log->stats().retention_forced); });
+  add(true, "gangkeeper_audit_retention_forced_events_total",
+      "Audit events younger than --audit-min-retention that the size cap removed.",
+      [audit_log] { return static_cast<double>(audit_log->stats().retention_forced_events); });
+  add(false, "gangkeeper_audit_oldest_event_age_seconds",
+      "Age of the oldest audit event kept: how far back the history reaches (0 when empty).", [audit_log] {
+        const std::optional<absl::Time> oldest = audit_log->stats().oldest_event;
+        return oldest.has_value() ? absl::ToDoubleSeconds(base::RealClock().Now() - *oldest) : 0.0;
       });
-  if (s.ok()) {
-    s = registry.AddCallbackCounter("gangkeeper_audit_failed_appends_total",
-                                    "Audit appends that failed (the journal keeps their decisions).", {}, [audit_log] {
-                                      return std::vector<Sample>{
-                                          Sample{{}, static_cast<double>(audit_log->stats().failed_appends)}};
-                                    });
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge("gangkeeper_audit_healthy", "1 while the audit log accepts writes.", {},
-                                  [audit_log] {
-                                    return std::vector<Sample>{Sample{{}, audit_log->health().ok() ? 1.0 : 0.0}};
-                                  });
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge("gangkeeper_audit_indexed_events",
-                                  "Audit events held in the in-memory query index (older ones are scanned).", {},
-                                  [audit_log] {
-                                    return std::vector<Sample>{
-                                        Sample{{}, static_cast<double>(audit_log->stats().indexed_events)}};
-                                  });
-  }
+  if (denials == nullptr) return s;
+  add(true, "gangkeeper_audit_denials_suppressed_total",
+      "Review denials over the audit rate limit that were only counted (summarised in review.denials_suppressed "
+      "events).",
+      [denials] { return static_cast<double>(denials->stats().suppressed); });
+  add(true, "gangkeeper_audit_denials_aggregated_total",
+      "Repeated review denials folded into one aggregated review.denied event per source, object and reason.",
+      [denials] { return static_cast<double>(denials->stats().aggregated); });
   return s;
 }
 

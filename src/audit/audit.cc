@@ -14,13 +14,13 @@
 #include "absl/time/time.h"
 #include "gangkeeper/base/log.h"
 #include "nlohmann/json.hpp"
+#include "src/audit/chain.h"
+#include "src/audit/event_time.h"
 
 namespace gangkeeper::audit {
 namespace {
 
 using nlohmann::json;
-
-std::string Rfc3339Micros(absl::Time t) { return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E6SZ", t, absl::UTCTimeZone()); }
 
 json QuantitiesJson(const std::map<std::string, quantity::Quantity>& m) {
   json out = json::object();
@@ -80,12 +80,12 @@ std::string DefaultReason(broker::StateChange::Type t) {
 
 std::string EncodeEvent(const Event& e, bool with_seq) {
   // Fields in DESIGN §8's order.
-  nlohmann::ordered_json j = {{"time", Rfc3339Micros(e.time)},
-            {"actor", e.actor},
-            {"action", e.action},
-            {"object", {{"kind", e.kind}, {"namespace", e.namespace_name}, {"name", e.name}, {"uid", e.uid}}},
-            {"clusterQueue", e.cluster_queue},
-            {"reason", e.reason}};
+  nlohmann::ordered_json j = {{"time", Rfc3339Micros(e.time)}, {"actor", e.actor}};
+  if (e.actor_claimed) j["actorClaimed"] = true;
+  j["action"] = e.action;
+  j["object"] = {{"kind", e.kind}, {"namespace", e.namespace_name}, {"name", e.name}, {"uid", e.uid}};
+  j["clusterQueue"] = e.cluster_queue;
+  j["reason"] = e.reason;
   nlohmann::ordered_json details =
       e.details.empty() ? nlohmann::ordered_json::object() : nlohmann::ordered_json::parse(e.details, nullptr, false);
   j["details"] = details.is_discarded() ? nlohmann::ordered_json(e.details) : details;
@@ -114,6 +114,7 @@ absl::StatusOr<Event> DecodeEvent(absl::string_view text, uint64_t seq) {
     return absl::DataLossError(absl::StrCat("audit event ", seq, ": time: ", err));
   }
   e.actor = str(j, "actor");
+  if (auto c = j.find("actorClaimed"); c != j.end() && c->is_boolean()) e.actor_claimed = c->get<bool>();
   e.action = str(j, "action");
   if (auto o = j.find("object"); o != j.end() && o->is_object()) {
     e.kind = str(*o, "kind");
@@ -147,6 +148,7 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
     Event e;
     e.time = c.time;
     e.actor = c.actor.empty() ? "gangkeeper" : c.actor;
+    e.actor_claimed = !c.actor.empty() && c.actor_claimed;  // a review's userInfo, not verified
     e.action = ActionOf(c);
     e.journal_record = journal_record;
     json details = json::object();
@@ -416,7 +418,7 @@ class AuditIndex {
     absl::Status s = log->ReadLocated(from, [&](uint64_t seq, absl::string_view payload, const store::RecordLocation& at) {
       if (stop_.load(std::memory_order_relaxed)) return stop;
       if (seq >= end) return stop;
-      absl::StatusOr<Event> e = DecodeEvent(payload, seq);
+      absl::StatusOr<Event> e = DecodeEvent(EventJson(payload), seq);
       if (!e.ok() || seq != next || at.offset > std::numeric_limits<uint32_t>::max()) {
         return absl::DataLossError(absl::StrCat("record ", seq, " cannot be indexed"));
       }
@@ -470,8 +472,12 @@ class AuditIndex {
   absl::flat_hash_map<absl::string_view, uint32_t> ids_ ABSL_GUARDED_BY(mu_);
 };
 
-AuditLog::AuditLog(AuditOptions options, std::unique_ptr<store::SegmentedLog> log, uint64_t last_journal_record)
-    : options_(std::move(options)), log_(std::move(log)), last_journal_record_(last_journal_record) {
+AuditLog::AuditLog(AuditOptions options, std::unique_ptr<store::SegmentedLog> log, std::unique_ptr<Chain> chain,
+                   uint64_t last_journal_record)
+    : options_(std::move(options)),
+      log_(std::move(log)),
+      chain_(std::move(chain)),
+      last_journal_record_(last_journal_record) {
   if (options_.index_events == 0) return;
   const store::LogStats st = log_->stats();
   index_ = std::make_unique<AuditIndex>(options_.index_events, st.next_seq);
@@ -482,98 +488,281 @@ AuditLog::AuditLog(AuditOptions options, std::unique_ptr<store::SegmentedLog> lo
 
 AuditLog::~AuditLog() = default;
 
+namespace {
+
+store::FileSystem* FileSystemOf(const AuditOptions& o) {
+  return o.fs != nullptr ? o.fs : store::DefaultFileSystem();
+}
+
+// The anchor of record `seq` read from its segment.
+std::optional<Anchor> ReadAnchor(const store::SegmentedLog& log, uint64_t seq) {
+  std::optional<Anchor> out;
+  const absl::Status stop = absl::CancelledError("found");
+  (void)log.Read(seq, [&](uint64_t at, absl::string_view payload) {
+    Sealed sealed;
+    absl::StatusOr<Event> e = SplitSealed(payload, &sealed) ? DecodeEvent(sealed.json, at) : absl::DataLossError("");
+    if (e.ok()) out = Anchor{at, e->time, sealed.chain, sealed.has_hmac, sealed.hmac};
+    return stop;
+  });
+  return out;
+}
+
+// The anchor file `name` in `dir`, if it holds one.
+std::optional<Anchor> ReadAnchorFile(store::FileSystem* fs, const std::string& dir, const char* name) {
+  absl::StatusOr<std::string> bytes = fs->Read(store::JoinPath(dir, name));
+  return bytes.ok() ? LastAnchor(*bytes) : std::nullopt;
+}
+
+// An event of the audit log about itself.
+Event LogEvent(absl::Time now, const char* action, const char* reason, const nlohmann::json& details) {
+  Event e;
+  e.time = now;
+  e.actor = "gangkeeper";
+  e.action = action;
+  e.kind = "AuditLog";
+  e.reason = reason;
+  e.details = details.dump(-1, ' ', false, json::error_handler_t::replace);
+  return e;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options, store::LogRecovery* recovery) {
   store::LogOptions lo;
   lo.kind = "audit";
   lo.segment_bytes = options.segment_bytes;
   lo.truncate_corruption = options.truncate_corruption;
-  store::FileSystem* fs = options.fs != nullptr ? options.fs : store::DefaultFileSystem();
+  store::FileSystem* fs = FileSystemOf(options);
   absl::StatusOr<std::unique_ptr<store::SegmentedLog>> log = store::SegmentedLog::Open(fs, options.dir, lo, recovery);
   if (!log.ok()) return log.status();
   // The journal record of the newest broker event: read back from the last
   // segments (a broker event comes with every batch, so it is near the end).
+  // The newest record's seal continues the chain.
   uint64_t last_record = 0;
   const store::LogStats st = (*log)->stats();
+  Anchor last;
+  last.seq = st.next_seq - 1;
   if (st.next_seq > st.first_seq) {
     const uint64_t window = 100'000;
     const uint64_t from = st.next_seq - st.first_seq > window ? st.next_seq - window : st.first_seq;
     absl::Status s = (*log)->Read(from, [&](uint64_t seq, absl::string_view payload) {
-      absl::StatusOr<Event> e = DecodeEvent(payload, seq);
+      Sealed sealed;
+      const bool split = SplitSealed(payload, &sealed);
+      absl::StatusOr<Event> e = DecodeEvent(split ? sealed.json : payload, seq);
       if (e.ok()) last_record = std::max(last_record, e->journal_record);
+      if (seq == last.seq) {
+        last = Anchor{seq, e.ok() ? e->time : absl::UnixEpoch(), sealed.chain, sealed.has_hmac, sealed.hmac};
+      }
       return absl::OkStatus();
     });
     if (!s.ok()) return s;
+  } else if (std::optional<Anchor> base = ReadAnchorFile(fs, options.dir, kBaseFile);
+             base.has_value() && base->seq == last.seq) {
+    last = *base;  // every record went with retention: the chain goes on from BASE
   }
-  auto out = std::unique_ptr<AuditLog>(new AuditLog(std::move(options), *std::move(log), last_record));
-  absl::MutexLock lock(&out->mu_);
-  out->RetainLocked();
+  // HEAD names the newest record acknowledged before: a log that ends
+  // before it lost its tail, which must not go unnoticed.
+  std::optional<Event> tail_missing;
+  if (std::optional<Anchor> head = ReadAnchorFile(fs, options.dir, kHeadFile);
+      head.has_value() && head->seq > last.seq) {
+    const uint64_t missing = head->seq - last.seq;
+    base::GetLogger("audit")->error(
+        "audit: {} ends at record {} but its HEAD says record {} was written: {} record(s) are missing (cut off "
+        "or lost); recorded as an {} event. Restore {} from a backup if you have one",
+        options.dir, last.seq, head->seq, missing, kTailMissing, options.dir);
+    tail_missing = LogEvent(
+        (options.clock != nullptr ? *options.clock : base::RealClock()).Now(), kTailMissing, "TailMissing",
+        {{"from", last.seq + 1}, {"to", head->seq}, {"count", missing}, {"headChain", Hex(head->chain)},
+         {"headTime", Rfc3339Micros(head->time)}});
+  }
+  if (last.has_hmac) {
+    // A signed log goes on signed with the same key, or verify says so.
+    Hasher hasher(options.hmac_key);
+    if (!hasher.keyed()) {
+      base::GetLogger("audit")->warn(
+          "audit: {} is HMAC-signed but no --audit-hmac-key was given: new records carry none, and gangkeeper audit "
+          "verify will report them",
+          options.dir);
+    } else if (hasher.Mac(absl::string_view(reinterpret_cast<const char*>(last.chain.data()), last.chain.size())) !=
+               last.hmac) {
+      base::GetLogger("audit")->warn(
+          "audit: record {} of {} was signed with another --audit-hmac-key: gangkeeper audit verify takes one key and "
+          "will stop where the key changed",
+          last.seq, options.dir);
+    }
+  }
+  auto chain = std::make_unique<Chain>(fs, options.dir, options.hmac_key);
+  chain->Start(last);
+  auto out = std::unique_ptr<AuditLog>(new AuditLog(std::move(options), *std::move(log), std::move(chain), last_record));
+  out->Retain();
+  if (tail_missing.has_value()) {
+    if (absl::StatusOr<uint64_t> s = out->Append({*tail_missing}); !s.ok()) return s.status();
+  }
   return out;
 }
 
 absl::StatusOr<uint64_t> AuditLog::Append(const std::vector<Event>& events) {
+  absl::StatusOr<uint64_t> seq = AppendRecords(events);
+  if (!seq.ok()) return seq;
+  bool rotated = false;
+  {
+    absl::MutexLock lock(&mu_);
+    rotated = log_->stats().segments != retained_segments_;
+  }
+  if (rotated) Retain();
+  return seq;
+}
+
+absl::StatusOr<uint64_t> AuditLog::AppendRecords(const std::vector<Event>& events) {
   if (events.empty()) return log_->next_seq();
   std::vector<std::string> lines;
+  std::vector<absl::Time> times;
   lines.reserve(events.size());
+  times.reserve(events.size());
   uint64_t record = 0;
   for (const Event& e : events) {
     lines.push_back(EncodeEvent(e, /*with_seq=*/false));
+    times.push_back(e.time);
     record = std::max(record, e.journal_record);
   }
   std::vector<absl::string_view> views(lines.begin(), lines.end());
   std::vector<store::RecordLocation> where;
-  absl::StatusOr<uint64_t> seq = log_->Append(views, &where);
+  Chain::Call call;
+  call.times = &times;
+  const store::Sealer seal = chain_->SealerFor(&call);
+  absl::StatusOr<uint64_t> seq = log_->Append(views, &where, &seal);
   if (!seq.ok()) {
     absl::MutexLock lock(&mu_);
     ++failed_appends_;
     return seq.status();
   }
+  chain_->Acknowledged(call.last);
+  // Only the first record of an Append can start a segment.
+  const bool started_segment = where.front().offset == store::kSegmentHeaderSize;
+  if (started_segment) chain_->SegmentStarted(*seq, call.before);
   if (index_ != nullptr) {
     for (size_t i = 0; i < events.size(); ++i) index_->Stage(*seq + i, events[i], where[i]);
   }
   absl::MutexLock lock(&mu_);
   last_journal_record_ = std::max(last_journal_record_, record);
-  const uint64_t segments = log_->stats().segments;
-  if (segments != retained_segments_) {
-    RetainLocked();
-    retained_segments_ = log_->stats().segments;
-  }
+  if (started_segment) first_event_time_[*seq] = events.front().time;
   return *seq;
 }
 
-void AuditLog::RetainLocked() {
+std::optional<absl::Time> AuditLog::FirstEventTime(uint64_t first_seq) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = first_event_time_.find(first_seq); it != first_event_time_.end()) return it->second;
+  }
+  // The segment's first record, read alone: its length, then the record.
+  std::optional<absl::Time> out;
+  for (const store::SegmentInfo& seg : log_->Segments()) {
+    if (seg.first_seq != first_seq) continue;
+    absl::StatusOr<std::string> header =
+        FileSystemOf(options_)->ReadRange(seg.path, store::kSegmentHeaderSize, store::kRecordHeaderSize);
+    if (!header.ok() || header->size() < 4) break;
+    uint32_t length = 0;
+    for (int i = 0; i < 4; ++i) length |= static_cast<uint32_t>(static_cast<uint8_t>((*header)[i])) << (8 * i);
+    absl::StatusOr<std::string> payload = log_->ReadRecord(
+        first_seq, {first_seq, store::kSegmentHeaderSize, static_cast<uint32_t>(store::kRecordHeaderSize + length)});
+    if (!payload.ok()) break;
+    absl::StatusOr<Event> e = DecodeEvent(EventJson(*payload), first_seq);
+    if (e.ok()) out = e->time;
+  }
+  if (out.has_value()) {
+    absl::MutexLock lock(&mu_);
+    first_event_time_[first_seq] = *out;
+  }
+  return out;
+}
+
+void AuditLog::Retain() {
+  absl::MutexLock retain(&retain_mu_);
   // Whole segments go from the oldest (never the last): past max_bytes, and
   // while the next segment began before now - max_age.
-  std::vector<store::SegmentInfo> segments = log_->Segments();
+  const std::vector<store::SegmentInfo> segments = log_->Segments();
+  {
+    absl::MutexLock lock(&mu_);
+    retained_segments_ = segments.size();
+  }
   uint64_t total = 0;
   for (const store::SegmentInfo& s : segments) total += s.bytes;
-  size_t drop = 0;
-  while (drop + 1 < segments.size() && total > options_.max_bytes) total -= segments[drop++].bytes;
-  if (options_.max_age > absl::ZeroDuration()) {
-    const absl::Time cutoff = (options_.clock != nullptr ? *options_.clock : base::RealClock()).Now() - options_.max_age;
-    while (drop + 1 < segments.size()) {
-      const uint64_t next = segments[drop + 1].first_seq;
-      auto it = first_event_time_.find(next);
-      if (it == first_event_time_.end()) {
-        // The next segment's first event, read once.
-        std::optional<absl::Time> first;
-        const absl::Status stop = absl::CancelledError("first");
-        (void)log_->Read(next, [&](uint64_t seq, absl::string_view payload) {
-          absl::StatusOr<Event> e = DecodeEvent(payload, seq);
-          if (e.ok()) first = e->time;
-          return stop;
-        });
-        if (!first.has_value()) break;
-        it = first_event_time_.emplace(next, *first).first;
-      }
-      if (it->second >= cutoff) break;
-      ++drop;
+  size_t by_size = 0;
+  while (by_size + 1 < segments.size() && total > options_.max_bytes) total -= segments[by_size++].bytes;
+  const absl::Time now = (options_.clock != nullptr ? *options_.clock : base::RealClock()).Now();
+  const bool aged = options_.max_age > absl::ZeroDuration();
+  const absl::Time age_cutoff = now - options_.max_age;
+  size_t drop = by_size;
+  while (aged && drop + 1 < segments.size()) {
+    const std::optional<absl::Time> next = FirstEventTime(segments[drop + 1].first_seq);
+    if (!next.has_value() || *next >= age_cutoff) break;
+    ++drop;
+  }
+  // Segments the size cap removes although they hold events younger than
+  // min_retention (a segment's events all came before the next one's
+  // first) and not older than max_age: allowed only out loud.
+  auto anchor_before = [this](uint64_t first_seq) {
+    std::optional<Anchor> a = chain_->Before(first_seq);
+    return a.has_value() ? a : ReadAnchor(*log_, first_seq - 1);
+  };
+  size_t young = by_size;
+  if (options_.min_retention > absl::ZeroDuration()) {
+    const absl::Time floor = now - options_.min_retention;
+    for (size_t i = 0; i < by_size && young == by_size; ++i) {
+      const std::optional<absl::Time> next = FirstEventTime(segments[i + 1].first_seq);
+      if (!next.has_value() || (*next >= floor && (!aged || *next >= age_cutoff))) young = i;
     }
   }
-  if (drop > 0) {
-    (void)log_->DropBefore(segments[drop].first_seq);
-    if (index_ != nullptr) index_->TrimBelow(log_->stats().first_seq);
-    first_event_time_.erase(first_event_time_.begin(), first_event_time_.lower_bound(segments[drop].first_seq));
+  if (young < by_size) {
+    const uint64_t first = segments[young].first_seq;
+    const uint64_t end = segments[by_size].first_seq;
+    const absl::Time from = FirstEventTime(first).value_or(now);
+    const std::optional<Anchor> newest = anchor_before(end);
+    const absl::Time until = newest.has_value() ? newest->time : now;
+    base::GetLogger("audit")->error(
+        "audit: the size cap ({} MiB) removes {} segment(s) holding {} event(s) (records {} to {}, {} to {}) younger "
+        "than the minimum retention of {}; recorded as an {} event. Raise --audit-max-mib or find what floods the "
+        "log (gangkeeper audit --action review.denials_suppressed)",
+        options_.max_bytes >> 20, by_size - young, end - first, first, end - 1, Rfc3339Micros(from),
+        Rfc3339Micros(until), absl::FormatDuration(options_.min_retention), kRetentionForced);
+    {
+      absl::MutexLock lock(&mu_);
+      ++retention_forced_;
+      retention_forced_events_ += end - first;
+    }
+    (void)AppendRecords({LogEvent(now, kRetentionForced, "SizeCapReached",
+                                  {{"segments", by_size - young},
+                                   {"events", end - first},
+                                   {"firstSeq", first},
+                                   {"lastSeq", end - 1},
+                                   {"oldest", Rfc3339Micros(from)},
+                                   {"newest", Rfc3339Micros(until)},
+                                   {"newestAgeSeconds", absl::ToInt64Seconds(now - until)},
+                                   {"minRetention", absl::FormatDuration(options_.min_retention)},
+                                   {"maxBytes", options_.max_bytes}})});
   }
+  if (drop > 0) {
+    // BASE first: the chain of the first record kept must stay checkable.
+    const uint64_t keep = segments[drop].first_seq;
+    const std::optional<Anchor> before = anchor_before(keep);
+    absl::Status based = before.has_value() ? chain_->WriteBase(*before)
+                                            : absl::DataLossError(absl::StrCat("record ", keep - 1, " cannot be read"));
+    if (!based.ok()) {
+      base::GetLogger("audit")->error("audit: {} segment(s) kept past the limits: {}/{} cannot be written ({})", drop,
+                                      options_.dir, kBaseFile, based.message());
+      drop = 0;
+    } else {
+      (void)log_->DropBefore(keep);
+      if (index_ != nullptr) index_->TrimBelow(log_->stats().first_seq);
+      chain_->ForgetBefore(keep);
+      absl::MutexLock lock(&mu_);
+      first_event_time_.erase(first_event_time_.begin(), first_event_time_.lower_bound(keep));
+    }
+  }
+  const std::optional<absl::Time> oldest =
+      segments.empty() ? std::nullopt : FirstEventTime(segments[drop].first_seq);
+  absl::MutexLock lock(&mu_);
+  oldest_event_ = oldest;
 }
 
 absl::Status AuditLog::Scan(const Query& q, uint64_t from, uint64_t end, size_t want,
@@ -610,7 +799,7 @@ absl::Status AuditLog::Scan(const Query& q, uint64_t from, uint64_t end, size_t 
         return absl::OkStatus();
       }
     }
-    absl::StatusOr<Event> e = DecodeEvent(payload, seq);
+    absl::StatusOr<Event> e = DecodeEvent(EventJson(payload), seq);
     if (!e.ok()) return e.status();
     if (!Matches(q, *e)) return absl::OkStatus();
     found->push_back(*std::move(e));
@@ -648,7 +837,7 @@ absl::StatusOr<Page> AuditLog::Find(const Query& q) const {
       absl::StatusOr<std::string> payload = log_->ReadRecord(h.seq, {std::prev(seg)->first_seq, h.offset, h.size});
       if (absl::IsNotFound(payload.status())) continue;
       if (!payload.ok()) return payload.status();
-      absl::StatusOr<Event> e = DecodeEvent(*payload, h.seq);
+      absl::StatusOr<Event> e = DecodeEvent(EventJson(*payload), h.seq);
       if (!e.ok()) return e.status();
       found.push_back(*std::move(e));
     }
@@ -675,7 +864,30 @@ AuditStats AuditLog::stats() const {
   absl::MutexLock lock(&mu_);
   out.last_journal_record = last_journal_record_;
   out.failed_appends = failed_appends_;
+  out.retention_forced = retention_forced_;
+  out.retention_forced_events = retention_forced_events_;
+  out.oldest_event = oldest_event_;
   return out;
+}
+
+AuditHead AuditLog::head() const {
+  const Anchor a = chain_->head();
+  return {a.seq, a.time, Hex(a.chain), a.has_hmac ? Hex(a.hmac) : ""};
+}
+
+absl::StatusOr<std::string> LoadHmacKey(const std::string& path) {
+  absl::StatusOr<std::string> key = store::DefaultFileSystem()->Read(path);
+  if (!key.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read the key (", key.status().message(), ")"));
+  }
+  if (absl::EndsWith(*key, "\n")) key->pop_back();
+  if (absl::EndsWith(*key, "\r")) key->pop_back();
+  if (key->size() < 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the key has ", key->size(), " byte(s); use at least 16 random ones, e.g. openssl rand -hex 32 > ",
+        path));
+  }
+  return key;
 }
 
 absl::Status CatchUp(const broker::Journal& journal, AuditLog* audit, uint64_t* appended) {

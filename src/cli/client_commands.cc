@@ -477,8 +477,11 @@ int Audit(kube::Client& client, const ClientFlags& f, const std::string& query, 
       if (!S(o, "name").empty()) {
         absl::StrAppend(&object, " ", S(o, "namespace"), S(o, "namespace").empty() ? "" : "/", S(o, "name"));
       }
-      rows.push_back({S(e, "seq"), S(e, "time"), S(e, "actor"), S(e, "action"), object, S(e, "clusterQueue"),
-                      S(e, "reason")});
+      // A review's user is what its sender wrote (DESIGN §8).
+      const auto claimed = e.find("actorClaimed");
+      const bool is_claimed = claimed != e.end() && claimed->is_boolean() && claimed->get<bool>();
+      const std::string actor = S(e, "actor") + (is_claimed ? " (claimed)" : "");
+      rows.push_back({S(e, "seq"), S(e, "time"), actor, S(e, "action"), object, S(e, "clusterQueue"), S(e, "reason")});
     }
     if (!rows.empty()) PrintTable(rows);
     std::fflush(stdout);

@@ -14,6 +14,8 @@ int RunCheckPolicies(const std::vector<std::string>& args);
 int RunGet(const std::vector<std::string>& args);
 int RunDescribe(const std::vector<std::string>& args);
 int RunAudit(const std::vector<std::string>& args);
+// `gangkeeper audit verify DATA_DIR`: the offline check of an audit log.
+int RunAuditVerify(const std::vector<std::string>& args);
 int RunApply(const std::vector<std::string>& args);
 int RunSimulate(const std::vector<std::string>& args);
 // Dispatches argv[1] to a subcommand.

@@ -17,7 +17,7 @@ constexpr char kUsage[] =
     "  check-policies  validate Kueue manifests offline (exit 1 on errors)\n"
     "  get       list clusterqueues or workloads from the API (--server, --token)\n"
     "  describe  show one workload: where it queues and why it waits\n"
-    "  audit     show audit events (filters, --follow) from the API\n"
+    "  audit     show audit events (filters, --follow) from the API; 'audit verify DATA_DIR' checks a log offline\n"
     "  apply     apply Kueue manifests through the API (-f FILE|DIR), all or nothing\n"
     "  simulate  replay a workload trace against the scheduler on a simulated clock (--workload FILE)\n"
     "  version   print the version\n"
@@ -38,6 +38,7 @@ int RunMain(int argc, char** argv) {
   if (command == "check-policies") return RunCheckPolicies(args);
   if (command == "get") return RunGet(args);
   if (command == "describe") return RunDescribe(args);
+  if (command == "audit" && !args.empty() && args[0] == "verify") return RunAuditVerify({args.begin() + 1, args.end()});
   if (command == "audit") return RunAudit(args);
   if (command == "apply") return RunApply(args);
   if (command == "simulate") return RunSimulate(args);

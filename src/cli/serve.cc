@@ -28,6 +28,7 @@
 #include "gangkeeper/api/api.h"
 #include "gangkeeper/api/metrics.h"
 #include "gangkeeper/audit/audit.h"
+#include "gangkeeper/audit/denials.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/journal.h"
@@ -72,6 +73,10 @@ struct ServeFlags {
   size_t audit_max_mib = 1024;
   size_t audit_index_events = 1'000'000;
   absl::Duration audit_max_age = absl::Hours(24 * 400);
+  absl::Duration audit_min_retention = absl::Hours(24 * 7);
+  std::string audit_hmac_key;
+  int audit_denials_per_second = 10;
+  absl::Duration audit_denial_window = absl::Minutes(1);
   broker::JournalOptions journal;
   // --store etcd://...
   std::string etcd_ca, etcd_cert, etcd_key;
@@ -177,7 +182,8 @@ audit::Event DenialEvent(const admission::Denial& d, absl::Time now) {
   audit::Event e;
   e.time = now;
   e.actor = d.username.empty() ? "unknown" : d.username;
-  e.action = "review.denied";
+  e.actor_claimed = true;  // a review's userInfo is whatever its sender wrote
+  e.action = audit::kReviewDenied;
   e.kind = d.kind;
   e.namespace_name = d.namespace_name;
   e.name = d.name;
@@ -216,10 +222,11 @@ std::string EtcdTlsHint(absl::string_view error, const ServeFlags& f) {
                             " signed by the CA etcd trusts (its --trusted-ca-file) and meant for client auth?");
 }
 
-// Where a webhook's denials are audited: the local audit log, or (several
-// replicas on etcd) the intake, from which the leader's journal brings them
-// to every replica's log.
-using DenialRecorder = std::function<absl::Status(const audit::Event&)>;
+// Where a webhook's denials are audited, with the caller's address: through
+// the rate limit (audit::DenialAggregator) to the local audit log, or
+// (several replicas on etcd) to the intake, from which the leader's journal
+// brings them to every replica's log.
+using DenialRecorder = std::function<absl::Status(const audit::Event&, const std::string& source)>;
 
 // A webhook listener route: the body goes to `handle`, the outcome is
 // counted, and a denial is recorded (when `record` is set) before the
@@ -236,7 +243,7 @@ server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
     const absl::Time start = base::RealClock().Now();
     admission::WebhookResult result = handle(req.body);
     if (result.denial.has_value() && record) {
-      absl::Status written = record(DenialEvent(*result.denial, base::RealClock().Now()));
+      absl::Status written = record(DenialEvent(*result.denial, base::RealClock().Now()), req.remote_addr);
       if (!written.ok()) {
         base::GetLogger("audit")->error("audit: a denial of {}/{} was not recorded: {}", result.denial->namespace_name,
                                         result.denial->name, written.message());
@@ -323,9 +330,22 @@ int RunServe(const std::vector<std::string>& args) {
                "strict: refuse to start on a corrupt journal record that has valid ones after it; truncate: cut "
                "the journal there (what follows is lost)");
   flags.Size("audit-max-mib", &f.audit_max_mib,
-             "the audit log's size limit in MiB; past it the oldest 16 MiB segments are removed");
+             "the audit log's size limit in MiB; past it the oldest segments (an eighth of it, at most 16 MiB) are "
+             "removed");
   flags.Duration("audit-max-age", &f.audit_max_age,
                  "audit segments whose events are all older than this are removed (0: no age limit)");
+  flags.Duration("audit-min-retention", &f.audit_min_retention,
+                 "the size limit removes audit events younger than this only with an error log line, a metric and an "
+                 "audit.retention_forced event (0: no minimum)");
+  flags.String("audit-hmac-key", &f.audit_hmac_key,
+               "file with a secret (16 bytes or more) that HMAC-signs every audit record; gangkeeper audit verify "
+               "needs it to check them");
+  flags.Int("audit-denials-per-second", &f.audit_denials_per_second,
+            "denied reviews audited one by one per second on average (10 times that at once); past it they are "
+            "counted and summarised");
+  flags.Duration("audit-denial-window", &f.audit_denial_window,
+                 "repeats of a denial (same source, object and reason) within this are audited as one event with a "
+                 "count");
   flags.Size("audit-index-events", &f.audit_index_events,
              "the newest this many audit events are indexed in memory (48 bytes each); older ones are scanned; 0: none");
   flags.Size("snapshot-every-records", &f.journal.snapshot_every_records,
@@ -517,9 +537,24 @@ int RunServe(const std::vector<std::string>& args) {
   audit::AuditOptions audit_options;
   audit_options.dir = f.data_dir + "/audit";
   audit_options.truncate_corruption = f.recover == "truncate";
-  audit_options.max_bytes = static_cast<uint64_t>(std::max<size_t>(f.audit_max_mib, 32)) << 20;
+  audit_options.max_bytes = static_cast<uint64_t>(std::max<size_t>(f.audit_max_mib, 1)) << 20;
+  audit_options.segment_bytes = std::clamp<uint64_t>(audit_options.max_bytes / 8, 64 << 10, 16 << 20);
   audit_options.index_events = f.audit_index_events;
   audit_options.max_age = f.audit_max_age;
+  audit_options.min_retention = f.audit_min_retention;
+  if (!f.audit_hmac_key.empty()) {
+    absl::StatusOr<std::string> key = audit::LoadHmacKey(f.audit_hmac_key);
+    if (!key.ok()) {
+      log->error("--audit-hmac-key: {}", key.status().message());
+      return 2;
+    }
+    audit_options.hmac_key = *std::move(key);
+  }
+  if (f.audit_denials_per_second < 1 || f.audit_denial_window <= absl::ZeroDuration()) {
+    log->error("--audit-denials-per-second {} --audit-denial-window {}: use at least 1 and a positive duration",
+               f.audit_denials_per_second, absl::FormatDuration(f.audit_denial_window));
+    return 2;
+  }
   store::LogRecovery audit_recovery;
   absl::StatusOr<std::unique_ptr<audit::AuditLog>> audit_log = audit::AuditLog::Open(audit_options, &audit_recovery);
   if (!audit_log.ok()) {
@@ -664,7 +699,24 @@ int RunServe(const std::vector<std::string>& args) {
   if (f.tokens_file.empty()) {
     log->warn("no --tokens: the API (/v1/..., and /metrics without --metrics-public) answers 401 to everyone");
   }
-  if (absl::Status m = api::RegisterAuditMetrics(registry, audit_log->get()); !m.ok()) {
+  audit::DenialAggregator::Sink denial_sink = [log_ptr = audit_log->get()](const audit::Event& e) {
+    return log_ptr->Append({e}).status();
+  };
+  if (intake != nullptr) {
+    denial_sink = [registry_ptr = intake.get()](const audit::Event& e) {
+      return registry_ptr->RecordReview({e.namespace_name, e.name}, e.uid, e.actor, audit::EncodeEvent(e, false));
+    };
+  }
+  audit::DenialLimits denial_limits;
+  denial_limits.per_second = f.audit_denials_per_second;
+  denial_limits.burst = 10.0 * f.audit_denials_per_second;
+  denial_limits.window = denial_limits.summary_every = f.audit_denial_window;
+  audit::DenialAggregator denials(denial_limits, &base::RealClock(), std::move(denial_sink));
+  denials.Start();
+  DenialRecorder record_denial = [&denials](const audit::Event& e, const std::string& source) {
+    return denials.Record(e, source);
+  };
+  if (absl::Status m = api::RegisterAuditMetrics(registry, audit_log->get(), &denials); !m.ok()) {
     log->error("{}", m.message());
     return 1;
   }
@@ -706,14 +758,6 @@ int RunServe(const std::vector<std::string>& args) {
   f.server.routes.push_back(WebhookRoute("/mutate", *webhook_metrics, [&webhook](absl::string_view body) {
     return webhook.Mutate(body);
   }));
-  DenialRecorder record_denial = [log_ptr = audit_log->get()](const audit::Event& e) {
-    return log_ptr->Append({e}).status();
-  };
-  if (intake != nullptr) {
-    record_denial = [registry_ptr = intake.get()](const audit::Event& e) {
-      return registry_ptr->RecordReview({e.namespace_name, e.name}, e.uid, e.actor, audit::EncodeEvent(e, false));
-    };
-  }
   f.server.routes.push_back(WebhookRoute(
       "/validate", *webhook_metrics, [&webhook](absl::string_view body) { return webhook.Validate(body); },
       record_denial));
@@ -856,6 +900,7 @@ int RunServe(const std::vector<std::string>& args) {
     serving.store(false);
     if (ready_watch.joinable()) ready_watch.join();
     if (!stopped.ok()) log->error("shutdown: {}", stopped.message());
+    denials.Stop();  // the last aggregated denials, while the intake still takes them
     // With etcd: resign, so another replica leads at once (this stops the
     // reconciler and makes the broker follow).
     if (replica != nullptr) replica->Shutdown();

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/check.h"
 #include "gangkeeper/store/codec.h"
 #include "gangkeeper/store/crc32c.h"
 
@@ -47,17 +48,19 @@ std::string EncodeHeader(const std::string& kind, uint64_t first_seq) {
   return h;
 }
 
-// Appends the framed record to `out`.
-void EncodeRecord(uint64_t seq, absl::string_view payload, std::string* out) {
+// Appends the framed record to `out`: its payload is `payload` + `tail`.
+void EncodeRecord(uint64_t seq, absl::string_view payload, absl::string_view tail, std::string* out) {
   Encoder e(out);
-  e.PutFixed32(static_cast<uint32_t>(payload.size()));
+  e.PutFixed32(static_cast<uint32_t>(payload.size() + tail.size()));
   char seq_bytes[8];
   for (int i = 0; i < 8; ++i) seq_bytes[i] = static_cast<char>((seq >> (8 * i)) & 0xFF);
   uint32_t crc = Crc32cExtend(0, seq_bytes, 8);
   crc = Crc32cExtend(crc, payload.data(), payload.size());
+  crc = Crc32cExtend(crc, tail.data(), tail.size());
   e.PutFixed32(crc);
   out->append(seq_bytes, 8);
   out->append(payload.data(), payload.size());
+  out->append(tail.data(), tail.size());
 }
 
 enum class HeaderCheck { kOk, kShort, kBad };
@@ -128,6 +131,7 @@ struct Writer {
   std::string bytes;
   uint64_t first_seq = 0;
   uint64_t count = 0;
+  std::vector<uint32_t> sizes;  // of each record, when sealed and located
   uint64_t segment = 0;  // where bytes[0] went, set by the group's leader
   uint64_t offset = 0;
   bool done = false;
@@ -135,6 +139,19 @@ struct Writer {
 };
 
 }  // namespace
+
+bool ParseRecordAt(absl::string_view segment, size_t offset, RawRecord* out) {
+  Parsed r;
+  if (offset > segment.size() || !ParseRecord(segment, offset, &r)) return false;
+  *out = {r.seq, r.payload, r.size};
+  return true;
+}
+
+absl::Status CheckSegmentHeader(absl::string_view segment, const std::string& kind, uint64_t first_seq) {
+  std::string why;
+  if (CheckHeader(segment, kind, first_seq, &why) == HeaderCheck::kOk) return absl::OkStatus();
+  return absl::DataLossError(why);
+}
 
 std::string SegmentFileName(uint64_t first_seq) {
   char buf[32];
@@ -302,16 +319,17 @@ absl::StatusOr<uint64_t> SegmentedLog::Append(absl::string_view payload) {
 }
 
 absl::StatusOr<uint64_t> SegmentedLog::Append(absl::Span<const absl::string_view> payloads,
-                                              std::vector<RecordLocation>* where) {
+                                              std::vector<RecordLocation>* where, const Sealer* seal) {
   Impl& m = *impl_;
   if (payloads.empty()) return absl::InvalidArgumentError("log: nothing to append");
   size_t total = 0;
+  const uint64_t max_payload = kMaxRecordPayload - (seal != nullptr ? kMaxSealTail : 0);
   for (absl::string_view p : payloads) {
-    if (p.size() > kMaxRecordPayload) {
+    if (p.size() > max_payload) {
       return absl::InvalidArgumentError(
-          absl::StrCat("log: a record of ", p.size(), " bytes exceeds the limit of ", kMaxRecordPayload));
+          absl::StrCat("log: a record of ", p.size(), " bytes exceeds the limit of ", max_payload));
     }
-    total += kRecordHeaderSize + p.size();
+    total += kRecordHeaderSize + p.size() + (seal != nullptr ? kMaxSealTail : 0);
   }
   Writer w;
   w.bytes.reserve(total);
@@ -319,7 +337,19 @@ absl::StatusOr<uint64_t> SegmentedLog::Append(absl::Span<const absl::string_view
   if (!m.health.ok()) return m.health;
   w.first_seq = m.next_seq;
   w.count = payloads.size();
-  for (size_t i = 0; i < payloads.size(); ++i) EncodeRecord(w.first_seq + i, payloads[i], &w.bytes);
+  if (seal == nullptr) {
+    for (size_t i = 0; i < payloads.size(); ++i) EncodeRecord(w.first_seq + i, payloads[i], {}, &w.bytes);
+  } else {
+    std::string tail;
+    for (size_t i = 0; i < payloads.size(); ++i) {
+      tail.clear();
+      (*seal)(w.first_seq + i, payloads[i], &tail);
+      GK_CHECK(tail.size() <= kMaxSealTail);
+      const size_t before = w.bytes.size();
+      EncodeRecord(w.first_seq + i, payloads[i], tail, &w.bytes);
+      if (where != nullptr) w.sizes.push_back(static_cast<uint32_t>(w.bytes.size() - before));
+    }
+  }
   m.next_seq += payloads.size();
   m.writers.push_back(&w);
   auto my_turn = [&m, &w]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) { return w.done || m.writers.front() == &w; };
@@ -329,8 +359,8 @@ absl::StatusOr<uint64_t> SegmentedLog::Append(absl::Span<const absl::string_view
     if (where == nullptr) return;
     where->clear();
     uint64_t off = w.offset;
-    for (absl::string_view p : payloads) {
-      const auto size = static_cast<uint32_t>(kRecordHeaderSize + p.size());
+    for (size_t i = 0; i < payloads.size(); ++i) {
+      const auto size = w.sizes.empty() ? static_cast<uint32_t>(kRecordHeaderSize + payloads[i].size()) : w.sizes[i];
       where->push_back({w.segment, off, size});
       off += size;
     }

@@ -277,7 +277,8 @@ TEST_F(ApiTest, RoutesAreOnTheApiListener) {
     EXPECT_TRUE(r.handler) << r.path;
     routes.insert(absl::StrCat(r.method, " ", r.path, r.prefix ? "*" : ""));
   }
-  EXPECT_THAT(routes, UnorderedElementsAre("GET /v1/audit", "GET /v1/audit/export", "GET /v1/clusterqueues",
+  EXPECT_THAT(routes, UnorderedElementsAre("GET /v1/audit", "GET /v1/audit/export", "GET /v1/audit/head",
+                                           "GET /v1/clusterqueues",
                                            "GET /v1/clusterqueues/*", "GET /v1/workloads", "GET /v1/workloads/*",
                                            "POST /v1/apply", "GET /apis/kueue.x-k8s.io/*", "PUT /apis/kueue.x-k8s.io/*",
                                            "DELETE /apis/kueue.x-k8s.io/*", "GET /apis/scheduling.k8s.io/*",

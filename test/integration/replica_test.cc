@@ -418,6 +418,9 @@ TEST_F(ReplicatedServeTest, ADenialByAnyReplicaIsInEveryReplicasAuditLog) {
     ASSERT_EQ(denials.size(), 1u) << "replica " << i;
     EXPECT_EQ(denials[0]["object"]["name"], "too-big") << denials[0].dump();
     EXPECT_EQ(denials[0]["object"]["kind"], "Job") << denials[0].dump();
+    // Through the rate limit and the intake, marked and with its source.
+    EXPECT_EQ(denials[0]["actorClaimed"], true) << denials[0].dump();
+    EXPECT_EQ(denials[0]["details"]["source"], "127.0.0.1") << denials[0].dump();
   }
 }
 

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/audit/audit.h"
+#include "gangkeeper/audit/denials.h"
 #include "gangkeeper/broker/journal.h"
 #include "gangkeeper/metrics/registry.h"
 
@@ -21,7 +22,10 @@ namespace gangkeeper::api {
 [[nodiscard]] absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::Journal* journal);
 
 // gangkeeper_audit_*: events written, failed appends, whether the audit log
-// accepts writes.
-[[nodiscard]] absl::Status RegisterAuditMetrics(metrics::Registry& registry, const audit::AuditLog* audit_log);
+// accepts writes, retention that removed events younger than the minimum,
+// the oldest event's age; with `denials`, the review denials only counted
+// or aggregated. Both outlive the registry's scrapes.
+[[nodiscard]] absl::Status RegisterAuditMetrics(metrics::Registry& registry, const audit::AuditLog* audit_log,
+                                                const audit::DenialAggregator* denials = nullptr);
 
 }  // namespace gangkeeper::api

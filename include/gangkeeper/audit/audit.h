@@ -1,4 +1,5 @@
-// gangkeeper audit: the durable audit log (DESIGN §8).
+// gangkeeper audit: the durable audit log (DESIGN §8; every byte on disk is
+// specified in src/audit/FORMAT.md).
 //
 // One JSON object per event, each one record of a store::SegmentedLog (kind
 // "audit") in <data-dir>/audit: checksummed, fsynced before Append returns,
@@ -12,6 +13,13 @@
 // CatchUp() at the next start appends the events of the journal records
 // the log does not have yet, so no acknowledged decision is missing and
 // none is there twice.
+//
+// Each record is sealed into a SHA-256 hash chain (optionally with an
+// HMAC); HEAD anchors the newest record and BASE the one before the oldest
+// kept, so that a changed, removed or cut-off record shows in
+// VerifyAuditLog (audit/verify.h). Size-based retention removes events
+// younger than AuditOptions::min_retention only loudly (an error line, a
+// count in stats() and an `audit.retention_forced` event).
 //
 // Queries are answered from an in-memory index of the newest events
 // (AuditOptions::index_events; 48 bytes each, strings interned): the index
@@ -43,10 +51,19 @@
 
 namespace gangkeeper::audit {
 
+// Actions the audit module writes itself (the broker's are in audit.cc).
+inline constexpr char kReviewDenied[] = "review.denied";
+inline constexpr char kDenialsSuppressed[] = "review.denials_suppressed";
+inline constexpr char kRetentionForced[] = "audit.retention_forced";
+inline constexpr char kTailMissing[] = "audit.tail_missing";
+
 struct Event {
   uint64_t seq = 0;  // given by the log
   absl::Time time;
   std::string actor;   // a Kubernetes user, an API token's name, or "gangkeeper"
+  // The actor is what an unverified caller claimed (a review's userInfo),
+  // not an identity gangkeeper checked. JSON "actorClaimed": true when set.
+  bool actor_claimed = false;
   std::string action;  // workload.pending, workload.admitted, ..., quota.changed, review.denied
   std::string kind;    // the object's kind (Workload for broker events)
   std::string namespace_name;
@@ -77,6 +94,14 @@ struct AuditOptions {
   // came before the next segment's first one). Zero max_age: no age limit.
   uint64_t max_bytes = 1ull << 30;
   absl::Duration max_age = absl::Hours(24 * 400);
+  // max_bytes never removes a segment holding events younger than this
+  // quietly: it still does (the size cap wins), but only after an error
+  // log line, a count in stats() and an `audit.retention_forced` event.
+  // Zero: no minimum.
+  absl::Duration min_retention = absl::Hours(24 * 7);
+  // The HMAC-SHA256 key of the records' seals and the anchors; "" for a
+  // plain hash chain (LoadHmacKey reads one from a file).
+  std::string hmac_key;
   const base::Clock* clock = nullptr;  // nullptr: the real clock
   bool truncate_corruption = false;
   // The newest this many events are indexed in memory (48 bytes each plus
@@ -100,12 +125,28 @@ struct AuditStats {
   store::LogStats log;
   uint64_t last_journal_record = 0;
   uint64_t failed_appends = 0;
+  uint64_t retention_forced = 0;         // passes that removed events younger than min_retention
+  uint64_t retention_forced_events = 0;  // the events they removed
+  std::optional<absl::Time> oldest_event;  // the time of the oldest event kept
   uint64_t indexed_events = 0;
   uint64_t index_first_seq = 0;  // 0 when nothing is indexed
   bool index_ready = false;      // the background fill is done
 };
 
+// The newest acknowledged record: what an external system anchors.
+struct AuditHead {
+  uint64_t seq = 0;  // 0: no record yet
+  absl::Time time;   // its event's time
+  std::string chain;  // 64 hex digits; all zero when the record is unchained (version 1)
+  std::string hmac;   // 64 hex digits of the record's HMAC, "" without a key
+};
+
+// Reads an HMAC key from `path`: its bytes without one trailing newline,
+// at least 16 of them. InvalidArgument naming the path and the fix.
+[[nodiscard]] absl::StatusOr<std::string> LoadHmacKey(const std::string& path);
+
 class AuditIndex;
+class Chain;
 
 class AuditLog {
  public:
@@ -122,24 +163,40 @@ class AuditLog {
   [[nodiscard]] absl::StatusOr<Page> Find(const Query& q) const;
   // The highest journal record whose events are in the log.
   uint64_t last_journal_record() const;
+  // The newest acknowledged record and its chain value (GET /v1/audit/head).
+  AuditHead head() const;
   absl::Status health() const { return log_->health(); }
   AuditStats stats() const;
 
  private:
-  AuditLog(AuditOptions options, std::unique_ptr<store::SegmentedLog> log, uint64_t last_journal_record);
-  void RetainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AuditLog(AuditOptions options, std::unique_ptr<store::SegmentedLog> log, std::unique_ptr<Chain> chain,
+           uint64_t last_journal_record);
+  // Append without the retention pass that may follow.
+  absl::StatusOr<uint64_t> AppendRecords(const std::vector<Event>& events);
+  // Removes the oldest segments past max_bytes and max_age (see
+  // AuditOptions); one pass at a time.
+  void Retain() ABSL_LOCKS_EXCLUDED(mu_, retain_mu_);
+  // The time of the first event of the segment starting at `first_seq`.
+  std::optional<absl::Time> FirstEventTime(uint64_t first_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(retain_mu_);
   // Scans records [from, end) of the log for `q`, adding to `found` until
   // it holds `want`.
   absl::Status Scan(const Query& q, uint64_t from, uint64_t end, size_t want, std::vector<Event>* found) const;
 
   AuditOptions options_;
   std::unique_ptr<store::SegmentedLog> log_;
+  std::unique_ptr<Chain> chain_;
   std::unique_ptr<AuditIndex> index_;
+  absl::Mutex retain_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   uint64_t last_journal_record_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_appends_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t retained_segments_ ABSL_GUARDED_BY(mu_) = 0;  // segment count at the last retention pass
-  std::map<uint64_t, absl::Time> first_event_time_ ABSL_GUARDED_BY(mu_);  // by segment
+  uint64_t retention_forced_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t retention_forced_events_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::Time> oldest_event_ ABSL_GUARDED_BY(mu_);
+  // The time of each segment's first event (by its first seq), learnt as
+  // appends start segments or read once.
+  std::map<uint64_t, absl::Time> first_event_time_ ABSL_GUARDED_BY(mu_);
 };
 
 // Appends the events of the journal records after audit->last_journal_record().

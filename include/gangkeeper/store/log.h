@@ -39,6 +39,7 @@ namespace gangkeeper::store {
 inline constexpr size_t kSegmentHeaderSize = 32;
 inline constexpr size_t kRecordHeaderSize = 16;
 inline constexpr uint64_t kMaxRecordPayload = 64ull << 20;
+inline constexpr uint64_t kMaxSealTail = 256;  // bytes a Sealer may add to a payload
 
 struct LogOptions {
   // Up to 8 ASCII characters, written in every segment header and checked
@@ -86,6 +87,13 @@ struct LogStats {
   uint64_t next_seq = 0;
 };
 
+// Called by Append for each of its records as the record is numbered, in
+// seq order across all appenders (under the log's lock): appends at most
+// kMaxSealTail bytes to `tail` (empty at each call), which are stored
+// after the payload as part of it (the audit log's hash chain,
+// src/audit/FORMAT.md). It must be quick and must not call the log.
+using Sealer = std::function<void(uint64_t seq, absl::string_view payload, std::string* tail)>;
+
 class SegmentedLog {
  public:
   // Opens (creating `dir` if needed) and recovers the log in `dir`.
@@ -100,10 +108,13 @@ class SegmentedLog {
 
   // Appends one record per payload, in order, durably. Returns the seq of
   // the first. InvalidArgument for an empty batch or a payload over
-  // kMaxRecordPayload; the latched error after a failure.
-  // `where` (when not null) gets each record's location.
+  // kMaxRecordPayload (less kMaxSealTail when sealed); the latched error
+  // after a failure. `where` (when not null) gets each record's location;
+  // `seal` (when not null) adds a tail to each payload (see Sealer;
+  // readers get payload and tail as one).
   [[nodiscard]] absl::StatusOr<uint64_t> Append(absl::Span<const absl::string_view> payloads,
-                                                std::vector<RecordLocation>* where = nullptr);
+                                                std::vector<RecordLocation>* where = nullptr,
+                                                const Sealer* seal = nullptr);
   [[nodiscard]] absl::StatusOr<uint64_t> Append(absl::string_view payload);
 
   // Calls `f(seq, payload)` for every record with seq >= `from`, in order,
@@ -158,5 +169,18 @@ class SegmentedLog {
 
 // Segment file name for a segment whose first record is `first_seq`.
 std::string SegmentFileName(uint64_t first_seq);
+
+// Reading segment bytes without a SegmentedLog, read-only (offline checks:
+// gangkeeper audit verify). A record of `segment` at byte `offset`:
+struct RawRecord {
+  uint64_t seq = 0;
+  absl::string_view payload;
+  size_t size = 0;  // with its 16-byte header
+};
+// True when a whole record with a matching checksum starts at `offset`.
+bool ParseRecordAt(absl::string_view segment, size_t offset, RawRecord* out);
+// OK when `segment` starts with a good header of a `kind` log whose first
+// record is `first_seq`; else DataLoss saying what is wrong.
+[[nodiscard]] absl::Status CheckSegmentHeader(absl::string_view segment, const std::string& kind, uint64_t first_seq);
 
 }  // namespace gangkeeper::store
