@@ -229,12 +229,21 @@ ServerImpl::~ServerImpl() {
   }
 }
 
+// The request header that carries a refused Content-Encoding from the
+// pre-routing handler to the route (see RefuseBeforeTheBody).
+constexpr char kRefusedEncoding[] = "X-Gangkeeper-Refused-Content-Encoding";
+
 // What is refused from the headers alone, before the body is read (#20):
-// - a compressed body: httplib (built with zlib and brotli) would inflate it
-//   before any limit or authentication (a 1 MB gzip body grows to a
-//   gigabyte). The API server never compresses what it sends.
-// - more headers, or more header bytes, than any API server or client
-//   sends (431).
+// more headers, or more header bytes, than any API server or client sends
+// (431). And a compressed body: httplib (built with zlib and brotli) would
+// inflate it while reading, before any limit or authentication (a 1 MB
+// gzip body grows to a gigabyte); the API server never compresses what it
+// sends. Its Content-Encoding header is taken away here, so that httplib
+// reads the body as it came (at most max_body_bytes on the wire, else 413)
+// without inflating it, and the route answers 415. (Closing without
+// reading it would reset the connection under the client's feet, and the
+// answer would be lost.) `req` is httplib's own, non-const request object,
+// handed to this hook as const.
 std::optional<HttpResponse> ServerImpl::RefuseBeforeTheBody(const httplib::Request& req) const {
   size_t header_bytes = 0;
   for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;  // "k: v\r\n"
@@ -243,14 +252,13 @@ std::optional<HttpResponse> ServerImpl::RefuseBeforeTheBody(const httplib::Reque
                                            header_bytes, " bytes (at most ", options_.max_header_count,
                                            " headers and ", options_.max_header_bytes, " bytes)"));
   }
+  auto& mutable_req = const_cast<httplib::Request&>(req);  // NOLINT: see above
+  mutable_req.headers.erase(kRefusedEncoding);              // only we may set it
   if (req.has_header("Content-Encoding")) {
-    const std::string encoding =
-        absl::AsciiStrToLower(absl::StripAsciiWhitespace(req.get_header_value("Content-Encoding")));
-    if (!encoding.empty() && encoding != "identity") {
-      return ErrorResponse(415, absl::StrCat("Content-Encoding \"", req.get_header_value("Content-Encoding"),
-                                             "\" is not accepted: send the body uncompressed (at most ",
-                                             options_.max_body_bytes, " bytes)"));
-    }
+    const std::string encoding = req.get_header_value("Content-Encoding");
+    const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(encoding));
+    mutable_req.headers.erase("Content-Encoding");
+    if (!lower.empty() && lower != "identity") mutable_req.headers.emplace(kRefusedEncoding, encoding);
   }
   return std::nullopt;
 }
@@ -299,6 +307,15 @@ absl::Status ServerImpl::SetUp(Listening& l) {
     return httplib::Server::HandlerResponse::Unhandled;
   });
   auto forward = [this, listener](const httplib::Request& req, httplib::Response& res) {
+    if (req.has_header(kRefusedEncoding)) {  // its body was read as it came, not inflated
+      HttpResponse refused =
+          ErrorResponse(415, absl::StrCat("Content-Encoding \"", req.get_header_value(kRefusedEncoding),
+                                          "\" is not accepted: send the body uncompressed (at most ",
+                                          options_.max_body_bytes, " bytes)"));
+      res.status = refused.status;
+      res.set_content(std::move(refused.body), refused.content_type);
+      return;
+    }
     HttpRequest in;
     in.method = req.method;
     in.path = req.path;

@@ -156,5 +156,26 @@ TEST_F(ForgedReviewTest, AForgedUpdateCannotShrinkAPendingGang) {
   EXPECT_EQ(GpusUsed("team-a-gpu"), "3");
 }
 
+// The user an AdmissionReview names is only what the caller wrote: the
+// audit log says so (no --client-ca here, so the API server is not
+// authenticated either). gangkeeper's own decisions are not claimed.
+TEST_F(ForgedReviewTest, TheAuditMarksTheUserAReviewNamesAsClaimed) {
+  SubmitJob(Job("audited", 1, 1));
+  ASSERT_TRUE(WaitFor([&] { return Released("audited"); })) << server_->Stderr();
+  json pending;
+  ASSERT_TRUE(WaitFor([&] {
+    pending = Api("/v1/audit?namespace=team-a&name=audited&action=workload.pending");
+    return pending.contains("items") && !pending["items"].empty();
+  }));
+  const json& e = pending["items"][0];
+  EXPECT_EQ(e["actor"], "alice");
+  EXPECT_EQ(e.value("actorClaimed", false), true) << e.dump();
+  EXPECT_EQ(e["object"]["kind"], "Job");
+  json admitted = Api("/v1/audit?namespace=team-a&name=audited&action=workload.admitted");
+  ASSERT_FALSE(admitted["items"].empty()) << admitted.dump();
+  EXPECT_EQ(admitted["items"][0]["actor"], "gangkeeper");
+  EXPECT_FALSE(admitted["items"][0].contains("actorClaimed")) << admitted.dump();
+}
+
 }  // namespace
 }  // namespace gangkeeper
