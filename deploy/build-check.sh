@@ -19,6 +19,9 @@
 #
 # Usage: deploy/build-check.sh
 #   JOBS=N   build parallelism (default: all CPUs)
+#   PREBUILT=PATH  use this gangkeeper binary (built from the same tree)
+#            instead of compiling one (step 2's build); the test suite
+#            passes its own optimised build
 #   KEEP=1   keep the temp dir (its path is printed) for a look afterwards
 set -euo pipefail
 
@@ -74,8 +77,19 @@ src="$work/src"
 # --- 2. The Dockerfile's steps -------------------------------------------------
 step "docker-build.sh build-deps"
 timeout 1200 "$src/deploy/docker-build.sh" build-deps || fail "build-deps"
-step "docker-build.sh build (JOBS=${JOBS:-$(nproc)})"
-BUILD_DIR="$src/build/image" timeout 3600 "$src/deploy/docker-build.sh" build "$work/out" || fail "build"
+if [[ -n "${PREBUILT:-}" ]]; then
+  # The test suite's own optimised build of the same sources (ctest sets
+  # this): compiling every source again here would only repeat it. Stripped
+  # as docker-build.sh strips the image's binary.
+  step "prebuilt $PREBUILT (the compile step: docker-build.sh build without PREBUILT)"
+  [[ -x "$PREBUILT" ]] || fail "PREBUILT=$PREBUILT is not an executable"
+  mkdir -p "$work/out"
+  strip --strip-debug -o "$work/out/gangkeeper" "$PREBUILT" || fail "strip $PREBUILT"
+  "$work/out/gangkeeper" version || fail "$PREBUILT version"
+else
+  step "docker-build.sh build (JOBS=${JOBS:-$(nproc)})"
+  BUILD_DIR="$src/build/image" timeout 3600 "$src/deploy/docker-build.sh" build "$work/out" || fail "build"
+fi
 step "docker-build.sh check-runtime"
 timeout 120 "$src/deploy/docker-build.sh" check-runtime "$work/out/gangkeeper" || fail "check-runtime"
 gk="$work/out/gangkeeper"
