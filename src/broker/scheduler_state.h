@@ -55,10 +55,18 @@ struct Entry {
   int32_t order_priority = 0;
   absl::Time order_time;
   const std::string* order_uid = nullptr;
+  // The uid's first 8 bytes, big-endian: compares as the uid does whenever
+  // they differ, without a string compare (most ties end there).
+  uint64_t order_uid_prefix = 0;
   void SetOrderKey() {
     order_priority = info_ptr->priority;
     order_time = info_ptr->queued_at;
     order_uid = &info_ptr->workload->uid;
+    order_uid_prefix = 0;
+    for (size_t i = 0; i < 8; ++i) {
+      const unsigned char c = i < order_uid->size() ? static_cast<unsigned char>((*order_uid)[i]) : 0;
+      order_uid_prefix = (order_uid_prefix << 8) | c;
+    }
   }
   bool inadmissible = false;
   uint64_t seq = 0;  // registration order, the last tie-break
@@ -109,6 +117,7 @@ struct QueueOrder {
   bool operator()(const Entry* a, const Entry* b) const {
     if (a->order_priority != b->order_priority) return a->order_priority > b->order_priority;
     if (a->order_time != b->order_time) return a->order_time < b->order_time;
+    if (a->order_uid_prefix != b->order_uid_prefix) return a->order_uid_prefix < b->order_uid_prefix;
     const std::string& ua = *a->order_uid;
     const std::string& ub = *b->order_uid;
     if (ua != ub) return ua < ub;
