@@ -47,12 +47,25 @@ class ReadinessImpl final : public Readiness {
  public:
   void Set(absl::string_view name, bool ready, absl::string_view reason) override {
     std::lock_guard<std::mutex> lock(mu_);
+    watched_.erase(std::string(name));
     conditions_[std::string(name)] = ready ? std::string() : (reason.empty() ? "not ready" : std::string(reason));
   }
-  bool Ready(std::string* why) const override {
+  void Watch(absl::string_view name, std::function<std::string()> check) override {
     std::lock_guard<std::mutex> lock(mu_);
+    conditions_.erase(std::string(name));
+    watched_[std::string(name)] = std::make_shared<std::function<std::string()>>(std::move(check));
+  }
+  bool Ready(std::string* why) const override {
+    std::map<std::string, std::string> now;
+    std::map<std::string, std::shared_ptr<std::function<std::string()>>> checks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      now = conditions_;
+      checks = watched_;
+    }
+    for (const auto& [name, check] : checks) now[name] = (*check)();
     std::vector<std::string> waiting;
-    for (const auto& [name, reason] : conditions_) {
+    for (const auto& [name, reason] : now) {
       if (!reason.empty()) waiting.push_back(absl::StrCat(name, ": ", reason));
     }
     if (why != nullptr) *why = absl::StrJoin(waiting, "; ");
@@ -62,6 +75,7 @@ class ReadinessImpl final : public Readiness {
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::string> conditions_;  // name -> "" when ready, else the reason
+  std::map<std::string, std::shared_ptr<std::function<std::string()>>> watched_;
 };
 
 // Gives access to the listening socket (protected in httplib::Server) to

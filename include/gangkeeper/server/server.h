@@ -8,6 +8,7 @@
 // real routes in; integration tests build the same object with port 0.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,12 @@ class Readiness {
   virtual ~Readiness() = default;
   // Declares or updates a condition. `reason` explains a false one.
   virtual void Set(absl::string_view name, bool ready, absl::string_view reason = "") = 0;
+  // Declares a condition computed when readiness is asked for: `check`
+  // returns "" when ready, else the reason. It is called without the
+  // readiness lock held, from a request thread; it must be cheap and must
+  // not call back into this object. Replaces a Set() condition of the same
+  // name (and Set() replaces a watched one).
+  virtual void Watch(absl::string_view name, std::function<std::string()> check) = 0;
   // True when every condition is ready; otherwise false and `*why` lists the
   // conditions that are not.
   virtual bool Ready(std::string* why) const = 0;

@@ -1,0 +1,538 @@
+// gangkeeper node: the composition root (see node.h for the order).
+#include "gangkeeper/node/node.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "gangkeeper/api/api.h"
+#include "gangkeeper/api/metrics.h"
+#include "gangkeeper/audit/audit.h"
+#include "gangkeeper/audit/denials.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/base/log.h"
+#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/kube/actuator.h"
+#include "gangkeeper/kube/client.h"
+#include "gangkeeper/kube/reconciler.h"
+#include "gangkeeper/metrics/registry.h"
+#include "gangkeeper/model/manifest.h"
+#include "gangkeeper/model/overlay.h"
+#include "gangkeeper/replica/audit_feed.h"
+#include "gangkeeper/replica/intake.h"
+#include "gangkeeper/replica/overlay.h"
+#include "gangkeeper/replica/replica.h"
+#include "gangkeeper/store/file_system.h"
+#include "src/node/wiring.h"
+
+namespace gangkeeper::node {
+namespace {
+
+// InvalidArgument means "a setting is at fault" (exit 2); a failure of a
+// part at run time is reported as FailedPrecondition (exit 1) whatever
+// code the part used, so the caller can tell the two apart.
+absl::Status RunTime(absl::string_view message) { return absl::FailedPreconditionError(message); }
+absl::Status Setting(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
+using PolicyFn = std::function<std::shared_ptr<const model::PolicySet>(
+    const std::shared_ptr<const model::PolicyOverlay>&)>;
+
+}  // namespace
+
+// Members in construction order: they are destroyed in reverse, so every
+// part outlives the parts that use it.
+struct Node::Impl {
+  Options o;
+  const base::Clock* clock = &base::RealClock();
+  std::shared_ptr<spdlog::logger> log = base::GetLogger("serve");
+  bool replicated = false;
+  std::shared_ptr<const model::PolicySet> files = std::make_shared<model::PolicySet>();
+  PolicyFn effective_for;
+  // The durable state: the journal in --data-dir, or etcd.
+  std::unique_ptr<store::FileLock> data_dir_lock;
+  std::unique_ptr<broker::Journal> journal;
+  broker::DurableState recovered;
+  std::unique_ptr<etcd::Client> etcd_client;
+  std::unique_ptr<audit::AuditLog> audit_log;
+  std::unique_ptr<audit::AuditedJournal> audited;
+  metrics::Registry registry;
+  std::unique_ptr<kube::Client> kube_client;
+  // With etcd only the leader sends, and only while its lease surely holds.
+  std::atomic<replica::Replica*> leader_gate{nullptr};
+  std::unique_ptr<kube::KubeActuator> actuator;
+  std::unique_ptr<broker::Broker> broker;
+  // The reconciler runs where the broker leads: always with the file
+  // journal, on the elected replica with etcd.
+  absl::Mutex reconciler_mu;
+  std::unique_ptr<kube::Reconciler> reconciler ABSL_GUARDED_BY(reconciler_mu);
+  std::atomic<bool> kube_synced{false};
+  std::atomic<bool> store_failed{false};
+  std::unique_ptr<replica::IntakeRegistry> intake;
+  std::unique_ptr<admission::Webhook> webhook;
+  std::unique_ptr<api::TokenStore> tokens;
+  std::unique_ptr<audit::DenialAggregator> denials;
+  std::unique_ptr<replica::EtcdPolicyEditor> policy_editor;
+  std::unique_ptr<server::Server> server;
+  std::unique_ptr<replica::Replica> replica;
+  std::unique_ptr<replica::AuditFeed> audit_feed;
+  bool keep_alives_paused = false;
+  enum class Phase { kBuilt, kStarted, kStopped };
+  std::atomic<Phase> phase{Phase::kBuilt};
+
+  absl::Status CheckOptions();
+  absl::Status LoadPolicyFiles();
+  absl::Status OpenStore();
+  absl::Status OpenJournal();
+  absl::Status ConnectEtcd(const std::vector<std::string>& endpoints);
+  absl::Status OpenAudit();
+  absl::Status ConnectKube();
+  absl::Status BuildBroker();
+  absl::Status BuildFrontEnds();
+  absl::Status RegisterMetrics();
+  void DeclareReadiness();
+  void StartReconciler();
+  void StopReconciler();
+};
+
+absl::Status Node::Impl::CheckOptions() {
+  replicated = absl::StartsWith(o.store, "etcd://");
+  if (o.store != "file" && !replicated) {
+    return Setting(absl::StrCat("--store ", o.store,
+                                ": use file (the journal in --data-dir) or etcd://host:port[,host:port...]"));
+  }
+  if (o.recover != "strict" && o.recover != "truncate") {
+    return Setting(absl::StrCat("--recover ", o.recover, ": use strict or truncate"));
+  }
+  if (o.confirm_grace < absl::Milliseconds(100)) {
+    return Setting(absl::StrCat("--confirm-grace ", absl::FormatDuration(o.confirm_grace),
+                                ": use at least 100ms (30s by default: longer than the API server takes to store an "
+                                "object after admission)"));
+  }
+  if (o.audit_denials_per_second < 1 || o.audit_denial_window <= absl::ZeroDuration()) {
+    return Setting(absl::StrCat("--audit-denials-per-second ", o.audit_denials_per_second, " --audit-denial-window ",
+                                absl::FormatDuration(o.audit_denial_window),
+                                ": use at least 1 and a positive duration"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Node::Impl::LoadPolicyFiles() {
+  if (o.policies_dir.empty()) return absl::OkStatus();
+  absl::StatusOr<model::LoadResult> loaded = model::LoadPolicies(o.policies_dir);
+  if (!loaded.ok()) return RunTime(absl::StrCat("--policies: ", loaded.status().message()));
+  for (const model::Diagnostic& d : loaded->diagnostics.items) {
+    if (d.severity == model::Diagnostic::Severity::kError) {
+      log->error("{}", d.ToString());
+    } else if (d.severity == model::Diagnostic::Severity::kWarning) {
+      log->warn("{}", d.ToString());
+    } else {
+      log->debug("{}", d.ToString());
+    }
+  }
+  if (loaded->diagnostics.HasErrors()) {
+    return RunTime(absl::StrCat("--policies ", o.policies_dir, ": ",
+                                loaded->diagnostics.Count(model::Diagnostic::Severity::kError),
+                                " error(s); fix them (gangkeeper check-policies ", o.policies_dir,
+                                " lists them) and start again"));
+  }
+  auto p = std::make_shared<model::PolicySet>(std::move(loaded->policies));
+  log->info("policies: {} file(s) from {}: {} ResourceFlavor, {} ClusterQueue, {} LocalQueue, {} Cohort, {} "
+            "WorkloadPriorityClass, {} PriorityClass, {} GPUNodePool",
+            loaded->files, o.policies_dir, p->flavors.size(), p->cluster_queues.size(), p->local_queues.size(),
+            p->cohorts.size(), p->workload_priority_classes.size(), p->priority_classes.size(),
+            p->gpu_node_pools.size());
+  files = std::move(p);
+  return absl::OkStatus();
+}
+
+// The data directory (one process per directory in every store mode: the
+// journal takes the lock itself; with etcd the directory still holds the
+// audit log), then the durable state.
+absl::Status Node::Impl::OpenStore() {
+  absl::StatusOr<std::vector<std::string>> endpoints = std::vector<std::string>{};
+  if (replicated) endpoints = etcd::ParseEndpoints(o.store);
+  if (!endpoints.ok()) return Setting(absl::StrCat("--store: ", endpoints.status().message()));
+  std::error_code ec;
+  std::filesystem::create_directories(o.data_dir, ec);
+  if (ec) return RunTime(absl::StrCat("--data-dir ", o.data_dir, ": ", ec.message()));
+  ::chmod(o.data_dir.c_str(), 0700);
+  if (!replicated) return OpenJournal();
+  absl::StatusOr<std::unique_ptr<store::FileLock>> locked = store::LockDataDir(store::DefaultFileSystem(), o.data_dir);
+  if (!locked.ok()) return RunTime(absl::StrCat("--data-dir ", o.data_dir, ": ", locked.status().message()));
+  data_dir_lock = *std::move(locked);
+  return ConnectEtcd(*endpoints);
+}
+
+// Recovers the durable state before anything can change it.
+absl::Status Node::Impl::OpenJournal() {
+  o.journal.data_dir = o.data_dir;
+  o.journal.truncate_corruption = o.recover == "truncate";
+  broker::JournalRecovery recovery;
+  absl::StatusOr<std::unique_ptr<broker::Journal>> opened = broker::Journal::Open(o.journal, &recovery);
+  if (!opened.ok()) return RunTime(absl::StrCat("--data-dir ", o.data_dir, ": ", opened.status().message()));
+  journal = *std::move(opened);
+  for (const std::string& note : recovery.notes) log->warn("recovery: {}", note);
+  log->info("recovery: {} workload(s) from {} (snapshot at record {}, {} record(s) replayed) in {}; next record {}",
+            recovery.workloads, o.data_dir, recovery.snapshot_position, recovery.replayed_records,
+            absl::FormatDuration(recovery.took), recovery.next_record);
+  recovered = journal->TakeRecovered();
+  return absl::OkStatus();
+}
+
+absl::Status Node::Impl::ConnectEtcd(const std::vector<std::string>& endpoints) {
+  etcd::ClientOptions eo;
+  eo.endpoints = endpoints;
+  eo.ca_file = o.etcd_ca;
+  eo.cert_file = o.etcd_cert;
+  eo.key_file = o.etcd_key;
+  absl::StatusOr<std::unique_ptr<etcd::Client>> c = etcd::Client::Create(eo);
+  if (!c.ok()) return Setting(absl::StrCat("--store ", o.store, ": ", InEtcdFlags(c.status().message())));
+  etcd_client = *std::move(c);
+  // Fail fast on a wrong address or certificate instead of serving nothing
+  // but errors.
+  if (absl::StatusOr<etcd::RangeResult> probe = etcd_client->Range(o.etcd_prefix + "leader"); !probe.ok()) {
+    return RunTime(absl::StrCat("--store ", o.store, ": cannot read from etcd: ", probe.status().message(),
+                                EtcdTlsHint(probe.status().message(), o.etcd_ca, o.etcd_cert)));
+  }
+  if (o.replica_id.empty()) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    o.replica_id = absl::StrCat(host, "-", ::getpid(), "-", absl::ToUnixMillis(clock->Now()));
+  }
+  log->info("store: etcd at {} under {}; this replica is {}", absl::StrJoin(endpoints, ","), o.etcd_prefix,
+            o.replica_id);
+  return absl::OkStatus();
+}
+
+// The audit log: with the file journal, written after each record (and
+// caught up with the records it missed); with etcd, every replica writes it
+// from the leader's records (replica::AuditFeed).
+absl::Status Node::Impl::OpenAudit() {
+  audit::AuditOptions ao;
+  ao.dir = o.data_dir + "/audit";
+  ao.truncate_corruption = o.recover == "truncate";
+  ao.max_bytes = static_cast<uint64_t>(std::max<size_t>(o.audit_max_mib, 1)) << 20;
+  ao.segment_bytes = std::clamp<uint64_t>(ao.max_bytes / 8, 64 << 10, 16 << 20);
+  ao.index_events = o.audit_index_events;
+  ao.max_age = o.audit_max_age;
+  ao.min_retention = o.audit_min_retention;
+  if (!o.audit_hmac_key.empty()) {
+    absl::StatusOr<std::string> key = audit::LoadHmacKey(o.audit_hmac_key);
+    if (!key.ok()) return Setting(absl::StrCat("--audit-hmac-key: ", key.status().message()));
+    ao.hmac_key = *std::move(key);
+  }
+  store::LogRecovery recovery;
+  absl::StatusOr<std::unique_ptr<audit::AuditLog>> opened = audit::AuditLog::Open(ao, &recovery);
+  if (!opened.ok()) {
+    return RunTime(absl::StrCat("--data-dir ", o.data_dir, ": audit log: ", opened.status().message()));
+  }
+  audit_log = *std::move(opened);
+  for (const std::string& note : recovery.notes) log->warn("audit recovery: {}", note);
+  if (journal == nullptr) return absl::OkStatus();
+  uint64_t caught_up = 0;
+  if (absl::Status c = audit::CatchUp(*journal, audit_log.get(), &caught_up); !c.ok()) {
+    return RunTime(
+        absl::StrCat("--data-dir ", o.data_dir, ": audit log: catching up with the journal: ", c.message()));
+  }
+  if (caught_up > 0) log->warn("audit: wrote {} event(s) the journal had and the audit log missed", caught_up);
+  journal->SetRetentionFloor([a = audit_log.get()] { return a->last_journal_record() + 1; });
+  audited = std::make_unique<audit::AuditedJournal>(journal.get(), audit_log.get());
+  return absl::OkStatus();
+}
+
+// The Kubernetes side: a client when --kube names a cluster; the actuator
+// either sends or (none) records what it would send.
+absl::Status Node::Impl::ConnectKube() {
+  if (absl::Status m = metrics::RegisterProcessMetrics(registry); !m.ok()) {
+    log->warn("process metrics unavailable: {}", m.message());
+  }
+  absl::StatusOr<std::optional<kube::ClusterConfig>> config = KubeConfigFor(o.kube, o.kube_context);
+  if (!config.ok()) return Setting(absl::StrCat("--kube ", o.kube, ": ", config.status().message()));
+  if (config->has_value()) {
+    absl::StatusOr<std::unique_ptr<kube::Client>> c = kube::Client::Create(**config);
+    if (!c.ok()) return Setting(absl::StrCat("--kube ", o.kube, ": ", c.status().message()));
+    kube_client = *std::move(c);
+    log->info("kube: API server https://{}:{} ({})", (*config)->host, (*config)->port, (*config)->source);
+  } else {
+    log->info("kube: none: releases and suspensions are recorded and shown, not sent");
+  }
+  kube::ActuatorOptions ao;
+  ao.dry_run = kube_client == nullptr;
+  if (absl::Status m = RegisterFlowMetrics(registry, &ao, &o.broker); !m.ok()) return RunTime(m.message());
+  if (replicated) {
+    ao.may_send = [this] {
+      replica::Replica* r = leader_gate.load();
+      return r != nullptr && r->MaySend();
+    };
+  }
+  actuator = std::make_unique<kube::KubeActuator>(kube_client.get(), ao);
+  return absl::OkStatus();
+}
+
+// The broker, from the recovered state (file journal) or following the
+// state from etcd (replicas). Quota changes made through the API are kept
+// over the policy files.
+absl::Status Node::Impl::BuildBroker() {
+  effective_for = [f = files](const std::shared_ptr<const model::PolicyOverlay>& overlay) {
+    return overlay == nullptr ? f : std::make_shared<const model::PolicySet>(model::ApplyOverlay(*f, *overlay));
+  };
+  std::shared_ptr<const model::PolicySet> effective = effective_for(recovered.overlay);
+  if (const auto& ov = recovered.overlay; ov != nullptr) {
+    log->info("policies: {} object(s) changed and {} deleted through the API are kept over the files",
+              ov->put.flavors.size() + ov->put.cluster_queues.size() + ov->put.local_queues.size() +
+                  ov->put.cohorts.size() + ov->put.workload_priority_classes.size() + ov->put.priority_classes.size(),
+              ov->deleted.size());
+  }
+  absl::StatusOr<std::unique_ptr<broker::Broker>> b = broker::Broker::Create(
+      effective, o.broker, actuator.get(), audited.get(), clock, journal != nullptr ? &recovered : nullptr);
+  recovered = broker::DurableState{};
+  if (!b.ok()) return RunTime(absl::StrCat("--policies ", o.policies_dir, ": ", b.status().message()));
+  broker = *std::move(b);
+  actuator->Bind(broker.get());
+  broker->Start();
+  // A replica follows until it is elected; it shows nothing before the
+  // state from etcd arrives.
+  if (replicated) {
+    if (absl::Status followed = broker->Follow(broker::DurableState{}); !followed.ok()) {
+      return RunTime(absl::StrCat("broker: ", followed.message()));
+    }
+  }
+  if (journal != nullptr) {
+    journal->StartSnapshots([b = broker.get()] { return b->snapshot(); }, clock);
+  }
+  return absl::OkStatus();
+}
+
+// The webhook (trust model, DESIGN §2: with a Kubernetes API reviews are
+// hints and the API server's stored objects the truth; a verified client
+// certificate makes the caller the API server), the API, the denial
+// auditing and both listeners' routes.
+absl::Status Node::Impl::BuildFrontEnds() {
+  if (replicated) {
+    intake = std::make_unique<replica::IntakeRegistry>(etcd_client.get(), o.etcd_prefix, o.replica_id, broker.get());
+  }
+  broker::WorkloadRegistry& registrations = intake != nullptr ? static_cast<broker::WorkloadRegistry&>(*intake)
+                                                              : static_cast<broker::WorkloadRegistry&>(*broker);
+  o.webhook.trust_reviews = kube_client == nullptr;
+  o.webhook.reviews_authenticated = !o.server.client_ca_file.empty();
+  log->info("admission reviews are {}", o.webhook.trust_reviews
+                                            ? "trusted (--kube none: no API server to confirm them)"
+                                            : "hints: workloads are confirmed from the API server's objects");
+  webhook = std::make_unique<admission::Webhook>([b = broker.get()] { return b->policies(); }, registrations,
+                                                 o.webhook);
+  absl::StatusOr<WebhookMetrics> wm = RegisterWebhookMetrics(registry);
+  if (!wm.ok()) return RunTime(wm.status().message());
+  absl::StatusOr<std::unique_ptr<api::TokenStore>> t = api::TokenStore::Load(o.tokens_file);
+  if (!t.ok()) return Setting(absl::StrCat("--tokens: ", t.status().message()));
+  tokens = *std::move(t);
+  if (o.tokens_file.empty()) {
+    log->warn("no --tokens: the API (/v1/..., and /metrics without --metrics-public) answers 401 to everyone");
+  }
+  audit::DenialAggregator::Sink sink = [a = audit_log.get()](const audit::Event& e) { return a->Append({e}).status(); };
+  if (intake != nullptr) {
+    sink = [in = intake.get()](const audit::Event& e) {
+      return in->RecordReview({e.namespace_name, e.name}, e.uid, e.actor, audit::EncodeEvent(e, false));
+    };
+  }
+  audit::DenialLimits limits;
+  limits.per_second = o.audit_denials_per_second;
+  limits.burst = 10.0 * o.audit_denials_per_second;
+  limits.window = limits.summary_every = o.audit_denial_window;
+  denials = std::make_unique<audit::DenialAggregator>(limits, clock, std::move(sink));
+  denials->Start();
+  if (absl::Status m = RegisterMetrics(); !m.ok()) return m;
+  // With etcd, quota changes through the API of any replica go to etcd's
+  // overlay key; the leader applies them (replica/overlay.h).
+  if (replicated) {
+    replica::EtcdPolicyEditorOptions eo;
+    eo.prefix = o.etcd_prefix;
+    policy_editor = std::make_unique<replica::EtcdPolicyEditor>(etcd_client.get(), broker.get(), effective_for, eo);
+  }
+  server::Options so = o.server;
+  for (server::Route& r : api::Routes(broker.get(), tokens.get(), clock, audit_log.get(), files, policy_editor.get())) {
+    so.routes.push_back(std::move(r));
+  }
+  if (!o.metrics_public) so.routes.push_back(api::MetricsRoute(&registry, tokens.get(), clock));
+  admission::Webhook* w = webhook.get();
+  so.routes.push_back(WebhookRoute("/mutate", *wm, [w](absl::string_view body) { return w->Mutate(body); }));
+  so.routes.push_back(WebhookRoute(
+      "/validate", *wm, [w](absl::string_view body) { return w->Validate(body); },
+      [d = denials.get()](const audit::Event& e, const std::string& source) { return d->Record(e, source); }));
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Create(std::move(so), registry);
+  if (!s.ok()) return Setting(s.status().message());
+  server = *std::move(s);
+  return absl::OkStatus();
+}
+
+absl::Status Node::Impl::RegisterMetrics() {
+  if (absl::Status m = api::RegisterAuditMetrics(registry, audit_log.get(), denials.get()); !m.ok()) {
+    return RunTime(m.message());
+  }
+  if (journal != nullptr) {
+    if (absl::Status m = api::RegisterJournalMetrics(registry, journal.get()); !m.ok()) return RunTime(m.message());
+  }
+  if (absl::Status m = api::RegisterBrokerMetrics(registry, broker.get()); !m.ok()) return RunTime(m.message());
+  if (!replicated) return absl::OkStatus();
+  absl::Status m = registry.AddCallbackGauge(
+      "gangkeeper_replica_leader", "1 while this replica leads (holds the lease, schedules and actuates), else 0.",
+      {"replica"}, [this, id = o.replica_id] {
+        replica::Replica* r = leader_gate.load();
+        return std::vector<metrics::Sample>{{{id}, r != nullptr && r->MaySend() ? 1.0 : 0.0}};
+      });
+  return m.ok() ? absl::OkStatus() : RunTime(m.message());
+}
+
+// /readyz: the reconciler's first full list (file journal with a cluster),
+// the state from etcd (replicas), and the health of the journal and the
+// audit log (once failed, nothing can be acknowledged any more: not ready
+// until restarted). Each is a condition evaluated when /readyz asks.
+void Node::Impl::DeclareReadiness() {
+  server::Readiness& ready = server->readiness();
+  if (kube_client != nullptr && !replicated) {
+    ready.Watch("kube", [this]() -> std::string {
+      if (kube_synced.load()) return "";
+      absl::MutexLock lock(&reconciler_mu);
+      if (reconciler == nullptr || !reconciler->synced()) return "waiting for the first list of the managed kinds";
+      if (!kube_synced.exchange(true)) log->info("kube: first list done; ready");
+      return "";
+    });
+  }
+  ready.Watch("store", [this]() -> std::string {
+    absl::Status health = journal != nullptr ? journal->health() : absl::OkStatus();
+    if (health.ok()) health = audit_log->health();
+    if (!health.ok()) {
+      if (!store_failed.exchange(true)) log->error("store: {}; not ready until restarted", health.message());
+      return absl::StrCat(health.message(), "; fix the disk and restart gangkeeper");
+    }
+    if (replicated) {
+      replica::Replica* r = replica.get();
+      if (r == nullptr) return "waiting for the state from etcd";
+      const replica::ReplicaStats st = r->stats();
+      if (!st.follower.synced && !st.leading) return "waiting for the state from etcd";
+    }
+    return "";
+  });
+}
+
+void Node::Impl::StartReconciler() {
+  if (kube_client == nullptr) return;
+  absl::MutexLock lock(&reconciler_mu);
+  kube::ReconcilerOptions ro;
+  ro.manage_jobs_without_queue_name = o.webhook.manage_jobs_without_queue_name;
+  ro.confirm_grace = o.confirm_grace;
+  ro.confirm_check = std::clamp(o.confirm_grace / 2, absl::Milliseconds(100), absl::Seconds(5));
+  reconciler = std::make_unique<kube::Reconciler>(kube_client.get(), broker.get(), ro);
+  reconciler->Start();
+}
+
+void Node::Impl::StopReconciler() {
+  std::unique_ptr<kube::Reconciler> r;
+  {
+    absl::MutexLock lock(&reconciler_mu);
+    r = std::move(reconciler);
+  }
+  if (r != nullptr) r->Stop();
+}
+
+absl::StatusOr<std::unique_ptr<Node>> Node::Create(Options options) {
+  auto impl = std::make_unique<Impl>();
+  impl->o = std::move(options);
+  for (absl::Status (Impl::*step)() : {&Impl::CheckOptions, &Impl::LoadPolicyFiles, &Impl::OpenStore,
+                                       &Impl::OpenAudit, &Impl::ConnectKube, &Impl::BuildBroker,
+                                       &Impl::BuildFrontEnds}) {
+    if (absl::Status s = (impl.get()->*step)(); !s.ok()) return s;
+  }
+  return std::unique_ptr<Node>(new Node(std::move(impl)));
+}
+
+Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Node::~Node() {
+  if (impl_->phase.load() == Impl::Phase::kStarted) (void)Shutdown(absl::Seconds(1));
+}
+
+absl::Status Node::Start() {
+  Impl& n = *impl_;
+  n.DeclareReadiness();
+  if (!n.replicated) n.StartReconciler();
+  if (absl::Status started = n.server->Start(); !started.ok()) return RunTime(started.message());
+  n.phase.store(Impl::Phase::kStarted);
+  if (!n.replicated) return absl::OkStatus();
+  // With etcd: campaign and follow; the audit log follows the journal.
+  replica::ReplicaOptions ro;
+  ro.prefix = n.o.etcd_prefix;
+  ro.election.identity = n.o.replica_id;
+  ro.election.ttl = n.o.lease_ttl;
+  ro.election.renew = n.o.lease_renew;
+  ro.snapshot_every_records = n.o.journal.snapshot_every_records;
+  ro.snapshot_every = n.o.journal.snapshot_every;
+  ro.policies = n.effective_for;
+  ro.on_lead = [&n] {
+    n.StartReconciler();
+    n.log->info("replica: leading: scheduling and actuating");
+  };
+  ro.on_follow = [&n] { n.StopReconciler(); };
+  absl::StatusOr<std::unique_ptr<replica::Replica>> r =
+      replica::Replica::Start(n.etcd_client.get(), n.broker.get(), n.actuator.get(), ro);
+  if (!r.ok()) return Setting(absl::StrCat("--store ", n.o.store, ": ", r.status().message()));
+  n.replica = *std::move(r);
+  n.leader_gate.store(n.replica.get());
+  n.audit_feed = std::make_unique<replica::AuditFeed>(n.etcd_client.get(), n.o.etcd_prefix, n.audit_log.get());
+  return absl::OkStatus();
+}
+
+absl::Status Node::Shutdown(absl::Duration grace) {
+  Impl& n = *impl_;
+  if (n.phase.exchange(Impl::Phase::kStopped) == Impl::Phase::kStopped) return absl::OkStatus();
+  absl::Status stopped = n.server->Shutdown(grace);
+  if (!stopped.ok()) n.log->error("shutdown: {}", stopped.message());
+  n.denials->Stop();  // the last aggregated denials, while the intake still takes them
+  // With etcd: resign, so another replica leads at once (this stops the
+  // reconciler and makes the broker follow).
+  if (n.replica != nullptr) n.replica->Shutdown();
+  if (n.audit_feed != nullptr) n.audit_feed->Stop();
+  n.StopReconciler();
+  // The broker applies what is queued (its last batch is durable), then a
+  // final snapshot makes the next start quick.
+  n.broker->Stop();
+  n.actuator->Stop();
+  if (n.journal != nullptr) {
+    n.journal->StopSnapshots();
+    if (absl::Status snap = n.journal->WriteSnapshot(*n.broker->snapshot()); !snap.ok()) {
+      n.log->warn("shutdown: no final snapshot ({}); the journal has everything", snap.message());
+    }
+    const broker::JournalStats js = n.journal->stats();
+    n.log->info("stopped cleanly: journal at record {}, snapshot at record {}", js.log.next_seq - 1,
+                js.last_snapshot_position);
+  } else {
+    n.log->info("stopped cleanly: another replica leads from etcd");
+  }
+  n.leader_gate.store(nullptr);
+  return stopped;
+}
+
+int Node::webhook_port() const { return impl_->server->webhook_port(); }
+int Node::api_port() const { return impl_->server->api_port(); }
+absl::Status Node::ReloadCertificates() { return impl_->server->ReloadCertificates(); }
+
+bool Node::ToggleKeepAlivesForTest() {
+  if (impl_->replica == nullptr) return false;
+  impl_->keep_alives_paused = !impl_->keep_alives_paused;
+  impl_->replica->PauseKeepAlives(impl_->keep_alives_paused);
+  return impl_->keep_alives_paused;
+}
+
+std::shared_ptr<const broker::Snapshot> Node::snapshot() const { return impl_->broker->snapshot(); }
+bool Node::Ready(std::string* why) const { return impl_->server->readiness().Ready(why); }
+
+}  // namespace gangkeeper::node

@@ -1,0 +1,175 @@
+// gangkeeper node: adapters between modules (see wiring.h).
+#include "src/node/wiring.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/base/log.h"
+
+namespace gangkeeper::node {
+
+absl::StatusOr<std::optional<kube::ClusterConfig>> KubeConfigFor(const std::string& mode, const std::string& context) {
+  if (mode == "none") return std::optional<kube::ClusterConfig>();
+  if (mode == "auto" || mode == "in-cluster") {
+    const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+    if (mode == "auto" && (host == nullptr || *host == '\0')) return std::optional<kube::ClusterConfig>();
+    // In a container of a pod without a service account token mounted
+    // (automountServiceAccountToken: false), auto means none as well.
+    std::error_code ec;
+    if (mode == "auto" && !std::filesystem::exists("/var/run/secrets/kubernetes.io/serviceaccount/token", ec)) {
+      return std::optional<kube::ClusterConfig>();
+    }
+    absl::StatusOr<kube::ClusterConfig> c = kube::InClusterConfig();
+    if (!c.ok()) return c.status();
+    return std::optional<kube::ClusterConfig>(*std::move(c));
+  }
+  absl::StatusOr<kube::ClusterConfig> c = kube::LoadKubeconfig(mode, context);
+  if (!c.ok()) return c.status();
+  return std::optional<kube::ClusterConfig>(*std::move(c));
+}
+
+absl::StatusOr<WebhookMetrics> RegisterWebhookMetrics(metrics::Registry& registry) {
+  absl::StatusOr<metrics::CounterFamily*> reviews = registry.AddCounter(
+      "gangkeeper_webhook_reviews_total",
+      "AdmissionReviews answered, by webhook, workload kind (or other), operation and decision "
+      "(allowed, patched, denied, bad_request).",
+      {"webhook", "kind", "operation", "decision"});
+  if (!reviews.ok()) return reviews.status();
+  absl::StatusOr<metrics::HistogramFamily*> durations = registry.AddHistogram(
+      "gangkeeper_webhook_review_duration_seconds",
+      "Time to decide an AdmissionReview (decode, decide, durable registration, encode), by webhook, kind and "
+      "operation.",
+      {"webhook", "kind", "operation"}, metrics::LatencyBuckets());
+  if (!durations.ok()) return durations.status();
+  return WebhookMetrics{*reviews, *durations};
+}
+
+absl::Status RegisterFlowMetrics(metrics::Registry& registry, kube::ActuatorOptions* actuator,
+                                 broker::BrokerOptions* broker_options) {
+  absl::StatusOr<metrics::CounterFamily*> actuations = registry.AddCounter(
+      "gangkeeper_release_actuations_total",
+      "Releases (unsuspend, gate removal) and suspensions carried out or attempted, by action and workload kind.",
+      {"action", "kind"});
+  if (!actuations.ok()) return actuations.status();
+  absl::StatusOr<metrics::CounterFamily*> failures = registry.AddCounter(
+      "gangkeeper_release_failures_total",
+      "Releases and suspensions the Kubernetes API refused or that did not go through (suspensions are retried).",
+      {"action", "kind"});
+  if (!failures.ok()) return failures.status();
+  absl::StatusOr<metrics::HistogramFamily*> took = registry.AddHistogram(
+      "gangkeeper_release_duration_seconds",
+      "From the durable decision to the Kubernetes API's last answer for a release or suspension.",
+      {"action", "kind"}, metrics::LatencyBuckets());
+  if (!took.ok()) return took.status();
+  actuator->observe = [a = *actuations, fl = *failures, t = *took](const kube::ActuationOutcome& o) {
+    a->WithLabels({o.action, o.kind}).Increment();
+    if (!o.ok) fl->WithLabels({o.action, o.kind}).Increment();
+    t->WithLabels({o.action, o.kind}).Observe(absl::ToDoubleSeconds(o.took));
+  };
+  // 5 ms to about 3 hours.
+  const std::vector<double> wait_buckets = metrics::ExponentialBuckets(0.005, 2, 22);
+  absl::StatusOr<metrics::HistogramFamily*> wait = registry.AddHistogram(
+      "kueue_admission_wait_time_seconds",
+      "Time from a workload's creation or last requeue to its admission, by ClusterQueue and priority class.",
+      {"cluster_queue", "priority_class"}, wait_buckets);
+  if (!wait.ok()) return wait.status();
+  absl::StatusOr<metrics::HistogramFamily*> reserved = registry.AddHistogram(
+      "kueue_quota_reserved_wait_time_seconds",
+      "Time from a workload's creation or last requeue to its quota reservation (gangkeeper reserves and admits "
+      "at once), by ClusterQueue and priority class.",
+      {"cluster_queue", "priority_class"}, wait_buckets);
+  if (!reserved.ok()) return reserved.status();
+  broker_options->on_admitted = [w = *wait, r = *reserved](const model::ClusterQueueName& cq,
+                                                           const std::string& priority_class, absl::Duration waited) {
+    const double seconds = absl::ToDoubleSeconds(waited);
+    w->WithLabels({cq, priority_class}).Observe(seconds);
+    r->WithLabels({cq, priority_class}).Observe(seconds);
+  };
+  return absl::OkStatus();
+}
+
+
+namespace {
+
+// A denied review as an audit event ("review.denied", by the requesting user).
+audit::Event DenialEvent(const admission::Denial& d, absl::Time now) {
+  audit::Event e;
+  e.time = now;
+  e.actor = d.username.empty() ? "unknown" : d.username;
+  e.actor_claimed = true;  // a review's userInfo is whatever its sender wrote
+  e.action = audit::kReviewDenied;
+  e.kind = d.kind;
+  e.namespace_name = d.namespace_name;
+  e.name = d.name;
+  e.uid = d.uid;
+  e.reason = d.reason;
+  e.details = absl::StrCat(R"({"operation":")", base::JsonEscape(d.operation), R"(","code":)", d.code,
+                           R"(,"message":")", base::JsonEscape(d.message), R"(","dryRun":)",
+                           d.dry_run ? "true" : "false", "}");
+  return e;
+}
+
+}  // namespace
+
+std::string InEtcdFlags(absl::string_view message) {
+  return absl::StrReplaceAll(message,
+                             {{"ca_file", "--etcd-ca"}, {"cert_file", "--etcd-cert"}, {"key_file", "--etcd-key"}});
+}
+
+std::string EtcdTlsHint(absl::string_view error, const std::string& ca, const std::string& cert) {
+  // The connection ended during the first exchange (no HTTP answer).
+  const bool cut = absl::EndsWith(error, ": Read") || absl::EndsWith(error, ": Write") ||
+                   absl::EndsWith(error, ": SSLConnection");
+  if (ca.empty()) {
+    return cut ? "; if etcd speaks TLS, set --etcd-ca (the CA of etcd's certificate), and --etcd-cert and "
+                 "--etcd-key when it requires client certificates"
+               : "";
+  }
+  if (absl::StrContains(error, "SSLServerVerification")) {
+    return absl::StrCat("; etcd's certificate is not signed by --etcd-ca ", ca,
+                        " or does not name the host of --store");
+  }
+  if (!cut) return "";
+  return cert.empty()
+             ? "; etcd ended the TLS connection: it may require a client certificate (set --etcd-cert and "
+               "--etcd-key)"
+             : absl::StrCat("; etcd ended the TLS connection: is --etcd-cert ", cert,
+                            " signed by the CA etcd trusts (its --trusted-ca-file) and meant for client auth?");
+}
+
+server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
+                           std::function<admission::WebhookResult(absl::string_view)> handle,
+                           DenialRecorder record) {
+  server::Route route;
+  route.listener = server::Listener::kWebhook;
+  route.method = "POST";
+  route.path = path;
+  const std::string name = path.substr(1);
+  route.handler = [handle = std::move(handle), m, name, record = std::move(record)](const server::HttpRequest& req) {
+    const absl::Time start = base::RealClock().Now();
+    admission::WebhookResult result = handle(req.body);
+    if (result.denial.has_value() && record) {
+      absl::Status written = record(DenialEvent(*result.denial, base::RealClock().Now()), req.remote_addr);
+      if (!written.ok()) {
+        base::GetLogger("audit")->error("audit: a denial of {}/{} was not recorded: {}", result.denial->namespace_name,
+                                        result.denial->name, written.message());
+      }
+    }
+    m.reviews->WithLabels({name, result.kind, result.operation, result.outcome}).Increment();
+    m.durations->WithLabels({name, result.kind, result.operation})
+        .Observe(absl::ToDoubleSeconds(base::RealClock().Now() - start));
+    server::HttpResponse out;
+    out.status = result.http_status;
+    out.body = std::move(result.body);
+    return out;
+  };
+  return route;
+}
+
+}  // namespace gangkeeper::node

@@ -1,0 +1,53 @@
+// gangkeeper node: the small adapters the composition root wires between
+// modules (metrics observers, the webhook routes, flag-named error hints).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "gangkeeper/admission/webhook.h"
+#include "gangkeeper/audit/audit.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/kube/actuator.h"
+#include "gangkeeper/kube/config.h"
+#include "gangkeeper/metrics/registry.h"
+#include "gangkeeper/server/server.h"
+
+namespace gangkeeper::node {
+
+// --kube: auto = in-cluster when KUBERNETES_SERVICE_HOST is set (and a
+// service account token is mounted), else none. No config for none.
+absl::StatusOr<std::optional<kube::ClusterConfig>> KubeConfigFor(const std::string& mode, const std::string& context);
+
+struct WebhookMetrics {
+  metrics::CounterFamily* reviews;
+  metrics::HistogramFamily* durations;
+};
+absl::StatusOr<WebhookMetrics> RegisterWebhookMetrics(metrics::Registry& registry);
+
+// gangkeeper_release_* from the actuator's outcomes (sets actuator->observe)
+// and Kueue's admission wait histograms from the broker's admissions (sets
+// broker->on_admitted). Labels are bounded: never workload names.
+absl::Status RegisterFlowMetrics(metrics::Registry& registry, kube::ActuatorOptions* actuator,
+                                 broker::BrokerOptions* broker);
+
+// Where a webhook's denials are audited, with the caller's address.
+using DenialRecorder = std::function<absl::Status(const audit::Event&, const std::string& source)>;
+
+// A webhook listener route: the body goes to `handle`, the outcome is
+// counted, and a denial is recorded (when `record` is set) before the
+// answer goes out.
+server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
+                           std::function<admission::WebhookResult(absl::string_view)> handle,
+                           DenialRecorder record = nullptr);
+
+// The etcd client's words for its TLS options as the flags that set them.
+std::string InEtcdFlags(absl::string_view message);
+// For a first read of etcd that failed: which flag to look at.
+std::string EtcdTlsHint(absl::string_view error, const std::string& ca, const std::string& cert);
+
+}  // namespace gangkeeper::node
