@@ -15,7 +15,7 @@
 # violation, 2 when the table cannot be read.
 set -euo pipefail
 root="${1:-$(dirname "$0")/..}"
-cd "$root"
+cd "$root" || { echo "layering: no directory $root" >&2; exit 2; }
 table=scripts/layering.txt
 fail=0
 report() { echo "layering: $1"; echo "$2" | sed 's/^/  /'; fail=1; }
@@ -53,7 +53,7 @@ for m in "${!odd_module[@]}"; do
 done
 
 # --- module direction ------------------------------------------------------
-modules=$(ls -d src/*/ include/gangkeeper/*/ 2>/dev/null | awk -F/ '{print $(NF-1)}' | sort -u)
+modules=$(find src include/gangkeeper -mindepth 1 -maxdepth 1 -type d 2>/dev/null | awk -F/ '{print $NF}' | sort -u)
 for m in $modules; do
   [[ -n "${row[$m]:-}" ]] || report "module $m has no row in $table" "src/$m or include/gangkeeper/$m"
 done
@@ -113,7 +113,7 @@ hits=$(grep -rnwE 'throw' src include | grep -vE '^\S+:\s*//' || true)
 count=$(( ${#tolerated[@]} + ${#odd_module[@]} ))
 echo "layering: note: $count tolerated exceptions in $table (${#tolerated[@]} arrows, ${#odd_module[@]} modules), issue #21"
 for k in $(printf '%s\n' "${!tolerated[@]}" | sort); do
-  [[ -n "${used[$k]:-}" ]] || echo "layering: note: exception ${k%>*} -> ${k#*>} is not used any more: delete it from $table"
+  [[ -n "${used[$k]:-}" ]] || echo "layering: note: exception ${k%>*} -> ${k#*>} matches no include: delete it from $table"
 done
 for m in $(printf '%s\n' "${!odd_module[@]}" | sort); do
   grep -qx "$m" <<< "$modules" || echo "layering: note: exception module $m is gone: delete it and its row from $table"
