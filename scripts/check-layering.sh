@@ -113,7 +113,7 @@ hits=$(grep -rnwE 'throw' src include | grep -vE '^\S+:\s*//' || true)
 count=$(( ${#tolerated[@]} + ${#odd_module[@]} ))
 echo "layering: note: $count tolerated exceptions in $table (${#tolerated[@]} arrows, ${#odd_module[@]} modules), issue #21"
 for k in $(printf '%s\n' "${!tolerated[@]}" | sort); do
-  [[ -n "${used[$k]:-}" ]] || echo "layering: note: exception ${k%>*} -> ${k#*>} matches no include: delete it from $table"
+  [[ -n "${used[$k]:-}" ]] || echo "layering: note: exception ${k%>*} -> ${k#*>} matches no include; delete it unless its reason still holds: ${tolerated[$k]#*) }"
 done
 for m in $(printf '%s\n' "${!odd_module[@]}" | sort); do
   grep -qx "$m" <<< "$modules" || echo "layering: note: exception module $m is gone: delete it and its row from $table"
