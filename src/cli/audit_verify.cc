@@ -18,7 +18,7 @@ namespace {
 // Exit codes (also in --help).
 constexpr int kIntact = 0;
 constexpr int kBadRecord = 1;
-constexpr int kUsage = 2;
+constexpr int kExitUsage = 2;
 constexpr int kWarnings = 3;
 
 std::string Where(const audit::VerifyProblem& p) {
@@ -43,7 +43,7 @@ int RunAuditVerify(const std::vector<std::string>& args) {
   bool help = false;
   if (absl::Status s = flags.Parse(args, &rest, &help); !s.ok()) {
     std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
-    return kUsage;
+    return kExitUsage;
   }
   if (help) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -51,7 +51,7 @@ int RunAuditVerify(const std::vector<std::string>& args) {
   }
   if (rest.size() != 1) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper audit verify DATA_DIR [--audit-hmac-key FILE]\n");
-    return kUsage;
+    return kExitUsage;
   }
   audit::VerifyOptions o;
   o.dir = rest[0] + "/audit";
@@ -59,14 +59,14 @@ int RunAuditVerify(const std::vector<std::string>& args) {
     absl::StatusOr<std::string> key = audit::LoadHmacKey(key_file);
     if (!key.ok()) {
       std::fprintf(stderr, "gangkeeper: --audit-hmac-key: %s\n", std::string(key.status().message()).c_str());
-      return kUsage;
+      return kExitUsage;
     }
     o.hmac_key = *std::move(key);
   }
   absl::StatusOr<audit::VerifyReport> r = audit::VerifyAuditLog(o);
   if (!r.ok()) {
     std::fprintf(stderr, "gangkeeper: audit verify: %s\n", std::string(r.status().message()).c_str());
-    return kUsage;
+    return kExitUsage;
   }
   std::printf("audit log %s: %llu segment(s), %llu record(s)", o.dir.c_str(),
               static_cast<unsigned long long>(r->segments), static_cast<unsigned long long>(r->records));

@@ -33,7 +33,7 @@ constexpr absl::Duration kStartTimeout = absl::Seconds(20);
 constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
 constexpr int kPortAttempts = 5;
 
-std::string ReadAll(const std::string& path) {
+std::string ReadWhole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
@@ -71,7 +71,7 @@ absl::StatusOr<std::pair<int, int>> FreePorts() {
   return std::make_pair(ports[0], ports[1]);
 }
 
-std::string MakeTempDir() {
+std::string MakeEtcdDir() {
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/gangkeeper-etcd-XXXXXX";
   char* made = ::mkdtemp(tmpl.data());
@@ -83,7 +83,7 @@ std::string MakeTempDir() {
 // only async-signal-safe calls: argv and every C string are built before
 // the fork (a malloc in the child can deadlock on a lock another thread
 // held at fork time).
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+pid_t SpawnEtcd(const std::vector<std::string>& args, const std::string& log) {
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -189,7 +189,7 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::StartImpl(const EtcdTl
         "etcd: no executable at ", p->binary_,
         "; the etcd tests need a real etcd: install etcd-server (scripts/deps.sh) or set GK_ETCD to its path"));
   }
-  p->work_dir_ = MakeTempDir();
+  p->work_dir_ = MakeEtcdDir();
   if (p->work_dir_.empty()) return absl::InternalError("etcd: cannot create a temporary directory");
   p->log_file_ = p->work_dir_ + "/etcd.log";
   const bool own_data = data_dir.empty();
@@ -257,7 +257,7 @@ absl::Status EtcdProcess::Launch(absl::Duration timeout) {
     std::ofstream log(log_file_, std::ios::app);
     log << "=== gangkeeper test harness: starting etcd on " << client_url << " (peer " << peer_url << ")\n";
   }
-  pid_ = Spawn(args, log_file_);
+  pid_ = SpawnEtcd(args, log_file_);
   if (pid_ < 0) {
     pid_ = -1;
     return absl::InternalError("etcd: fork failed");
@@ -326,7 +326,7 @@ absl::Status EtcdProcess::Freeze() {
     for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
       // /proc/PID/task/TID/stat: "TID (comm) S ..."; the state follows the
       // last ')' (comm may hold one).
-      const std::string stat = ReadAll((task.path() / "stat").string());
+      const std::string stat = ReadWhole((task.path() / "stat").string());
       const size_t paren = stat.rfind(')');
       if (paren == std::string::npos || paren + 2 >= stat.size()) continue;  // thread gone
       const char state = stat[paren + 2];
@@ -346,6 +346,6 @@ void EtcdProcess::Thaw() {
   if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
-std::string EtcdProcess::Log() const { return ReadAll(log_file_); }
+std::string EtcdProcess::Log() const { return ReadWhole(log_file_); }
 
 }  // namespace gangkeeper::testing
