@@ -30,14 +30,10 @@ namespace {
 
 using nlohmann::json;
 
-server::HttpResponse Error(int status, const std::string& code, const std::string& message,
-                           const std::string& field = "") {
-  server::HttpResponse r;
-  r.status = status;
-  json e = {{"code", code}, {"message", message}};
-  if (!field.empty()) e["field"] = field;
-  r.body = json{{"error", e}}.dump();
-  return r;
+// An error answer through the server's one Status->HTTP table, its code
+// spelled as the Kubernetes API does (server/http.h).
+server::HttpResponse Error(const absl::Status& status, absl::string_view field = "") {
+  return server::ErrorResponse(status, field, server::ErrorNames::kKubernetes);
 }
 
 server::HttpResponse Ok(const json& body) {
@@ -353,12 +349,12 @@ server::HttpResponse Invalid(const model::Diagnostics& d) {
     }
   }
   // A body that is not YAML or JSON at all has no path inside an object.
-  return Error(422, "Invalid", d.ErrorSummary(), field.empty() ? "body" : field);
+  return server::ErrorResponse(422, d.ErrorSummary(), field.empty() ? "body" : field);
 }
 
 server::HttpResponse Forbidden(const Principal& who, const std::string& what) {
-  return Error(403, "Forbidden",
-               absl::StrCat("token \"", who.name, "\" (role ", RoleName(who.role), ") may not ", what));
+  return Error(absl::PermissionDeniedError(
+      absl::StrCat("token \"", who.name, "\" (role ", RoleName(who.role), ") may not ", what)));
 }
 
 // Authenticates `req` (401, or 429 for an address over its limit of
@@ -368,11 +364,11 @@ server::HttpResponse Authenticated(TokenStore* tokens, const base::Clock* clock,
   absl::StatusOr<Principal> who = tokens->Authenticate(req.Header("authorization"), req.remote_addr, clock->Now());
   if (!who.ok()) {
     if (absl::IsResourceExhausted(who.status())) {
-      server::HttpResponse r = Error(429, "TooManyRequests", std::string(who.status().message()));
+      server::HttpResponse r = Error(who.status());
       r.headers.emplace_back("Retry-After", "60");
       return r;
     }
-    server::HttpResponse r = Error(401, "Unauthorized", std::string(who.status().message()));
+    server::HttpResponse r = Error(absl::UnauthenticatedError(who.status().message()));
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return r;
   }
@@ -410,7 +406,9 @@ class Api {
       if (scope.Object(ref.kind, NamespaceOf(object), NameOf(object))) items.push_back(model::EncodeObject(object));
     });
     if (ref.name.empty()) return Ok({{"apiVersion", ref.api_version}, {"kind", ref.kind + "List"}, {"items", items}});
-    if (items.empty()) return Error(404, "NotFound", absl::StrCat(ref.kind, " \"", ref.Display(), "\" does not exist"));
+    if (items.empty()) {
+      return Error(absl::NotFoundError(absl::StrCat(ref.kind, " \"", ref.Display(), "\" does not exist")));
+    }
     return Ok(items[0]);
   }
 
@@ -427,16 +425,16 @@ class Api {
       if (diagnostics.HasErrors()) return Invalid(diagnostics);
       std::vector<json> got = ObjectsOf(decoded, ObjectRef{ref.api_version, ref.kind, ref.namespace_name, ""});
       if (got.size() != 1 || CountObjects(decoded) != 1) {
-        return Error(400, "BadRequest",
-                     absl::StrCat("the body must hold exactly one ", ref.kind, " (it holds ", CountObjects(decoded),
-                                  " object(s), ", got.size(), " of that kind)"),
+        return Error(absl::InvalidArgumentError(absl::StrCat("the body must hold exactly one ", ref.kind, " (it holds ",
+                                                             CountObjects(decoded), " object(s), ", got.size(),
+                                                             " of that kind)")),
                      "kind");
       }
       const json& object = got[0];
       const std::string name = object["metadata"].value("name", "");
       if (name != ref.name) {
-        return Error(400, "BadRequest",
-                     absl::StrCat("metadata.name \"", name, "\" does not match the path's \"", ref.name, "\""),
+        return Error(absl::InvalidArgumentError(
+                         absl::StrCat("metadata.name \"", name, "\" does not match the path's \"", ref.name, "\"")),
                      "metadata.name");
       }
       sent_version = object["metadata"].value("resourceVersion", "");
@@ -449,14 +447,16 @@ class Api {
             std::string* what) -> std::optional<server::HttpResponse> {
           const bool exists = !ObjectsOf(now, ref).empty();
           if (remove) {
-            if (!exists) return Error(404, "NotFound", absl::StrCat(ref.kind, " \"", ref.Display(), "\" does not exist"));
+            if (!exists) {
+              return Error(absl::NotFoundError(absl::StrCat(ref.kind, " \"", ref.Display(), "\" does not exist")));
+            }
             EraseObject(&overlay->put, ref);
             overlay->deleted.insert(id);
             *what = absl::StrCat("DELETE ", ref.kind, " ", ref.Display());
             return std::nullopt;
           }
           if (std::optional<std::string> stale = Stale(now, ref, sent_version)) {
-            return Error(409, "Conflict", absl::StrCat(*stale, ": GET it again and apply your change to that"),
+            return Error(absl::AbortedError(absl::StrCat(*stale, ": GET it again and apply your change to that")),
                          "metadata.resourceVersion");
           }
           PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
@@ -485,7 +485,7 @@ class Api {
     model::DecodeManifests(body, "request body", &decoded, &diagnostics);
     if (diagnostics.HasErrors()) return Invalid(diagnostics);
     std::vector<ObjectRef> refs = RefsOf(decoded);
-    if (refs.empty()) return Error(400, "BadRequest", "the bundle holds no quota object", "items");
+    if (refs.empty()) return Error(absl::InvalidArgumentError("the bundle holds no quota object"), "items");
     for (const ObjectRef& ref : refs) {
       if (absl::Status may = MayWrite(who, ref); !may.ok()) return Forbidden(who, std::string(may.message()));
     }
@@ -502,9 +502,9 @@ class Api {
             if (std::optional<std::string> s = Stale(now, ref, CurrentVersion(decoded, ref))) stale.push_back(*s);
           }
           if (!stale.empty()) {
-            return Error(409, "Conflict",
-                         absl::StrCat(absl::StrJoin(stale, "; "),
-                                      ": nothing was applied; GET them again and apply your changes to those"),
+            return Error(absl::AbortedError(
+                             absl::StrCat(absl::StrJoin(stale, "; "),
+                                          ": nothing was applied; GET them again and apply your changes to those")),
                          "metadata.resourceVersion");
           }
           for (const ObjectRef& ref : refs) {
@@ -535,9 +535,8 @@ class Api {
     for (int attempt = 0; attempt < kAttempts; ++attempt) {
       absl::StatusOr<PolicyEditor::Current> now = editor_->Read();
       if (!now.ok()) {
-        return Error(503, "Unavailable",
-                     absl::StrCat("cannot read the quota objects in effect: ", now.status().message(),
-                                  "; nothing changed, retry"));
+        return Error(absl::UnavailableError(absl::StrCat(
+            "cannot read the quota objects in effect: ", now.status().message(), "; nothing changed, retry")));
       }
       auto overlay = std::make_shared<model::PolicyOverlay>(now->overlay != nullptr ? *now->overlay
                                                                                      : model::PolicyOverlay{});
@@ -550,13 +549,12 @@ class Api {
       if (problems.HasErrors()) return Invalid(problems);
       absl::Status set = editor_->Write(*now, overlay, effective, who.name, what);
       if (absl::IsAborted(set)) continue;  // another replica's change came first
-      if (absl::IsInvalidArgument(set)) return Error(422, "Invalid", std::string(set.message()));
-      if (!set.ok()) return Error(503, "Unavailable", absl::StrCat(set.message(), "; retry"));
+      if (absl::IsInvalidArgument(set)) return server::ErrorResponse(422, set.message());
+      if (!set.ok()) return Error(absl::UnavailableError(absl::StrCat(set.message(), "; retry")));
       return answer(*effective);
     }
-    return Error(409, "Conflict",
-                 absl::StrCat("the quota objects changed ", kAttempts,
-                              " times while this change was being made; nothing changed, retry"));
+    return Error(absl::AbortedError(absl::StrCat("the quota objects changed ", kAttempts,
+                                                 " times while this change was being made; nothing changed, retry")));
   }
 
   // The audit query of `req`, checked against `who`'s role; or the error
@@ -575,25 +573,27 @@ class Api {
         return Forbidden(who, "read the audit log outside its namespaces (give namespace=)");
       }
     }
-    if (audit_ == nullptr) return Error(503, "Unavailable", "this server keeps no audit log");
+    if (audit_ == nullptr) return Error(absl::UnavailableError("this server keeps no audit log"));
     for (const char* field : {"since", "until"}) {
       const std::string v = req.QueryParam(field);
       if (v.empty()) continue;
       absl::Time t;
       std::string err;
       if (!absl::ParseTime(absl::RFC3339_full, v, &t, &err)) {
-        return Error(400, "BadRequest", absl::StrCat(field, "=", v, ": not an RFC 3339 time (", err, ")"), field);
+        return Error(absl::InvalidArgumentError(absl::StrCat(field, "=", v, ": not an RFC 3339 time (", err, ")")),
+                     field);
       }
       (std::string(field) == "since" ? q->since : q->until) = t;
     }
     if (const std::string v = req.QueryParam("limit"); !v.empty()) {
       if (!absl::SimpleAtoi(v, &q->limit) || q->limit < 1 || q->limit > 1000) {
-        return Error(400, "BadRequest", absl::StrCat("limit=", v, ": use 1 to 1000"), "limit");
+        return Error(absl::InvalidArgumentError(absl::StrCat("limit=", v, ": use 1 to 1000")), "limit");
       }
     }
     if (const std::string v = req.QueryParam("cursor"); !v.empty()) {
       if (!absl::SimpleAtoi(v, &q->after)) {
-        return Error(400, "BadRequest", absl::StrCat("cursor=", v, ": use the `next` of the previous page"), "cursor");
+        return Error(absl::InvalidArgumentError(absl::StrCat("cursor=", v, ": use the `next` of the previous page")),
+                     "cursor");
       }
     }
     return std::nullopt;
@@ -603,7 +603,7 @@ class Api {
     audit::Query q;
     if (std::optional<server::HttpResponse> refused = AuditQuery(who, req, &q)) return *refused;
     absl::StatusOr<audit::Page> page = audit_->Find(q);
-    if (!page.ok()) return Error(500, "Internal", std::string(page.status().message()));
+    if (!page.ok()) return Error(absl::InternalError(page.status().message()));
     json items = json::array();
     for (const audit::Event& e : page->events) items.push_back(json::parse(audit::EncodeEvent(e), nullptr, false));
     json out = {{"items", items}};
@@ -615,7 +615,7 @@ class Api {
   // anchor (src/audit/FORMAT.md §5).
   server::HttpResponse AuditHead(const Principal& who) const {
     if (!who.MayReadAudit()) return Forbidden(who, "read the audit log's head");
-    if (audit_ == nullptr) return Error(503, "Unavailable", "this server keeps no audit log");
+    if (audit_ == nullptr) return Error(absl::UnavailableError("this server keeps no audit log"));
     const audit::AuditHead h = audit_->head();
     json out = {{"seq", h.seq}, {"chain", h.chain}, {"time", h.seq == 0 ? json(nullptr) : json(Time(h.time))}};
     if (!h.hmac.empty()) out["hmac"] = h.hmac;
@@ -647,7 +647,7 @@ class Api {
       return Forbidden(who, absl::StrCat("read ClusterQueue ", name));
     }
     const broker::ClusterQueueView* view = snap->FindClusterQueue(name);
-    if (view == nullptr) return Error(404, "NotFound", absl::StrCat("ClusterQueue \"", name, "\" does not exist"));
+    if (view == nullptr) return Error(absl::NotFoundError(absl::StrCat("ClusterQueue \"", name, "\" does not exist")));
     return Ok(QueueJson(*view));
   }
 
@@ -658,8 +658,9 @@ class Api {
     std::string state = req.QueryParam("state");
     if (state.empty()) state = "all";
     if (state != "pending" && state != "admitted" && state != "finished" && state != "all") {
-      return Error(400, "BadRequest", absl::StrCat("state=", state, ": use pending, admitted, finished or all"),
-                   "state");
+      return Error(
+          absl::InvalidArgumentError(absl::StrCat("state=", state, ": use pending, admitted, finished or all")),
+          "state");
     }
     if (!ns.empty() && !who.MayRead(ns)) return Forbidden(who, absl::StrCat("read workloads in ", ns));
     std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
@@ -736,10 +737,10 @@ class Api {
     if (kind_ref.has_value()) {
       std::optional<broker::WorkloadKey> parsed = broker::ParseKindRef(*kind_ref, ns, name);
       if (!parsed.has_value()) {
-        return Error(400, "BadRequest",
-                     absl::StrCat("\"", *kind_ref, "\" is not a kind gangkeeper manages (use job, pytorchjob, tfjob, ",
-                                  "mpijob, xgboostjob, paddlejob, jobset, rayjob, raycluster, pod or podgroup, ",
-                                  "optionally with .GROUP)"),
+        return Error(absl::InvalidArgumentError(absl::StrCat(
+                         "\"", *kind_ref, "\" is not a kind gangkeeper manages (use job, pytorchjob, tfjob, ",
+                         "mpijob, xgboostjob, paddlejob, jobset, rayjob, raycluster, pod or podgroup, ",
+                         "optionally with .GROUP)")),
                      "kind");
       }
       key = *parsed;
@@ -748,15 +749,17 @@ class Api {
       if (keys.size() > 1) {
         std::vector<std::string> refs;
         for (const broker::WorkloadKey& k : keys) refs.push_back(broker::KeyString(k));
-        return Error(409, "Conflict",
-                     absl::StrCat("several workloads are named ", ns, "/", name, ": ", absl::StrJoin(refs, ", "),
-                                  "; name one as /v1/workloads/KIND/NAMESPACE/NAME"));
+        return Error(absl::AlreadyExistsError(absl::StrCat("several workloads are named ", ns, "/", name, ": ",
+                                                           absl::StrJoin(refs, ", "),
+                                                           "; name one as /v1/workloads/KIND/NAMESPACE/NAME")));
       }
       key = keys.empty() ? broker::WorkloadKey{ns, name} : keys.front();
       if (keys.empty()) {
         // Not tracked: the audit log may still know it (finished or deleted).
         json history = History(ns, name, "");
-        if (history.empty()) return Error(404, "NotFound", absl::StrCat("workload ", ns, "/", name, " is not tracked"));
+        if (history.empty()) {
+          return Error(absl::NotFoundError(absl::StrCat("workload ", ns, "/", name, " is not tracked")));
+        }
         return Ok(Gone(ns, name, std::move(history)));
       }
     }
@@ -770,7 +773,7 @@ class Api {
     }
     if (w == nullptr) {
       if (history.empty()) {
-        return Error(404, "NotFound", absl::StrCat("workload ", broker::KeyString(key), " is not tracked"));
+        return Error(absl::NotFoundError(absl::StrCat("workload ", broker::KeyString(key), " is not tracked")));
       }
       json j = Gone(ns, name, std::move(history));
       j["kind"] = broker::KindName(key);
@@ -845,7 +848,7 @@ class Api {
     size_t n = 0;
     while (n < 100'000) {
       absl::StatusOr<audit::Page> p = audit_->Find(q);
-      if (!p.ok()) return Error(500, "Internal", std::string(p.status().message()));
+      if (!p.ok()) return Error(absl::InternalError(p.status().message()));
       for (const audit::Event& e : p->events) absl::StrAppend(&r.body, audit::EncodeEvent(e), "\n");
       n += p->events.size();
       if (p->next == 0) return r;
@@ -889,15 +892,15 @@ std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, co
         return api->Guard(req, [&](const Principal& who) {
           ObjectRef ref;
           if (!ParseQuotaPath(req.path, &ref)) {
-            return Error(404, "NotFound",
-                         absl::StrCat(req.path, ": use /apis/kueue.x-k8s.io/v1beta1/{resourceflavors,clusterqueues,",
-                                      "cohorts,workloadpriorityclasses}[/NAME], /apis/kueue.x-k8s.io/v1beta1/",
-                                      "namespaces/NS/localqueues[/NAME], /apis/scheduling.k8s.io/v1/priorityclasses[/NAME] "
-                                      "or /apis/gangkeeper.io/v1alpha1/gpunodepools[/NAME]"));
+            return Error(absl::NotFoundError(
+                absl::StrCat(req.path, ": use /apis/kueue.x-k8s.io/v1beta1/{resourceflavors,clusterqueues,",
+                             "cohorts,workloadpriorityclasses}[/NAME], /apis/kueue.x-k8s.io/v1beta1/",
+                             "namespaces/NS/localqueues[/NAME], /apis/scheduling.k8s.io/v1/priorityclasses[/NAME] "
+                             "or /apis/gangkeeper.io/v1alpha1/gpunodepools[/NAME]")));
           }
           if (m == "GET") return api->GetObjects(who, ref);
           if (ref.name.empty()) {
-            return Error(405, "MethodNotAllowed", absl::StrCat(m, " needs one object: add /NAME to the path"));
+            return server::ErrorResponse(405, absl::StrCat(m, " needs one object: add /NAME to the path"));
           }
           return api->Change(who, ref, m, req.body);
         });
@@ -930,7 +933,7 @@ std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, co
       absl::string_view rest = req.path;
       absl::ConsumePrefix(&rest, "/v1/clusterqueues/");
       if (!absl::ConsumeSuffix(&rest, "/status") || rest.empty() || absl::StrContains(rest, "/")) {
-        return Error(404, "NotFound", absl::StrCat(req.path, ": use /v1/clusterqueues/NAME/status"));
+        return Error(absl::NotFoundError(absl::StrCat(req.path, ": use /v1/clusterqueues/NAME/status")));
       }
       return api->ClusterQueueStatus(who, std::string(rest));
     });
@@ -944,11 +947,13 @@ std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, co
       absl::ConsumePrefix(&rest, "/v1/workloads/");
       std::vector<std::string> parts = absl::StrSplit(rest, '/');
       for (const std::string& p : parts) {
-        if (p.empty()) return Error(404, "NotFound", absl::StrCat(req.path, ": use /v1/workloads/[KIND/]NAMESPACE/NAME"));
+        if (p.empty()) {
+          return Error(absl::NotFoundError(absl::StrCat(req.path, ": use /v1/workloads/[KIND/]NAMESPACE/NAME")));
+        }
       }
       if (parts.size() == 2) return api->Workload(who, std::nullopt, parts[0], parts[1]);
       if (parts.size() == 3) return api->Workload(who, parts[0], parts[1], parts[2]);
-      return Error(404, "NotFound", absl::StrCat(req.path, ": use /v1/workloads/[KIND/]NAMESPACE/NAME"));
+      return Error(absl::NotFoundError(absl::StrCat(req.path, ": use /v1/workloads/[KIND/]NAMESPACE/NAME")));
     });
   }));
   return routes;
