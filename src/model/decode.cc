@@ -345,65 +345,64 @@ std::string ObjectLabel(const json& doc) {
   return absl::StrCat(kind, kind.empty() || name.empty() ? "" : " ", name);
 }
 
-void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies, Diagnostics* d) {
-  if (!doc.is_object()) {
-    d->Add(Diagnostic::Severity::kError, source, "", "",
-           "a manifest must be an object with apiVersion and kind; fix the indentation or remove the document");
-    return;
+// A GPUNodePool manifest (gangkeeper's own kind, no Kubernetes metadata).
+void DecodePoolDocument(const json& doc, const SourceRef& source, PolicySet* policies, Diagnostics* d) {
+  Problems p;
+  GpuNodePool gp;
+  DecodeGpuNodePool(doc, FieldPath(), &gp, &p.errors);
+  const std::string object = absl::StrCat("GPUNodePool ", gp.name);
+  AddProblems(p, source, object, d);
+  if (!p.errors.empty()) return;
+  auto [it, inserted] = policies->gpu_node_pools.emplace(gp.name, gp);
+  if (!inserted) {
+    d->Add(Diagnostic::Severity::kError, source, object, "metadata.name",
+           absl::StrCat("duplicate GPUNodePool \"", gp.name, "\"; rename or remove one"));
+  } else {
+    policies->gpu_node_pool_sources[gp.name] = source;
   }
-  const std::string api_version = StringMember(doc, "apiVersion");
-  const std::string kind = StringMember(doc, "kind");
-  if (kind.empty() || api_version.empty()) {
-    d->Add(Diagnostic::Severity::kError, source, "", kind.empty() ? "kind" : "apiVersion",
-           "every manifest needs apiVersion and kind");
-    return;
-  }
-  if (kind == "List" || absl::EndsWith(kind, "List")) {
-    auto items = doc.find("items");
-    if (items == doc.end() || !items->is_array()) {
-      d->Add(Diagnostic::Severity::kError, source, kind, "items", "a List needs an items array");
-      return;
-    }
-    for (const json& item : *items) DecodeObject(item, source, policies, d);
-    return;
-  }
-  const std::string group = api_version.find('/') == std::string::npos ? "" : api_version.substr(0, api_version.find('/'));
-  const bool kueue = group == "kueue.x-k8s.io";
-  static const std::vector<std::string> kKueueKinds = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort",
-                                                       "WorkloadPriorityClass"};
-  const bool kueue_kind = kueue && std::find(kKueueKinds.begin(), kKueueKinds.end(), kind) != kKueueKinds.end();
-  const bool v1alpha1_cohort = kind == "Cohort" && api_version == "kueue.x-k8s.io/v1alpha1";
-  if (kueue_kind && api_version != kKueueV1beta1 && api_version != kKueueV1beta2 && !v1alpha1_cohort) {
-    d->Add(Diagnostic::Severity::kError, source, kind, "apiVersion",
-           absl::StrCat("apiVersion ", api_version, " is not supported for ", kind, "; use ", kKueueV1beta2, " or ",
-                        kKueueV1beta1));
-    return;
-  }
-  const bool priority_class = kind == "PriorityClass" && group == "scheduling.k8s.io";
-  const bool ns = kind == "Namespace" && api_version == "v1";
-  const bool pool = kind == "GPUNodePool" && group == "gangkeeper.io";
-  if (!kueue_kind && !priority_class && !ns && !pool) {
-    d->Add(Diagnostic::Severity::kNote, source, ObjectLabel(doc), "",
-           absl::StrCat("skipped: ", api_version, " ", kind, " is not a policy object"));
-    return;
-  }
-  if (pool) {
-    Problems p;
-    GpuNodePool gp;
-    DecodeGpuNodePool(doc, FieldPath(), &gp, &p.errors);
-    const std::string object = absl::StrCat("GPUNodePool ", gp.name);
-    AddProblems(p, source, object, d);
-    if (!p.errors.empty()) return;
-    auto [it, inserted] = policies->gpu_node_pools.emplace(gp.name, gp);
-    if (!inserted) {
-      d->Add(Diagnostic::Severity::kError, source, object, "metadata.name",
-             absl::StrCat("duplicate GPUNodePool \"", gp.name, "\"; rename or remove one"));
-    } else {
-      policies->gpu_node_pool_sources[gp.name] = source;
-    }
-    return;
-  }
+}
 
+// ResourceFlavor's spec: node labels, taints and tolerations (topologyName
+// is warned about and ignored).
+void DecodeFlavorSpec(ObjectReader& spec, Problems& p, ResourceFlavor* rf) {
+  rf->node_labels = spec.StringMap("nodeLabels");
+  spec.List("nodeTaints", [&](const json& t, const FieldPath& tp) {
+    ObjectReader r(&t, tp, &p.errors, &p.warnings);
+    Taint taint;
+    taint.key = r.String("key", true);
+    taint.value = r.String("value");
+    taint.effect = r.Enum("effect", {"NoSchedule", "PreferNoSchedule", "NoExecute"});
+    if (r.valid() && !r.Has("effect")) p.errors.Add(tp.Child("effect"), FieldErrorType::kRequired, "must be set");
+    r.Ignore("timeAdded");
+    r.Finish();
+    rf->node_taints.push_back(taint);
+  });
+  spec.List("tolerations", [&](const json& t, const FieldPath& tp) {
+    ObjectReader r(&t, tp, &p.errors, &p.warnings);
+    Toleration tol;
+    tol.key = r.String("key");
+    std::string op = r.Enum("operator", {"Equal", "Exists"});
+    if (!op.empty()) tol.op = op;
+    tol.value = r.String("value");
+    tol.effect = r.Enum("effect", {"NoSchedule", "PreferNoSchedule", "NoExecute"});
+    if (auto s = r.Int("tolerationSeconds", false, INT64_MIN, INT64_MAX)) tol.toleration_seconds = *s;
+    if (tol.op == "Exists" && !tol.value.empty()) {
+      p.errors.Add(tp.Child("value"), FieldErrorType::kForbidden, "operator Exists takes no value; remove it");
+    }
+    r.Finish();
+    rf->tolerations.push_back(tol);
+  });
+  rf->topology_name = spec.String("topologyName");
+  if (!rf->topology_name.empty()) {
+    p.warnings.Add(spec.path().Child("topologyName"), FieldErrorType::kNotSupported,
+                   "topology-aware scheduling is not enforced by gangkeeper; ignored");
+  }
+}
+
+// A Kueue quota object, a PriorityClass or a Namespace, its apiVersion and
+// kind already checked.
+void DecodeQuotaObject(const json& doc, const std::string& api_version, const std::string& kind,
+                       bool v1alpha1_cohort, const SourceRef& source, PolicySet* policies, Diagnostics* d) {
   Problems p;
   ObjectReader top(&doc, FieldPath(), &p.errors, &p.warnings);
   top.Get("apiVersion");
@@ -452,38 +451,7 @@ void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies,
   if (kind == "ResourceFlavor") {
     ResourceFlavor rf;
     rf.meta = meta;
-    rf.node_labels = spec.StringMap("nodeLabels");
-    spec.List("nodeTaints", [&](const json& t, const FieldPath& tp) {
-      ObjectReader r(&t, tp, &p.errors, &p.warnings);
-      Taint taint;
-      taint.key = r.String("key", true);
-      taint.value = r.String("value");
-      taint.effect = r.Enum("effect", {"NoSchedule", "PreferNoSchedule", "NoExecute"});
-      if (r.valid() && !r.Has("effect")) p.errors.Add(tp.Child("effect"), FieldErrorType::kRequired, "must be set");
-      r.Ignore("timeAdded");
-      r.Finish();
-      rf.node_taints.push_back(taint);
-    });
-    spec.List("tolerations", [&](const json& t, const FieldPath& tp) {
-      ObjectReader r(&t, tp, &p.errors, &p.warnings);
-      Toleration tol;
-      tol.key = r.String("key");
-      std::string op = r.Enum("operator", {"Equal", "Exists"});
-      if (!op.empty()) tol.op = op;
-      tol.value = r.String("value");
-      tol.effect = r.Enum("effect", {"NoSchedule", "PreferNoSchedule", "NoExecute"});
-      if (auto s = r.Int("tolerationSeconds", false, INT64_MIN, INT64_MAX)) tol.toleration_seconds = *s;
-      if (tol.op == "Exists" && !tol.value.empty()) {
-        p.errors.Add(tp.Child("value"), FieldErrorType::kForbidden, "operator Exists takes no value; remove it");
-      }
-      r.Finish();
-      rf.tolerations.push_back(tol);
-    });
-    rf.topology_name = spec.String("topologyName");
-    if (!rf.topology_name.empty()) {
-      p.warnings.Add(spec.path().Child("topologyName"), FieldErrorType::kNotSupported,
-                     "topology-aware scheduling is not enforced by gangkeeper; ignored");
-    }
+    DecodeFlavorSpec(spec, p, &rf);
     spec.Finish();
     top.Finish();
     AddProblems(p, source, object, d);
@@ -517,6 +485,55 @@ void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies,
     AddProblems(p, source, object, d);
     if (p.errors.empty()) Insert(policies->cohorts, std::move(co), kind, d);
   }
+}
+
+void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies, Diagnostics* d) {
+  if (!doc.is_object()) {
+    d->Add(Diagnostic::Severity::kError, source, "", "",
+           "a manifest must be an object with apiVersion and kind; fix the indentation or remove the document");
+    return;
+  }
+  const std::string api_version = StringMember(doc, "apiVersion");
+  const std::string kind = StringMember(doc, "kind");
+  if (kind.empty() || api_version.empty()) {
+    d->Add(Diagnostic::Severity::kError, source, "", kind.empty() ? "kind" : "apiVersion",
+           "every manifest needs apiVersion and kind");
+    return;
+  }
+  if (kind == "List" || absl::EndsWith(kind, "List")) {
+    auto items = doc.find("items");
+    if (items == doc.end() || !items->is_array()) {
+      d->Add(Diagnostic::Severity::kError, source, kind, "items", "a List needs an items array");
+      return;
+    }
+    for (const json& item : *items) DecodeObject(item, source, policies, d);
+    return;
+  }
+  const std::string group = api_version.find('/') == std::string::npos ? "" : api_version.substr(0, api_version.find('/'));
+  const bool kueue = group == "kueue.x-k8s.io";
+  static const std::vector<std::string> kKueueKinds = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort",
+                                                       "WorkloadPriorityClass"};
+  const bool kueue_kind = kueue && std::find(kKueueKinds.begin(), kKueueKinds.end(), kind) != kKueueKinds.end();
+  const bool v1alpha1_cohort = kind == "Cohort" && api_version == "kueue.x-k8s.io/v1alpha1";
+  if (kueue_kind && api_version != kKueueV1beta1 && api_version != kKueueV1beta2 && !v1alpha1_cohort) {
+    d->Add(Diagnostic::Severity::kError, source, kind, "apiVersion",
+           absl::StrCat("apiVersion ", api_version, " is not supported for ", kind, "; use ", kKueueV1beta2, " or ",
+                        kKueueV1beta1));
+    return;
+  }
+  const bool priority_class = kind == "PriorityClass" && group == "scheduling.k8s.io";
+  const bool ns = kind == "Namespace" && api_version == "v1";
+  const bool pool = kind == "GPUNodePool" && group == "gangkeeper.io";
+  if (!kueue_kind && !priority_class && !ns && !pool) {
+    d->Add(Diagnostic::Severity::kNote, source, ObjectLabel(doc), "",
+           absl::StrCat("skipped: ", api_version, " ", kind, " is not a policy object"));
+    return;
+  }
+  if (pool) {
+    DecodePoolDocument(doc, source, policies, d);
+    return;
+  }
+  DecodeQuotaObject(doc, api_version, kind, v1alpha1_cohort, source, policies, d);
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
