@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
+#include "gangkeeper/base/status_macros.h"
 #include "gangkeeper/workload/observe.h"
 
 namespace gangkeeper::kube {
@@ -548,9 +549,11 @@ struct KubeActuator::Impl {
     return live;
   }
 
-  absl::Status ReleasePods(const broker::ReleaseOrder& order, const workload::KindInfo& kind, std::string* detail) {
-    // The last pod of a group may be registered (by the webhook) before the
-    // API server stores it: wait for the whole group to be listable.
+  // The pods of the gang `order` releases, all of them: the last pod of a
+  // group may be registered (by the webhook) before the API server stores
+  // it, so wait for the whole group to be listable. FailedPrecondition when
+  // some never show.
+  absl::StatusOr<std::vector<json>> WholeGang(const broker::ReleaseOrder& order, const workload::KindInfo& kind) {
     const size_t expected =
         order.workload->pod_group_name.empty() ? 1 : static_cast<size_t>(std::max<int64_t>(1, order.workload->pod_group_total_count));
     absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, kind, /*wait_for_creation=*/true);
@@ -563,6 +566,89 @@ struct KubeActuator::Impl {
       return absl::FailedPreconditionError(absl::StrCat("only ", pods->size(), " of the group's ", expected,
                                                         " pods exist; none was released"));
     }
+    return pods;
+  }
+
+  // The admission recorded on a released pod, as on job kinds, for an
+  // adoption after a restart.
+  static json AdmissionRecord(const broker::ReleaseOrder& order) {
+    json record = json{{"clusterQueue", order.assignment.cluster_queue},
+                       {"admittedAt", absl::FormatTime(absl::RFC3339_full, order.admitted_at, absl::UTCTimeZone())},
+                       {"podSets", json::array()}};
+    for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
+      json flavors = json::object();
+      for (const auto& [res, flavor] : a.flavors) flavors[res] = flavor;
+      record["podSets"].push_back(json{{"name", a.name}, {"flavors", flavors}});
+    }
+    return record;
+  }
+
+  // Phase 1 for one gated pod: its nodeSelector, tolerations and admission
+  // record, while it is still gated.
+  absl::Status PlacePod(const json& pod, const std::string& name, const std::string& path,
+                        const broker::ReleaseOrder::PodSetPlacement& placement, const broker::ReleaseOrder& order) {
+    json ops = json::array({Op("test", "/metadata/uid", Str(At(pod, "/metadata/uid")))});
+    json added_selector, added_tolerations;
+    if (absl::Status s = PlacementOps(pod, "/spec", placement, &ops, &added_selector, &added_tolerations); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("pod ", name, ": ", s.message()));
+    }
+    const json* annotations = At(pod, "/metadata/annotations");
+    if (annotations == nullptr || !annotations->is_object()) {
+      ops.push_back(Op("add", "/metadata/annotations", json::object()));
+    }
+    ops.push_back(Op("add", AnnotationPath(), AdmissionRecord(order).dump()));
+    absl::StatusOr<json> patched = JsonPatch(path, pod, ops);
+    if (!patched.ok()) {
+      return absl::Status(patched.status().code(),
+                          absl::StrCat("pod ", name, " could not take its placement (no pod was ungated): ",
+                                       patched.status().message()));
+    }
+    return absl::OkStatus();
+  }
+
+  // Phase 2 for one pod: removes gangkeeper's scheduling gate (OK when it
+  // is gone already), again after a conflict.
+  absl::Status UngatePod(const std::string& path, const workload::KindInfo& kind) {
+    absl::Status failure;
+    for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
+      absl::StatusOr<json> pod = client->Get(path);
+      if (!pod.ok()) return pod.status();
+      if (!Held(*pod, kind)) return absl::OkStatus();
+      const json& gates = *At(*pod, "/spec/schedulingGates");
+      json ops = json::array({Op("test", "/metadata/uid", Str(At(*pod, "/metadata/uid")))});
+      for (size_t i = 0; i < gates.size(); ++i) {
+        if (Str(At(gates[i], "/name")) != workload::kSchedulingGate) continue;
+        const std::string gate_path = absl::StrCat("/spec/schedulingGates/", i);
+        ops.push_back(Op("test", gate_path + "/name", std::string(workload::kSchedulingGate)));
+        ops.push_back(Remove(gate_path));
+        break;
+      }
+      absl::StatusOr<json> patched = JsonPatch(path, *pod, ops);
+      failure = patched.status();
+      if (patched.ok() || HttpCode(patched.status()) != 422) break;
+    }
+    return failure;
+  }
+
+  // After a failed group release. Gates cannot be put back: delete what was
+  // let go; the owner recreates those pods and the webhook gates them. The
+  // uid precondition spares a pod recreated under the same name (409).
+  void DeleteUngated(const broker::ReleaseOrder& order, const workload::KindInfo& kind,
+                     const std::vector<std::string>& ungated, const std::map<std::string, std::string>& uid_of) {
+    for (const std::string& done : ungated) {
+      absl::StatusOr<json> d = Gate().ok() ? client->Delete(ResourcePath(kind, order.key.namespace_name, done),
+                                                            uid_of.at(done), "Background")
+                                           : absl::StatusOr<json>(Gate());
+      if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) {
+        log->error("pod {}/{} was ungated but could not be deleted after a failed group release: {}",
+                   order.key.namespace_name, done, d.status().message());
+      }
+    }
+  }
+
+  absl::Status ReleasePods(const broker::ReleaseOrder& order, const workload::KindInfo& kind, std::string* detail) {
+    absl::StatusOr<std::vector<json>> pods = WholeGang(order, kind);
+    if (!pods.ok()) return pods.status();
     const broker::ReleaseOrder::PodSetPlacement* placement =
         order.placements.empty() ? nullptr : &order.placements.front();
     // The pods of a group are merged by shape into pod sets; a gang of
@@ -573,79 +659,18 @@ struct KubeActuator::Impl {
     std::map<std::string, std::string> uid_of;  // of the gated pods, for the deletes below
     for (const json& pod : *pods) {
       const std::string name = Str(At(pod, "/metadata/name"));
-      const std::string path = ResourcePath(kind, order.key.namespace_name, name);
       if (!Held(pod, kind)) continue;  // released already
       gated.push_back(name);
       uid_of[name] = Str(At(pod, "/metadata/uid"));
       if (placement == nullptr) continue;
-      json ops = json::array({Op("test", "/metadata/uid", Str(At(pod, "/metadata/uid")))});
-      json added_selector, added_tolerations;
-      if (absl::Status s = PlacementOps(pod, "/spec", *placement, &ops, &added_selector, &added_tolerations);
-          !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("pod ", name, ": ", s.message()));
-      }
-      // The admission, as on job kinds, for an adoption after a restart.
-      json record = json{{"clusterQueue", order.assignment.cluster_queue},
-                         {"admittedAt", absl::FormatTime(absl::RFC3339_full, order.admitted_at, absl::UTCTimeZone())},
-                         {"podSets", json::array()}};
-      for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
-        json flavors = json::object();
-        for (const auto& [res, flavor] : a.flavors) flavors[res] = flavor;
-        record["podSets"].push_back(json{{"name", a.name}, {"flavors", flavors}});
-      }
-      const json* annotations = At(pod, "/metadata/annotations");
-      if (annotations == nullptr || !annotations->is_object()) {
-        ops.push_back(Op("add", "/metadata/annotations", json::object()));
-      }
-      ops.push_back(Op("add", AnnotationPath(), record.dump()));
-      absl::StatusOr<json> patched = JsonPatch(path, pod, ops);
-      if (!patched.ok()) {
-        return absl::Status(patched.status().code(),
-                            absl::StrCat("pod ", name, " could not take its placement (no pod was ungated): ",
-                                         patched.status().message()));
-      }
+      GK_RETURN_IF_ERROR(PlacePod(pod, name, ResourcePath(kind, order.key.namespace_name, name), *placement, order));
     }
     // Phase 2: remove the gate, pod by pod.
     std::vector<std::string> ungated;
     for (const std::string& name : gated) {
-      const std::string path = ResourcePath(kind, order.key.namespace_name, name);
-      absl::Status failure;
-      for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
-        absl::StatusOr<json> pod = client->Get(path);
-        if (!pod.ok()) {
-          failure = pod.status();
-          break;
-        }
-        if (!Held(*pod, kind)) {
-          failure = absl::OkStatus();
-          break;
-        }
-        const json& gates = *At(*pod, "/spec/schedulingGates");
-        json ops = json::array({Op("test", "/metadata/uid", Str(At(*pod, "/metadata/uid")))});
-        for (size_t i = 0; i < gates.size(); ++i) {
-          if (Str(At(gates[i], "/name")) != workload::kSchedulingGate) continue;
-          const std::string gate_path = absl::StrCat("/spec/schedulingGates/", i);
-          ops.push_back(Op("test", gate_path + "/name", std::string(workload::kSchedulingGate)));
-          ops.push_back(Remove(gate_path));
-          break;
-        }
-        absl::StatusOr<json> patched = JsonPatch(path, *pod, ops);
-        failure = patched.status();
-        if (patched.ok() || HttpCode(patched.status()) != 422) break;
-      }
+      absl::Status failure = UngatePod(ResourcePath(kind, order.key.namespace_name, name), kind);
       if (!failure.ok()) {
-        // Gates cannot be put back: delete what was let go; the owner
-        // recreates those pods and the webhook gates them. The uid
-        // precondition spares a pod recreated under the same name (409).
-        for (const std::string& done : ungated) {
-          absl::StatusOr<json> d =
-              Gate().ok() ? client->Delete(ResourcePath(kind, order.key.namespace_name, done), uid_of[done], "Background")
-                          : absl::StatusOr<json>(Gate());
-          if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) {
-            log->error("pod {}/{} was ungated but could not be deleted after a failed group release: {}",
-                       order.key.namespace_name, done, d.status().message());
-          }
-        }
+        DeleteUngated(order, kind, ungated, uid_of);
         return absl::Status(failure.code(),
                             absl::StrCat("pod ", name, " could not be ungated (", ungated.size(),
                                          " ungated pod(s) deleted again): ", failure.message()));
