@@ -361,6 +361,43 @@ struct KubeActuator::Impl {
 
   // --- release -------------------------------------------------------------
 
+  // The ops that release a job kind's object `obj`, after the uid test:
+  // each pod set's placement, the admitted-flavors record (what a later
+  // suspend takes out again) and the unsuspend.
+  absl::Status AppendReleaseOps(const json& obj, const workload::KindInfo& kind, const broker::ReleaseOrder& order,
+                                json* ops) {
+    const json* annotations = At(obj, "/metadata/annotations");
+    json record = json{{"podSets", json::array()}};
+    for (const broker::ReleaseOrder::PodSetPlacement& p : order.placements) {
+      auto ps = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
+                             [&](const workload::PodSet& x) { return x.name == p.name; });
+      if (ps == order.workload->pod_sets.end()) continue;
+      json added_selector, added_tolerations;
+      if (absl::Status s = PlacementOps(obj, ps->template_pointer + "/spec", p, ops, &added_selector,
+                                        &added_tolerations);
+          !s.ok()) {
+        return s;
+      }
+      json flavors = json::object();
+      for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
+        if (a.name != p.name) continue;
+        for (const auto& [res, flavor] : a.flavors) flavors[res] = flavor;
+      }
+      record["podSets"].push_back(json{{"name", p.name},
+                                       {"flavors", flavors},
+                                       {"nodeSelector", added_selector},
+                                       {"tolerations", added_tolerations}});
+    }
+    record["clusterQueue"] = order.assignment.cluster_queue;
+    record["admittedAt"] = absl::FormatTime(absl::RFC3339_full, order.admitted_at, absl::UTCTimeZone());
+    if (annotations == nullptr || !annotations->is_object()) {
+      ops->push_back(Op("add", "/metadata/annotations", json::object()));
+    }
+    ops->push_back(Op("add", AnnotationPath(), record.dump()));
+    ops->push_back(SuspendOp(obj, kind, false));
+    return absl::OkStatus();
+  }
+
   absl::Status DoRelease(const broker::ReleaseOrder& order, std::string* detail) {
     const workload::KindInfo* kind = KindOf(order.workload);
     if (kind == nullptr) return absl::FailedPreconditionError("the workload's object is unknown");
@@ -401,34 +438,7 @@ struct KubeActuator::Impl {
         continue;  // read it again
       }
       json ops = json::array({Op("test", "/metadata/uid", order.uid)});
-      json record = json{{"podSets", json::array()}};
-      for (const broker::ReleaseOrder::PodSetPlacement& p : order.placements) {
-        auto ps = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
-                               [&](const workload::PodSet& x) { return x.name == p.name; });
-        if (ps == order.workload->pod_sets.end()) continue;
-        json added_selector, added_tolerations;
-        if (absl::Status s = PlacementOps(*obj, ps->template_pointer + "/spec", p, &ops, &added_selector,
-                                          &added_tolerations);
-            !s.ok()) {
-          return s;
-        }
-        json flavors = json::object();
-        for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
-          if (a.name != p.name) continue;
-          for (const auto& [res, flavor] : a.flavors) flavors[res] = flavor;
-        }
-        record["podSets"].push_back(json{{"name", p.name},
-                                         {"flavors", flavors},
-                                         {"nodeSelector", added_selector},
-                                         {"tolerations", added_tolerations}});
-      }
-      record["clusterQueue"] = order.assignment.cluster_queue;
-      record["admittedAt"] = absl::FormatTime(absl::RFC3339_full, order.admitted_at, absl::UTCTimeZone());
-      if (annotations == nullptr || !annotations->is_object()) {
-        ops.push_back(Op("add", "/metadata/annotations", json::object()));
-      }
-      ops.push_back(Op("add", AnnotationPath(), record.dump()));
-      ops.push_back(SuspendOp(*obj, *kind, false));
+      GK_RETURN_IF_ERROR(AppendReleaseOps(*obj, *kind, order, &ops));
       absl::StatusOr<json> patched = JsonPatch(path, *obj, ops);
       if (patched.ok()) {
         *detail = absl::StrCat("PATCH ", path, " unsuspend; ", Describe(order));
@@ -684,6 +694,25 @@ struct KubeActuator::Impl {
 
   // --- suspend -------------------------------------------------------------
 
+  // A pod gang is suspended by deleting its pods; the uid precondition
+  // spares a pod recreated under the same name (409), and one already gone
+  // (404) counts as deleted.
+  absl::Status SuspendPods(const broker::SuspendOrder& order, const workload::KindInfo& kind, std::string* detail) {
+    absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, kind, /*wait_for_creation=*/false);
+    if (!pods.ok()) return HttpCode(pods.status()) == 404 ? absl::OkStatus() : pods.status();
+    int deleted = 0;
+    for (const json& pod : *pods) {
+      const std::string name = Str(At(pod, "/metadata/name"));
+      if (absl::Status gate = Gate(); !gate.ok()) return gate;
+      absl::StatusOr<json> d = client->Delete(ResourcePath(kind, order.key.namespace_name, name),
+                                              Str(At(pod, "/metadata/uid")), "Background");
+      if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) return d.status();
+      ++deleted;
+    }
+    *detail = absl::StrCat("deleted ", deleted, " pod(s) (", order.reason, ")");
+    return absl::OkStatus();
+  }
+
   absl::Status DoSuspend(const broker::SuspendOrder& order, std::string* detail) {
     const workload::KindInfo* kind = KindOf(order.workload);
     if (kind == nullptr) return absl::OkStatus();  // nothing to stop
@@ -691,21 +720,7 @@ struct KubeActuator::Impl {
       *detail = absl::StrCat("not sent (--kube none): suspend ", order.key.namespace_name, "/", order.key.name);
       return absl::OkStatus();
     }
-    if (kind->kind == workload::Kind::kPod) {
-      absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, *kind, /*wait_for_creation=*/false);
-      if (!pods.ok()) return HttpCode(pods.status()) == 404 ? absl::OkStatus() : pods.status();
-      int deleted = 0;
-      for (const json& pod : *pods) {
-        const std::string name = Str(At(pod, "/metadata/name"));
-        if (absl::Status gate = Gate(); !gate.ok()) return gate;
-        absl::StatusOr<json> d = client->Delete(ResourcePath(*kind, order.key.namespace_name, name),
-                                                Str(At(pod, "/metadata/uid")), "Background");
-        if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) return d.status();
-        ++deleted;
-      }
-      *detail = absl::StrCat("deleted ", deleted, " pod(s) (", order.reason, ")");
-      return absl::OkStatus();
-    }
+    if (kind->kind == workload::Kind::kPod) return SuspendPods(order, *kind, detail);
     const std::string path = ResourcePath(*kind, order.key.namespace_name, order.key.name);
     for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
       absl::StatusOr<json> obj = client->Get(path);
