@@ -399,6 +399,19 @@ void DecodeFlavorSpec(ObjectReader& spec, Problems& p, ResourceFlavor* rf) {
   }
 }
 
+// A PriorityClass's fields after its metadata.
+PriorityClass ReadPriorityClass(ObjectReader& top, const ObjectMeta& meta) {
+  PriorityClass pc;
+  pc.meta = meta;
+  // Kubernetes limits user classes to 1e9; system classes go to 2e9.
+  if (auto v = top.Int("value", /*required=*/true, -2147483648LL, 2000001000LL)) pc.value = static_cast<int32_t>(*v);
+  std::string policy = top.Enum("preemptionPolicy", {"PreemptLowerPriority", "Never"});
+  pc.preemption_policy = policy == "Never" ? PreemptionPolicy::kNever : PreemptionPolicy::kPreemptLowerPriority;
+  pc.global_default = top.Bool("globalDefault").value_or(false);
+  pc.description = top.String("description");
+  return pc;
+}
+
 // A Kueue quota object, a PriorityClass or a Namespace, its apiVersion and
 // kind already checked.
 void DecodeQuotaObject(const json& doc, const std::string& api_version, const std::string& kind,
@@ -414,14 +427,7 @@ void DecodeQuotaObject(const json& doc, const std::string& api_version, const st
   const bool v1beta2 = api_version == kKueueV1beta2;
 
   if (kind == "PriorityClass") {
-    PriorityClass pc;
-    pc.meta = meta;
-    // Kubernetes limits user classes to 1e9; system classes go to 2e9.
-    if (auto v = top.Int("value", /*required=*/true, -2147483648LL, 2000001000LL)) pc.value = static_cast<int32_t>(*v);
-    std::string policy = top.Enum("preemptionPolicy", {"PreemptLowerPriority", "Never"});
-    pc.preemption_policy = policy == "Never" ? PreemptionPolicy::kNever : PreemptionPolicy::kPreemptLowerPriority;
-    pc.global_default = top.Bool("globalDefault").value_or(false);
-    pc.description = top.String("description");
+    PriorityClass pc = ReadPriorityClass(top, meta);
     top.Finish();
     AddProblems(p, source, object, d);
     if (p.errors.empty()) Insert(policies->priority_classes, std::move(pc), kind, d);
