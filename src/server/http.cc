@@ -89,13 +89,60 @@ absl::StatusCode CodeForHttp(int status) {
   }
 }
 
+// The length of the well-formed UTF-8 sequence at the start of `s` (RFC
+// 3629: no overlong forms, no surrogates, nothing past U+10FFFF), or 0.
+size_t Utf8SequenceLength(absl::string_view s) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the bounds of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    n = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    n = 3;
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    n = 4;
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
+  for (size_t i = 2; i < n; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// `text` as a JSON string's contents: escaped, and each byte that is not
+// part of well-formed UTF-8 replaced by U+FFFD, so that a path or query
+// value in a message never makes the body invalid JSON.
+std::string JsonText(absl::string_view text) {
+  std::string valid;
+  valid.reserve(text.size());
+  while (!text.empty()) {
+    const size_t n = Utf8SequenceLength(text);
+    if (n == 0) {
+      valid += "\xEF\xBF\xBD";
+      text.remove_prefix(1);
+      continue;
+    }
+    valid.append(text.data(), n);
+    text.remove_prefix(n);
+  }
+  return base::JsonEscape(valid);
+}
+
 HttpResponse MakeError(int http_status, absl::string_view code_name, absl::string_view message,
                        absl::string_view field) {
   HttpResponse r;
   r.status = http_status;
   r.content_type = "application/json";
-  r.body = absl::StrCat(R"({"error":{"code":")", code_name, R"(","message":")", base::JsonEscape(message), "\"");
-  if (!field.empty()) absl::StrAppend(&r.body, R"(,"field":")", base::JsonEscape(field), "\"");
+  r.body = absl::StrCat(R"({"error":{"code":")", code_name, R"(","message":")", JsonText(message), "\"");
+  if (!field.empty()) absl::StrAppend(&r.body, R"(,"field":")", JsonText(field), "\"");
   r.body += "}}";
   return r;
 }

@@ -67,6 +67,18 @@ TEST(ErrorResponseTest, KubernetesNamesKeepTheStatusOfTheCanonicalCode) {
   EXPECT_EQ(invalid.body, R"({"error":{"code":"Invalid","message":"spec.x: required","field":"spec.x"}})");
 }
 
+TEST(ErrorResponseTest, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  // A path or query value quoted in a message must not make the body
+  // invalid JSON: stray, truncated, overlong and surrogate sequences each
+  // become U+FFFD; well-formed text (2-, 3- and 4-byte) is kept.
+  HttpResponse r = ErrorResponse(absl::NotFoundError("/v1/x\xff\xc3 caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 "
+                                                     "\xc0\xaf \xed\xa0\x80 \xe2\x82"),
+                                 "f\x80");
+  EXPECT_EQ(r.body, "{\"error\":{\"code\":\"NotFound\",\"message\":\"/v1/x\xef\xbf\xbd\xef\xbf\xbd caf\xc3\xa9 "
+                    "\xe2\x82\xac \xf0\x9f\x98\x80 \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
+                    "\xef\xbf\xbd\xef\xbf\xbd\",\"field\":\"f\xef\xbf\xbd\"}}");
+}
+
 TEST(HttpRequestTest, FindsQueryParamsAndHeaders) {
   HttpRequest req;
   req.query = {{"namespace", "team-a"}, {"state", "pending"}};

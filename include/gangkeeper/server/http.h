@@ -63,6 +63,8 @@ std::string ErrorCodeName(absl::StatusCode code, ErrorNames names = ErrorNames::
 
 // A JSON error response: {"error":{"code":"NotFound","message":"...",
 // "field":"..."}} with the status from HttpStatusFor ("field" only when set).
+// The body is always valid JSON: bytes of the message or field that are not
+// well-formed UTF-8 become U+FFFD.
 HttpResponse ErrorResponse(const absl::Status& status, absl::string_view field = "",
                            ErrorNames names = ErrorNames::kCanonical);
 // The same shape for a bare HTTP status: one no canonical code maps to
