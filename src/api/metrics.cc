@@ -11,6 +11,7 @@
 
 #include "absl/numeric/int128.h"
 #include "gangkeeper/base/clock.h"
+#include "gangkeeper/base/status_macros.h"
 
 namespace gangkeeper::api {
 namespace {
@@ -45,12 +46,33 @@ metrics::SampleCallback PerQueue(broker::Broker* b, F f) {
   };
 }
 
-}  // namespace
+// Requests of each ClusterQueue's pending workloads per resource (count x
+// per-pod request; a sum past the maximum saturates).
+std::vector<Sample> PendingRequests(const broker::Snapshot& snap) {
+  std::vector<Sample> out;
+  for (const auto& [name, view] : snap.cluster_queues()) {
+    std::map<std::string, quantity::Quantity> sum;
+    for (const broker::PendingOrder::Item& item : view->pending->items) {
+      const broker::WorkloadInfo* w = snap.Find(item.key);
+      if (w == nullptr || w->workload == nullptr) continue;
+      const std::vector<workload::PodSet>& sets =
+          w->pod_group != nullptr ? w->pod_group->pod_sets : w->workload->pod_sets;
+      for (const workload::PodSet& ps : sets) {
+        for (const auto& [res, per_pod] : ps.requests) {
+          absl::StatusOr<quantity::Quantity> total = per_pod.MultiplyBy(ps.count);
+          sum[res] = sum[res].SaturatingAdd(total.ok() ? *total : quantity::Quantity::Max());
+        }
+      }
+    }
+    for (const auto& [res, q] : sum) out.push_back(Sample{{name, res}, Units(q)});
+  }
+  return out;
+}
 
-absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* b) {
-  const std::vector<std::string> fr_labels = {"cohort", "cluster_queue", "flavor", "resource"};
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  absl::Status s = registry.AddCallbackGauge(
+// Workloads per ClusterQueue: pending (active / inadmissible), pending
+// requests, admitted, the fair share and the queue's status.
+absl::Status RegisterQueueGauges(metrics::Registry& registry, broker::Broker* b) {
+  GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
       "kueue_pending_workloads", "Pending workloads per ClusterQueue.", {"cluster_queue", "status"}, [b] {
         std::vector<Sample> out;
         std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
@@ -61,142 +83,112 @@ absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* 
           out.push_back(Sample{{name, "inadmissible"}, static_cast<double>(parked)});
         }
         return out;
-      });
-  if (s.ok()) {
-    s = registry.AddCallbackGauge(
-        "kueue_cluster_queue_resource_pending",
-        "Requests of the pending workloads per ClusterQueue and resource (count x per-pod request).",
-        {"cluster_queue", "resource"}, [b] {
-          std::vector<Sample> out;
-          std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
-          for (const auto& [name, view] : snap->cluster_queues()) {
-            std::map<std::string, quantity::Quantity> sum;
-            for (const broker::PendingOrder::Item& item : view->pending->items) {
-              const broker::WorkloadInfo* w = snap->Find(item.key);
-              if (w == nullptr || w->workload == nullptr) continue;
-              const std::vector<workload::PodSet>& sets =
-                  w->pod_group != nullptr ? w->pod_group->pod_sets : w->workload->pod_sets;
-              for (const workload::PodSet& ps : sets) {
-                for (const auto& [res, per_pod] : ps.requests) {
-                  absl::StatusOr<quantity::Quantity> total = per_pod.MultiplyBy(ps.count);
-                  sum[res] = sum[res].SaturatingAdd(total.ok() ? *total : quantity::Quantity::Max());
-                }
-              }
-            }
-            for (const auto& [res, q] : sum) out.push_back(Sample{{name, res}, Units(q)});
-          }
-          return out;
-        });
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge("kueue_admitted_active_workloads",
-                                  "Workloads holding quota in each ClusterQueue (reserved, running or being evicted).",
-                                  {"cluster_queue"}, PerQueue(b, [](const broker::ClusterQueueStatus& st) {
-                                    return static_cast<double>(st.admitted);
-                                  }));
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge("kueue_reserving_active_workloads",
-                                  "Workloads with quota reserved in each ClusterQueue.", {"cluster_queue"},
-                                  PerQueue(b, [](const broker::ClusterQueueStatus& st) {
-                                    return static_cast<double>(st.admitted);
-                                  }));
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge("kueue_cluster_queue_weighted_share",
-                                  "Fair-sharing weighted share (dominant resource share) of each ClusterQueue.",
-                                  {"cluster_queue"}, PerQueue(b, [](const broker::ClusterQueueStatus& st) {
-                                    return st.weighted_share;
-                                  }));
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge("kueue_cluster_queue_status", "1 for the ClusterQueue's current status.",
-                                  {"cluster_queue", "status"}, [b] {
+      }));
+  GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
+      "kueue_cluster_queue_resource_pending",
+      "Requests of the pending workloads per ClusterQueue and resource (count x per-pod request).",
+      {"cluster_queue", "resource"}, [b] { return PendingRequests(*b->snapshot()); }));
+  GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
+      "kueue_admitted_active_workloads",
+      "Workloads holding quota in each ClusterQueue (reserved, running or being evicted).", {"cluster_queue"},
+      PerQueue(b, [](const broker::ClusterQueueStatus& st) { return static_cast<double>(st.admitted); })));
+  GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
+      "kueue_reserving_active_workloads", "Workloads with quota reserved in each ClusterQueue.", {"cluster_queue"},
+      PerQueue(b, [](const broker::ClusterQueueStatus& st) { return static_cast<double>(st.admitted); })));
+  GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
+      "kueue_cluster_queue_weighted_share",
+      "Fair-sharing weighted share (dominant resource share) of each ClusterQueue.", {"cluster_queue"},
+      PerQueue(b, [](const broker::ClusterQueueStatus& st) { return st.weighted_share; })));
+  return registry.AddCallbackGauge("kueue_cluster_queue_status", "1 for the ClusterQueue's current status.",
+                                   {"cluster_queue", "status"}, [b] {
+                                     std::vector<Sample> out;
+                                     std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
+                                     for (const auto& [name, view] : snap->cluster_queues()) {
+                                       out.push_back(Sample{{name, view->status.active ? "active" : "pending"}, 1});
+                                     }
+                                     return out;
+                                   });
+}
+
+// Quota per ClusterQueue, flavor and resource: usage, reservation, nominal
+// quota and the borrowing and lending limits.
+absl::Status RegisterQuotaGauges(metrics::Registry& registry, broker::Broker* b) {
+  const std::vector<std::string> fr_labels = {"cohort", "cluster_queue", "flavor", "resource"};
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
+      "kueue_cluster_queue_resource_usage", "Quota in use per ClusterQueue, flavor and resource.", fr_labels,
+      PerFlavorResource(b, [](const broker::FlavorResourceStatus& r) { return Units(r.usage); })));
+  GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
+      "kueue_cluster_queue_resource_reservation", "Quota reserved per ClusterQueue, flavor and resource.", fr_labels,
+      PerFlavorResource(b, [](const broker::FlavorResourceStatus& r) { return Units(r.usage); })));
+  GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
+      "kueue_cluster_queue_nominal_quota", "Nominal quota per ClusterQueue, flavor and resource.", fr_labels,
+      PerFlavorResource(b, [](const broker::FlavorResourceStatus& r) { return Units(r.nominal); })));
+  GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
+      "kueue_cluster_queue_borrowing_limit", "Borrowing limit per ClusterQueue, flavor and resource (+Inf when unset).",
+      fr_labels, PerFlavorResource(b, [kInf](const broker::FlavorResourceStatus& r) {
+        return r.borrowing_limit.has_value() ? Units(*r.borrowing_limit) : kInf;
+      })));
+  return registry.AddCallbackGauge("kueue_cluster_queue_lending_limit",
+                                   "Lending limit per ClusterQueue, flavor and resource (+Inf when unset).", fr_labels,
+                                   PerFlavorResource(b, [kInf](const broker::FlavorResourceStatus& r) {
+                                     return r.lending_limit.has_value() ? Units(*r.lending_limit) : kInf;
+                                   }));
+}
+
+// A counter per pair of label values, read from the broker's counters.
+using PairCounts = std::map<std::pair<std::string, std::string>, uint64_t>;
+absl::Status AddPairCounter(metrics::Registry& registry, broker::Broker* b, const char* name, const char* help,
+                            std::vector<std::string> labels, PairCounts broker::BrokerCounters::*member) {
+  return registry.AddCallbackCounter(name, help, std::move(labels), [b, member] {
+    const broker::BrokerCounters counters = b->counters();
+    std::vector<Sample> out;
+    for (const auto& [k, v] : counters.*member) out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
+    return out;
+  });
+}
+
+// Kueue's workload counters (admitted, finished, preempted, evicted) and
+// gangkeeper's own broker totals.
+absl::Status RegisterWorkloadCounters(metrics::Registry& registry, broker::Broker* b) {
+  GK_RETURN_IF_ERROR(AddPairCounter(registry, b, "kueue_admitted_workloads_total", "Gangs admitted (quota reserved).",
+                                    {"cluster_queue", "priority_class"}, &broker::BrokerCounters::admitted));
+  GK_RETURN_IF_ERROR(AddPairCounter(registry, b, "kueue_quota_reserved_workloads_total",
+                                    "Gangs that got their quota reserved.", {"cluster_queue", "priority_class"},
+                                    &broker::BrokerCounters::admitted));
+  GK_RETURN_IF_ERROR(AddPairCounter(registry, b, "kueue_finished_workloads_total", "Gangs that ended.",
+                                    {"cluster_queue", "priority_class"}, &broker::BrokerCounters::finished));
+  GK_RETURN_IF_ERROR(AddPairCounter(registry, b, "kueue_preempted_workloads_total",
+                                    "Gangs preempted, by the preemptor's ClusterQueue and the reason.",
+                                    {"preempting_cluster_queue", "reason"}, &broker::BrokerCounters::preempted));
+  GK_RETURN_IF_ERROR(
+      registry.AddCallbackCounter("kueue_evicted_workloads_total", "Gangs evicted (preempted or drained), by reason.",
+                                  {"cluster_queue", "reason", "underlying_cause", "priority_class"}, [b] {
+                                    const broker::BrokerCounters counters = b->counters();
                                     std::vector<Sample> out;
-                                    std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
-                                    for (const auto& [name, view] : snap->cluster_queues()) {
-                                      out.push_back(Sample{{name, view->status.active ? "active" : "pending"}, 1});
-                                    }
+                                    for (const auto& [k, v] : counters.evicted)
+                                      out.push_back(Sample{k, static_cast<double>(v)});
                                     return out;
-                                  });
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge(
-        "kueue_cluster_queue_resource_usage", "Quota in use per ClusterQueue, flavor and resource.", fr_labels,
-        PerFlavorResource(b, [](const broker::FlavorResourceStatus& r) { return Units(r.usage); }));
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge(
-        "kueue_cluster_queue_resource_reservation", "Quota reserved per ClusterQueue, flavor and resource.",
-        fr_labels, PerFlavorResource(b, [](const broker::FlavorResourceStatus& r) { return Units(r.usage); }));
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge(
-        "kueue_cluster_queue_nominal_quota", "Nominal quota per ClusterQueue, flavor and resource.", fr_labels,
-        PerFlavorResource(b, [](const broker::FlavorResourceStatus& r) { return Units(r.nominal); }));
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge("kueue_cluster_queue_borrowing_limit",
-                                  "Borrowing limit per ClusterQueue, flavor and resource (+Inf when unset).",
-                                  fr_labels, PerFlavorResource(b, [kInf](const broker::FlavorResourceStatus& r) {
-                                    return r.borrowing_limit.has_value() ? Units(*r.borrowing_limit) : kInf;
                                   }));
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge("kueue_cluster_queue_lending_limit",
-                                  "Lending limit per ClusterQueue, flavor and resource (+Inf when unset).", fr_labels,
-                                  PerFlavorResource(b, [kInf](const broker::FlavorResourceStatus& r) {
-                                    return r.lending_limit.has_value() ? Units(*r.lending_limit) : kInf;
-                                  }));
-  }
-  // Counters keyed by a pair of label values.
-  using PairCounts = std::map<std::pair<std::string, std::string>, uint64_t>;
-  auto pairs = [&](const char* name, const char* help, std::vector<std::string> labels,
-                   PairCounts broker::BrokerCounters::*member) {
-    if (!s.ok()) return;
-    s = registry.AddCallbackCounter(name, help, std::move(labels), [b, member] {
-      const broker::BrokerCounters counters = b->counters();
-      std::vector<Sample> out;
-      for (const auto& [k, v] : counters.*member) out.push_back(Sample{{k.first, k.second}, static_cast<double>(v)});
-      return out;
-    });
-  };
-  pairs("kueue_admitted_workloads_total", "Gangs admitted (quota reserved).", {"cluster_queue", "priority_class"},
-        &broker::BrokerCounters::admitted);
-  pairs("kueue_quota_reserved_workloads_total", "Gangs that got their quota reserved.",
-        {"cluster_queue", "priority_class"}, &broker::BrokerCounters::admitted);
-  pairs("kueue_finished_workloads_total", "Gangs that ended.", {"cluster_queue", "priority_class"},
-        &broker::BrokerCounters::finished);
-  pairs("kueue_preempted_workloads_total", "Gangs preempted, by the preemptor's ClusterQueue and the reason.",
-        {"preempting_cluster_queue", "reason"}, &broker::BrokerCounters::preempted);
-  if (s.ok()) {
-    s = registry.AddCallbackCounter(
-        "kueue_evicted_workloads_total", "Gangs evicted (preempted or drained), by reason.",
-        {"cluster_queue", "reason", "underlying_cause", "priority_class"}, [b] {
-          const broker::BrokerCounters counters = b->counters();
-          std::vector<Sample> out;
-          for (const auto& [k, v] : counters.evicted) out.push_back(Sample{k, static_cast<double>(v)});
-          return out;
-        });
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackCounter("gangkeeper_broker_admitted_total", "Gangs admitted (quota reserved).", {}, [b] {
-      return std::vector<Sample>{Sample{{}, static_cast<double>(b->stats().admitted)}};
-    });
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackCounter("gangkeeper_broker_preempted_total", "Gangs chosen as preemption victims.", {},
-                                    [b] {
-                                      return std::vector<Sample>{
-                                          Sample{{}, static_cast<double>(b->stats().preempted)}};
-                                    });
-  }
-  if (s.ok()) {
-    s = registry.AddCallbackGauge("gangkeeper_broker_tracked_workloads", "Workloads the broker tracks.", {}, [b] {
-      return std::vector<Sample>{Sample{{}, static_cast<double>(b->snapshot()->workload_count())}};
-    });
-  }
-  return s;
+  GK_RETURN_IF_ERROR(
+      registry.AddCallbackCounter("gangkeeper_broker_admitted_total", "Gangs admitted (quota reserved).", {}, [b] {
+        return std::vector<Sample>{Sample{{}, static_cast<double>(b->stats().admitted)}};
+      }));
+  GK_RETURN_IF_ERROR(
+      registry.AddCallbackCounter("gangkeeper_broker_preempted_total", "Gangs chosen as preemption victims.", {}, [b] {
+        return std::vector<Sample>{Sample{{}, static_cast<double>(b->stats().preempted)}};
+      }));
+  return registry.AddCallbackGauge("gangkeeper_broker_tracked_workloads", "Workloads the broker tracks.", {}, [b] {
+    return std::vector<Sample>{Sample{{}, static_cast<double>(b->snapshot()->workload_count())}};
+  });
+}
+
+}  // namespace
+
+absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* b) {
+  GK_RETURN_IF_ERROR(RegisterQueueGauges(registry, b));
+  GK_RETURN_IF_ERROR(RegisterQuotaGauges(registry, b));
+  return RegisterWorkloadCounters(registry, b);
 }
 
 absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::Journal* journal) {

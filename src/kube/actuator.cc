@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
+#include "gangkeeper/base/status_macros.h"
 #include "gangkeeper/workload/observe.h"
 
 namespace gangkeeper::kube {
@@ -360,6 +361,43 @@ struct KubeActuator::Impl {
 
   // --- release -------------------------------------------------------------
 
+  // The ops that release a job kind's object `obj`, after the uid test:
+  // each pod set's placement, the admitted-flavors record (what a later
+  // suspend takes out again) and the unsuspend.
+  absl::Status AppendReleaseOps(const json& obj, const workload::KindInfo& kind, const broker::ReleaseOrder& order,
+                                json* ops) {
+    const json* annotations = At(obj, "/metadata/annotations");
+    json record = json{{"podSets", json::array()}};
+    for (const broker::ReleaseOrder::PodSetPlacement& p : order.placements) {
+      auto ps = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
+                             [&](const workload::PodSet& x) { return x.name == p.name; });
+      if (ps == order.workload->pod_sets.end()) continue;
+      json added_selector, added_tolerations;
+      if (absl::Status s = PlacementOps(obj, ps->template_pointer + "/spec", p, ops, &added_selector,
+                                        &added_tolerations);
+          !s.ok()) {
+        return s;
+      }
+      json flavors = json::object();
+      for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
+        if (a.name != p.name) continue;
+        for (const auto& [res, flavor] : a.flavors) flavors[res] = flavor;
+      }
+      record["podSets"].push_back(json{{"name", p.name},
+                                       {"flavors", flavors},
+                                       {"nodeSelector", added_selector},
+                                       {"tolerations", added_tolerations}});
+    }
+    record["clusterQueue"] = order.assignment.cluster_queue;
+    record["admittedAt"] = absl::FormatTime(absl::RFC3339_full, order.admitted_at, absl::UTCTimeZone());
+    if (annotations == nullptr || !annotations->is_object()) {
+      ops->push_back(Op("add", "/metadata/annotations", json::object()));
+    }
+    ops->push_back(Op("add", AnnotationPath(), record.dump()));
+    ops->push_back(SuspendOp(obj, kind, false));
+    return absl::OkStatus();
+  }
+
   absl::Status DoRelease(const broker::ReleaseOrder& order, std::string* detail) {
     const workload::KindInfo* kind = KindOf(order.workload);
     if (kind == nullptr) return absl::FailedPreconditionError("the workload's object is unknown");
@@ -400,34 +438,7 @@ struct KubeActuator::Impl {
         continue;  // read it again
       }
       json ops = json::array({Op("test", "/metadata/uid", order.uid)});
-      json record = json{{"podSets", json::array()}};
-      for (const broker::ReleaseOrder::PodSetPlacement& p : order.placements) {
-        auto ps = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
-                               [&](const workload::PodSet& x) { return x.name == p.name; });
-        if (ps == order.workload->pod_sets.end()) continue;
-        json added_selector, added_tolerations;
-        if (absl::Status s = PlacementOps(*obj, ps->template_pointer + "/spec", p, &ops, &added_selector,
-                                          &added_tolerations);
-            !s.ok()) {
-          return s;
-        }
-        json flavors = json::object();
-        for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
-          if (a.name != p.name) continue;
-          for (const auto& [res, flavor] : a.flavors) flavors[res] = flavor;
-        }
-        record["podSets"].push_back(json{{"name", p.name},
-                                         {"flavors", flavors},
-                                         {"nodeSelector", added_selector},
-                                         {"tolerations", added_tolerations}});
-      }
-      record["clusterQueue"] = order.assignment.cluster_queue;
-      record["admittedAt"] = absl::FormatTime(absl::RFC3339_full, order.admitted_at, absl::UTCTimeZone());
-      if (annotations == nullptr || !annotations->is_object()) {
-        ops.push_back(Op("add", "/metadata/annotations", json::object()));
-      }
-      ops.push_back(Op("add", AnnotationPath(), record.dump()));
-      ops.push_back(SuspendOp(*obj, *kind, false));
+      GK_RETURN_IF_ERROR(AppendReleaseOps(*obj, *kind, order, &ops));
       absl::StatusOr<json> patched = JsonPatch(path, *obj, ops);
       if (patched.ok()) {
         *detail = absl::StrCat("PATCH ", path, " unsuspend; ", Describe(order));
@@ -548,9 +559,11 @@ struct KubeActuator::Impl {
     return live;
   }
 
-  absl::Status ReleasePods(const broker::ReleaseOrder& order, const workload::KindInfo& kind, std::string* detail) {
-    // The last pod of a group may be registered (by the webhook) before the
-    // API server stores it: wait for the whole group to be listable.
+  // The pods of the gang `order` releases, all of them: the last pod of a
+  // group may be registered (by the webhook) before the API server stores
+  // it, so wait for the whole group to be listable. FailedPrecondition when
+  // some never show.
+  absl::StatusOr<std::vector<json>> WholeGang(const broker::ReleaseOrder& order, const workload::KindInfo& kind) {
     const size_t expected =
         order.workload->pod_group_name.empty() ? 1 : static_cast<size_t>(std::max<int64_t>(1, order.workload->pod_group_total_count));
     absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, kind, /*wait_for_creation=*/true);
@@ -563,6 +576,89 @@ struct KubeActuator::Impl {
       return absl::FailedPreconditionError(absl::StrCat("only ", pods->size(), " of the group's ", expected,
                                                         " pods exist; none was released"));
     }
+    return pods;
+  }
+
+  // The admission recorded on a released pod, as on job kinds, for an
+  // adoption after a restart.
+  static json AdmissionRecord(const broker::ReleaseOrder& order) {
+    json record = json{{"clusterQueue", order.assignment.cluster_queue},
+                       {"admittedAt", absl::FormatTime(absl::RFC3339_full, order.admitted_at, absl::UTCTimeZone())},
+                       {"podSets", json::array()}};
+    for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
+      json flavors = json::object();
+      for (const auto& [res, flavor] : a.flavors) flavors[res] = flavor;
+      record["podSets"].push_back(json{{"name", a.name}, {"flavors", flavors}});
+    }
+    return record;
+  }
+
+  // Phase 1 for one gated pod: its nodeSelector, tolerations and admission
+  // record, while it is still gated.
+  absl::Status PlacePod(const json& pod, const std::string& name, const std::string& path,
+                        const broker::ReleaseOrder::PodSetPlacement& placement, const broker::ReleaseOrder& order) {
+    json ops = json::array({Op("test", "/metadata/uid", Str(At(pod, "/metadata/uid")))});
+    json added_selector, added_tolerations;
+    if (absl::Status s = PlacementOps(pod, "/spec", placement, &ops, &added_selector, &added_tolerations); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("pod ", name, ": ", s.message()));
+    }
+    const json* annotations = At(pod, "/metadata/annotations");
+    if (annotations == nullptr || !annotations->is_object()) {
+      ops.push_back(Op("add", "/metadata/annotations", json::object()));
+    }
+    ops.push_back(Op("add", AnnotationPath(), AdmissionRecord(order).dump()));
+    absl::StatusOr<json> patched = JsonPatch(path, pod, ops);
+    if (!patched.ok()) {
+      return absl::Status(patched.status().code(),
+                          absl::StrCat("pod ", name, " could not take its placement (no pod was ungated): ",
+                                       patched.status().message()));
+    }
+    return absl::OkStatus();
+  }
+
+  // Phase 2 for one pod: removes gangkeeper's scheduling gate (OK when it
+  // is gone already), again after a conflict.
+  absl::Status UngatePod(const std::string& path, const workload::KindInfo& kind) {
+    absl::Status failure;
+    for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
+      absl::StatusOr<json> pod = client->Get(path);
+      if (!pod.ok()) return pod.status();
+      if (!Held(*pod, kind)) return absl::OkStatus();
+      const json& gates = *At(*pod, "/spec/schedulingGates");
+      json ops = json::array({Op("test", "/metadata/uid", Str(At(*pod, "/metadata/uid")))});
+      for (size_t i = 0; i < gates.size(); ++i) {
+        if (Str(At(gates[i], "/name")) != workload::kSchedulingGate) continue;
+        const std::string gate_path = absl::StrCat("/spec/schedulingGates/", i);
+        ops.push_back(Op("test", gate_path + "/name", std::string(workload::kSchedulingGate)));
+        ops.push_back(Remove(gate_path));
+        break;
+      }
+      absl::StatusOr<json> patched = JsonPatch(path, *pod, ops);
+      failure = patched.status();
+      if (patched.ok() || HttpCode(patched.status()) != 422) break;
+    }
+    return failure;
+  }
+
+  // After a failed group release. Gates cannot be put back: delete what was
+  // let go; the owner recreates those pods and the webhook gates them. The
+  // uid precondition spares a pod recreated under the same name (409).
+  void DeleteUngated(const broker::ReleaseOrder& order, const workload::KindInfo& kind,
+                     const std::vector<std::string>& ungated, const std::map<std::string, std::string>& uid_of) {
+    for (const std::string& done : ungated) {
+      absl::StatusOr<json> d = Gate().ok() ? client->Delete(ResourcePath(kind, order.key.namespace_name, done),
+                                                            uid_of.at(done), "Background")
+                                           : absl::StatusOr<json>(Gate());
+      if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) {
+        log->error("pod {}/{} was ungated but could not be deleted after a failed group release: {}",
+                   order.key.namespace_name, done, d.status().message());
+      }
+    }
+  }
+
+  absl::Status ReleasePods(const broker::ReleaseOrder& order, const workload::KindInfo& kind, std::string* detail) {
+    absl::StatusOr<std::vector<json>> pods = WholeGang(order, kind);
+    if (!pods.ok()) return pods.status();
     const broker::ReleaseOrder::PodSetPlacement* placement =
         order.placements.empty() ? nullptr : &order.placements.front();
     // The pods of a group are merged by shape into pod sets; a gang of
@@ -573,79 +669,18 @@ struct KubeActuator::Impl {
     std::map<std::string, std::string> uid_of;  // of the gated pods, for the deletes below
     for (const json& pod : *pods) {
       const std::string name = Str(At(pod, "/metadata/name"));
-      const std::string path = ResourcePath(kind, order.key.namespace_name, name);
       if (!Held(pod, kind)) continue;  // released already
       gated.push_back(name);
       uid_of[name] = Str(At(pod, "/metadata/uid"));
       if (placement == nullptr) continue;
-      json ops = json::array({Op("test", "/metadata/uid", Str(At(pod, "/metadata/uid")))});
-      json added_selector, added_tolerations;
-      if (absl::Status s = PlacementOps(pod, "/spec", *placement, &ops, &added_selector, &added_tolerations);
-          !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("pod ", name, ": ", s.message()));
-      }
-      // The admission, as on job kinds, for an adoption after a restart.
-      json record = json{{"clusterQueue", order.assignment.cluster_queue},
-                         {"admittedAt", absl::FormatTime(absl::RFC3339_full, order.admitted_at, absl::UTCTimeZone())},
-                         {"podSets", json::array()}};
-      for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
-        json flavors = json::object();
-        for (const auto& [res, flavor] : a.flavors) flavors[res] = flavor;
-        record["podSets"].push_back(json{{"name", a.name}, {"flavors", flavors}});
-      }
-      const json* annotations = At(pod, "/metadata/annotations");
-      if (annotations == nullptr || !annotations->is_object()) {
-        ops.push_back(Op("add", "/metadata/annotations", json::object()));
-      }
-      ops.push_back(Op("add", AnnotationPath(), record.dump()));
-      absl::StatusOr<json> patched = JsonPatch(path, pod, ops);
-      if (!patched.ok()) {
-        return absl::Status(patched.status().code(),
-                            absl::StrCat("pod ", name, " could not take its placement (no pod was ungated): ",
-                                         patched.status().message()));
-      }
+      GK_RETURN_IF_ERROR(PlacePod(pod, name, ResourcePath(kind, order.key.namespace_name, name), *placement, order));
     }
     // Phase 2: remove the gate, pod by pod.
     std::vector<std::string> ungated;
     for (const std::string& name : gated) {
-      const std::string path = ResourcePath(kind, order.key.namespace_name, name);
-      absl::Status failure;
-      for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
-        absl::StatusOr<json> pod = client->Get(path);
-        if (!pod.ok()) {
-          failure = pod.status();
-          break;
-        }
-        if (!Held(*pod, kind)) {
-          failure = absl::OkStatus();
-          break;
-        }
-        const json& gates = *At(*pod, "/spec/schedulingGates");
-        json ops = json::array({Op("test", "/metadata/uid", Str(At(*pod, "/metadata/uid")))});
-        for (size_t i = 0; i < gates.size(); ++i) {
-          if (Str(At(gates[i], "/name")) != workload::kSchedulingGate) continue;
-          const std::string gate_path = absl::StrCat("/spec/schedulingGates/", i);
-          ops.push_back(Op("test", gate_path + "/name", std::string(workload::kSchedulingGate)));
-          ops.push_back(Remove(gate_path));
-          break;
-        }
-        absl::StatusOr<json> patched = JsonPatch(path, *pod, ops);
-        failure = patched.status();
-        if (patched.ok() || HttpCode(patched.status()) != 422) break;
-      }
+      absl::Status failure = UngatePod(ResourcePath(kind, order.key.namespace_name, name), kind);
       if (!failure.ok()) {
-        // Gates cannot be put back: delete what was let go; the owner
-        // recreates those pods and the webhook gates them. The uid
-        // precondition spares a pod recreated under the same name (409).
-        for (const std::string& done : ungated) {
-          absl::StatusOr<json> d =
-              Gate().ok() ? client->Delete(ResourcePath(kind, order.key.namespace_name, done), uid_of[done], "Background")
-                          : absl::StatusOr<json>(Gate());
-          if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) {
-            log->error("pod {}/{} was ungated but could not be deleted after a failed group release: {}",
-                       order.key.namespace_name, done, d.status().message());
-          }
-        }
+        DeleteUngated(order, kind, ungated, uid_of);
         return absl::Status(failure.code(),
                             absl::StrCat("pod ", name, " could not be ungated (", ungated.size(),
                                          " ungated pod(s) deleted again): ", failure.message()));
@@ -659,6 +694,25 @@ struct KubeActuator::Impl {
 
   // --- suspend -------------------------------------------------------------
 
+  // A pod gang is suspended by deleting its pods; the uid precondition
+  // spares a pod recreated under the same name (409), and one already gone
+  // (404) counts as deleted.
+  absl::Status SuspendPods(const broker::SuspendOrder& order, const workload::KindInfo& kind, std::string* detail) {
+    absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, kind, /*wait_for_creation=*/false);
+    if (!pods.ok()) return HttpCode(pods.status()) == 404 ? absl::OkStatus() : pods.status();
+    int deleted = 0;
+    for (const json& pod : *pods) {
+      const std::string name = Str(At(pod, "/metadata/name"));
+      if (absl::Status gate = Gate(); !gate.ok()) return gate;
+      absl::StatusOr<json> d = client->Delete(ResourcePath(kind, order.key.namespace_name, name),
+                                              Str(At(pod, "/metadata/uid")), "Background");
+      if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) return d.status();
+      ++deleted;
+    }
+    *detail = absl::StrCat("deleted ", deleted, " pod(s) (", order.reason, ")");
+    return absl::OkStatus();
+  }
+
   absl::Status DoSuspend(const broker::SuspendOrder& order, std::string* detail) {
     const workload::KindInfo* kind = KindOf(order.workload);
     if (kind == nullptr) return absl::OkStatus();  // nothing to stop
@@ -666,21 +720,7 @@ struct KubeActuator::Impl {
       *detail = absl::StrCat("not sent (--kube none): suspend ", order.key.namespace_name, "/", order.key.name);
       return absl::OkStatus();
     }
-    if (kind->kind == workload::Kind::kPod) {
-      absl::StatusOr<std::vector<json>> pods = GangPods(order.workload, order.key, *kind, /*wait_for_creation=*/false);
-      if (!pods.ok()) return HttpCode(pods.status()) == 404 ? absl::OkStatus() : pods.status();
-      int deleted = 0;
-      for (const json& pod : *pods) {
-        const std::string name = Str(At(pod, "/metadata/name"));
-        if (absl::Status gate = Gate(); !gate.ok()) return gate;
-        absl::StatusOr<json> d = client->Delete(ResourcePath(*kind, order.key.namespace_name, name),
-                                                Str(At(pod, "/metadata/uid")), "Background");
-        if (!d.ok() && HttpCode(d.status()) != 404 && HttpCode(d.status()) != 409) return d.status();
-        ++deleted;
-      }
-      *detail = absl::StrCat("deleted ", deleted, " pod(s) (", order.reason, ")");
-      return absl::OkStatus();
-    }
+    if (kind->kind == workload::Kind::kPod) return SuspendPods(order, *kind, detail);
     const std::string path = ResourcePath(*kind, order.key.namespace_name, order.key.name);
     for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
       absl::StatusOr<json> obj = client->Get(path);

@@ -448,6 +448,51 @@ absl::StatusOr<nlohmann::json> Client::Delete(const std::string& path, const std
   return j.is_discarded() ? nlohmann::json::object() : j;
 }
 
+namespace {
+
+// The whole lines of a watch stream in `buffer` (taken out of it), each an
+// event for `on_event`. False to end the stream: `*stopped` when on_event
+// said so, else `*status` says why (a line that is no event, an ERROR
+// event: 410 OutOfRange when expired, or a line over 64 MiB).
+bool DecodeWatchLines(const std::string& path, const std::function<bool(const WatchEvent&)>& on_event,
+                      std::string* buffer, absl::Status* status, bool* stopped) {
+  size_t start = 0;
+  for (size_t nl = buffer->find('\n', start); nl != std::string::npos; nl = buffer->find('\n', start)) {
+    const absl::string_view line(buffer->data() + start, nl - start);
+    start = nl + 1;
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j["type"].is_string()) {
+      *status = absl::DataLossError(absl::StrCat("WATCH ", path, ": a line is not a watch event"));
+      return false;
+    }
+    WatchEvent e;
+    e.type = j["type"].get<std::string>();
+    e.object = std::move(j["object"]);
+    if (e.type == "ERROR") {
+      const int code = e.object.is_object() ? e.object.value("code", 0) : 0;
+      const std::string message = e.object.is_object() ? e.object.value("message", "") : "";
+      *status = code == 410 ? WithCode(absl::OutOfRangeError(absl::StrCat("WATCH ", path, ": expired: ", message)), 410)
+                            : WithCode(absl::UnavailableError(
+                                           absl::StrCat("WATCH ", path, ": ERROR event ", code, ": ", message)),
+                                       code);
+      return false;
+    }
+    if (!on_event(e)) {
+      *stopped = true;
+      return false;
+    }
+  }
+  buffer->erase(0, start);
+  if (buffer->size() > (64u << 20)) {
+    *status = absl::ResourceExhaustedError(absl::StrCat("WATCH ", path, ": an event over 64 MiB"));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::Status Client::Watch(const std::string& path, const WatchOptions& options,
                            const std::function<bool(const WatchEvent&)>& on_event) {
   std::string full = absl::StrCat(path, "?watch=true&timeoutSeconds=", options.timeout_seconds);
@@ -489,40 +534,7 @@ absl::Status Client::Watch(const std::string& path, const WatchOptions& options,
             return true;
           }
           buffer.append(data, n);
-          size_t start = 0;
-          for (size_t nl = buffer.find('\n', start); nl != std::string::npos; nl = buffer.find('\n', start)) {
-            const absl::string_view line(buffer.data() + start, nl - start);
-            start = nl + 1;
-            if (absl::StripAsciiWhitespace(line).empty()) continue;
-            nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
-            if (j.is_discarded() || !j.is_object() || !j["type"].is_string()) {
-              stream_status = absl::DataLossError(absl::StrCat("WATCH ", path, ": a line is not a watch event"));
-              return false;
-            }
-            WatchEvent e;
-            e.type = j["type"].get<std::string>();
-            e.object = std::move(j["object"]);
-            if (e.type == "ERROR") {
-              const int code = e.object.is_object() ? e.object.value("code", 0) : 0;
-              const std::string message = e.object.is_object() ? e.object.value("message", "") : "";
-              stream_status =
-                  code == 410 ? WithCode(absl::OutOfRangeError(absl::StrCat("WATCH ", path, ": expired: ", message)), 410)
-                              : WithCode(absl::UnavailableError(absl::StrCat("WATCH ", path, ": ERROR event ", code,
-                                                                             ": ", message)),
-                                         code);
-              return false;
-            }
-            if (!on_event(e)) {
-              stopped_by_caller = true;
-              return false;
-            }
-          }
-          buffer.erase(0, start);
-          if (buffer.size() > (64u << 20)) {
-            stream_status = absl::ResourceExhaustedError(absl::StrCat("WATCH ", path, ": an event over 64 MiB"));
-            return false;
-          }
-          return true;
+          return DecodeWatchLines(path, on_event, &buffer, &stream_status, &stopped_by_caller);
         });
     bool cancelled = false;
     {

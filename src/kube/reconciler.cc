@@ -286,6 +286,47 @@ struct Reconciler::Impl {
 
   void Confirm();
 
+  // Watches `path` from resourceVersion `rv` (that of the list just made)
+  // until it expires; resumes after ordinary ends; returns to list again
+  // every resync period (what the broker tracks for objects that were
+  // never stored, e.g. refused by another webhook after ours, goes). False
+  // when stopping.
+  bool WatchUntilResync(const workload::KindInfo& kind, const std::string& path, const std::string& selector,
+                        std::string rv) {
+    int failures = 0;
+    const base::Stopwatch since_list;
+    while (!stopping.load() && since_list.Elapsed() < options.resync) {
+      WatchOptions wo;
+      wo.label_selector = selector;
+      wo.resource_version = rv;
+      wo.timeout_seconds = options.watch_timeout_seconds;
+      absl::Status s = client->Watch(path, wo, [&](const WatchEvent& e) {
+        if (e.object.is_object() && e.object.contains("metadata") && e.object["metadata"].is_object()) {
+          std::string new_rv = e.object["metadata"].value("resourceVersion", "");
+          if (!new_rv.empty()) rv = new_rv;
+        }
+        if (e.type == "ADDED" || e.type == "MODIFIED") {
+          Observe(kind, e.object, nullptr);
+        } else if (e.type == "DELETED") {
+          Deleted(kind, e.object);
+        }
+        failures = 0;
+        return !stopping.load();
+      });
+      if (stopping.load()) return false;
+      if (absl::IsOutOfRange(s)) {
+        log->info("watch {} expired at resourceVersion {}; listing again", path, rv);
+        break;
+      }
+      if (!s.ok()) {
+        log->warn("watch {}: {}", path, s.message());
+        if (++failures > 5) break;  // list again
+        if (!Sleep(options.error_backoff)) return false;
+      }
+    }
+    return true;
+  }
+
   void Run(const workload::KindInfo& served_kind) {
     // MPIJob is served as kubeflow.org/v2beta1 (mpi-operator) or v1 (the
     // training operator): a 404 tries the other.
@@ -339,41 +380,7 @@ struct Reconciler::Impl {
       for (const json& item : list->items) Observe(kind, item, &seen);
       ForgetMissing(kind, seen, listed_at);
       MarkSynced(kind.kind);
-      std::string rv = list->resource_version;
-      // Watch until it expires; resume after ordinary ends; list again
-      // every resync period (what the broker tracks for objects that were
-      // never stored, e.g. refused by another webhook after ours, goes).
-      int failures = 0;
-      const base::Stopwatch since_list;
-      while (!stopping.load() && since_list.Elapsed() < options.resync) {
-        WatchOptions wo;
-        wo.label_selector = selector;
-        wo.resource_version = rv;
-        wo.timeout_seconds = options.watch_timeout_seconds;
-        absl::Status s = client->Watch(path, wo, [&](const WatchEvent& e) {
-          if (e.object.is_object() && e.object.contains("metadata") && e.object["metadata"].is_object()) {
-            std::string new_rv = e.object["metadata"].value("resourceVersion", "");
-            if (!new_rv.empty()) rv = new_rv;
-          }
-          if (e.type == "ADDED" || e.type == "MODIFIED") {
-            Observe(kind, e.object, nullptr);
-          } else if (e.type == "DELETED") {
-            Deleted(kind, e.object);
-          }
-          failures = 0;
-          return !stopping.load();
-        });
-        if (stopping.load()) return;
-        if (absl::IsOutOfRange(s)) {
-          log->info("watch {} expired at resourceVersion {}; listing again", path, rv);
-          break;
-        }
-        if (!s.ok()) {
-          log->warn("watch {}: {}", path, s.message());
-          if (++failures > 5) break;  // list again
-          if (!Sleep(options.error_backoff)) return;
-        }
-      }
+      if (!WatchUntilResync(kind, path, selector, list->resource_version)) return;
     }
   }
 };

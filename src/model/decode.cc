@@ -345,6 +345,154 @@ std::string ObjectLabel(const json& doc) {
   return absl::StrCat(kind, kind.empty() || name.empty() ? "" : " ", name);
 }
 
+// A GPUNodePool manifest (gangkeeper's own kind, no Kubernetes metadata).
+void DecodePoolDocument(const json& doc, const SourceRef& source, PolicySet* policies, Diagnostics* d) {
+  Problems p;
+  GpuNodePool gp;
+  DecodeGpuNodePool(doc, FieldPath(), &gp, &p.errors);
+  const std::string object = absl::StrCat("GPUNodePool ", gp.name);
+  AddProblems(p, source, object, d);
+  if (!p.errors.empty()) return;
+  auto [it, inserted] = policies->gpu_node_pools.emplace(gp.name, gp);
+  if (!inserted) {
+    d->Add(Diagnostic::Severity::kError, source, object, "metadata.name",
+           absl::StrCat("duplicate GPUNodePool \"", gp.name, "\"; rename or remove one"));
+  } else {
+    policies->gpu_node_pool_sources[gp.name] = source;
+  }
+}
+
+// ResourceFlavor's spec: node labels, taints and tolerations (topologyName
+// is warned about and ignored).
+void DecodeFlavorSpec(ObjectReader& spec, Problems& p, ResourceFlavor* rf) {
+  rf->node_labels = spec.StringMap("nodeLabels");
+  spec.List("nodeTaints", [&](const json& t, const FieldPath& tp) {
+    ObjectReader r(&t, tp, &p.errors, &p.warnings);
+    Taint taint;
+    taint.key = r.String("key", true);
+    taint.value = r.String("value");
+    taint.effect = r.Enum("effect", {"NoSchedule", "PreferNoSchedule", "NoExecute"});
+    if (r.valid() && !r.Has("effect")) p.errors.Add(tp.Child("effect"), FieldErrorType::kRequired, "must be set");
+    r.Ignore("timeAdded");
+    r.Finish();
+    rf->node_taints.push_back(taint);
+  });
+  spec.List("tolerations", [&](const json& t, const FieldPath& tp) {
+    ObjectReader r(&t, tp, &p.errors, &p.warnings);
+    Toleration tol;
+    tol.key = r.String("key");
+    std::string op = r.Enum("operator", {"Equal", "Exists"});
+    if (!op.empty()) tol.op = op;
+    tol.value = r.String("value");
+    tol.effect = r.Enum("effect", {"NoSchedule", "PreferNoSchedule", "NoExecute"});
+    if (auto s = r.Int("tolerationSeconds", false, INT64_MIN, INT64_MAX)) tol.toleration_seconds = *s;
+    if (tol.op == "Exists" && !tol.value.empty()) {
+      p.errors.Add(tp.Child("value"), FieldErrorType::kForbidden, "operator Exists takes no value; remove it");
+    }
+    r.Finish();
+    rf->tolerations.push_back(tol);
+  });
+  rf->topology_name = spec.String("topologyName");
+  if (!rf->topology_name.empty()) {
+    p.warnings.Add(spec.path().Child("topologyName"), FieldErrorType::kNotSupported,
+                   "topology-aware scheduling is not enforced by gangkeeper; ignored");
+  }
+}
+
+// A PriorityClass's fields after its metadata.
+PriorityClass ReadPriorityClass(ObjectReader& top, const ObjectMeta& meta) {
+  PriorityClass pc;
+  pc.meta = meta;
+  // Kubernetes limits user classes to 1e9; system classes go to 2e9.
+  if (auto v = top.Int("value", /*required=*/true, -2147483648LL, 2000001000LL)) pc.value = static_cast<int32_t>(*v);
+  std::string policy = top.Enum("preemptionPolicy", {"PreemptLowerPriority", "Never"});
+  pc.preemption_policy = policy == "Never" ? PreemptionPolicy::kNever : PreemptionPolicy::kPreemptLowerPriority;
+  pc.global_default = top.Bool("globalDefault").value_or(false);
+  pc.description = top.String("description");
+  return pc;
+}
+
+// A Kueue quota object, a PriorityClass or a Namespace, its apiVersion and
+// kind already checked.
+void DecodeQuotaObject(const json& doc, const std::string& api_version, const std::string& kind,
+                       bool v1alpha1_cohort, const SourceRef& source, PolicySet* policies, Diagnostics* d) {
+  Problems p;
+  ObjectReader top(&doc, FieldPath(), &p.errors, &p.warnings);
+  top.Get("apiVersion");
+  top.Get("kind");
+  top.Ignore("status");
+  const bool namespaced = kind == "LocalQueue";
+  ObjectMeta meta = ReadMeta(top, api_version, namespaced, source);
+  const std::string object = absl::StrCat(kind, " ", meta.name.empty() ? "<unnamed>" : meta.name);
+  const bool v1beta2 = api_version == kKueueV1beta2;
+
+  if (kind == "PriorityClass") {
+    PriorityClass pc = ReadPriorityClass(top, meta);
+    top.Finish();
+    AddProblems(p, source, object, d);
+    if (p.errors.empty()) Insert(policies->priority_classes, std::move(pc), kind, d);
+    return;
+  }
+  if (kind == "Namespace") {
+    Namespace n;
+    n.meta = meta;
+    top.Ignore("spec");
+    top.Finish();
+    AddProblems(p, source, object, d);
+    if (p.errors.empty()) Insert(policies->namespaces, std::move(n), kind, d);
+    return;
+  }
+  if (kind == "WorkloadPriorityClass") {
+    WorkloadPriorityClass w;
+    w.meta = meta;
+    if (auto v = top.Int("value", /*required=*/true, INT32_MIN, INT32_MAX)) w.value = static_cast<int32_t>(*v);
+    w.description = top.String("description");
+    top.Finish();
+    AddProblems(p, source, object, d);
+    if (p.errors.empty()) Insert(policies->workload_priority_classes, std::move(w), kind, d);
+    return;
+  }
+
+  ObjectReader spec = top.Object("spec");
+  if (kind == "ResourceFlavor") {
+    ResourceFlavor rf;
+    rf.meta = meta;
+    DecodeFlavorSpec(spec, p, &rf);
+    spec.Finish();
+    top.Finish();
+    AddProblems(p, source, object, d);
+    if (p.errors.empty()) Insert(policies->flavors, std::move(rf), kind, d);
+  } else if (kind == "ClusterQueue") {
+    ClusterQueue cq;
+    cq.meta = meta;
+    DecodeClusterQueue(spec, v1beta2, &cq);
+    spec.Finish();
+    top.Finish();
+    AddProblems(p, source, object, d);
+    if (p.errors.empty()) Insert(policies->cluster_queues, std::move(cq), kind, d);
+  } else if (kind == "LocalQueue") {
+    LocalQueue lq;
+    lq.meta = meta;
+    if (!spec.valid()) p.errors.Add(FieldPath("spec").Child("clusterQueue"), FieldErrorType::kRequired, "must be set");
+    DecodeLocalQueue(spec, &lq);
+    spec.Finish();
+    top.Finish();
+    const std::string lq_object = absl::StrCat("LocalQueue ", meta.namespace_name, "/", meta.name);
+    AddProblems(p, source, lq_object, d);
+    if (p.errors.empty()) {
+      Insert(policies->local_queues, std::move(lq), kind, d);
+    }
+  } else if (kind == "Cohort") {
+    Cohort co;
+    co.meta = meta;
+    DecodeCohort(spec, v1alpha1_cohort, &co);
+    spec.Finish();
+    top.Finish();
+    AddProblems(p, source, object, d);
+    if (p.errors.empty()) Insert(policies->cohorts, std::move(co), kind, d);
+  }
+}
+
 void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies, Diagnostics* d) {
   if (!doc.is_object()) {
     d->Add(Diagnostic::Severity::kError, source, "", "",
@@ -388,135 +536,10 @@ void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies,
     return;
   }
   if (pool) {
-    Problems p;
-    GpuNodePool gp;
-    DecodeGpuNodePool(doc, FieldPath(), &gp, &p.errors);
-    const std::string object = absl::StrCat("GPUNodePool ", gp.name);
-    AddProblems(p, source, object, d);
-    if (!p.errors.empty()) return;
-    auto [it, inserted] = policies->gpu_node_pools.emplace(gp.name, gp);
-    if (!inserted) {
-      d->Add(Diagnostic::Severity::kError, source, object, "metadata.name",
-             absl::StrCat("duplicate GPUNodePool \"", gp.name, "\"; rename or remove one"));
-    } else {
-      policies->gpu_node_pool_sources[gp.name] = source;
-    }
+    DecodePoolDocument(doc, source, policies, d);
     return;
   }
-
-  Problems p;
-  ObjectReader top(&doc, FieldPath(), &p.errors, &p.warnings);
-  top.Get("apiVersion");
-  top.Get("kind");
-  top.Ignore("status");
-  const bool namespaced = kind == "LocalQueue";
-  ObjectMeta meta = ReadMeta(top, api_version, namespaced, source);
-  const std::string object = absl::StrCat(kind, " ", meta.name.empty() ? "<unnamed>" : meta.name);
-  const bool v1beta2 = api_version == kKueueV1beta2;
-
-  if (kind == "PriorityClass") {
-    PriorityClass pc;
-    pc.meta = meta;
-    // Kubernetes limits user classes to 1e9; system classes go to 2e9.
-    if (auto v = top.Int("value", /*required=*/true, -2147483648LL, 2000001000LL)) pc.value = static_cast<int32_t>(*v);
-    std::string policy = top.Enum("preemptionPolicy", {"PreemptLowerPriority", "Never"});
-    pc.preemption_policy = policy == "Never" ? PreemptionPolicy::kNever : PreemptionPolicy::kPreemptLowerPriority;
-    pc.global_default = top.Bool("globalDefault").value_or(false);
-    pc.description = top.String("description");
-    top.Finish();
-    AddProblems(p, source, object, d);
-    if (p.errors.empty()) Insert(policies->priority_classes, std::move(pc), kind, d);
-    return;
-  }
-  if (kind == "Namespace") {
-    Namespace n;
-    n.meta = meta;
-    top.Ignore("spec");
-    top.Finish();
-    AddProblems(p, source, object, d);
-    if (p.errors.empty()) Insert(policies->namespaces, std::move(n), kind, d);
-    return;
-  }
-  if (kind == "WorkloadPriorityClass") {
-    WorkloadPriorityClass w;
-    w.meta = meta;
-    if (auto v = top.Int("value", /*required=*/true, INT32_MIN, INT32_MAX)) w.value = static_cast<int32_t>(*v);
-    w.description = top.String("description");
-    top.Finish();
-    AddProblems(p, source, object, d);
-    if (p.errors.empty()) Insert(policies->workload_priority_classes, std::move(w), kind, d);
-    return;
-  }
-
-  ObjectReader spec = top.Object("spec");
-  if (kind == "ResourceFlavor") {
-    ResourceFlavor rf;
-    rf.meta = meta;
-    rf.node_labels = spec.StringMap("nodeLabels");
-    spec.List("nodeTaints", [&](const json& t, const FieldPath& tp) {
-      ObjectReader r(&t, tp, &p.errors, &p.warnings);
-      Taint taint;
-      taint.key = r.String("key", true);
-      taint.value = r.String("value");
-      taint.effect = r.Enum("effect", {"NoSchedule", "PreferNoSchedule", "NoExecute"});
-      if (r.valid() && !r.Has("effect")) p.errors.Add(tp.Child("effect"), FieldErrorType::kRequired, "must be set");
-      r.Ignore("timeAdded");
-      r.Finish();
-      rf.node_taints.push_back(taint);
-    });
-    spec.List("tolerations", [&](const json& t, const FieldPath& tp) {
-      ObjectReader r(&t, tp, &p.errors, &p.warnings);
-      Toleration tol;
-      tol.key = r.String("key");
-      std::string op = r.Enum("operator", {"Equal", "Exists"});
-      if (!op.empty()) tol.op = op;
-      tol.value = r.String("value");
-      tol.effect = r.Enum("effect", {"NoSchedule", "PreferNoSchedule", "NoExecute"});
-      if (auto s = r.Int("tolerationSeconds", false, INT64_MIN, INT64_MAX)) tol.toleration_seconds = *s;
-      if (tol.op == "Exists" && !tol.value.empty()) {
-        p.errors.Add(tp.Child("value"), FieldErrorType::kForbidden, "operator Exists takes no value; remove it");
-      }
-      r.Finish();
-      rf.tolerations.push_back(tol);
-    });
-    rf.topology_name = spec.String("topologyName");
-    if (!rf.topology_name.empty()) {
-      p.warnings.Add(spec.path().Child("topologyName"), FieldErrorType::kNotSupported,
-                     "topology-aware scheduling is not enforced by gangkeeper; ignored");
-    }
-    spec.Finish();
-    top.Finish();
-    AddProblems(p, source, object, d);
-    if (p.errors.empty()) Insert(policies->flavors, std::move(rf), kind, d);
-  } else if (kind == "ClusterQueue") {
-    ClusterQueue cq;
-    cq.meta = meta;
-    DecodeClusterQueue(spec, v1beta2, &cq);
-    spec.Finish();
-    top.Finish();
-    AddProblems(p, source, object, d);
-    if (p.errors.empty()) Insert(policies->cluster_queues, std::move(cq), kind, d);
-  } else if (kind == "LocalQueue") {
-    LocalQueue lq;
-    lq.meta = meta;
-    if (!spec.valid()) p.errors.Add(FieldPath("spec").Child("clusterQueue"), FieldErrorType::kRequired, "must be set");
-    DecodeLocalQueue(spec, &lq);
-    spec.Finish();
-    top.Finish();
-    const std::string lq_object = absl::StrCat("LocalQueue ", meta.namespace_name, "/", meta.name);
-    AddProblems(p, source, lq_object, d);
-    if (p.errors.empty()) {
-      Insert(policies->local_queues, std::move(lq), kind, d);
-    }
-  } else if (kind == "Cohort") {
-    Cohort co;
-    co.meta = meta;
-    DecodeCohort(spec, v1alpha1_cohort, &co);
-    spec.Finish();
-    top.Finish();
-    AddProblems(p, source, object, d);
-    if (p.errors.empty()) Insert(policies->cohorts, std::move(co), kind, d);
-  }
+  DecodeQuotaObject(doc, api_version, kind, v1alpha1_cohort, source, policies, d);
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {

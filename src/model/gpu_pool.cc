@@ -513,10 +513,12 @@ absl::Status CheckMigLayout(GpuModel model, absl::Span<const MigProfile> layout)
 
 // ---- Pools ------------------------------------------------------------------------------------
 
-void ValidateGpuNodePool(const GpuNodePool& pool, const base::FieldPath& spec_path,
-                         base::FieldErrors* errors) {
-  using base::FieldErrorType;
+namespace {
 
+// The flavor, the GPU model and the counts; whether the model is known.
+bool ValidatePoolHardware(const GpuNodePool& pool, const base::FieldPath& spec_path,
+                          base::FieldErrors* errors) {
+  using base::FieldErrorType;
   const base::FieldPath flavor_path = spec_path.Child("flavor");
   if (pool.flavor.empty()) {
     errors->Add(flavor_path, FieldErrorType::kRequired,
@@ -548,26 +550,39 @@ void ValidateGpuNodePool(const GpuNodePool& pool, const base::FieldPath& spec_pa
                 absl::StrCat("nodes is ", pool.nodes, "; it must be between 0 and ",
                              kMaxNodesPerPool));
   }
+  return known_model;
+}
 
-  const base::FieldPath profiles_path = spec_path.Child("migProfiles");
-  switch (pool.mig_strategy) {
-    case MigStrategy::kNone:
-      if (!pool.mig_profiles.empty()) {
-        errors->Add(profiles_path, FieldErrorType::kForbidden,
-                    "migStrategy none advertises whole GPUs as nvidia.com/gpu, so migProfiles "
-                    "must be empty: remove migProfiles, or set migStrategy: mixed (or single) to "
-                    "partition the GPUs");
-      }
-      return;
-    case MigStrategy::kSingle:
-    case MigStrategy::kMixed:
-      break;
-    default:
-      errors->Add(spec_path.Child("migStrategy"), FieldErrorType::kNotSupported,
-                  "unknown MIG strategy; supported: none, single, mixed");
-      return;
+// migStrategy single: the device plugin takes one MIG device type per node.
+void CheckSingleStrategyLayout(const std::vector<MigProfile>& layout,
+                               const base::FieldPath& profiles_path, base::FieldErrors* errors) {
+  using base::FieldErrorType;
+  std::vector<absl::string_view> distinct;
+  for (const MigProfile& p : layout) {
+    if (std::find(distinct.begin(), distinct.end(), p.name) == distinct.end()) {
+      distinct.push_back(p.name);
+    }
   }
+  if (distinct.size() > 1) {
+    const MigProfile& first = layout.front();
+    std::vector<absl::string_view> repeated(static_cast<size_t>(first.max_instances),
+                                            first.name);
+    errors->Add(
+        profiles_path, FieldErrorType::kInvalid,
+        absl::StrCat("migStrategy single advertises every MIG device as nvidia.com/gpu, and the "
+                     "device plugin refuses a node with more than one MIG device type; the "
+                     "layout has ",
+                     absl::StrJoin(distinct, ", "),
+                     ": use migStrategy: mixed, or repeat one profile, e.g. [",
+                     absl::StrJoin(repeated, ", "), "]"));
+  }
+}
 
+// The migProfiles of a pool with MIG (single or mixed): listed, known for
+// the model, one type with single, and fitting one GPU.
+void ValidateMigProfiles(const GpuNodePool& pool, bool known_model,
+                         const base::FieldPath& profiles_path, base::FieldErrors* errors) {
+  using base::FieldErrorType;
   if (pool.mig_profiles.empty()) {
     errors->Add(profiles_path, FieldErrorType::kRequired,
                 absl::StrCat("migStrategy ", MigStrategyName(pool.mig_strategy),
@@ -598,29 +613,37 @@ void ValidateGpuNodePool(const GpuNodePool& pool, const base::FieldPath& spec_pa
   if (!all_resolved) return;
 
   if (pool.mig_strategy == MigStrategy::kSingle) {
-    std::vector<absl::string_view> distinct;
-    for (const MigProfile& p : layout) {
-      if (std::find(distinct.begin(), distinct.end(), p.name) == distinct.end()) {
-        distinct.push_back(p.name);
-      }
-    }
-    if (distinct.size() > 1) {
-      const MigProfile& first = layout.front();
-      std::vector<absl::string_view> repeated(static_cast<size_t>(first.max_instances),
-                                              first.name);
-      errors->Add(
-          profiles_path, FieldErrorType::kInvalid,
-          absl::StrCat("migStrategy single advertises every MIG device as nvidia.com/gpu, and the "
-                       "device plugin refuses a node with more than one MIG device type; the "
-                       "layout has ",
-                       absl::StrJoin(distinct, ", "),
-                       ": use migStrategy: mixed, or repeat one profile, e.g. [",
-                       absl::StrJoin(repeated, ", "), "]"));
-    }
+    CheckSingleStrategyLayout(layout, profiles_path, errors);
   }
-
   absl::Status fit = CheckMigLayout(pool.gpu, layout);
   if (!fit.ok()) errors->Add(profiles_path, FieldErrorType::kInvalid, fit.message());
+}
+
+}  // namespace
+
+void ValidateGpuNodePool(const GpuNodePool& pool, const base::FieldPath& spec_path,
+                         base::FieldErrors* errors) {
+  using base::FieldErrorType;
+  const bool known_model = ValidatePoolHardware(pool, spec_path, errors);
+  const base::FieldPath profiles_path = spec_path.Child("migProfiles");
+  switch (pool.mig_strategy) {
+    case MigStrategy::kNone:
+      if (!pool.mig_profiles.empty()) {
+        errors->Add(profiles_path, FieldErrorType::kForbidden,
+                    "migStrategy none advertises whole GPUs as nvidia.com/gpu, so migProfiles "
+                    "must be empty: remove migProfiles, or set migStrategy: mixed (or single) to "
+                    "partition the GPUs");
+      }
+      return;
+    case MigStrategy::kSingle:
+    case MigStrategy::kMixed:
+      break;
+    default:
+      errors->Add(spec_path.Child("migStrategy"), FieldErrorType::kNotSupported,
+                  "unknown MIG strategy; supported: none, single, mixed");
+      return;
+  }
+  ValidateMigProfiles(pool, known_model, profiles_path, errors);
 }
 
 absl::StatusOr<AdvertisedResources> Advertise(const GpuNodePool& pool) {

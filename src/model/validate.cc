@@ -43,6 +43,27 @@ void CheckWholeUnits(const ResourceQuota& q, const std::string& qpath, const Sou
   check("lendingLimit", q.lending_limit);
 }
 
+// The borrowing and lending limits of one quota: only under a parent
+// (`parent_field`), and lending at most the nominal quota when
+// `check_lending`.
+void CheckLimits(const ResourceQuota& q, const std::string& qpath, const ObjectMeta& meta, const std::string& object,
+                 bool has_parent, const char* parent_field, bool check_lending, Diagnostics* d) {
+  if (q.borrowing_limit.has_value() && !has_parent) {
+    d->Add(Severity::kError, meta.source, object, qpath + ".borrowingLimit",
+           absl::StrCat("a borrowingLimit needs ", parent_field, " to be set; set it or remove the limit"));
+  }
+  if (q.lending_limit.has_value() && !has_parent) {
+    d->Add(Severity::kError, meta.source, object, qpath + ".lendingLimit",
+           absl::StrCat("a lendingLimit needs ", parent_field, " to be set; set it or remove the limit"));
+  }
+  if (check_lending && q.lending_limit.has_value() && *q.lending_limit > q.nominal) {
+    d->Add(Severity::kError, meta.source, object, qpath + ".lendingLimit",
+           absl::StrCat("lendingLimit ", q.lending_limit->Format(), " is above nominalQuota ", q.nominal.Format(),
+                        "; a queue can lend at most its nominal quota, so lower it to ", q.nominal.Format(),
+                        " or less"));
+  }
+}
+
 // Checks one object's resource groups: groups and flavors well formed,
 // flavors exist, limits allowed.
 void CheckResourceGroups(const std::vector<ResourceGroup>& groups, const PolicySet& policies, const ObjectMeta& meta,
@@ -99,20 +120,7 @@ void CheckResourceGroups(const std::vector<ResourceGroup>& groups, const PolicyS
                               absl::StrJoin(rg.covered_resources, ", "), "]; add it there or remove it here"));
         }
         CheckWholeUnits(q, qpath, meta.source, object, d);
-        if (q.borrowing_limit.has_value() && !has_parent) {
-          d->Add(Severity::kError, meta.source, object, qpath + ".borrowingLimit",
-                 absl::StrCat("a borrowingLimit needs ", parent_field, " to be set; set it or remove the limit"));
-        }
-        if (q.lending_limit.has_value() && !has_parent) {
-          d->Add(Severity::kError, meta.source, object, qpath + ".lendingLimit",
-                 absl::StrCat("a lendingLimit needs ", parent_field, " to be set; set it or remove the limit"));
-        }
-        if (check_lending && q.lending_limit.has_value() && *q.lending_limit > q.nominal) {
-          d->Add(Severity::kError, meta.source, object, qpath + ".lendingLimit",
-                 absl::StrCat("lendingLimit ", q.lending_limit->Format(), " is above nominalQuota ", q.nominal.Format(),
-                              "; a queue can lend at most its nominal quota, so lower it to ", q.nominal.Format(),
-                              " or less"));
-        }
+        CheckLimits(q, qpath, meta, object, has_parent, parent_field, check_lending, d);
       }
       std::vector<std::string> missing;
       for (const std::string& c : rg.covered_resources) {

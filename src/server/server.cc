@@ -179,7 +179,18 @@ class ServerImpl final : public Server {
   };
   std::atomic<int64_t> in_flight_{0};  // routed, not yet logged
 
+  // Creates listener `l`'s server with its TLS context, handlers and bound
+  // socket (SetUp: ConfigureConnections, InstallHandlers, Bind).
   absl::Status SetUp(Listening& l);
+  void ConfigureConnections(httplib::Server& http) const;
+  void InstallHandlers(httplib::Server& http, Listener listener);
+  absl::Status Bind(Listening& l);
+  // A routed request: adapted to an HttpRequest, dispatched, answered.
+  void Forward(Listener listener, const httplib::Request& req, httplib::Response& res) const;
+  // Errors httplib answers itself (413, 400, ...), in our JSON shape.
+  static httplib::Server::HandlerResponse AnswerHttplibError(const httplib::Request& req, httplib::Response& res);
+  // A handler threw (a bug): logged, 500.
+  void OnHandlerException(const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) const;
   std::optional<HttpResponse> RefuseBeforeTheBody(const httplib::Request& req) const;
   HttpResponse Dispatch(Listener listener, const HttpRequest& req) const;
   std::string RouteLabel(Listener listener, const std::string& path) const;
@@ -289,8 +300,12 @@ absl::Status ServerImpl::SetUp(Listening& l) {
   });
   if (!tls_status.ok()) return tls_status;
   if (!l.http->is_valid()) return absl::InternalError("cannot create the TLS server context");
+  ConfigureConnections(*l.http);
+  InstallHandlers(*l.http, l.listener);
+  return Bind(l);
+}
 
-  httplib::Server& http = *l.http;
+void ServerImpl::ConfigureConnections(httplib::Server& http) const {
   const size_t min_threads = static_cast<size_t>(options_.threads);
   const size_t max_threads = static_cast<size_t>(options_.max_connections);
   http.new_task_queue = [min_threads, max_threads] {
@@ -306,8 +321,9 @@ absl::Status ServerImpl::SetUp(Listening& l) {
   http.set_read_timeout(absl::ToChronoMicroseconds(options_.read_timeout));
   http.set_write_timeout(absl::ToChronoMicroseconds(options_.write_timeout));
   http.set_payload_max_length(options_.max_body_bytes);
+}
 
-  const Listener listener = l.listener;
+void ServerImpl::InstallHandlers(httplib::Server& http, Listener listener) {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     in_flight_.fetch_add(1);
     tls_request_started = true;
@@ -320,30 +336,7 @@ absl::Status ServerImpl::SetUp(Listening& l) {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  auto forward = [this, listener](const httplib::Request& req, httplib::Response& res) {
-    if (req.has_header(kRefusedEncoding)) {  // its body was read as it came, not inflated
-      HttpResponse refused =
-          ErrorResponse(415, absl::StrCat("Content-Encoding \"", req.get_header_value(kRefusedEncoding),
-                                          "\" is not accepted: send the body uncompressed (at most ",
-                                          options_.max_body_bytes, " bytes)"));
-      res.status = refused.status;
-      res.set_content(std::move(refused.body), refused.content_type);
-      return;
-    }
-    HttpRequest in;
-    in.method = req.method;
-    in.path = req.path;
-    in.body = req.body;
-    in.remote_addr = req.remote_addr;
-    for (const auto& [k, v] : req.params) in.query.emplace_back(k, v);
-    in.headers.reserve(req.headers.size());
-    for (const auto& [k, v] : req.headers) in.headers.emplace_back(absl::AsciiStrToLower(k), v);
-    if (listener == Listener::kWebhook && !options_.client_ca_file.empty()) in.client_subject = ClientSubject(req);
-    HttpResponse out = Dispatch(listener, in);
-    res.status = out.status;
-    for (const auto& [k, v] : out.headers) res.set_header(k, v);
-    res.set_content(std::move(out.body), out.content_type);
-  };
+  auto forward = [this, listener](const httplib::Request& req, httplib::Response& res) { Forward(listener, req, res); };
   http.Get(".*", forward);
   http.Post(".*", forward);
   http.Put(".*", forward);
@@ -352,44 +345,80 @@ absl::Status ServerImpl::SetUp(Listening& l) {
   http.Options(".*", forward);
   // Errors httplib produces itself (413, 400 for a broken request line)
   // get the same JSON shape as ours.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // one of ours
-    // httplib could not read the request. For broken or timed-out headers
-    // (a slow client) the stream is in an unknown state and httplib would
-    // wait for another request on it: end the read side so its next read
-    // sees EOF and the connection closes after this answer. For a body
-    // over the limit, ask the client to close; shutting down here would
-    // discard the unread body and reset the connection before the 413
-    // reaches the client.
-    if (res.status == 400 || res.status == 413) res.set_header("Connection", "close");
-    if (res.status == 400) {
-      if (int fd = CurrentConnectionFd(); fd >= 0) ::shutdown(fd, SHUT_RD);
-    }
-    std::string message = res.status == 413   ? "request body too large"
-                          : res.status == 400 ? "malformed HTTP request"
-                                              : absl::StrCat("HTTP ", res.status);
-    HttpResponse err = ErrorResponse(res.status, message);
-    res.set_content(err.body, err.content_type);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  http.set_error_handler(httplib::Server::HandlerWithResponse(AnswerHttplibError));
   http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    log_->error("bug: handler for {} {} threw: {}", req.method, req.path, what);
-    HttpResponse err = ErrorResponse(absl::InternalError("internal error; see the server log"));
-    res.status = err.status;
-    res.set_content(err.body, err.content_type);
+    OnHandlerException(req, res, ep);
   });
   http.set_logger([this, listener](const httplib::Request& req, const httplib::Response& res) {
     OnRequestDone(listener, req, res);
   });
+}
 
-  // Bind now so that errors surface from Start().
+void ServerImpl::Forward(Listener listener, const httplib::Request& req, httplib::Response& res) const {
+  if (req.has_header(kRefusedEncoding)) {  // its body was read as it came, not inflated
+    HttpResponse refused =
+        ErrorResponse(415, absl::StrCat("Content-Encoding \"", req.get_header_value(kRefusedEncoding),
+                                        "\" is not accepted: send the body uncompressed (at most ",
+                                        options_.max_body_bytes, " bytes)"));
+    res.status = refused.status;
+    res.set_content(std::move(refused.body), refused.content_type);
+    return;
+  }
+  HttpRequest in;
+  in.method = req.method;
+  in.path = req.path;
+  in.body = req.body;
+  in.remote_addr = req.remote_addr;
+  for (const auto& [k, v] : req.params) in.query.emplace_back(k, v);
+  in.headers.reserve(req.headers.size());
+  for (const auto& [k, v] : req.headers) in.headers.emplace_back(absl::AsciiStrToLower(k), v);
+  if (listener == Listener::kWebhook && !options_.client_ca_file.empty()) in.client_subject = ClientSubject(req);
+  HttpResponse out = Dispatch(listener, in);
+  res.status = out.status;
+  for (const auto& [k, v] : out.headers) res.set_header(k, v);
+  res.set_content(std::move(out.body), out.content_type);
+}
+
+httplib::Server::HandlerResponse ServerImpl::AnswerHttplibError(const httplib::Request&, httplib::Response& res) {
+  if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // one of ours
+  // httplib could not read the request. For broken or timed-out headers
+  // (a slow client) the stream is in an unknown state and httplib would
+  // wait for another request on it: end the read side so its next read
+  // sees EOF and the connection closes after this answer. For a body
+  // over the limit, ask the client to close; shutting down here would
+  // discard the unread body and reset the connection before the 413
+  // reaches the client.
+  if (res.status == 400 || res.status == 413) res.set_header("Connection", "close");
+  if (res.status == 400) {
+    if (int fd = CurrentConnectionFd(); fd >= 0) ::shutdown(fd, SHUT_RD);
+  }
+  std::string message = res.status == 413   ? "request body too large"
+                        : res.status == 400 ? "malformed HTTP request"
+                                            : absl::StrCat("HTTP ", res.status);
+  HttpResponse err = ErrorResponse(res.status, message);
+  res.set_content(err.body, err.content_type);
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+void ServerImpl::OnHandlerException(const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) const {
+  std::string what = "unknown exception";
+  try {
+    if (ep) std::rethrow_exception(ep);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  log_->error("bug: handler for {} {} threw: {}", req.method, req.path, what);
+  HttpResponse err = ErrorResponse(absl::InternalError("internal error; see the server log"));
+  res.status = err.status;
+  res.set_content(err.body, err.content_type);
+}
+
+// Binds now so that errors surface from Start().
+absl::Status ServerImpl::Bind(Listening& l) {
+  const bool webhook = l.listener == Listener::kWebhook;
+  const Listener listener = l.listener;
+  httplib::Server& http = *l.http;
   if (l.port == 0) {
     l.port = http.bind_to_any_port(l.host);
     if (l.port <= 0) {

@@ -44,27 +44,30 @@ ojson Stats(const WaitStats& s) {
   return o;
 }
 
-}  // namespace
-
-std::string ReportJson(const Report& r) {
-  ojson root = ojson::object();
-  root["format"] = kFormat;
+// What was simulated.
+ojson InputJson(const Report& r) {
   ojson input = ojson::object();
   input["workload_file"] = r.workload_file;
   input["trace_format"] = r.trace_format;
   input["policies"] = r.policies;
   input["workloads"] = r.workloads;
   input["cluster_queues"] = r.cluster_queues.size();
-  root["input"] = std::move(input);
+  return input;
+}
 
+// How the simulation modelled the scheduler.
+ojson ModelJson(const Report& r) {
   ojson model = ojson::object();
   model["cycle"] = kCycleModel;
   model["until_s"] = r.until_ms.has_value() ? ojson(Seconds(*r.until_ms)) : ojson(nullptr);
   model["stop_delay_s"] = Seconds(r.stop_delay_ms);
   model["one_head_per_cycle"] = r.one_head_per_cycle;
   model["fair_sharing"] = r.fair_sharing;
-  root["model"] = std::move(model);
+  return model;
+}
 
+// The outcome: makespan, counts, utilization.
+ojson SummaryJson(const Report& r) {
   ojson summary = ojson::object();
   summary["makespan_s"] = r.makespan_ms.has_value() ? ojson(Seconds(*r.makespan_ms)) : ojson(nullptr);
   summary["end_s"] = Seconds(r.end_ms);
@@ -86,8 +89,11 @@ std::string ReportJson(const Report& r) {
     by_class[cls] = std::move(o);
   }
   summary["utilization_by_queue_class"] = std::move(by_class);
-  root["summary"] = std::move(summary);
+  return summary;
+}
 
+// Lower bounds of the makespan and how close the run came.
+ojson BoundsJson(const Report& r) {
   ojson bounds = ojson::object();
   bounds["work_s"] = Seconds(r.bounds.work_ms);
   bounds["work_bound_by"] = r.bounds.work_bound_by;
@@ -98,8 +104,11 @@ std::string ReportJson(const Report& r) {
       r.makespan_ms.has_value() && r.bounds.max_ms() > 0
           ? ojson(Ratio(static_cast<double>(*r.makespan_ms) / static_cast<double>(r.bounds.max_ms())))
           : ojson(nullptr);
-  root["lower_bounds"] = std::move(bounds);
+  return bounds;
+}
 
+// Per workload class: counts and times to admission.
+ojson ClassesJson(const Report& r) {
   ojson classes = ojson::object();
   for (const auto& [name, c] : r.classes) {
     ojson o = ojson::object();
@@ -111,8 +120,11 @@ std::string ReportJson(const Report& r) {
     o["time_to_first_admission_s"] = Stats(c.time_to_first_admission);
     classes[name] = std::move(o);
   }
-  root["classes"] = std::move(classes);
+  return classes;
+}
 
+// Per ClusterQueue: admissions, preemptions, quota use.
+ojson ClusterQueuesJson(const Report& r) {
   ojson cqs = ojson::object();
   for (const auto& [name, f] : r.cluster_queues) {
     ojson o = ojson::object();
@@ -134,8 +146,11 @@ std::string ReportJson(const Report& r) {
     o["resources"] = std::move(res);
     cqs[name] = std::move(o);
   }
-  root["cluster_queues"] = std::move(cqs);
+  return cqs;
+}
 
+// The workloads never admitted (the first of them).
+ojson UnadmittedJson(const Report& r) {
   ojson unadmitted = ojson::object();
   unadmitted["count"] = r.unadmitted_count;
   ojson first = ojson::array();
@@ -143,8 +158,11 @@ std::string ReportJson(const Report& r) {
     first.push_back(ojson{{"workload", u.workload}, {"class", u.class_name}, {"reason", u.reason}});
   }
   unadmitted["first"] = std::move(first);
-  root["unadmitted"] = std::move(unadmitted);
+  return unadmitted;
+}
 
+// Utilization and weighted share over time.
+ojson TimeseriesJson(const Report& r) {
   ojson ts = ojson::object();
   ts["interval_s"] = Seconds(r.interval_ms);
   ts["buckets"] = r.buckets;
@@ -165,7 +183,22 @@ std::string ReportJson(const Report& r) {
   }
   ts["utilization"] = std::move(usage);
   ts["weighted_share"] = std::move(shares);
-  root["timeseries"] = std::move(ts);
+  return ts;
+}
+
+}  // namespace
+
+std::string ReportJson(const Report& r) {
+  ojson root = ojson::object();
+  root["format"] = kFormat;
+  root["input"] = InputJson(r);
+  root["model"] = ModelJson(r);
+  root["summary"] = SummaryJson(r);
+  root["lower_bounds"] = BoundsJson(r);
+  root["classes"] = ClassesJson(r);
+  root["cluster_queues"] = ClusterQueuesJson(r);
+  root["unadmitted"] = UnadmittedJson(r);
+  root["timeseries"] = TimeseriesJson(r);
   return root.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 

@@ -128,25 +128,21 @@ std::vector<std::pair<double, double>> BucketPoints(const std::vector<double>& v
   return pts;
 }
 
-}  // namespace
+constexpr char kHead[] =
+    "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    "<title>gangkeeper simulate report</title><style>"
+    "body{font-family:sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}"
+    "table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+    "th{background:#f3f3f3}td.l,th.l{text-align:left}.grid{display:flex;flex-wrap:wrap;gap:6px}"
+    "svg{border:1px solid #ddd}svg .t{font-size:11px;font-weight:bold}svg .g{stroke:#eee}"
+    "svg .ref{stroke:#999;stroke-dasharray:4 3}svg .xa{font-size:9px;text-anchor:middle}"
+    "svg .ya{font-size:9px;text-anchor:end}svg .yl{font-size:9px;text-anchor:middle}svg .lg{font-size:9px}"
+    ".note{color:#555;font-size:.85em}"
+    "</style></head><body>\n";
 
-std::string ReportHtml(const Report& r) {
-  std::string h =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-      "<title>gangkeeper simulate report</title><style>"
-      "body{font-family:sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}"
-      "table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-      "th{background:#f3f3f3}td.l,th.l{text-align:left}.grid{display:flex;flex-wrap:wrap;gap:6px}"
-      "svg{border:1px solid #ddd}svg .t{font-size:11px;font-weight:bold}svg .g{stroke:#eee}"
-      "svg .ref{stroke:#999;stroke-dasharray:4 3}svg .xa{font-size:9px;text-anchor:middle}"
-      "svg .ya{font-size:9px;text-anchor:end}svg .yl{font-size:9px;text-anchor:middle}svg .lg{font-size:9px}"
-      ".note{color:#555;font-size:.85em}"
-      "</style></head><body>\n";
-  absl::StrAppend(&h, "<h1>gangkeeper simulate</h1>\n<p>", r.workloads, " workloads from <code>",
-                  Escape(r.workload_file), "</code> (", Escape(r.trace_format), "), policies: ", Escape(r.policies),
-                  ", ", r.cluster_queues.size(), " ClusterQueues.</p>\n");
-
-  // Summary.
+// The summary table: makespan, its bound, utilization and counts.
+void AppendSummary(const Report& r, std::string* out) {
+  std::string& h = *out;
   h += "<h2>Summary</h2>\n<table>\n";
   auto row = [&](const std::string& k, const std::string& v) {
     absl::StrAppend(&h, "<tr><th class=\"l\">", Escape(k), "</th><td class=\"l\">", Escape(v), "</td></tr>\n");
@@ -171,12 +167,43 @@ std::string ReportHtml(const Report& r) {
   row("scheduling passes / cycles", absl::StrCat(r.scheduling_passes, " / ", r.scheduling_cycles));
   row("stop delay", Sec(r.stop_delay_ms) + " s");
   h += "</table>\n";
+}
 
-  // Utilization over time.
+using Charts = std::map<std::string, std::vector<std::pair<std::string, std::vector<double>>>>;
+
+// One chart per cohort tree, one line per FlavorResource:
+// sum(series * nominal) / sum(nominal) over its ClusterQueues.
+Charts CohortCharts(const Report& r) {
+  Charts charts;
+  std::map<std::string, std::map<std::string, std::pair<std::vector<double>, double>>> agg;
+  for (const auto& [name, f] : r.cluster_queues) {
+    const std::string cohort = f.cohort.empty() ? name : f.cohort;
+    for (const auto& [fr, rf] : f.resources) {
+      if (rf.series.empty()) continue;
+      const double nominal = static_cast<double>(rf.nominal.milli());
+      auto& [sum, nominals] = agg[cohort][fr.ToString()];
+      sum.resize(rf.series.size(), 0.0);
+      for (size_t b = 0; b < rf.series.size(); ++b) sum[b] += rf.series[b] * nominal;
+      nominals += nominal;
+    }
+  }
+  for (auto& [cohort, per] : agg) {
+    for (auto& [fr, sn] : per) {
+      for (double& v : sn.first) v /= sn.second;
+      charts[cohort].emplace_back(fr, sn.first);
+    }
+  }
+  return charts;
+}
+
+// Utilization of nominal quota over time: a chart per ClusterQueue, or per
+// cohort when there are many.
+void AppendUtilization(const Report& r, std::string* out) {
+  std::string& h = *out;
   h += "<h2>Utilization of nominal quota over time</h2>\n";
   absl::StrAppend(&h, "<p class=\"note\">Average over buckets of ", Sec(r.interval_ms),
                   " s; the dashed line is 100% of nominal (above it, the queue borrows).</p>\n");
-  std::map<std::string, std::vector<std::pair<std::string, std::vector<double>>>> charts;
+  Charts charts;
   if (r.cluster_queues.size() <= kMaxQueueCharts) {
     for (const auto& [name, f] : r.cluster_queues) {
       for (const auto& [fr, rf] : f.resources) {
@@ -187,25 +214,7 @@ std::string ReportHtml(const Report& r) {
     absl::StrAppend(&h, "<p class=\"note\">", r.cluster_queues.size(),
                     " ClusterQueues: one chart per cohort (quota-weighted); the JSON report has every "
                     "ClusterQueue's series.</p>\n");
-    // Per cohort tree and FlavorResource: sum(series * nominal) / sum(nominal).
-    std::map<std::string, std::map<std::string, std::pair<std::vector<double>, double>>> agg;
-    for (const auto& [name, f] : r.cluster_queues) {
-      const std::string cohort = f.cohort.empty() ? name : f.cohort;
-      for (const auto& [fr, rf] : f.resources) {
-        if (rf.series.empty()) continue;
-        const double nominal = static_cast<double>(rf.nominal.milli());
-        auto& [sum, nominals] = agg[cohort][fr.ToString()];
-        sum.resize(rf.series.size(), 0.0);
-        for (size_t b = 0; b < rf.series.size(); ++b) sum[b] += rf.series[b] * nominal;
-        nominals += nominal;
-      }
-    }
-    for (auto& [cohort, per] : agg) {
-      for (auto& [fr, sn] : per) {
-        for (double& v : sn.first) v /= sn.second;
-        charts[cohort].emplace_back(fr, sn.first);
-      }
-    }
+    charts = CohortCharts(r);
   }
   h += "<div class=\"grid\">\n";
   const double x_max = static_cast<double>(std::max<int64_t>(r.end_ms, 1)) / 1000.0;
@@ -223,8 +232,11 @@ std::string ReportHtml(const Report& r) {
     h += "\n";
   }
   h += "</div>\n";
+}
 
-  // Wait-time distribution.
+// Time to admission per class: the table.
+void AppendWaitTable(const Report& r, std::string* out) {
+  std::string& h = *out;
   h += "<h2>Time to admission per class</h2>\n<table>\n<tr><th class=\"l\">class</th><th>workloads</th>"
        "<th>admitted</th><th>preemptions</th><th>mean (s)</th><th>p50</th><th>p90</th><th>p99</th><th>max</th>"
        "<th>first admission: mean (s)</th></tr>\n";
@@ -241,6 +253,11 @@ std::string ReportHtml(const Report& r) {
                     Num(std::round(c.time_to_first_admission.mean_ms) / 1000.0), "</td></tr>\n");
   }
   h += "</table>\n";
+}
+
+// Time to admission per class: the cumulative distribution chart.
+void AppendWaitCdf(const Report& r, std::string* out) {
+  std::string& h = *out;
   std::vector<Series> cdf;
   double wait_max = 0;
   for (const auto& [name, c] : r.classes) {
@@ -266,8 +283,11 @@ std::string ReportHtml(const Report& r) {
                    "fraction admitted", true, 640, 320);
     h += "\n";
   }
+}
 
-  // ClusterQueues.
+// The ClusterQueues' quota use.
+void AppendClusterQueues(const Report& r, std::string* out) {
+  std::string& h = *out;
   h += "<h2>ClusterQueues</h2>\n<table>\n<tr><th class=\"l\">ClusterQueue</th><th class=\"l\">cohort</th>"
        "<th class=\"l\">flavor/resource</th><th>nominal</th><th>peak</th><th>utilization</th><th>admissions</th>"
        "<th>preemptions</th></tr>\n";
@@ -280,15 +300,34 @@ std::string ReportHtml(const Report& r) {
     }
   }
   h += "</table>\n";
-  if (r.unadmitted_count > 0) {
-    absl::StrAppend(&h, "<h2>Never admitted (", r.unadmitted_count, ")</h2>\n<table>\n"
-                    "<tr><th class=\"l\">workload</th><th class=\"l\">class</th><th class=\"l\">why</th></tr>\n");
-    for (const Unadmitted& u : r.unadmitted) {
-      absl::StrAppend(&h, "<tr><td class=\"l\">", Escape(u.workload), "</td><td class=\"l\">", Escape(u.class_name),
-                      "</td><td class=\"l\">", Escape(u.reason), "</td></tr>\n");
-    }
-    h += "</table>\n";
+}
+
+// The workloads never admitted, if any.
+void AppendUnadmitted(const Report& r, std::string* out) {
+  if (r.unadmitted_count == 0) return;
+  std::string& h = *out;
+  absl::StrAppend(&h, "<h2>Never admitted (", r.unadmitted_count, ")</h2>\n<table>\n"
+                  "<tr><th class=\"l\">workload</th><th class=\"l\">class</th><th class=\"l\">why</th></tr>\n");
+  for (const Unadmitted& u : r.unadmitted) {
+    absl::StrAppend(&h, "<tr><td class=\"l\">", Escape(u.workload), "</td><td class=\"l\">", Escape(u.class_name),
+                    "</td><td class=\"l\">", Escape(u.reason), "</td></tr>\n");
   }
+  h += "</table>\n";
+}
+
+}  // namespace
+
+std::string ReportHtml(const Report& r) {
+  std::string h = kHead;
+  absl::StrAppend(&h, "<h1>gangkeeper simulate</h1>\n<p>", r.workloads, " workloads from <code>",
+                  Escape(r.workload_file), "</code> (", Escape(r.trace_format), "), policies: ", Escape(r.policies),
+                  ", ", r.cluster_queues.size(), " ClusterQueues.</p>\n");
+  AppendSummary(r, &h);
+  AppendUtilization(r, &h);
+  AppendWaitTable(r, &h);
+  AppendWaitCdf(r, &h);
+  AppendClusterQueues(r, &h);
+  AppendUnadmitted(r, &h);
   h += "</body></html>\n";
   return h;
 }

@@ -111,7 +111,13 @@ class Simulation {
   absl::Status HandleChanges(int64_t now, std::vector<size_t>* stops);
   void ChangeUsage(const std::string& cq, const broker::ResourceAmounts& amounts, int sign, int64_t now);
   void SampleUntil(int64_t before_ms);
+  // Ends the runs due at `now` (completions, then stops).
+  absl::Status EndRuns(int64_t now, int64_t* last_finish_ms);
+  // The Job a trace workload arrives as (priority from its class).
+  workload::Workload ArrivalObject(const SimWorkload& w) const;
   void Finalize();
+  // Per class: counts, the never admitted, times to admission.
+  void FinalizeClasses();
 
   const Trace& trace_;
   std::shared_ptr<const model::PolicySet> policies_;
@@ -392,6 +398,53 @@ void Simulation::SampleUntil(int64_t before_ms) {
   }
 }
 
+absl::Status Simulation::EndRuns(int64_t now, int64_t* last_finish_ms) {
+  while (!events_.empty() && events_.top().time_ms == now) {
+    const Event e = events_.top();
+    events_.pop();
+    SimWorkload& w = workloads_[e.index];
+    if (e.attempt != w.attempt) continue;  // preempted since
+    if (e.kind == EventKind::kFinish) {
+      if (!w.running) continue;
+      w.running = false;
+      w.finished_ms = now;
+      *last_finish_ms = now;
+      ++report_.finished;
+      ++report_.classes[w.trace->class_name].finished;
+      GK_RETURN_IF_ERROR(scheduler_->Finish(w.key, w.uid, At(now)));
+    } else {
+      GK_RETURN_IF_ERROR(scheduler_->Stopped(w.key, w.uid, At(now)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+workload::Workload Simulation::ArrivalObject(const SimWorkload& w) const {
+  const TraceWorkload& t = *w.trace;
+  workload::Workload obj;
+  obj.kind = workload::Kind::kJob;
+  obj.api_version = "batch/v1";
+  obj.namespace_name = t.namespace_name;
+  obj.name = t.name;
+  obj.uid = w.uid;
+  obj.queue_name = t.queue;
+  obj.priority = t.priority;
+  obj.pod_sets = t.pod_sets;
+  if (!t.priority_class.empty()) {
+    obj.priority_class = t.priority_class;
+    const model::PolicySet& p = *policies_;
+    if (auto wpc = p.workload_priority_classes.find(t.priority_class); wpc != p.workload_priority_classes.end()) {
+      obj.priority = wpc->second.value;
+      obj.priority_class_source = "WorkloadPriorityClass";
+    } else if (auto pc = p.priority_classes.find(t.priority_class); pc != p.priority_classes.end()) {
+      obj.priority = pc->second.value;
+      obj.priority_class_source = "PriorityClass";
+      obj.preemption_policy = pc->second.preemption_policy;
+    }
+  }
+  return obj;
+}
+
 absl::StatusOr<Report> Simulation::Run() {
   GK_RETURN_IF_ERROR(Prepare());
   ComputeLowerBounds();
@@ -425,49 +478,11 @@ absl::StatusOr<Report> Simulation::Run() {
     if (options_.until_ms.has_value() && now > *options_.until_ms) break;
     SampleUntil(now);
     // 1. Completions, then stops, then arrivals.
-    while (!events_.empty() && events_.top().time_ms == now) {
-      const Event e = events_.top();
-      events_.pop();
-      SimWorkload& w = workloads_[e.index];
-      if (e.attempt != w.attempt) continue;  // preempted since
-      if (e.kind == EventKind::kFinish) {
-        if (!w.running) continue;
-        w.running = false;
-        w.finished_ms = now;
-        last_finish_ms = now;
-        ++report_.finished;
-        ++report_.classes[w.trace->class_name].finished;
-        GK_RETURN_IF_ERROR(scheduler_->Finish(w.key, w.uid, At(now)));
-      } else {
-        GK_RETURN_IF_ERROR(scheduler_->Stopped(w.key, w.uid, At(now)));
-      }
-    }
+    GK_RETURN_IF_ERROR(EndRuns(now, &last_finish_ms));
     while (next_arrival < by_arrival_.size() && workloads_[by_arrival_[next_arrival]].trace->arrival_ms == now) {
       SimWorkload& w = workloads_[by_arrival_[next_arrival++]];
-      const TraceWorkload& t = *w.trace;
-      workload::Workload obj;
-      obj.kind = workload::Kind::kJob;
-      obj.api_version = "batch/v1";
-      obj.namespace_name = t.namespace_name;
-      obj.name = t.name;
-      obj.uid = w.uid;
-      obj.queue_name = t.queue;
-      obj.priority = t.priority;
-      obj.pod_sets = t.pod_sets;
-      if (!t.priority_class.empty()) {
-        obj.priority_class = t.priority_class;
-        const model::PolicySet& p = *policies_;
-        if (auto wpc = p.workload_priority_classes.find(t.priority_class); wpc != p.workload_priority_classes.end()) {
-          obj.priority = wpc->second.value;
-          obj.priority_class_source = "WorkloadPriorityClass";
-        } else if (auto pc = p.priority_classes.find(t.priority_class); pc != p.priority_classes.end()) {
-          obj.priority = pc->second.value;
-          obj.priority_class_source = "PriorityClass";
-          obj.preemption_policy = pc->second.preemption_policy;
-        }
-      }
       w.arrived = true;
-      GK_RETURN_IF_ERROR(base::Annotate(scheduler_->Add(obj, At(now)), t.source));
+      GK_RETURN_IF_ERROR(base::Annotate(scheduler_->Add(ArrivalObject(w), At(now)), w.trace->source));
     }
     // 2. The scheduling pass.
     GK_RETURN_IF_ERROR(Pass(now));
@@ -478,6 +493,40 @@ absl::StatusOr<Report> Simulation::Run() {
   if (report_.finished == report_.workloads) report_.makespan_ms = last_finish_ms;
   Finalize();
   return std::move(report_);
+}
+
+// One usage track of a ClusterQueue's FlavorResource, integrated up to
+// `end`: used quota-time, peak, utilization and its per-bucket series.
+void IntegrateUsage(const UsageTrack& u, int64_t end, int64_t interval_ms, int64_t buckets_count,
+                    ResourceFigures* out) {
+  ResourceFigures& rf = *out;
+  std::vector<absl::int128> buckets(static_cast<size_t>(buckets_count), 0);
+  for (size_t i = 0; i < u.steps.size(); ++i) {
+    int64_t from = u.steps[i].first;
+    int64_t to = i + 1 < u.steps.size() ? u.steps[i + 1].first : end;
+    from = std::min(from, end);
+    to = std::min(to, end);
+    const absl::int128 usage = u.steps[i].second;
+    if (to <= from || usage == 0) continue;
+    rf.used_milli_ms += usage * (to - from);
+    for (int64_t b = from / interval_ms; b < buckets_count && b * interval_ms < to; ++b) {
+      const int64_t lo = std::max(from, b * interval_ms);
+      const int64_t hi = std::min(to, (b + 1) * interval_ms);
+      if (hi > lo) buckets[static_cast<size_t>(b)] += usage * (hi - lo);
+    }
+  }
+  rf.peak = Quantity::FromMilli(static_cast<int64_t>(std::min(u.peak, absl::int128(kNever))));
+  const absl::int128 nominal = Milli(rf.nominal);
+  if (nominal > 0 && end > 0) {
+    rf.utilization =
+        static_cast<double>(rf.used_milli_ms) / (static_cast<double>(nominal) * static_cast<double>(end));
+    rf.series.resize(buckets.size());
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const int64_t lo = static_cast<int64_t>(b) * interval_ms;
+      const int64_t len = std::min(end, lo + interval_ms) - lo;
+      rf.series[b] = len > 0 ? static_cast<double>(buckets[b]) / (static_cast<double>(nominal) * len) : 0.0;
+    }
+  }
 }
 
 void Simulation::Finalize() {
@@ -492,33 +541,8 @@ void Simulation::Finalize() {
     ClusterQueueFigures& f = r.cluster_queues[cq];
     for (auto& [fr, u] : tracks) {
       ResourceFigures& rf = f.resources[fr];
-      std::vector<absl::int128> buckets(static_cast<size_t>(r.buckets), 0);
-      for (size_t i = 0; i < u.steps.size(); ++i) {
-        int64_t from = u.steps[i].first;
-        int64_t to = i + 1 < u.steps.size() ? u.steps[i + 1].first : end;
-        from = std::min(from, end);
-        to = std::min(to, end);
-        const absl::int128 usage = u.steps[i].second;
-        if (to <= from || usage == 0) continue;
-        rf.used_milli_ms += usage * (to - from);
-        for (int64_t b = from / interval_ms_; b < r.buckets && b * interval_ms_ < to; ++b) {
-          const int64_t lo = std::max(from, b * interval_ms_);
-          const int64_t hi = std::min(to, (b + 1) * interval_ms_);
-          if (hi > lo) buckets[static_cast<size_t>(b)] += usage * (hi - lo);
-        }
-      }
-      rf.peak = Quantity::FromMilli(static_cast<int64_t>(std::min(u.peak, absl::int128(kNever))));
+      IntegrateUsage(u, end, interval_ms_, r.buckets, &rf);
       const absl::int128 nominal = Milli(rf.nominal);
-      if (nominal > 0 && end > 0) {
-        rf.utilization =
-            static_cast<double>(rf.used_milli_ms) / (static_cast<double>(nominal) * static_cast<double>(end));
-        rf.series.resize(buckets.size());
-        for (size_t b = 0; b < buckets.size(); ++b) {
-          const int64_t lo = static_cast<int64_t>(b) * interval_ms_;
-          const int64_t len = std::min(end, lo + interval_ms_) - lo;
-          rf.series[b] = len > 0 ? static_cast<double>(buckets[b]) / (static_cast<double>(nominal) * len) : 0.0;
-        }
-      }
       total[fr.resource].first += rf.used_milli_ms;
       total[fr.resource].second += nominal;
       if (!f.class_name.empty()) {
@@ -545,7 +569,11 @@ void Simulation::Finalize() {
     series.assign(static_cast<size_t>(r.buckets), 0.0);
     for (size_t b = 0; b < series.size() && b < share_samples_.size(); ++b) series[b] = share_samples_[b][col];
   }
-  // Classes.
+  FinalizeClasses();
+}
+
+void Simulation::FinalizeClasses() {
+  Report& r = report_;
   std::map<std::string, std::vector<int64_t>> last_waits, first_waits;
   for (const SimWorkload& w : workloads_) {
     ClassFigures& c = r.classes[w.trace->class_name];

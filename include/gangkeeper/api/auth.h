@@ -17,7 +17,7 @@
 // kMaxTrackedAddresses addresses are tracked; beyond them, failures from
 // untracked addresses share one count.
 //
-// Authorization (enforced in api.cc and scope.h; README "API roles" and
+// Authorization (enforced by the handlers in src/api/ and scope.h; README "API roles" and
 // docs/decisions.md say the same):
 //   admin       reads and writes everything; audit; /metrics.
 //   viewer      reads every quota object, ClusterQueue status and workload;

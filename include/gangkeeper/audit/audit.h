@@ -51,7 +51,8 @@
 
 namespace gangkeeper::audit {
 
-// Actions the audit module writes itself (the broker's are in audit.cc).
+// Actions the audit module writes itself (the broker's are in
+// journal_events.cc).
 inline constexpr char kReviewDenied[] = "review.denied";
 inline constexpr char kDenialsSuppressed[] = "review.denials_suppressed";
 inline constexpr char kRetentionForced[] = "audit.retention_forced";
@@ -176,6 +177,21 @@ class AuditLog {
   // Removes the oldest segments past max_bytes and max_age (see
   // AuditOptions); one pass at a time.
   void Retain() ABSL_LOCKS_EXCLUDED(mu_, retain_mu_);
+  // Retain's steps (retention.cc). How many of the oldest `segments` go:
+  // `by_size` for max_bytes, the result also for max_age.
+  size_t SegmentsPastLimits(const std::vector<store::SegmentInfo>& segments, absl::Time now, size_t* by_size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(retain_mu_);
+  // The first of the `by_size` oldest segments holding events younger than
+  // min_retention (and not older than max_age); `by_size` when none does.
+  size_t FirstYoungSegment(const std::vector<store::SegmentInfo>& segments, size_t by_size, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(retain_mu_);
+  // Logs, counts and records (audit.retention_forced) that the size cap
+  // removes segments [young, by_size).
+  void RecordForcedRetention(const std::vector<store::SegmentInfo>& segments, size_t young, size_t by_size,
+                             absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(retain_mu_);
+  // Writes BASE, then removes the `count` segments before record `keep`;
+  // false (logged) when BASE cannot be written and nothing was removed.
+  bool DropSegmentsBefore(uint64_t keep, size_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(retain_mu_);
   // The time of the first event of the segment starting at `first_seq`.
   std::optional<absl::Time> FirstEventTime(uint64_t first_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(retain_mu_);
   // Scans records [from, end) of the log for `q`, adding to `found` until

@@ -41,16 +41,36 @@ struct HttpResponse {
 
 using Handler = std::function<HttpResponse(const HttpRequest&)>;
 
+// Errors answer through one table (http.cc), owned here for every
+// listener and the API: a canonical code gives the HTTP status and the
+// "code" of the body {"error":{"code","message","field"}}.
+//
 // The HTTP status for an absl status code (STYLE §6.5): InvalidArgument 400,
 // Unauthenticated 401, PermissionDenied 403, NotFound 404, AlreadyExists and
 // Aborted 409, FailedPrecondition 412, OutOfRange 400, ResourceExhausted
 // 429, Unimplemented 501, Unavailable and DeadlineExceeded 503, else 500.
 int HttpStatusFor(absl::StatusCode code);
 
+// How the body's "code" is spelled. kCanonical: abseil's name
+// ("InvalidArgument", "PermissionDenied"), as the listeners and the webhook
+// answer. kKubernetes: the Kubernetes API's StatusReason where one differs
+// (InvalidArgument and OutOfRange "BadRequest", Unauthenticated
+// "Unauthorized", PermissionDenied "Forbidden", AlreadyExists and Aborted
+// "Conflict", ResourceExhausted "TooManyRequests"), as the API answers
+// (api.h). The status is the same either way.
+enum class ErrorNames { kCanonical, kKubernetes };
+std::string ErrorCodeName(absl::StatusCode code, ErrorNames names = ErrorNames::kCanonical);
+
 // A JSON error response: {"error":{"code":"NotFound","message":"...",
 // "field":"..."}} with the status from HttpStatusFor ("field" only when set).
-HttpResponse ErrorResponse(const absl::Status& status, absl::string_view field = "");
-// The same shape for a bare HTTP status (404 for an unknown path, 413, ...).
-HttpResponse ErrorResponse(int http_status, absl::string_view message);
+// The body is always valid JSON: bytes of the message or field that are not
+// well-formed UTF-8 become U+FFFD.
+HttpResponse ErrorResponse(const absl::Status& status, absl::string_view field = "",
+                           ErrorNames names = ErrorNames::kCanonical);
+// The same shape for a bare HTTP status: one no canonical code maps to
+// (405 MethodNotAllowed, 413 RequestEntityTooLarge, 415
+// UnsupportedMediaType, 422 Invalid, 431 RequestHeaderFieldsTooLarge), or
+// one httplib answered on its own (400, 404, ...: the canonical name).
+HttpResponse ErrorResponse(int http_status, absl::string_view message, absl::string_view field = "");
 
 }  // namespace gangkeeper::server
