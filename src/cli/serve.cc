@@ -31,7 +31,7 @@
 #include "gangkeeper/audit/denials.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
-#include "gangkeeper/broker/journal.h"
+#include "gangkeeper/store/journal.h"
 #include "gangkeeper/kube/actuator.h"
 #include "gangkeeper/kube/client.h"
 #include "gangkeeper/kube/config.h"

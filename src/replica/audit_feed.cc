@@ -10,6 +10,7 @@
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/state_codec.h"
 #include "src/replica/watch_loop.h"
 
 namespace gangkeeper::replica {
@@ -55,7 +56,7 @@ absl::Status AuditFeed::Write(uint64_t record, const std::string& payload) {
   }
   broker::DurableState scratch;
   std::vector<broker::StateChange> changes;
-  if (absl::Status s = broker::ApplyBatch(payload, record, &scratch, &changes); !s.ok()) {
+  if (absl::Status s = store::ApplyBatch(payload, record, &scratch, &changes); !s.ok()) {
     return absl::DataLossError(absl::StrCat("journal record ", record, ": ", s.message()));
   }
   std::vector<audit::Event> events = audit::EventsFor(changes, record);

@@ -10,8 +10,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "gangkeeper/base/clock.h"
-#include "gangkeeper/broker/journal.h"
+#include "gangkeeper/store/journal.h"
 #include "gangkeeper/store/crc32c.h"
+#include "gangkeeper/store/state_codec.h"
 #include "nlohmann/json.hpp"
 
 namespace gangkeeper::replica {
@@ -121,7 +122,7 @@ absl::StatusOr<broker::DurableState> ReadState(etcd::Client* client, const std::
                                                 position, " does not match its manifest (", payload.size(), " of ",
                                                 bytes, " bytes, or its checksum)"));
       }
-      absl::StatusOr<broker::DurableState> decoded = broker::DecodeState(payload, position);
+      absl::StatusOr<broker::DurableState> decoded = store::DecodeState(payload, position);
       if (!decoded.ok()) {
         return absl::DataLossError(
             absl::StrCat("etcd snapshot at record ", position, ": ", decoded.status().message()));
@@ -150,7 +151,7 @@ absl::StatusOr<broker::DurableState> ReadState(etcd::Client* client, const std::
                                                   " is missing (the next is ", *record,
                                                   "); the journal in etcd has a gap"));
         }
-        if (absl::Status a = broker::ApplyBatch(kv.value, *record, &state); !a.ok()) {
+        if (absl::Status a = store::ApplyBatch(kv.value, *record, &state); !a.ok()) {
           return absl::DataLossError(absl::StrCat("etcd ", kv.key, ": ", a.message()));
         }
         ++expected;
@@ -204,7 +205,7 @@ EtcdJournal::EtcdJournal(etcd::Client* client, EtcdJournalOptions options, uint6
 
 absl::StatusOr<uint64_t> EtcdJournal::Append(const broker::DurableBatch& batch) {
   const bool record = !batch.changes.empty() || batch.policies != nullptr || !batch.workloads.empty();
-  const std::string payload = record ? broker::EncodeBatch(batch) : std::string();
+  const std::string payload = record ? store::EncodeBatch(batch) : std::string();
   absl::MutexLock lock(&mu_);
   if (!latched_.ok()) return latched_;
   if (!fence_.has_value()) {
@@ -290,7 +291,7 @@ absl::Status EtcdJournal::WriteSnapshot(const broker::Snapshot& snap) {
     if (!latched_.ok()) return latched_;
     if (position == 0 || position <= stats_.last_snapshot_position) return absl::OkStatus();
   }
-  const std::string payload = broker::EncodeState(broker::DurableStateOf(snap));
+  const std::string payload = store::EncodeState(broker::DurableStateOf(snap));
   const size_t chunk = std::max<size_t>(1024, options_.snapshot_chunk_bytes);
   const uint64_t chunks = (payload.size() + chunk - 1) / chunk;
   for (uint64_t c = 0; c < chunks; ++c) {

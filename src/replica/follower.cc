@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/state_codec.h"
 #include "src/replica/watch_loop.h"
 
 namespace gangkeeper::replica {
@@ -45,7 +46,7 @@ void Follower::OnEvents(const std::vector<etcd::WatchEvent>& events) {
       gap_ = true;
       continue;
     }
-    if (absl::Status s = broker::ApplyBatch(e.kv.value, *record, &state_); !s.ok()) {
+    if (absl::Status s = store::ApplyBatch(e.kv.value, *record, &state_); !s.ok()) {
       base::GetLogger("replica")->error("follower: {}: {}; reading the whole state again", e.kv.key, s.message());
       gap_ = true;
       continue;

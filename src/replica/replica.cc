@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
-#include "gangkeeper/broker/journal.h"
+#include "gangkeeper/store/journal.h"
 
 namespace gangkeeper::replica {
 

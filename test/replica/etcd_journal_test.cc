@@ -17,6 +17,7 @@
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/state_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/replica/etcd_fixture.h"
@@ -131,14 +132,14 @@ TEST_F(EtcdJournalTest, ARecordItsOwnLostAttemptWroteIsSkippedNotOverwritten) {
   // lost: record 1 is there with other content.
   broker::DurableBatch lost;
   lost.policies = std::make_shared<model::PolicySet>();
-  ASSERT_THAT(client_->Put(JournalKey(prefix_, 1), broker::EncodeBatch(lost)).status(), IsOk());
+  ASSERT_THAT(client_->Put(JournalKey(prefix_, 1), store::EncodeBatch(lost)).status(), IsOk());
   absl::StatusOr<uint64_t> at = journal.Append(batch);
   ASSERT_THAT(at.status(), IsOk());
   EXPECT_EQ(*at, 2u);
   absl::StatusOr<etcd::RangeResult> one = client_->Range(JournalKey(prefix_, 1));
   ASSERT_THAT(one.status(), IsOk());
   ASSERT_EQ(one->kvs.size(), 1u);
-  EXPECT_EQ(one->kvs[0].value, broker::EncodeBatch(lost));
+  EXPECT_EQ(one->kvs[0].value, store::EncodeBatch(lost));
   EtcdRecovery r;
   absl::StatusOr<broker::DurableState> state = ReadState(client_.get(), prefix_, &r);
   ASSERT_THAT(state.status(), IsOk());

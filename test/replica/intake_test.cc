@@ -17,6 +17,7 @@
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/etcd/client.h"
 #include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/state_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/replica/etcd_fixture.h"
@@ -122,7 +123,7 @@ class IntakeTest : public EtcdFixture {
     for (const etcd::KeyValue& kv : all->kvs) {
       broker::DurableState scratch;
       std::vector<broker::StateChange> changes;
-      EXPECT_THAT(broker::ApplyBatch(kv.value, *RecordOfKey(prefix_, kv.key), &scratch, &changes), IsOk());
+      EXPECT_THAT(store::ApplyBatch(kv.value, *RecordOfKey(prefix_, kv.key), &scratch, &changes), IsOk());
       for (const broker::StateChange& c : changes) {
         if (c.type == broker::StateChange::Type::kRegistered) ++out[c.key.name];
       }

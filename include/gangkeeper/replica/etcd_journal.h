@@ -27,7 +27,7 @@
 // etcd revision: the state a new leader starts from. A new leader must read
 // it after its term began (its leader key exists): from then on the old
 // leader's fenced writes fail, so nothing it wrote can be missed. Followers
-// fold the records they watch with broker::ApplyBatch.
+// fold the records they watch with store::ApplyBatch.
 //
 // Thread-safe.
 #pragma once
