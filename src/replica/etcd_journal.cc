@@ -10,8 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "gangkeeper/base/clock.h"
-#include "gangkeeper/store/journal.h"
 #include "gangkeeper/store/crc32c.h"
+#include "gangkeeper/store/journal.h"
 #include "gangkeeper/store/state_codec.h"
 #include "nlohmann/json.hpp"
 

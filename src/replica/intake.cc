@@ -12,9 +12,9 @@
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/codec.h"
 #include "gangkeeper/store/state_codec.h"
 #include "src/replica/watch_loop.h"
-#include "gangkeeper/store/codec.h"
 
 namespace gangkeeper::replica {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "gangkeeper/base/clock.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 #include "gtest/gtest.h"
 #include "test/testing/etcd_process.h"
 #include "test/testing/status_matchers.h"

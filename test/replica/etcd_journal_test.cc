@@ -16,7 +16,7 @@
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 #include "gangkeeper/store/state_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -5,11 +5,11 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "gangkeeper/broker/broker.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/audit/denials.h"
-#include "gangkeeper/store/journal.h"
+#include "gangkeeper/broker/broker.h"
 #include "gangkeeper/metrics/registry.h"
+#include "gangkeeper/store/journal.h"
 
 namespace gangkeeper::api {
 

@@ -45,8 +45,8 @@
 #include "absl/time/time.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
-#include "gangkeeper/store/journal.h"
 #include "gangkeeper/store/file_system.h"
+#include "gangkeeper/store/journal.h"
 #include "gangkeeper/store/log.h"
 
 namespace gangkeeper::audit {

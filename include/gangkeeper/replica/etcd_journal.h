@@ -45,7 +45,7 @@
 #include "absl/time/time.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 
 namespace gangkeeper::replica {
 

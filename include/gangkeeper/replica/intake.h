@@ -37,7 +37,7 @@
 #include "absl/synchronization/notification.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/registry.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 
 namespace gangkeeper::replica {
 

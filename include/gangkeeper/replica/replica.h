@@ -33,12 +33,12 @@
 #include "absl/time/time.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
-#include "gangkeeper/etcd/client.h"
-#include "gangkeeper/etcd/election.h"
 #include "gangkeeper/replica/etcd_journal.h"
 #include "gangkeeper/replica/follower.h"
 #include "gangkeeper/replica/intake.h"
 #include "gangkeeper/replica/overlay.h"
+#include "gangkeeper/store/etcd/client.h"
+#include "gangkeeper/store/etcd/election.h"
 
 namespace gangkeeper::replica {
 

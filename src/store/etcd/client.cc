@@ -1,4 +1,4 @@
-// gangkeeper: the etcd v3 JSON-gateway client (see client.h).
+// gangkeeper store/etcd: the etcd v3 JSON-gateway client (see client.h).
 //
 // Gateway facts this file relies on, checked against etcd 3.4.23:
 //  * every call is a POST of one JSON object; bytes fields are base64,
@@ -18,7 +18,7 @@
 //
 // Connections: calls borrow a keep-alive connection per endpoint from a
 // small pool; a watch opens its own and keeps it for its whole life.
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 
 #include <httplib.h>
 #include <openssl/err.h>

@@ -3,7 +3,7 @@
 // Most tests share one etcd and keep to their own key prefix; the outage
 // tests own theirs, because they hang, kill and restart it. Every wait is
 // bounded; timing checks are generous upper bounds only.
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
