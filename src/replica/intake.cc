@@ -11,8 +11,8 @@
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/broker/durable.h"
-#include "gangkeeper/replica/etcd_journal.h"
 #include "gangkeeper/store/codec.h"
+#include "gangkeeper/store/etcd_journal.h"
 #include "gangkeeper/store/state_codec.h"
 #include "src/replica/watch_loop.h"
 
@@ -372,7 +372,7 @@ absl::Status IntakeFeeder::CatchUpAndWatch() {
 }
 
 void IntakeFeeder::DeleteApplied() {
-  absl::StatusOr<etcd::RangeResult> cursor = client_->Range(IntakeAppliedKey(prefix_));
+  absl::StatusOr<etcd::RangeResult> cursor = client_->Range(store::IntakeAppliedKey(prefix_));
   int64_t applied = 0;
   if (!cursor.ok() || cursor->kvs.empty() || !absl::SimpleAtoi(cursor->kvs.front().value, &applied)) return;
   etcd::RangeOptions o;

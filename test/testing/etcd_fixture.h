@@ -1,6 +1,7 @@
-// gangkeeper tests: a real etcd and a client for the replica tests, and a
-// leader term made by hand (the leader key created anew, and its fence),
-// without an elector.
+// gangkeeper tests: a real etcd and a client for the tests of the etcd
+// journal (test/store) and the replicas (test/replica), and a leader term
+// made by hand (the leader key created anew, and its fence), without an
+// elector.
 #pragma once
 
 #include <memory>
@@ -12,7 +13,7 @@
 #include "test/testing/etcd_process.h"
 #include "test/testing/status_matchers.h"
 
-namespace gangkeeper::replica {
+namespace gangkeeper::testing {
 
 class EtcdFixture : public ::testing::Test {
  protected:
@@ -42,4 +43,4 @@ class EtcdFixture : public ::testing::Test {
   base::SimulatedClock clock_{absl::FromUnixSeconds(1'700'000'000)};
 };
 
-}  // namespace gangkeeper::replica
+}  // namespace gangkeeper::testing

@@ -1,9 +1,10 @@
-// gangkeeper replica: the broker's journal and snapshots in etcd (DESIGN
-// §9, issue #10), for several replicas sharing one durable state.
+// gangkeeper store: the broker's journal and snapshots in etcd (DESIGN §9,
+// issue #10), for several replicas sharing one durable state (replica/).
 //
 // Keys under the prefix P (--etcd-prefix, default "/gangkeeper/"):
 //   P journal/<record, 20 digits>  one DurableBatch per record (the same
-//                                  payload as the file journal, durable.h)
+//                                  payload as the file journal,
+//                                  state_codec.h)
 //   P snapshot                     the manifest of the newest snapshot:
 //                                  {"position","chunks","bytes","crc32c"}
 //   P snapshots/<position, 20 digits>/<chunk, 6 digits>
@@ -47,7 +48,7 @@
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/store/etcd/client.h"
 
-namespace gangkeeper::replica {
+namespace gangkeeper::store {
 
 struct EtcdJournalOptions {
   std::string prefix = "/gangkeeper/";
@@ -134,4 +135,4 @@ class EtcdJournal final : public broker::StateSink {
   absl::Mutex snapshot_mu_;  // one snapshot at a time
 };
 
-}  // namespace gangkeeper::replica
+}  // namespace gangkeeper::store

@@ -1,6 +1,6 @@
-// gangkeeper replica: the broker's journal and snapshots in etcd (see
+// gangkeeper store: the broker's journal and snapshots in etcd (see
 // etcd_journal.h).
-#include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/etcd_journal.h"
 
 #include <algorithm>
 #include <utility>
@@ -11,11 +11,10 @@
 #include "absl/strings/strip.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/store/crc32c.h"
-#include "gangkeeper/store/journal.h"
 #include "gangkeeper/store/state_codec.h"
 #include "nlohmann/json.hpp"
 
-namespace gangkeeper::replica {
+namespace gangkeeper::store {
 namespace {
 
 using json = nlohmann::json;
@@ -117,12 +116,12 @@ absl::StatusOr<broker::DurableState> ReadState(etcd::Client* client, const std::
         continue;
       }
       if (!s.ok()) return s;
-      if (payload.size() != bytes || store::Crc32c(payload) != m["crc32c"].get<uint32_t>()) {
+      if (payload.size() != bytes || Crc32c(payload) != m["crc32c"].get<uint32_t>()) {
         return absl::DataLossError(absl::StrCat("etcd ", ChunkPrefix(prefix, position), ": the snapshot at record ",
                                                 position, " does not match its manifest (", payload.size(), " of ",
                                                 bytes, " bytes, or its checksum)"));
       }
-      absl::StatusOr<broker::DurableState> decoded = store::DecodeState(payload, position);
+      absl::StatusOr<broker::DurableState> decoded = DecodeState(payload, position);
       if (!decoded.ok()) {
         return absl::DataLossError(
             absl::StrCat("etcd snapshot at record ", position, ": ", decoded.status().message()));
@@ -151,7 +150,7 @@ absl::StatusOr<broker::DurableState> ReadState(etcd::Client* client, const std::
                                                   " is missing (the next is ", *record,
                                                   "); the journal in etcd has a gap"));
         }
-        if (absl::Status a = store::ApplyBatch(kv.value, *record, &state); !a.ok()) {
+        if (absl::Status a = ApplyBatch(kv.value, *record, &state); !a.ok()) {
           return absl::DataLossError(absl::StrCat("etcd ", kv.key, ": ", a.message()));
         }
         ++expected;
@@ -205,7 +204,7 @@ EtcdJournal::EtcdJournal(etcd::Client* client, EtcdJournalOptions options, uint6
 
 absl::StatusOr<uint64_t> EtcdJournal::Append(const broker::DurableBatch& batch) {
   const bool record = !batch.changes.empty() || batch.policies != nullptr || !batch.workloads.empty();
-  const std::string payload = record ? store::EncodeBatch(batch) : std::string();
+  const std::string payload = record ? EncodeBatch(batch) : std::string();
   absl::MutexLock lock(&mu_);
   if (!latched_.ok()) return latched_;
   if (!fence_.has_value()) {
@@ -291,7 +290,7 @@ absl::Status EtcdJournal::WriteSnapshot(const broker::Snapshot& snap) {
     if (!latched_.ok()) return latched_;
     if (position == 0 || position <= stats_.last_snapshot_position) return absl::OkStatus();
   }
-  const std::string payload = store::EncodeState(broker::DurableStateOf(snap));
+  const std::string payload = EncodeState(broker::DurableStateOf(snap));
   const size_t chunk = std::max<size_t>(1024, options_.snapshot_chunk_bytes);
   const uint64_t chunks = (payload.size() + chunk - 1) / chunk;
   for (uint64_t c = 0; c < chunks; ++c) {
@@ -303,7 +302,7 @@ absl::Status EtcdJournal::WriteSnapshot(const broker::Snapshot& snap) {
   const json manifest = {{"position", position},
                          {"chunks", chunks},
                          {"bytes", payload.size()},
-                         {"crc32c", store::Crc32c(payload)}};
+                         {"crc32c", Crc32c(payload)}};
   // The manifest moves to the new snapshot; older snapshots and the records
   // far enough behind it go in the same transaction.
   std::vector<etcd::Op> ops = {etcd::Op::Put(ManifestKey(options_.prefix), manifest.dump()),
@@ -332,4 +331,4 @@ EtcdJournalStats EtcdJournal::stats() const {
   return stats_;
 }
 
-}  // namespace gangkeeper::replica
+}  // namespace gangkeeper::store
