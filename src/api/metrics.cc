@@ -191,34 +191,34 @@ absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* 
   return RegisterWorkloadCounters(registry, b);
 }
 
-absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::Journal* journal) {
+absl::Status RegisterJournalMetrics(metrics::Registry& registry, const store::Journal* journal) {
   struct One {
     const char* name;
     const char* help;
     bool counter;
-    double (*value)(const broker::JournalStats&);
+    double (*value)(const store::JournalStats&);
   };
   static constexpr One kAll[] = {
       {"gangkeeper_store_journal_appends_total", "Journal appends acknowledged (one per broker batch), each durable.", true,
-       [](const broker::JournalStats& s) { return static_cast<double>(s.log.appends); }},
+       [](const store::JournalStats& s) { return static_cast<double>(s.log.appends); }},
       {"gangkeeper_store_journal_fsyncs_total", "Journal writes, each followed by one fsync (group commit).", true,
-       [](const broker::JournalStats& s) { return static_cast<double>(s.log.groups); }},
+       [](const store::JournalStats& s) { return static_cast<double>(s.log.groups); }},
       {"gangkeeper_store_journal_bytes_total", "Bytes written to the journal.", true,
-       [](const broker::JournalStats& s) { return static_cast<double>(s.log.bytes); }},
+       [](const store::JournalStats& s) { return static_cast<double>(s.log.bytes); }},
       {"gangkeeper_store_journal_segments", "Journal segment files kept.", false,
-       [](const broker::JournalStats& s) { return static_cast<double>(s.log.segments); }},
+       [](const store::JournalStats& s) { return static_cast<double>(s.log.segments); }},
       {"gangkeeper_store_journal_next_record", "The number the next journal record gets.", false,
-       [](const broker::JournalStats& s) { return static_cast<double>(s.log.next_seq); }},
+       [](const store::JournalStats& s) { return static_cast<double>(s.log.next_seq); }},
       {"gangkeeper_store_journal_snapshots_total", "Snapshots written.", true,
-       [](const broker::JournalStats& s) { return static_cast<double>(s.snapshots); }},
+       [](const store::JournalStats& s) { return static_cast<double>(s.snapshots); }},
       {"gangkeeper_store_journal_snapshot_failures_total", "Snapshots that could not be written.", true,
-       [](const broker::JournalStats& s) { return static_cast<double>(s.snapshot_failures); }},
+       [](const store::JournalStats& s) { return static_cast<double>(s.snapshot_failures); }},
       {"gangkeeper_store_journal_last_snapshot_bytes", "Size of the last snapshot.", false,
-       [](const broker::JournalStats& s) { return static_cast<double>(s.last_snapshot_bytes); }},
+       [](const store::JournalStats& s) { return static_cast<double>(s.last_snapshot_bytes); }},
       {"gangkeeper_store_journal_last_snapshot_seconds", "Time the last snapshot took to write.", false,
-       [](const broker::JournalStats& s) { return absl::ToDoubleSeconds(s.last_snapshot_took); }},
+       [](const store::JournalStats& s) { return absl::ToDoubleSeconds(s.last_snapshot_took); }},
       {"gangkeeper_store_journal_records_since_snapshot", "Journal records a restart would replay.", false,
-       [](const broker::JournalStats& s) { return static_cast<double>(s.records_since_snapshot); }},
+       [](const store::JournalStats& s) { return static_cast<double>(s.records_since_snapshot); }},
   };
   for (const One& m : kAll) {
     auto value = m.value;

@@ -131,7 +131,7 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
   return out;
 }
 
-absl::Status CatchUp(const broker::Journal& journal, AuditLog* audit, uint64_t* appended) {
+absl::Status CatchUp(const store::Journal& journal, AuditLog* audit, uint64_t* appended) {
   *appended = 0;
   const uint64_t first_kept = journal.stats().log.first_seq;
   const uint64_t last = audit->last_journal_record();

@@ -21,7 +21,7 @@
 #include "gangkeeper/audit/denials.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 #include "gangkeeper/kube/actuator.h"
 #include "gangkeeper/kube/client.h"
 #include "gangkeeper/kube/reconciler.h"
@@ -33,6 +33,7 @@
 #include "gangkeeper/replica/overlay.h"
 #include "gangkeeper/replica/replica.h"
 #include "gangkeeper/store/file_system.h"
+#include "gangkeeper/store/journal.h"
 #include "src/node/wiring.h"
 
 namespace gangkeeper::node {
@@ -60,7 +61,7 @@ struct Node::Impl {
   PolicyFn effective_for;
   // The durable state: the journal in --data-dir, or etcd.
   std::unique_ptr<store::FileLock> data_dir_lock;
-  std::unique_ptr<broker::Journal> journal;
+  std::unique_ptr<store::Journal> journal;
   broker::DurableState recovered;
   std::unique_ptr<etcd::Client> etcd_client;
   std::unique_ptr<audit::AuditLog> audit_log;
@@ -177,8 +178,8 @@ absl::Status Node::Impl::OpenStore() {
 absl::Status Node::Impl::OpenJournal() {
   o.journal.data_dir = o.data_dir;
   o.journal.truncate_corruption = o.recover == "truncate";
-  broker::JournalRecovery recovery;
-  absl::StatusOr<std::unique_ptr<broker::Journal>> opened = broker::Journal::Open(o.journal, &recovery);
+  store::JournalRecovery recovery;
+  absl::StatusOr<std::unique_ptr<store::Journal>> opened = store::Journal::Open(o.journal, &recovery);
   if (!opened.ok()) return RunTime(absl::StrCat("--data-dir ", o.data_dir, ": ", opened.status().message()));
   journal = *std::move(opened);
   for (const std::string& note : recovery.notes) log->warn("recovery: {}", note);
@@ -511,7 +512,7 @@ absl::Status Node::Shutdown(absl::Duration grace) {
     if (absl::Status snap = n.journal->WriteSnapshot(*n.broker->snapshot()); !snap.ok()) {
       n.log->warn("shutdown: no final snapshot ({}); the journal has everything", snap.message());
     }
-    const broker::JournalStats js = n.journal->stats();
+    const store::JournalStats js = n.journal->stats();
     n.log->info("stopped cleanly: journal at record {}, snapshot at record {}", js.log.next_seq - 1,
                 js.last_snapshot_position);
   } else {

@@ -9,7 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/broker/durable.h"
-#include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/etcd_journal.h"
+#include "gangkeeper/store/state_codec.h"
 #include "src/replica/watch_loop.h"
 
 namespace gangkeeper::replica {
@@ -55,7 +56,7 @@ absl::Status AuditFeed::Write(uint64_t record, const std::string& payload) {
   }
   broker::DurableState scratch;
   std::vector<broker::StateChange> changes;
-  if (absl::Status s = broker::ApplyBatch(payload, record, &scratch, &changes); !s.ok()) {
+  if (absl::Status s = store::ApplyBatch(payload, record, &scratch, &changes); !s.ok()) {
     return absl::DataLossError(absl::StrCat("journal record ", record, ": ", s.message()));
   }
   std::vector<audit::Event> events = audit::EventsFor(changes, record);
@@ -88,18 +89,18 @@ absl::Status AuditFeed::CatchUpAndWatch() {
     from = stats_.position + 1;
   }
   etcd::RangeOptions o;
-  o.range_end = etcd::PrefixEnd(JournalPrefix(prefix_));
+  o.range_end = etcd::PrefixEnd(store::JournalPrefix(prefix_));
   o.limit = 256;
   int64_t revision = 0;
   for (int page = 0; page < (1 << 24); ++page) {
-    absl::StatusOr<etcd::RangeResult> r = client_->Range(JournalKey(prefix_, from), o);
+    absl::StatusOr<etcd::RangeResult> r = client_->Range(store::JournalKey(prefix_, from), o);
     if (!r.ok()) return r.status();
     if (revision == 0) {
       revision = r->revision;
       o.revision = revision;
     }
     for (const etcd::KeyValue& kv : r->kvs) {
-      const std::optional<uint64_t> record = RecordOfKey(prefix_, kv.key);
+      const std::optional<uint64_t> record = store::RecordOfKey(prefix_, kv.key);
       if (!record.has_value()) continue;
       if (absl::Status s = Write(*record, kv.value); !s.ok()) return s;
       from = *record + 1;
@@ -111,17 +112,17 @@ absl::Status AuditFeed::CatchUpAndWatch() {
   absl::Mutex failed_mu;
   absl::Status failed;
   etcd::WatchOptions wo;
-  wo.range_end = etcd::PrefixEnd(JournalPrefix(prefix_));
+  wo.range_end = etcd::PrefixEnd(store::JournalPrefix(prefix_));
   wo.start_revision = revision + 1;
   return internal::WatchUntilEnd(
-      client_, JournalPrefix(prefix_), wo,
+      client_, store::JournalPrefix(prefix_), wo,
       [&](const std::vector<etcd::WatchEvent>& events, int64_t) {
         // Callbacks come one at a time on the watch's thread.
         absl::MutexLock lock(&failed_mu);
         if (!failed.ok()) return;
         for (const etcd::WatchEvent& e : events) {
           if (e.type != etcd::WatchEvent::Type::kPut) continue;  // the leader's clean-up
-          const std::optional<uint64_t> record = RecordOfKey(prefix_, e.kv.key);
+          const std::optional<uint64_t> record = store::RecordOfKey(prefix_, e.kv.key);
           if (!record.has_value()) continue;
           if (absl::Status s = Write(*record, e.kv.value); !s.ok()) {
             failed = s;

@@ -8,7 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
-#include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/etcd_journal.h"
+#include "gangkeeper/store/state_codec.h"
 #include "src/replica/watch_loop.h"
 
 namespace gangkeeper::replica {
@@ -39,13 +40,13 @@ void Follower::OnEvents(const std::vector<etcd::WatchEvent>& events) {
   for (const etcd::WatchEvent& e : events) {
     // Deletions are the leader's clean-up of records its snapshot covers.
     if (e.type != etcd::WatchEvent::Type::kPut || gap_) continue;
-    const std::optional<uint64_t> record = RecordOfKey(prefix_, e.kv.key);
+    const std::optional<uint64_t> record = store::RecordOfKey(prefix_, e.kv.key);
     if (!record.has_value() || *record <= state_.position) continue;
     if (*record != state_.position + 1) {
       gap_ = true;
       continue;
     }
-    if (absl::Status s = broker::ApplyBatch(e.kv.value, *record, &state_); !s.ok()) {
+    if (absl::Status s = store::ApplyBatch(e.kv.value, *record, &state_); !s.ok()) {
       base::GetLogger("replica")->error("follower: {}: {}; reading the whole state again", e.kv.key, s.message());
       gap_ = true;
       continue;
@@ -57,8 +58,8 @@ void Follower::OnEvents(const std::vector<etcd::WatchEvent>& events) {
 }
 
 absl::Status Follower::Follow() {
-  EtcdRecovery r;
-  absl::StatusOr<broker::DurableState> state = ReadState(client_, prefix_, &r);
+  store::EtcdRecovery r;
+  absl::StatusOr<broker::DurableState> state = store::ReadState(client_, prefix_, &r);
   if (!state.ok()) return state.status();
   {
     absl::MutexLock lock(&mu_);
@@ -68,11 +69,11 @@ absl::Status Follower::Follow() {
     ++stats_.reads;
   }
   etcd::WatchOptions wo;
-  wo.range_end = etcd::PrefixEnd(JournalPrefix(prefix_));
+  wo.range_end = etcd::PrefixEnd(store::JournalPrefix(prefix_));
   wo.start_revision = r.revision + 1;
   if (absl::Status s = HandOver(); !s.ok()) return s;
   return internal::WatchUntilEnd(
-      client_, JournalPrefix(prefix_), wo,
+      client_, store::JournalPrefix(prefix_), wo,
       [this](const std::vector<etcd::WatchEvent>& events, int64_t) { OnEvents(events); }, &stop_, min_interval_,
       [this] { return HandOver(); });
 }

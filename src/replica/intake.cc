@@ -11,9 +11,10 @@
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/broker/durable.h"
-#include "gangkeeper/replica/etcd_journal.h"
-#include "src/replica/watch_loop.h"
 #include "gangkeeper/store/codec.h"
+#include "gangkeeper/store/etcd_journal.h"
+#include "gangkeeper/store/state_codec.h"
+#include "src/replica/watch_loop.h"
 
 namespace gangkeeper::replica {
 namespace {
@@ -61,7 +62,7 @@ std::string EncodeIntake(const broker::IntakeEvent& e) {
     broker::WorkloadInfo info;
     info.key = key;
     info.workload = std::make_shared<const workload::Workload>(e.workload);
-    enc.PutString(broker::EncodeWorkloadInfo(info));
+    enc.PutString(store::EncodeWorkloadInfo(info));
   }
   if (e.type == broker::IntakeEvent::Type::kReview) {
     enc.PutString(e.actor);
@@ -103,7 +104,7 @@ absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data) {
   if (e.type == broker::IntakeEvent::Type::kRegister || e.type == broker::IntakeEvent::Type::kUpdate) {
     std::string image;
     if (!d.GetString(&image)) return d.status();
-    absl::StatusOr<broker::WorkloadInfo> info = broker::DecodeWorkloadInfo(image);
+    absl::StatusOr<broker::WorkloadInfo> info = store::DecodeWorkloadInfo(image);
     if (!info.ok()) return info.status();
     if (info->workload == nullptr) return absl::DataLossError("intake event: a registration without its workload");
     e.workload = *info->workload;
@@ -371,7 +372,7 @@ absl::Status IntakeFeeder::CatchUpAndWatch() {
 }
 
 void IntakeFeeder::DeleteApplied() {
-  absl::StatusOr<etcd::RangeResult> cursor = client_->Range(IntakeAppliedKey(prefix_));
+  absl::StatusOr<etcd::RangeResult> cursor = client_->Range(store::IntakeAppliedKey(prefix_));
   int64_t applied = 0;
   if (!cursor.ok() || cursor->kvs.empty() || !absl::SimpleAtoi(cursor->kvs.front().value, &applied)) return;
   etcd::RangeOptions o;

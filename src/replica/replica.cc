@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
-#include "gangkeeper/broker/journal.h"
+#include "gangkeeper/store/journal.h"
 
 namespace gangkeeper::replica {
 
@@ -135,7 +135,7 @@ void Replica::BecomeLeader(const etcd::Term& term) {
   // The state is read after the term began: every record the old leader
   // could still write is fenced off from here on.
   absl::StatusOr<broker::DurableState> state;
-  EtcdRecovery r;
+  store::EtcdRecovery r;
   // Tried for as long as the term lasts: while this replica holds the lease
   // nobody else can lead, so giving up would leave the cluster without a
   // scheduler. Stopping is bounded by the term (the lease lapses when etcd
@@ -150,7 +150,7 @@ void Replica::BecomeLeader(const etcd::Term& term) {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
     }
-    state = ReadState(client_, options_.prefix, &r);
+    state = store::ReadState(client_, options_.prefix, &r);
     if (state.ok()) break;
     log->error("replica: elected, but reading the state from etcd failed (attempt {}): {}", attempt + 1,
                state.status().message());
@@ -158,7 +158,7 @@ void Replica::BecomeLeader(const etcd::Term& term) {
   }
   if (follower_ != nullptr) follower_->Stop();
   follower_.reset();
-  journal_ = std::make_unique<EtcdJournal>(client_, options_.journal, r.next_record, elector_->Fence(term));
+  journal_ = std::make_unique<store::EtcdJournal>(client_, options_.journal, r.next_record, elector_->Fence(term));
   std::shared_ptr<const model::PolicySet> policies = options_.policies(state->overlay);
   {
     absl::MutexLock lock(&mu_);

@@ -138,6 +138,24 @@ struct Writer {
   absl::Status status;
 };
 
+// Frames `payloads` as the records w->first_seq on into w->bytes, each
+// sealed by `seal` when given (and its size kept when `locate`).
+void EncodeRecords(absl::Span<const absl::string_view> payloads, const Sealer* seal, bool locate, Writer* w) {
+  if (seal == nullptr) {
+    for (size_t i = 0; i < payloads.size(); ++i) EncodeRecord(w->first_seq + i, payloads[i], {}, &w->bytes);
+    return;
+  }
+  std::string tail;
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    tail.clear();
+    (*seal)(w->first_seq + i, payloads[i], &tail);
+    GK_CHECK(tail.size() <= kMaxSealTail);
+    const size_t before = w->bytes.size();
+    EncodeRecord(w->first_seq + i, payloads[i], tail, &w->bytes);
+    if (locate) w->sizes.push_back(static_cast<uint32_t>(w->bytes.size() - before));
+  }
+}
+
 }  // namespace
 
 bool ParseRecordAt(absl::string_view segment, size_t offset, RawRecord* out) {
@@ -337,19 +355,7 @@ absl::StatusOr<uint64_t> SegmentedLog::Append(absl::Span<const absl::string_view
   if (!m.health.ok()) return m.health;
   w.first_seq = m.next_seq;
   w.count = payloads.size();
-  if (seal == nullptr) {
-    for (size_t i = 0; i < payloads.size(); ++i) EncodeRecord(w.first_seq + i, payloads[i], {}, &w.bytes);
-  } else {
-    std::string tail;
-    for (size_t i = 0; i < payloads.size(); ++i) {
-      tail.clear();
-      (*seal)(w.first_seq + i, payloads[i], &tail);
-      GK_CHECK(tail.size() <= kMaxSealTail);
-      const size_t before = w.bytes.size();
-      EncodeRecord(w.first_seq + i, payloads[i], tail, &w.bytes);
-      if (where != nullptr) w.sizes.push_back(static_cast<uint32_t>(w.bytes.size() - before));
-    }
-  }
+  EncodeRecords(payloads, seal, where != nullptr, &w);
   m.next_seq += payloads.size();
   m.writers.push_back(&w);
   auto my_turn = [&m, &w]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) { return w.done || m.writers.front() == &w; };

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
-#include "gangkeeper/broker/journal.h"
 #include "gangkeeper/model/manifest.h"
+#include "gangkeeper/store/journal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -64,10 +64,10 @@ TEST(AuditEventTest, EncodesDesignFieldsInOrderAndDecodesBack) {
 class AuditTest : public ::testing::Test {
  protected:
   void Open() {
-    broker::JournalOptions jo;
+    store::JournalOptions jo;
     jo.data_dir = "/data";
     jo.fs = &fs_;
-    auto j = broker::Journal::Open(jo, nullptr);
+    auto j = store::Journal::Open(jo, nullptr);
     ASSERT_THAT(j, IsOk());
     journal_ = *std::move(j);
     AuditOptions ao;
@@ -124,7 +124,7 @@ class AuditTest : public ::testing::Test {
   uint64_t segment_bytes_ = 16 << 20;
   uint64_t max_bytes_ = 1ull << 30;
   base::SimulatedClock clock_{absl::FromUnixSeconds(1'700'000'000)};
-  std::unique_ptr<broker::Journal> journal_;
+  std::unique_ptr<store::Journal> journal_;
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<AuditedJournal> sink_;
   std::unique_ptr<broker::Broker> broker_;

@@ -30,7 +30,7 @@
 #include "test/bench/bench_dir.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
-#include "gangkeeper/broker/journal.h"
+#include "gangkeeper/store/journal.h"
 #include "gangkeeper/store/log.h"
 #include "test/bench/shapes.h"
 

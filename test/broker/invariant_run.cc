@@ -17,6 +17,7 @@
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/model/manifest.h"
+#include "gangkeeper/store/state_codec.h"
 
 namespace gangkeeper::broker::invariants {
 namespace {
@@ -425,7 +426,7 @@ class Runner {
         for (const WorkloadInfo* w : s_->Workloads()) {
           state.workloads[DurableKey(*w)] = std::make_shared<WorkloadInfo>(*w);
         }
-        absl::StatusOr<DurableState> back = DecodeState(EncodeState(state), 1);
+        absl::StatusOr<DurableState> back = store::DecodeState(store::EncodeState(state), 1);
         if (!back.ok()) {
           Fail(absl::StrCat("the state does not decode: ", back.status().message()));
           break;

@@ -13,6 +13,7 @@
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
+#include "gangkeeper/store/state_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/gangs.h"
@@ -37,7 +38,7 @@ class RecordingSink : public StateSink {
     intake_.push_back(batch.intake_revision);
     if (batch.changes.empty() && batch.policies == nullptr) return position_;
     ++position_;
-    if (absl::Status s = ApplyBatch(EncodeBatch(batch), position_, &state_); !s.ok()) return s;
+    if (absl::Status s = store::ApplyBatch(store::EncodeBatch(batch), position_, &state_); !s.ok()) return s;
     return position_;
   }
   DurableState state() {

@@ -20,6 +20,7 @@
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/store/file_system.h"
 #include "gangkeeper/store/log.h"
+#include "gangkeeper/store/state_codec.h"
 #include "test/fuzz/fuzz_target.h"
 
 namespace gangkeeper::fuzz {
@@ -64,7 +65,7 @@ absl::Status Segment(absl::string_view bytes) {
     }
     broker::DurableState state;
     absl::Status read = (*log)->Read(1, [&](uint64_t seq, absl::string_view payload) {
-      absl::Status applied = broker::ApplyBatch(payload, seq, &state);
+      absl::Status applied = store::ApplyBatch(payload, seq, &state);
       return applied.ok() || absl::IsDataLoss(applied) ? absl::OkStatus() : applied;
     });
     if (absl::Status r = Refusal(read, "SegmentedLog::Read"); !r.ok()) return r;
@@ -86,17 +87,17 @@ absl::Status FuzzOneInput(absl::string_view data) {
   if (mode == 0) return Segment(data);
   if (mode == 1) {
     broker::DurableState state;
-    absl::Status s = broker::ApplyBatch(data, 7, &state);
+    absl::Status s = store::ApplyBatch(data, 7, &state);
     if (absl::Status r = Refusal(s, "ApplyBatch"); !r.ok()) return r;
-    if (s.ok()) (void)broker::EncodeState(state);
+    if (s.ok()) (void)store::EncodeState(state);
     return absl::OkStatus();
   }
-  absl::StatusOr<broker::DurableState> state = broker::DecodeState(data, 9);
+  absl::StatusOr<broker::DurableState> state = store::DecodeState(data, 9);
   if (!state.ok()) return Refusal(state.status(), "DecodeState");
-  const std::string again = broker::EncodeState(*state);
-  absl::StatusOr<broker::DurableState> twice = broker::DecodeState(again, 9);
+  const std::string again = store::EncodeState(*state);
+  absl::StatusOr<broker::DurableState> twice = store::DecodeState(again, 9);
   if (!twice.ok()) return absl::InternalError(absl::StrCat("a decoded state does not decode again: ", twice.status().ToString()));
-  return Expect(broker::EncodeState(*twice) == again, "DecodeState", "encode(decode(encode(s))) != encode(s)");
+  return Expect(store::EncodeState(*twice) == again, "DecodeState", "encode(decode(encode(s))) != encode(s)");
 }
 
 }  // namespace gangkeeper::fuzz

@@ -14,10 +14,10 @@
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
-#include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/etcd_journal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "test/replica/etcd_fixture.h"
+#include "test/testing/etcd_fixture.h"
 #include "test/testing/gangs.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
@@ -25,6 +25,7 @@
 namespace gangkeeper::replica {
 namespace {
 
+using ::gangkeeper::testing::EtcdFixture;
 using ::gangkeeper::testing::IsOk;
 using ::testing::ElementsAreArray;
 
@@ -32,8 +33,9 @@ class AuditFeedTest : public EtcdFixture {
  protected:
   void SetUp() override {
     EtcdFixture::SetUp();
-    journal_ = std::make_unique<EtcdJournal>(client_.get(), EtcdJournalOptions{.prefix = prefix_, .keep_records = 3},
-                                             1, NewTerm());
+    journal_ = std::make_unique<store::EtcdJournal>(client_.get(),
+                                                    store::EtcdJournalOptions{.prefix = prefix_, .keep_records = 3},
+                                                    1, NewTerm());
   }
 
   // A leader's record: a quota change by `actor`.
@@ -114,7 +116,7 @@ class AuditFeedTest : public EtcdFixture {
     return out;
   }
 
-  std::unique_ptr<EtcdJournal> journal_;
+  std::unique_ptr<store::EtcdJournal> journal_;
   uint64_t last_record_ = 0;
 };
 
@@ -142,8 +144,8 @@ TEST_F(AuditFeedTest, AReplicaOnANewAuditLogStartsAtTheOldestRecordEtcdKeepsAndC
   // A snapshot at record 6: etcd keeps the 3 records behind it (4 to 6).
   absl::StatusOr<broker::DurableState> state;
   {
-    EtcdRecovery recovery;
-    state = ReadState(client_.get(), prefix_, &recovery);
+    store::EtcdRecovery recovery;
+    state = store::ReadState(client_.get(), prefix_, &recovery);
     ASSERT_THAT(state.status(), IsOk());
   }
   auto b = broker::Broker::Create(testing::PoliciesFrom(testing::kOneTeamPolicies), {}, nullptr, nullptr, &clock_,

@@ -15,11 +15,12 @@
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
-#include "gangkeeper/etcd/client.h"
-#include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/etcd/client.h"
+#include "gangkeeper/store/etcd_journal.h"
+#include "gangkeeper/store/state_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "test/replica/etcd_fixture.h"
+#include "test/testing/etcd_fixture.h"
 #include "test/testing/etcd_process.h"
 #include "test/testing/gangs.h"
 #include "test/testing/status_matchers.h"
@@ -27,6 +28,7 @@
 namespace gangkeeper::replica {
 namespace {
 
+using ::gangkeeper::testing::EtcdFixture;
 using ::gangkeeper::testing::GpuGang;
 using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::StatusIs;
@@ -80,17 +82,18 @@ class IntakeTest : public EtcdFixture {
  protected:
   // A leader: the state from etcd, a broker leading from it, the feeder.
   struct Leader {
-    std::unique_ptr<EtcdJournal> journal;
+    std::unique_ptr<store::EtcdJournal> journal;
     std::unique_ptr<broker::Broker> broker;
     std::unique_ptr<IntakeFeeder> feeder;
   };
   Leader StartLeader() {
     Leader l;
     const etcd::Compare term = NewTerm();
-    EtcdRecovery r;
-    absl::StatusOr<broker::DurableState> state = ReadState(client_.get(), prefix_, &r);
+    store::EtcdRecovery r;
+    absl::StatusOr<broker::DurableState> state = store::ReadState(client_.get(), prefix_, &r);
     EXPECT_THAT(state.status(), IsOk());
-    l.journal = std::make_unique<EtcdJournal>(client_.get(), EtcdJournalOptions{.prefix = prefix_}, r.next_record, term);
+    l.journal = std::make_unique<store::EtcdJournal>(client_.get(), store::EtcdJournalOptions{.prefix = prefix_},
+                                                     r.next_record, term);
     auto b = broker::Broker::Create(policies_, {}, nullptr, nullptr, &clock_);
     EXPECT_THAT(b.status(), IsOk());
     l.broker = *std::move(b);
@@ -115,14 +118,14 @@ class IntakeTest : public EtcdFixture {
   std::map<std::string, int> Registrations() {
     std::map<std::string, int> out;
     etcd::RangeOptions o;
-    o.range_end = etcd::PrefixEnd(JournalPrefix(prefix_));
-    absl::StatusOr<etcd::RangeResult> all = client_->Range(JournalPrefix(prefix_), o);
+    o.range_end = etcd::PrefixEnd(store::JournalPrefix(prefix_));
+    absl::StatusOr<etcd::RangeResult> all = client_->Range(store::JournalPrefix(prefix_), o);
     EXPECT_THAT(all.status(), IsOk());
     if (!all.ok()) return out;
     for (const etcd::KeyValue& kv : all->kvs) {
       broker::DurableState scratch;
       std::vector<broker::StateChange> changes;
-      EXPECT_THAT(broker::ApplyBatch(kv.value, *RecordOfKey(prefix_, kv.key), &scratch, &changes), IsOk());
+      EXPECT_THAT(store::ApplyBatch(kv.value, *store::RecordOfKey(prefix_, kv.key), &scratch, &changes), IsOk());
       for (const broker::StateChange& c : changes) {
         if (c.type == broker::StateChange::Type::kRegistered) ++out[c.key.name];
       }
@@ -164,8 +167,8 @@ TEST_F(IntakeTest, RegistrationsFromEveryReplicaReachTheLeaderAndAreCleanedUp) {
     if (left != 0) absl::SleepFor(absl::Milliseconds(100));
   }
   EXPECT_EQ(left, 0);
-  EtcdRecovery r;
-  ASSERT_THAT(ReadState(client_.get(), prefix_, &r).status(), IsOk());
+  store::EtcdRecovery r;
+  ASSERT_THAT(store::ReadState(client_.get(), prefix_, &r).status(), IsOk());
   EXPECT_GT(r.intake_revision, 0);
   EXPECT_GE(leader.feeder->stats().submitted, 4u);
   EXPECT_EQ(Registrations(), (std::map<std::string, int>{{"first", 1}, {"second", 1}}));
@@ -276,7 +279,7 @@ TEST_F(IntakeTest, ALeaderThatStoppedInsideAPutsEventsIsFollowedByOneThatApplies
   absl::StatusOr<int64_t> put = client_->Put(IntakePrefix(prefix_) + "replica-1/1-00000000000000000001.4",
                                              EncodeIntakeBatch(events));
   ASSERT_THAT(put.status(), IsOk());
-  ASSERT_THAT(client_->Put(IntakeAppliedKey(prefix_), absl::StrCat(IntakePosition(*put, 1))).status(), IsOk());
+  ASSERT_THAT(client_->Put(store::IntakeAppliedKey(prefix_), absl::StrCat(IntakePosition(*put, 1))).status(), IsOk());
   Leader leader = StartLeader();
   ASSERT_TRUE(Tracks(*leader.broker, {"a2", "a3"}));
   ASSERT_TRUE(leader.broker->Flush(absl::Seconds(10)));

@@ -5,11 +5,11 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "gangkeeper/broker/broker.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/audit/denials.h"
-#include "gangkeeper/broker/journal.h"
+#include "gangkeeper/broker/broker.h"
 #include "gangkeeper/metrics/registry.h"
+#include "gangkeeper/store/journal.h"
 
 namespace gangkeeper::api {
 
@@ -19,7 +19,7 @@ namespace gangkeeper::api {
 // gangkeeper_store_journal_*: appends, fsyncs (one per group commit), bytes,
 // snapshots, whether the journal accepts writes. `journal` outlives the
 // registry's scrapes.
-[[nodiscard]] absl::Status RegisterJournalMetrics(metrics::Registry& registry, const broker::Journal* journal);
+[[nodiscard]] absl::Status RegisterJournalMetrics(metrics::Registry& registry, const store::Journal* journal);
 
 // gangkeeper_audit_*: events written, failed appends, whether the audit log
 // accepts writes, retention that removed events younger than the minimum,

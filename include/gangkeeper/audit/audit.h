@@ -45,8 +45,8 @@
 #include "absl/time/time.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
-#include "gangkeeper/broker/journal.h"
 #include "gangkeeper/store/file_system.h"
+#include "gangkeeper/store/journal.h"
 #include "gangkeeper/store/log.h"
 
 namespace gangkeeper::audit {
@@ -216,18 +216,18 @@ class AuditLog {
 };
 
 // Appends the events of the journal records after audit->last_journal_record().
-[[nodiscard]] absl::Status CatchUp(const broker::Journal& journal, AuditLog* audit, uint64_t* appended);
+[[nodiscard]] absl::Status CatchUp(const store::Journal& journal, AuditLog* audit, uint64_t* appended);
 
 // The broker's StateSink: the journal, then the audit log. A failed audit
 // append does not fail the batch (the journal has it; the next start's
 // CatchUp writes its events) but shows in the audit log's health().
 class AuditedJournal final : public broker::StateSink {
  public:
-  AuditedJournal(broker::Journal* journal, AuditLog* audit) : journal_(journal), audit_(audit) {}
+  AuditedJournal(store::Journal* journal, AuditLog* audit) : journal_(journal), audit_(audit) {}
   absl::StatusOr<uint64_t> Append(const broker::DurableBatch& batch) override;
 
  private:
-  broker::Journal* journal_;
+  store::Journal* journal_;
   AuditLog* audit_;
 };
 

@@ -76,9 +76,9 @@ class Actuator {
   virtual void Suspend(const SuspendOrder& order) = 0;
 };
 
-// Makes state changes durable (journal.h: the journal in --data-dir). The
-// broker acknowledges no event, and actuates nothing, before Append
-// returned OK for the batch.
+// Makes state changes durable (implemented by the store module: the journal
+// in --data-dir, the journal in etcd). The broker acknowledges no event, and
+// actuates nothing, before Append returned OK for the batch.
 class StateSink {
  public:
   virtual ~StateSink() = default;

@@ -1,4 +1,4 @@
-// gangkeeper broker: what the broker makes durable, and its byte encoding.
+// gangkeeper broker: what the broker makes durable.
 //
 // After every batch of events the broker hands a DurableBatch to its
 // StateSink (broker.h): the batch's StateChanges (for the audit log) and
@@ -8,10 +8,9 @@
 // batch twice, or a batch the snapshot already holds, changes nothing.
 // A snapshot is a whole DurableState.
 //
-// The encodings are specified byte by byte in src/store/FORMAT.md §4 and
-// §5 (the payloads of journal records and of broker snapshots). Decoding
-// never trusts its input: every count and enum is bounded, and a bad
-// payload is DataLoss naming what and where. Pure functions;
+// These are the broker's types; their byte encoding belongs to the store
+// (store/state_codec.h, specified in src/store/FORMAT.md §4 and §5), which
+// implements the StateSink. Value types and pure functions;
 // thread-compatible.
 #pragma once
 
@@ -22,14 +21,13 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "gangkeeper/broker/scheduler.h"
 #include "gangkeeper/model/objects.h"
 #include "gangkeeper/model/overlay.h"
 
 namespace gangkeeper::broker {
+
+class Snapshot;  // broker.h
 
 // One broker batch, as made durable.
 struct DurableBatch {
@@ -63,25 +61,13 @@ struct DurableState {
   absl::flat_hash_map<std::string, std::shared_ptr<const WorkloadInfo>> workloads;
 };
 
-// The journal record payload of `batch`.
-std::string EncodeBatch(const DurableBatch& batch);
-// Folds the record `seq` into `state`. The batch's changes are appended to
-// `changes` when it is not null (the audit log regenerates from them).
-// DataLoss when the payload does not decode; `state` is then unchanged.
-[[nodiscard]] absl::Status ApplyBatch(absl::string_view payload, uint64_t seq, DurableState* state,
-                                      std::vector<StateChange>* changes = nullptr);
-
-// The snapshot payload of `state` (its position goes in the file header).
-std::string EncodeState(const DurableState& state);
-[[nodiscard]] absl::StatusOr<DurableState> DecodeState(absl::string_view payload, uint64_t position);
-
-// For tests and tools: one workload's after-image round trip.
-std::string EncodeWorkloadInfo(const WorkloadInfo& info);
-[[nodiscard]] absl::StatusOr<WorkloadInfo> DecodeWorkloadInfo(absl::string_view data);
-
 // "job.batch/namespace/name#uid" (KeyString, "#", the uid; no uid for a
 // pod group): the key of DurableState::workloads.
 std::string DurableKey(const InstanceKey& instance);
 std::string DurableKey(const WorkloadInfo& info);
+
+// The durable state a published snapshot stands for (what a snapshot
+// file, or the etcd store's snapshot, holds). Shares the workloads.
+DurableState DurableStateOf(const Snapshot& snap);
 
 }  // namespace gangkeeper::broker

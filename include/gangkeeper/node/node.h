@@ -37,7 +37,7 @@
 #include "absl/time/time.h"
 #include "gangkeeper/admission/webhook.h"
 #include "gangkeeper/broker/broker.h"
-#include "gangkeeper/broker/journal.h"
+#include "gangkeeper/store/journal.h"
 #include "gangkeeper/server/server.h"
 
 namespace gangkeeper::node {
@@ -46,7 +46,7 @@ struct Options {
   server::Options server;             // listeners; the node adds its routes
   admission::WebhookOptions webhook;  // trust settings are derived (below)
   broker::BrokerOptions broker;
-  broker::JournalOptions journal;     // data_dir and truncate_corruption are set from below
+  store::JournalOptions journal;     // data_dir and truncate_corruption are set from below
   std::string policies_dir;           // "" = no policy files
   std::string data_dir = "./data";
   std::string tokens_file;            // "" = the API answers 401 to everyone

@@ -2,7 +2,7 @@
 // (DESIGN §9, issue #10).
 //
 // Follower reads the state from etcd (ReadState), then watches the journal
-// and folds each new record into it (broker::ApplyBatch), and hands the
+// and folds each new record into it (store::ApplyBatch), and hands the
 // broker the newer state (Broker::Follow) at most every `min_interval`:
 // rebuilding the broker's view costs time in the number of workloads, so
 // a burst of records makes one rebuild. A gap in the records (a watch that
@@ -22,7 +22,7 @@
 #include "absl/time/time.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 
 namespace gangkeeper::replica {
 

@@ -13,7 +13,7 @@
 // place is its position: its key's mod revision times
 // kIntakePositionsPerRevision plus its index in the put. The leader's
 // journal records the position it applied up to (P intake-applied,
-// etcd_journal.h) in the same transaction as the changes, so a new leader
+// store/etcd_journal.h) in the same transaction as the changes, so a new leader
 // applies exactly the events after it, none twice, none lost, even when
 // the old one stopped in the middle of a put's events. Applied events are
 // deleted in the background.
@@ -37,7 +37,7 @@
 #include "absl/synchronization/notification.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/registry.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 
 namespace gangkeeper::replica {
 

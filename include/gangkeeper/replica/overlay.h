@@ -30,8 +30,8 @@
 #include "absl/time/time.h"
 #include "gangkeeper/api/policy_editor.h"
 #include "gangkeeper/broker/broker.h"
-#include "gangkeeper/etcd/client.h"
 #include "gangkeeper/model/overlay.h"
+#include "gangkeeper/store/etcd/client.h"
 
 namespace gangkeeper::replica {
 

@@ -1,11 +1,11 @@
 // gangkeeper replica: one of several gangkeeper replicas sharing their
 // state in etcd (DESIGN §9, issue #10). Ties the pieces together:
 //
-//   etcd::Elector   who leads (lease, keep-alives, fencing)
-//   Follower        while following: the broker shows the leader's state
-//   EtcdJournal     while leading: the broker's sink, fenced by the term
-//   IntakeFeeder    while leading: every replica's registrations, in order
-//   OverlayFeeder   while leading: quota changes through any replica's API
+//   etcd::Elector       who leads (lease, keep-alives, fencing)
+//   Follower            while following: the broker shows the leader's state
+//   store::EtcdJournal  while leading: the broker's sink, fenced by the term
+//   IntakeFeeder        while leading: every replica's registrations, in order
+//   OverlayFeeder       while leading: quota changes through any replica's API
 //
 // On election the state is read from etcd after the term began, the broker
 // leads from it (sending again what was not confirmed) with a journal
@@ -33,12 +33,12 @@
 #include "absl/time/time.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
-#include "gangkeeper/etcd/client.h"
-#include "gangkeeper/etcd/election.h"
-#include "gangkeeper/replica/etcd_journal.h"
 #include "gangkeeper/replica/follower.h"
 #include "gangkeeper/replica/intake.h"
 #include "gangkeeper/replica/overlay.h"
+#include "gangkeeper/store/etcd/client.h"
+#include "gangkeeper/store/etcd/election.h"
+#include "gangkeeper/store/etcd_journal.h"
 
 namespace gangkeeper::replica {
 
@@ -46,7 +46,7 @@ struct ReplicaOptions {
   std::string prefix = "/gangkeeper/";
   // key "" = prefix + "leader"; identity is required.
   etcd::ElectionOptions election;
-  EtcdJournalOptions journal;  // its prefix is set from `prefix`
+  store::EtcdJournalOptions journal;  // its prefix is set from `prefix`
   // A leader writes a snapshot after this many records, or this long with
   // at least one record, since the last one.
   uint64_t snapshot_every_records = 10'000;
@@ -67,7 +67,7 @@ struct ReplicaStats {
   uint64_t terms = 0;   // terms this replica led
   absl::Time led_since;
   absl::Duration last_takeover;  // from elected to the broker leading
-  EtcdJournalStats journal;      // of the current or last term
+  store::EtcdJournalStats journal;  // of the current or last term
   FollowerStats follower;
   FeederStats feeder;
   OverlayFeederStats overlay;
@@ -120,7 +120,7 @@ class Replica {
   std::thread thread_;
 
   // The replica thread's alone.
-  std::unique_ptr<EtcdJournal> journal_;
+  std::unique_ptr<store::EtcdJournal> journal_;
   std::unique_ptr<IntakeFeeder> feeder_;
   std::unique_ptr<OverlayFeeder> overlay_feeder_;
   std::unique_ptr<Follower> follower_;

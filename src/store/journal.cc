@@ -1,5 +1,5 @@
-// gangkeeper broker: Journal (see journal.h).
-#include "gangkeeper/broker/journal.h"
+// gangkeeper store: Journal (see journal.h).
+#include "gangkeeper/store/journal.h"
 
 #include <algorithm>
 #include <utility>
@@ -7,8 +7,15 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/store/snapshot_file.h"
+#include "gangkeeper/store/state_codec.h"
 
-namespace gangkeeper::broker {
+namespace gangkeeper::store {
+
+using broker::DurableBatch;
+using broker::DurableState;
+using broker::Snapshot;
+using broker::StateChange;
+
 namespace {
 
 constexpr char kSnapshotKind[] = "broker";
@@ -103,19 +110,6 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(JournalOptions options, J
   return journal;
 }
 
-DurableState DurableStateOf(const Snapshot& snap) {
-  DurableState state;
-  state.position = snap.durable_position();
-  state.policies = snap.shared_policies();
-  state.terminating = snap.terminating();
-  state.overlay = snap.overlay();
-  state.workloads.reserve(snap.workload_count());
-  snap.ForEachShared([&](const std::shared_ptr<const WorkloadInfo>& info) {
-    state.workloads.emplace(DurableKey(*info), info);
-  });
-  return state;
-}
-
 DurableState Journal::TakeRecovered() {
   DurableState out = std::move(recovered_);
   recovered_ = DurableState{};
@@ -152,7 +146,7 @@ absl::Status Journal::WriteSnapshot(const Snapshot& snap) {
     if (position == 0 || position <= stats_.last_snapshot_position) return absl::OkStatus();  // nothing new
   }
   const base::Stopwatch watch;
-  const std::string payload = EncodeState(DurableStateOf(snap));
+  const std::string payload = EncodeState(broker::DurableStateOf(snap));
   store::FileSystem* fs = FsOf(options_);
   absl::Status s = store::WriteSnapshot(fs, snapshot_dir_, kSnapshotKind, position, payload);
   absl::StatusOr<uint64_t> oldest_kept = s.ok() ? store::PruneSnapshots(fs, snapshot_dir_, options_.keep_snapshots)
@@ -232,4 +226,4 @@ JournalStats Journal::stats() const {
   return out;
 }
 
-}  // namespace gangkeeper::broker
+}  // namespace gangkeeper::store

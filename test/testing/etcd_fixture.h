@@ -1,18 +1,19 @@
-// gangkeeper tests: a real etcd and a client for the replica tests, and a
-// leader term made by hand (the leader key created anew, and its fence),
-// without an elector.
+// gangkeeper tests: a real etcd and a client for the tests of the etcd
+// journal (test/store) and the replicas (test/replica), and a leader term
+// made by hand (the leader key created anew, and its fence), without an
+// elector.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "gangkeeper/base/clock.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 #include "gtest/gtest.h"
 #include "test/testing/etcd_process.h"
 #include "test/testing/status_matchers.h"
 
-namespace gangkeeper::replica {
+namespace gangkeeper::testing {
 
 class EtcdFixture : public ::testing::Test {
  protected:
@@ -42,4 +43,4 @@ class EtcdFixture : public ::testing::Test {
   base::SimulatedClock clock_{absl::FromUnixSeconds(1'700'000'000)};
 };
 
-}  // namespace gangkeeper::replica
+}  // namespace gangkeeper::testing

@@ -6,7 +6,7 @@
 // wait is bounded; timing checks are generous upper bounds only. The
 // "never two leaders" checks sample Leading() of every elector every few
 // milliseconds on a monitor thread for the whole test.
-#include "gangkeeper/etcd/election.h"
+#include "gangkeeper/store/etcd/election.h"
 
 #include <signal.h>
 
@@ -24,7 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gangkeeper/base/clock.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/etcd_process.h"

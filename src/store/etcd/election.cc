@@ -1,4 +1,4 @@
-// gangkeeper etcd: lease-based leader election with fencing (see
+// gangkeeper store/etcd: lease-based leader election with fencing (see
 // election.h).
 //
 // Each Elector runs two threads. The elector thread runs the state machine
@@ -14,7 +14,7 @@
 // lease) wait with a deadline. Deadlines are read from the injected Clock,
 // but the waits themselves are in real time, so the clock must move at real
 // speed.
-#include "gangkeeper/etcd/election.h"
+#include "gangkeeper/store/etcd/election.h"
 
 #include <algorithm>
 #include <functional>

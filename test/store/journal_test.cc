@@ -1,7 +1,7 @@
-// gangkeeper: tests for durability — the encodings of durable.h, the
+// gangkeeper: tests for durability — the encodings of state_codec.h, the
 // Journal in a data directory (on an in-memory file system that can crash
 // and fail), and a Broker restored from it.
-#include "gangkeeper/broker/journal.h"
+#include "gangkeeper/store/journal.h"
 
 #include <map>
 #include <memory>
@@ -18,13 +18,35 @@
 #include "gangkeeper/model/overlay.h"
 #include "gangkeeper/store/codec.h"
 #include "gangkeeper/store/snapshot_file.h"
+#include "gangkeeper/store/state_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fault_fs.h"
 #include "test/testing/gangs.h"
 #include "test/testing/status_matchers.h"
 
-namespace gangkeeper::broker {
+namespace gangkeeper::store {
+
+// The broker whose state these tests make durable.
+using broker::Actuator;
+using broker::Assignment;
+using broker::Broker;
+using broker::BrokerOptions;
+using broker::ClusterQueueView;
+using broker::DurableBatch;
+using broker::DurableKey;
+using broker::DurableState;
+using broker::InstanceKey;
+using broker::Phase;
+using broker::PodGroupState;
+using broker::PodSetAssignment;
+using broker::ReleaseOrder;
+using broker::Snapshot;
+using broker::StateChange;
+using broker::SuspendOrder;
+using broker::WorkloadInfo;
+using broker::WorkloadKey;
+
 namespace {
 
 using ::gangkeeper::quantity::Quantity;
@@ -102,7 +124,7 @@ std::string Describe(const Observed& o) {
   return s;
 }
 
-// --- durable.h encodings ---
+// --- state_codec.h encodings ---
 
 WorkloadInfo FullInfo() {
   WorkloadInfo info;
@@ -461,9 +483,9 @@ metadata: {name: a100}
 }
 
 }  // namespace
-}  // namespace gangkeeper::broker
+}  // namespace gangkeeper::store
 
-namespace gangkeeper::broker {
+namespace gangkeeper::store {
 namespace {
 
 TEST_F(JournalTest, QuotaChangesThroughTheApiSurviveARestartOverTheSameFiles) {
@@ -514,9 +536,9 @@ TEST(PolicyOverlayTest, PutsReplaceAndDeletionsRemoveOverTheFiles) {
 }
 
 }  // namespace
-}  // namespace gangkeeper::broker
+}  // namespace gangkeeper::store
 
-namespace gangkeeper::broker {
+namespace gangkeeper::store {
 namespace {
 
 // --- Version 1 records (before workloads had kinds), written byte by byte
@@ -621,4 +643,4 @@ TEST(DurableTest, VersionOneRecordsAreReadAndTheirKeysGetTheirKind) {
 }
 
 }  // namespace
-}  // namespace gangkeeper::broker
+}  // namespace gangkeeper::store

@@ -1,5 +1,11 @@
-// gangkeeper etcd: a client for etcd's v3 JSON gateway (DESIGN §9, issue
-// #10), on cpp-httplib (plain HTTP or TLS with client certificates).
+// gangkeeper store/etcd: a client for etcd's v3 JSON gateway (DESIGN §9,
+// issue #10), on cpp-httplib (plain HTTP or TLS with client certificates).
+// It is the lowest part of the store module (gangkeeper::store_etcd) and
+// knows nothing of the broker; the etcd journal (store/etcd_journal.h) and
+// the replicas (replica/) build on it. Its namespace stays gangkeeper::etcd:
+// the names are etcd's own vocabulary (Range, Txn, Compare, Lease, Watch),
+// and store::etcd:: would add a word to every call without telling apart
+// anything that gangkeeper::etcd does not.
 //
 // What the replicated store and the leader election need: range, put,
 // delete, transactions with compares, leases (grant, keep-alive, revoke,

@@ -1,9 +1,10 @@
-// gangkeeper replica: the broker's journal and snapshots in etcd (DESIGN
-// §9, issue #10), for several replicas sharing one durable state.
+// gangkeeper store: the broker's journal and snapshots in etcd (DESIGN §9,
+// issue #10), for several replicas sharing one durable state (replica/).
 //
 // Keys under the prefix P (--etcd-prefix, default "/gangkeeper/"):
 //   P journal/<record, 20 digits>  one DurableBatch per record (the same
-//                                  payload as the file journal, durable.h)
+//                                  payload as the file journal,
+//                                  state_codec.h)
 //   P snapshot                     the manifest of the newest snapshot:
 //                                  {"position","chunks","bytes","crc32c"}
 //   P snapshots/<position, 20 digits>/<chunk, 6 digits>
@@ -27,7 +28,7 @@
 // etcd revision: the state a new leader starts from. A new leader must read
 // it after its term began (its leader key exists): from then on the old
 // leader's fenced writes fail, so nothing it wrote can be missed. Followers
-// fold the records they watch with broker::ApplyBatch.
+// fold the records they watch with store::ApplyBatch.
 //
 // Thread-safe.
 #pragma once
@@ -45,9 +46,9 @@
 #include "absl/time/time.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 
-namespace gangkeeper::replica {
+namespace gangkeeper::store {
 
 struct EtcdJournalOptions {
   std::string prefix = "/gangkeeper/";
@@ -134,4 +135,4 @@ class EtcdJournal final : public broker::StateSink {
   absl::Mutex snapshot_mu_;  // one snapshot at a time
 };
 
-}  // namespace gangkeeper::replica
+}  // namespace gangkeeper::store

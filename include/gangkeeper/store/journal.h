@@ -1,8 +1,10 @@
-// gangkeeper broker: the embedded durable store of the broker's state
+// gangkeeper store: the embedded durable store of the broker's state
 // (DESIGN §9, issue #8), in --data-dir:
 //   LOCK         held while a gangkeeper uses the directory
-//   journal/     a store::SegmentedLog of DurableBatch records (durable.h)
-//   snapshots/   whole DurableStates, written atomically (store/snapshot_file.h)
+//   journal/     a SegmentedLog (log.h) of broker::DurableBatch records,
+//                encoded by state_codec.h (src/store/FORMAT.md §4)
+//   snapshots/   whole broker::DurableStates, written atomically
+//                (snapshot_file.h; FORMAT.md §5)
 //
 // Journal is the broker's StateSink: every batch is one record, durable
 // (fsynced, group-committed with concurrent appends) before Append returns.
@@ -35,15 +37,11 @@
 #include "gangkeeper/store/file_system.h"
 #include "gangkeeper/store/log.h"
 
-namespace gangkeeper::broker {
-
-// The durable state a published snapshot stands for (what a snapshot
-// file, or the etcd store's snapshot, holds). Shares the workloads.
-DurableState DurableStateOf(const Snapshot& snap);
+namespace gangkeeper::store {
 
 struct JournalOptions {
   std::string data_dir = "data";
-  store::FileSystem* fs = nullptr;  // nullptr: the POSIX file system
+  FileSystem* fs = nullptr;  // nullptr: the POSIX file system
   // --recover=truncate: cut the journal at a corrupt record in the middle
   // (losing what follows) instead of refusing to start.
   bool truncate_corruption = false;
@@ -61,13 +59,13 @@ struct JournalRecovery {
   uint64_t replayed_records = 0;   // journal records after the snapshot
   uint64_t workloads = 0;          // tracked workloads recovered
   uint64_t next_record = 0;        // the number the next record gets
-  store::LogRecovery log;          // torn tail / corruption repairs
+  LogRecovery log;          // torn tail / corruption repairs
   std::vector<std::string> notes;  // every repair and skipped file, for the log
   absl::Duration took;
 };
 
 struct JournalStats {
-  store::LogStats log;
+  LogStats log;
   uint64_t snapshots = 0;
   uint64_t snapshot_failures = 0;
   uint64_t last_snapshot_position = 0;
@@ -76,7 +74,7 @@ struct JournalStats {
   uint64_t records_since_snapshot = 0;
 };
 
-class Journal final : public StateSink {
+class Journal final : public broker::StateSink {
  public:
   // Locks and recovers `options.data_dir`. FailedPrecondition when another
   // process holds it; DataLoss on corruption that needs a decision (the
@@ -88,23 +86,24 @@ class Journal final : public StateSink {
   Journal& operator=(const Journal&) = delete;
 
   // The state recovered by Open (for Broker::Create); empty afterwards.
-  DurableState TakeRecovered();
+  broker::DurableState TakeRecovered();
 
   // StateSink: one record per batch, durable on return; its record number.
-  absl::StatusOr<uint64_t> Append(const DurableBatch& batch) override;
+  absl::StatusOr<uint64_t> Append(const broker::DurableBatch& batch) override;
 
   // The changes of every record after `after`, in order (the audit log
   // catches up with them after a crash). DataLoss on a bad record.
   [[nodiscard]] absl::Status ReadChanges(
-      uint64_t after, const std::function<absl::Status(uint64_t record, const std::vector<StateChange>&)>& f) const;
+      uint64_t after,
+      const std::function<absl::Status(uint64_t record, const std::vector<broker::StateChange>&)>& f) const;
 
   // Writes `snap` as a snapshot when it is durable and newer than the last
   // one, then removes the journal segments the kept snapshots cover.
-  [[nodiscard]] absl::Status WriteSnapshot(const Snapshot& snap);
+  [[nodiscard]] absl::Status WriteSnapshot(const broker::Snapshot& snap);
   bool SnapshotDue(absl::Time now) const;
   // Checks every `period` whether a snapshot is due and writes one of
   // `source()` (off the caller's thread) until StopSnapshots().
-  void StartSnapshots(std::function<std::shared_ptr<const Snapshot>()> source, const base::Clock* clock,
+  void StartSnapshots(std::function<std::shared_ptr<const broker::Snapshot>()> source, const base::Clock* clock,
                       absl::Duration period = absl::Seconds(1));
   void StopSnapshots();
 
@@ -118,13 +117,13 @@ class Journal final : public StateSink {
   const std::string& data_dir() const { return options_.data_dir; }
 
  private:
-  Journal(JournalOptions options, std::unique_ptr<store::FileLock> lock, std::unique_ptr<store::SegmentedLog> log);
+  Journal(JournalOptions options, std::unique_ptr<FileLock> lock, std::unique_ptr<SegmentedLog> log);
 
   JournalOptions options_;
-  std::unique_ptr<store::FileLock> lock_;
-  std::unique_ptr<store::SegmentedLog> log_;
+  std::unique_ptr<FileLock> lock_;
+  std::unique_ptr<SegmentedLog> log_;
   std::string snapshot_dir_;
-  DurableState recovered_;
+  broker::DurableState recovered_;
 
   mutable absl::Mutex mu_;
   uint64_t records_since_snapshot_ ABSL_GUARDED_BY(mu_) = 0;
@@ -138,4 +137,5 @@ class Journal final : public StateSink {
   std::unique_ptr<absl::Notification> stop_snapshots_;
 };
 
-}  // namespace gangkeeper::broker
+}  // namespace gangkeeper::store
+

@@ -1,9 +1,9 @@
 // gangkeeper: the broker's journal and snapshots in a real etcd
-// (replica/etcd_journal.h): a broker that appends there restores whole in
+// (store/etcd_journal.h): a broker that appends there restores whole in
 // another process's broker, a replica whose term ended cannot append, a
 // snapshot with the records after it is the same state, and damage in etcd
 // is reported, never trusted.
-#include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/etcd_journal.h"
 
 #include <map>
 #include <memory>
@@ -16,17 +16,19 @@
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
+#include "gangkeeper/store/state_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "test/replica/etcd_fixture.h"
+#include "test/testing/etcd_fixture.h"
 #include "test/testing/etcd_process.h"
 #include "test/testing/gangs.h"
 #include "test/testing/status_matchers.h"
 
-namespace gangkeeper::replica {
+namespace gangkeeper::store {
 namespace {
 
+using ::gangkeeper::testing::EtcdFixture;
 using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::StatusIs;
 using ::testing::HasSubstr;
@@ -131,14 +133,14 @@ TEST_F(EtcdJournalTest, ARecordItsOwnLostAttemptWroteIsSkippedNotOverwritten) {
   // lost: record 1 is there with other content.
   broker::DurableBatch lost;
   lost.policies = std::make_shared<model::PolicySet>();
-  ASSERT_THAT(client_->Put(JournalKey(prefix_, 1), broker::EncodeBatch(lost)).status(), IsOk());
+  ASSERT_THAT(client_->Put(JournalKey(prefix_, 1), EncodeBatch(lost)).status(), IsOk());
   absl::StatusOr<uint64_t> at = journal.Append(batch);
   ASSERT_THAT(at.status(), IsOk());
   EXPECT_EQ(*at, 2u);
   absl::StatusOr<etcd::RangeResult> one = client_->Range(JournalKey(prefix_, 1));
   ASSERT_THAT(one.status(), IsOk());
   ASSERT_EQ(one->kvs.size(), 1u);
-  EXPECT_EQ(one->kvs[0].value, broker::EncodeBatch(lost));
+  EXPECT_EQ(one->kvs[0].value, EncodeBatch(lost));
   EtcdRecovery r;
   absl::StatusOr<broker::DurableState> state = ReadState(client_.get(), prefix_, &r);
   ASSERT_THAT(state.status(), IsOk());
@@ -262,4 +264,4 @@ TEST_F(EtcdJournalTest, EtcdDownIsUnavailableAndTheBrokerKeepsTheChangesUntilItI
 }
 
 }  // namespace
-}  // namespace gangkeeper::replica
+}  // namespace gangkeeper::store

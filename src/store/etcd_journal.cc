@@ -1,6 +1,6 @@
-// gangkeeper replica: the broker's journal and snapshots in etcd (see
+// gangkeeper store: the broker's journal and snapshots in etcd (see
 // etcd_journal.h).
-#include "gangkeeper/replica/etcd_journal.h"
+#include "gangkeeper/store/etcd_journal.h"
 
 #include <algorithm>
 #include <utility>
@@ -10,11 +10,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "gangkeeper/base/clock.h"
-#include "gangkeeper/broker/journal.h"
 #include "gangkeeper/store/crc32c.h"
+#include "gangkeeper/store/state_codec.h"
 #include "nlohmann/json.hpp"
 
-namespace gangkeeper::replica {
+namespace gangkeeper::store {
 namespace {
 
 using json = nlohmann::json;
@@ -73,6 +73,99 @@ std::optional<uint64_t> RecordOfKey(const std::string& prefix, const std::string
   return n;
 }
 
+namespace {
+
+// The snapshot `manifest` (the manifest key as read) names, read at its
+// revision into *state and *position; nothing when there is none.
+// OutOfRange: compacted meanwhile (the caller reads again at a newer
+// revision). DataLoss when it is damaged.
+absl::Status ReadSnapshot(etcd::Client* client, const std::string& prefix, const etcd::RangeResult& manifest,
+                          broker::DurableState* state, uint64_t* position) {
+  if (manifest.kvs.empty()) return absl::OkStatus();
+  const json m = json::parse(manifest.kvs.front().value, nullptr, false);
+  if (!m.is_object() || !m.contains("position") || !m["position"].is_number_unsigned() || !m.contains("chunks") ||
+      !m["chunks"].is_number_unsigned() || !m.contains("bytes") || !m["bytes"].is_number_unsigned() ||
+      !m.contains("crc32c") || !m["crc32c"].is_number_unsigned()) {
+    return absl::DataLossError(
+        absl::StrCat("etcd ", ManifestKey(prefix), ": not a snapshot manifest ({position, chunks, bytes, crc32c})"));
+  }
+  *position = m["position"].get<uint64_t>();
+  const uint64_t chunks = m["chunks"].get<uint64_t>();
+  const uint64_t bytes = m["bytes"].get<uint64_t>();
+  std::string payload;
+  for (uint64_t c = 0; c < chunks; ++c) {
+    etcd::RangeOptions o;
+    o.revision = manifest.revision;
+    absl::StatusOr<etcd::RangeResult> chunk = client->Range(ChunkKey(prefix, *position, c), o);
+    if (!chunk.ok()) return chunk.status();
+    if (chunk->kvs.empty()) {
+      return absl::DataLossError(absl::StrCat("etcd ", ChunkKey(prefix, *position, c), ": chunk ", c, " of ", chunks,
+                                              " of the snapshot at record ", *position, " is missing"));
+    }
+    payload += chunk->kvs.front().value;
+  }
+  if (payload.size() != bytes || Crc32c(payload) != m["crc32c"].get<uint32_t>()) {
+    return absl::DataLossError(absl::StrCat("etcd ", ChunkPrefix(prefix, *position), ": the snapshot at record ",
+                                            *position, " does not match its manifest (", payload.size(), " of ",
+                                            bytes, " bytes, or its checksum)"));
+  }
+  absl::StatusOr<broker::DurableState> decoded = DecodeState(payload, *position);
+  if (!decoded.ok()) {
+    return absl::DataLossError(absl::StrCat("etcd snapshot at record ", *position, ": ", decoded.status().message()));
+  }
+  *state = *std::move(decoded);
+  return absl::OkStatus();
+}
+
+// Folds every record from *expected on, read at `revision`, into *state, in
+// order and without a gap; *expected ends after the last one. OutOfRange:
+// compacted meanwhile. DataLoss on a gap or a record that does not decode.
+absl::Status ReplayRecords(etcd::Client* client, const std::string& prefix, int64_t revision,
+                           broker::DurableState* state, uint64_t* expected, uint64_t* replayed) {
+  bool more = true;
+  for (int page = 0; more && page < (1 << 24); ++page) {
+    etcd::RangeOptions o;
+    o.range_end = etcd::PrefixEnd(JournalPrefix(prefix));
+    o.limit = 256;
+    o.revision = revision;
+    absl::StatusOr<etcd::RangeResult> r = client->Range(JournalKey(prefix, *expected), o);
+    if (!r.ok()) return r.status();
+    for (const etcd::KeyValue& kv : r->kvs) {
+      const std::optional<uint64_t> record = RecordOfKey(prefix, kv.key);
+      if (!record.has_value()) continue;  // not a record key: ignored
+      if (*record != *expected) {
+        return absl::DataLossError(absl::StrCat("etcd ", JournalPrefix(prefix), ": record ", *expected,
+                                                " is missing (the next is ", *record,
+                                                "); the journal in etcd has a gap"));
+      }
+      if (absl::Status a = ApplyBatch(kv.value, *record, state); !a.ok()) {
+        return absl::DataLossError(absl::StrCat("etcd ", kv.key, ": ", a.message()));
+      }
+      ++*expected;
+      ++*replayed;
+    }
+    more = r->more && !r->kvs.empty();
+  }
+  return absl::OkStatus();
+}
+
+// How far the intake is applied (intake.h), read at `revision`; 0 when
+// never written. OutOfRange: compacted meanwhile.
+absl::StatusOr<int64_t> ReadIntakeApplied(etcd::Client* client, const std::string& prefix, int64_t revision) {
+  etcd::RangeOptions o;
+  o.revision = revision;
+  absl::StatusOr<etcd::RangeResult> cursor = client->Range(IntakeAppliedKey(prefix), o);
+  if (!cursor.ok()) return cursor.status();
+  int64_t intake = 0;
+  if (!cursor->kvs.empty() && !absl::SimpleAtoi(cursor->kvs.front().value, &intake)) {
+    return absl::DataLossError(absl::StrCat("etcd ", IntakeAppliedKey(prefix),
+                                            ": not a position: ", cursor->kvs.front().value.substr(0, 40)));
+  }
+  return intake;
+}
+
+}  // namespace
+
 absl::StatusOr<broker::DurableState> ReadState(etcd::Client* client, const std::string& prefix,
                                                EtcdRecovery* recovery) {
   const base::Stopwatch watch;
@@ -85,99 +178,17 @@ absl::StatusOr<broker::DurableState> ReadState(etcd::Client* client, const std::
     const int64_t revision = manifest->revision;
     broker::DurableState state;
     uint64_t position = 0;
-    absl::Status s = absl::OkStatus();
-    if (!manifest->kvs.empty()) {
-      const json m = json::parse(manifest->kvs.front().value, nullptr, false);
-      if (!m.is_object() || !m.contains("position") || !m["position"].is_number_unsigned() ||
-          !m.contains("chunks") || !m["chunks"].is_number_unsigned() || !m.contains("bytes") ||
-          !m["bytes"].is_number_unsigned() || !m.contains("crc32c") || !m["crc32c"].is_number_unsigned()) {
-        return absl::DataLossError(absl::StrCat("etcd ", ManifestKey(prefix),
-                                                ": not a snapshot manifest ({position, chunks, bytes, crc32c})"));
-      }
-      position = m["position"].get<uint64_t>();
-      const uint64_t chunks = m["chunks"].get<uint64_t>();
-      const uint64_t bytes = m["bytes"].get<uint64_t>();
-      std::string payload;
-      for (uint64_t c = 0; c < chunks && s.ok(); ++c) {
-        etcd::RangeOptions o;
-        o.revision = revision;
-        absl::StatusOr<etcd::RangeResult> chunk = client->Range(ChunkKey(prefix, position, c), o);
-        if (!chunk.ok()) {
-          s = chunk.status();
-        } else if (chunk->kvs.empty()) {
-          return absl::DataLossError(absl::StrCat("etcd ", ChunkKey(prefix, position, c), ": chunk ", c, " of ",
-                                                  chunks, " of the snapshot at record ", position, " is missing"));
-        } else {
-          payload += chunk->kvs.front().value;
-        }
-      }
-      if (absl::IsOutOfRange(s)) {
-        last = s;
-        continue;
-      }
-      if (!s.ok()) return s;
-      if (payload.size() != bytes || store::Crc32c(payload) != m["crc32c"].get<uint32_t>()) {
-        return absl::DataLossError(absl::StrCat("etcd ", ChunkPrefix(prefix, position), ": the snapshot at record ",
-                                                position, " does not match its manifest (", payload.size(), " of ",
-                                                bytes, " bytes, or its checksum)"));
-      }
-      absl::StatusOr<broker::DurableState> decoded = broker::DecodeState(payload, position);
-      if (!decoded.ok()) {
-        return absl::DataLossError(
-            absl::StrCat("etcd snapshot at record ", position, ": ", decoded.status().message()));
-      }
-      state = *std::move(decoded);
-    }
+    absl::Status s = ReadSnapshot(client, prefix, *manifest, &state, &position);
     // Every record after the snapshot, in order, without a gap.
     uint64_t expected = position + 1;
     uint64_t replayed = 0;
-    bool more = true;
-    for (int page = 0; more && s.ok() && page < (1 << 24); ++page) {
-      etcd::RangeOptions o;
-      o.range_end = etcd::PrefixEnd(JournalPrefix(prefix));
-      o.limit = 256;
-      o.revision = revision;
-      absl::StatusOr<etcd::RangeResult> r = client->Range(JournalKey(prefix, expected), o);
-      if (!r.ok()) {
-        s = r.status();
-        break;
-      }
-      for (const etcd::KeyValue& kv : r->kvs) {
-        const std::optional<uint64_t> record = RecordOfKey(prefix, kv.key);
-        if (!record.has_value()) continue;  // not a record key: ignored
-        if (*record != expected) {
-          return absl::DataLossError(absl::StrCat("etcd ", JournalPrefix(prefix), ": record ", expected,
-                                                  " is missing (the next is ", *record,
-                                                  "); the journal in etcd has a gap"));
-        }
-        if (absl::Status a = broker::ApplyBatch(kv.value, *record, &state); !a.ok()) {
-          return absl::DataLossError(absl::StrCat("etcd ", kv.key, ": ", a.message()));
-        }
-        ++expected;
-        ++replayed;
-      }
-      more = r->more && !r->kvs.empty();
-    }
-    if (absl::IsOutOfRange(s)) {
-      last = s;
+    if (s.ok()) s = ReplayRecords(client, prefix, revision, &state, &expected, &replayed);
+    absl::StatusOr<int64_t> intake = s.ok() ? ReadIntakeApplied(client, prefix, revision) : absl::StatusOr<int64_t>(s);
+    if (absl::IsOutOfRange(intake.status())) {
+      last = intake.status();
       continue;
     }
-    if (!s.ok()) return s;
-    int64_t intake = 0;
-    {
-      etcd::RangeOptions o;
-      o.revision = revision;
-      absl::StatusOr<etcd::RangeResult> cursor = client->Range(IntakeAppliedKey(prefix), o);
-      if (absl::IsOutOfRange(cursor.status())) {
-        last = cursor.status();
-        continue;
-      }
-      if (!cursor.ok()) return cursor.status();
-      if (!cursor->kvs.empty() && !absl::SimpleAtoi(cursor->kvs.front().value, &intake)) {
-        return absl::DataLossError(absl::StrCat("etcd ", IntakeAppliedKey(prefix), ": not a position: ",
-                                                cursor->kvs.front().value.substr(0, 40)));
-      }
-    }
+    if (!intake.ok()) return intake.status();
     state.position = expected - 1;
     if (recovery != nullptr) {
       recovery->snapshot_position = position;
@@ -185,7 +196,7 @@ absl::StatusOr<broker::DurableState> ReadState(etcd::Client* client, const std::
       recovery->workloads = state.workloads.size();
       recovery->next_record = expected;
       recovery->revision = revision;
-      recovery->intake_revision = intake;
+      recovery->intake_revision = *intake;
       recovery->took = watch.Elapsed();
     }
     return state;
@@ -204,7 +215,7 @@ EtcdJournal::EtcdJournal(etcd::Client* client, EtcdJournalOptions options, uint6
 
 absl::StatusOr<uint64_t> EtcdJournal::Append(const broker::DurableBatch& batch) {
   const bool record = !batch.changes.empty() || batch.policies != nullptr || !batch.workloads.empty();
-  const std::string payload = record ? broker::EncodeBatch(batch) : std::string();
+  const std::string payload = record ? EncodeBatch(batch) : std::string();
   absl::MutexLock lock(&mu_);
   if (!latched_.ok()) return latched_;
   if (!fence_.has_value()) {
@@ -290,7 +301,7 @@ absl::Status EtcdJournal::WriteSnapshot(const broker::Snapshot& snap) {
     if (!latched_.ok()) return latched_;
     if (position == 0 || position <= stats_.last_snapshot_position) return absl::OkStatus();
   }
-  const std::string payload = broker::EncodeState(broker::DurableStateOf(snap));
+  const std::string payload = EncodeState(broker::DurableStateOf(snap));
   const size_t chunk = std::max<size_t>(1024, options_.snapshot_chunk_bytes);
   const uint64_t chunks = (payload.size() + chunk - 1) / chunk;
   for (uint64_t c = 0; c < chunks; ++c) {
@@ -302,7 +313,7 @@ absl::Status EtcdJournal::WriteSnapshot(const broker::Snapshot& snap) {
   const json manifest = {{"position", position},
                          {"chunks", chunks},
                          {"bytes", payload.size()},
-                         {"crc32c", store::Crc32c(payload)}};
+                         {"crc32c", Crc32c(payload)}};
   // The manifest moves to the new snapshot; older snapshots and the records
   // far enough behind it go in the same transaction.
   std::vector<etcd::Op> ops = {etcd::Op::Put(ManifestKey(options_.prefix), manifest.dump()),
@@ -331,4 +342,4 @@ EtcdJournalStats EtcdJournal::stats() const {
   return stats_;
 }
 
-}  // namespace gangkeeper::replica
+}  // namespace gangkeeper::store

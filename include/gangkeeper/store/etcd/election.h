@@ -1,5 +1,5 @@
-// gangkeeper etcd: lease-based leader election with fencing (DESIGN §9,
-// issue #10).
+// gangkeeper store/etcd: lease-based leader election with fencing (DESIGN
+// §9, issue #10).
 //
 // The leader is whoever holds `key`: a key created (compare: absent) with
 // the value `identity` under a lease of `ttl`, kept alive every `renew`.
@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gangkeeper/base/clock.h"
-#include "gangkeeper/etcd/client.h"
+#include "gangkeeper/store/etcd/client.h"
 
 namespace gangkeeper::etcd {
 
