@@ -21,8 +21,8 @@ namespace {
 using nlohmann::json;
 
 constexpr char kKueueV1alpha1[] = "kueue.x-k8s.io/v1alpha1";
-constexpr char kKueueV1beta1[] = "kueue.x-k8s.io/v1beta1";
-constexpr char kKueueV1beta2[] = "kueue.x-k8s.io/v1beta2";
+constexpr char kEncodedV1beta1[] = "kueue.x-k8s.io/v1beta1";
+constexpr char kEncodedV1beta2[] = "kueue.x-k8s.io/v1beta2";
 constexpr char kSchedulingV1[] = "scheduling.k8s.io/v1";
 constexpr char kCoreV1[] = "v1";
 
@@ -30,9 +30,9 @@ constexpr char kCoreV1[] = "v1";
 // default. Writing a version the decoder refuses would make the whole object
 // unreadable, which is worse than normalising it.
 std::string KueueVersion(const ObjectMeta& meta, bool v1alpha1_allowed) {
-  if (meta.api_version == kKueueV1beta1 || meta.api_version == kKueueV1beta2) return meta.api_version;
+  if (meta.api_version == kEncodedV1beta1 || meta.api_version == kEncodedV1beta2) return meta.api_version;
   if (v1alpha1_allowed && meta.api_version == kKueueV1alpha1) return meta.api_version;
-  return kKueueV1beta1;
+  return kEncodedV1beta1;
 }
 
 json Header(const std::string& api_version, absl::string_view kind, const ObjectMeta& meta, bool namespaced) {
@@ -205,7 +205,7 @@ json EncodeObject(const ClusterQueue& cq) {
   const std::string version = KueueVersion(cq.meta, false);
   json out = Header(version, "ClusterQueue", cq.meta, false);
   json spec = json::object();
-  if (!cq.cohort.empty()) spec[version == kKueueV1beta2 ? "cohortName" : "cohort"] = cq.cohort;
+  if (!cq.cohort.empty()) spec[version == kEncodedV1beta2 ? "cohortName" : "cohort"] = cq.cohort;
   // Kueue: a nil selector matches no namespace, `{}` matches all. The decoder
   // keeps the difference only through the field's presence.
   if (cq.namespace_selector.has_value()) spec["namespaceSelector"] = Selector(*cq.namespace_selector);

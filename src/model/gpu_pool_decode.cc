@@ -111,7 +111,7 @@ bool DecodeInt(const json& value, const FieldPath& path, int64_t* out, base::Fie
 }
 
 // Edit distance, for "did you mean" on field names (short strings only).
-size_t EditDistance(absl::string_view a, absl::string_view b) {
+size_t PoolEditDistance(absl::string_view a, absl::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
@@ -136,7 +136,7 @@ std::string UnknownSpecField(absl::string_view key) {
     absl::string_view best;
     size_t best_distance = 3;  // suggest only within 2 edits (case differences are free)
     for (absl::string_view field : kSpecFields) {
-      const size_t d = EditDistance(key, field);
+      const size_t d = PoolEditDistance(key, field);
       if (d < best_distance) {
         best_distance = d;
         best = field;

@@ -21,7 +21,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr size_t kMaxWorkloads = 10'000'000;
+constexpr size_t kMaxTraceWorkloads = 10'000'000;
 
 // Lines of `text` with their 1-based numbers, without a trailing "\r";
 // blank and `#` lines left out.
@@ -206,8 +206,8 @@ absl::StatusOr<Trace> ParseCsvTrace(absl::string_view text, absl::string_view fi
     }
   }
   if (!errors.empty()) return errors.ToStatus();
-  if (lines.size() - 1 > kMaxWorkloads) {
-    errors.Add(0, "", absl::StrCat("more than ", kMaxWorkloads, " workloads: split the trace"));
+  if (lines.size() - 1 > kMaxTraceWorkloads) {
+    errors.Add(0, "", absl::StrCat("more than ", kMaxTraceWorkloads, " workloads: split the trace"));
     return errors.ToStatus();
   }
   std::vector<int> record_lines;
@@ -243,8 +243,8 @@ absl::StatusOr<Trace> ParseJsonLinesTrace(absl::string_view text, absl::string_v
   trace.file = std::string(file);
   TraceErrors errors(trace.file);
   std::vector<std::pair<int, absl::string_view>> lines = ContentLines(text);
-  if (lines.size() > kMaxWorkloads) {
-    errors.Add(0, "", absl::StrCat("more than ", kMaxWorkloads, " workloads: split the trace"));
+  if (lines.size() > kMaxTraceWorkloads) {
+    errors.Add(0, "", absl::StrCat("more than ", kMaxTraceWorkloads, " workloads: split the trace"));
     return errors.ToStatus();
   }
   std::vector<int> record_lines;

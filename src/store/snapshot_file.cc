@@ -14,12 +14,12 @@
 namespace gangkeeper::store {
 namespace {
 
-constexpr char kMagic[8] = {'G', 'K', 'S', 'N', 'A', 'P', '\0', '1'};
+constexpr char kSnapshotMagic[8] = {'G', 'K', 'S', 'N', 'A', 'P', '\0', '1'};
 constexpr absl::string_view kPrefix = "snapshot-";
 constexpr absl::string_view kSuffix = ".snap";
 constexpr absl::string_view kTempSuffix = ".snap.tmp";
 
-std::string KindBytes(absl::string_view kind) {
+std::string SnapshotKindBytes(absl::string_view kind) {
   std::string k(kind.substr(0, 8));
   k.resize(8, '\0');
   return k;
@@ -43,8 +43,8 @@ absl::Status WriteSnapshot(FileSystem* fs, const std::string& dir, absl::string_
                            absl::string_view payload) {
   if (absl::Status s = fs->CreateDirs(dir); !s.ok()) return s;
   std::string header;
-  header.append(kMagic, 8);
-  header.append(KindBytes(kind));
+  header.append(kSnapshotMagic, 8);
+  header.append(SnapshotKindBytes(kind));
   Encoder e(&header);
   e.PutFixed64(position);
   e.PutFixed64(payload.size());
@@ -89,7 +89,7 @@ absl::StatusOr<LoadedSnapshot> ReadSnapshot(FileSystem* fs, const std::string& p
   if (data->size() < kSnapshotHeaderSize) {
     return bad(absl::StrCat("has ", data->size(), " bytes, less than its ", kSnapshotHeaderSize, "-byte header"));
   }
-  if (absl::string_view(*data).substr(0, 8) != absl::string_view(kMagic, 8)) {
+  if (absl::string_view(*data).substr(0, 8) != absl::string_view(kSnapshotMagic, 8)) {
     return bad("does not start with the magic bytes GKSNAP\\0 1");
   }
   Decoder d(absl::string_view(*data).substr(16, 24), path);
@@ -102,7 +102,7 @@ absl::StatusOr<LoadedSnapshot> ReadSnapshot(FileSystem* fs, const std::string& p
   d.GetFixed32(&crc);
   d.GetFixed32(&header_crc);
   if (header_crc != Crc32c(absl::string_view(*data).substr(0, 36))) return bad("the header checksum does not match");
-  if (absl::string_view(*data).substr(8, 8) != KindBytes(kind)) {
+  if (absl::string_view(*data).substr(8, 8) != SnapshotKindBytes(kind)) {
     return bad(absl::StrCat("is not a '", kind, "' snapshot"));
   }
   if (data->size() - kSnapshotHeaderSize != length) {

@@ -22,7 +22,7 @@ using ::gangkeeper::testing::IsOk;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-std::shared_ptr<const model::PolicySet> ExamplePolicies() {
+std::shared_ptr<const model::PolicySet> SeedExamplePolicies() {
   auto loaded = model::LoadPolicies(std::string(GK_SOURCE_DIR) + "/policies");
   EXPECT_TRUE(loaded.ok());
   return std::make_shared<model::PolicySet>(loaded.ok() ? loaded->policies : model::PolicySet{});
@@ -43,7 +43,7 @@ std::map<std::string, Managed> Kinds() {
 }
 
 TEST(SeedTest, EveryManagedSeedObjectIsSuspendedOnceAndKubectlAgrees) {
-  auto policies = ExamplePolicies();
+  auto policies = SeedExamplePolicies();
   auto registry = broker::NewInMemoryRegistry();
   Webhook hook([policies] { return policies; }, *registry, {});
   int checked = 0;
@@ -90,7 +90,7 @@ TEST(SeedTest, EveryManagedSeedObjectIsSuspendedOnceAndKubectlAgrees) {
 }
 
 TEST(SeedTest, TheSeedTwoTeamJobIsAcceptedAndQueued) {
-  auto policies = ExamplePolicies();
+  auto policies = SeedExamplePolicies();
   auto registry = broker::NewInMemoryRegistry();
   Webhook hook([policies] { return policies; }, *registry, {});
   auto docs = testing::YamlFileToJson(std::string(GK_SOURCE_DIR) +

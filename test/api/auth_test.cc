@@ -28,7 +28,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-std::string Sha256Hex(const std::string& s) {
+std::string AuthSha256Hex(const std::string& s) {
   unsigned char d[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
   std::string out;
@@ -50,21 +50,21 @@ const absl::Time kNow = absl::FromUnixSeconds(1'700'000'000);
 TEST(ParseTokensTest, YamlList) {
   const std::string text = absl::StrCat(R"(
 - name: platform
-  sha256: )", Sha256Hex("a"), R"(
+  sha256: )", AuthSha256Hex("a"), R"(
   role: admin
 - name: team-b-lead
-  sha256: )", Sha256Hex("b"), R"(
+  sha256: )", AuthSha256Hex("b"), R"(
   role: team-admin
   namespaces: [team-b, team-c]
-- {name: dash, sha256: )", Sha256Hex("c"), R"(, role: viewer}
-- {name: audit, sha256: )", Sha256Hex("d"), R"(, role: auditor}
-- {name: prometheus, sha256: )", Sha256Hex("e"), R"(, role: metrics}
+- {name: dash, sha256: )", AuthSha256Hex("c"), R"(, role: viewer}
+- {name: audit, sha256: )", AuthSha256Hex("d"), R"(, role: auditor}
+- {name: prometheus, sha256: )", AuthSha256Hex("e"), R"(, role: metrics}
 )");
   absl::StatusOr<std::vector<TokenEntry>> t = ParseTokens(text, "tokens.yaml");
   ASSERT_THAT(t, IsOk());
   ASSERT_EQ(t->size(), 5u);
   EXPECT_EQ((*t)[0].name, "platform");
-  EXPECT_EQ((*t)[0].sha256_hex, Sha256Hex("a"));
+  EXPECT_EQ((*t)[0].sha256_hex, AuthSha256Hex("a"));
   EXPECT_EQ((*t)[0].role, Role::kAdmin);
   EXPECT_THAT((*t)[0].namespaces, IsEmpty());
   EXPECT_EQ((*t)[1].name, "team-b-lead");
@@ -76,8 +76,8 @@ TEST(ParseTokensTest, YamlList) {
 }
 
 TEST(ParseTokensTest, JsonList) {
-  const std::string text = absl::StrCat(R"([{"name": "platform", "sha256": ")", Sha256Hex("a"),
-                                        R"(", "role": "admin"}, {"name": "lead", "sha256": ")", Sha256Hex("b"),
+  const std::string text = absl::StrCat(R"([{"name": "platform", "sha256": ")", AuthSha256Hex("a"),
+                                        R"(", "role": "admin"}, {"name": "lead", "sha256": ")", AuthSha256Hex("b"),
                                         R"(", "role": "team-admin", "namespaces": ["team-a"]}])");
   absl::StatusOr<std::vector<TokenEntry>> t = ParseTokens(text, "tokens.json");
   ASSERT_THAT(t, IsOk());
@@ -91,13 +91,13 @@ TEST(ParseTokensTest, JsonList) {
 
 TEST(ParseTokensTest, TokensMapFormInYamlAndJson) {
   absl::StatusOr<std::vector<TokenEntry>> y = ParseTokens(
-      absl::StrCat("tokens:\n- {name: x, sha256: ", Sha256Hex("x"), ", role: viewer}\n"), "tokens.yaml");
+      absl::StrCat("tokens:\n- {name: x, sha256: ", AuthSha256Hex("x"), ", role: viewer}\n"), "tokens.yaml");
   ASSERT_THAT(y, IsOk());
   ASSERT_EQ(y->size(), 1u);
   EXPECT_EQ((*y)[0].name, "x");
   EXPECT_EQ((*y)[0].role, Role::kViewer);
   absl::StatusOr<std::vector<TokenEntry>> j = ParseTokens(
-      absl::StrCat(R"({"tokens": [{"name": "y", "sha256": ")", Sha256Hex("y"), R"(", "role": "auditor"}]})"),
+      absl::StrCat(R"({"tokens": [{"name": "y", "sha256": ")", AuthSha256Hex("y"), R"(", "role": "auditor"}]})"),
       "tokens.json");
   ASSERT_THAT(j, IsOk());
   ASSERT_EQ(j->size(), 1u);
@@ -106,12 +106,12 @@ TEST(ParseTokensTest, TokensMapFormInYamlAndJson) {
 }
 
 TEST(ParseTokensTest, UpperCaseDigestIsStoredLowerCase) {
-  std::string upper = Sha256Hex("a");
+  std::string upper = AuthSha256Hex("a");
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   absl::StatusOr<std::vector<TokenEntry>> t =
       ParseTokens(absl::StrCat("- {name: x, sha256: ", upper, ", role: admin}"), "f");
   ASSERT_THAT(t, IsOk());
-  EXPECT_EQ((*t)[0].sha256_hex, Sha256Hex("a"));
+  EXPECT_EQ((*t)[0].sha256_hex, AuthSha256Hex("a"));
 }
 
 TEST(ParseTokensTest, EmptyListHasNoTokens) {
@@ -121,23 +121,23 @@ TEST(ParseTokensTest, EmptyListHasNoTokens) {
 }
 
 TEST(ParseTokensTest, MissingNameNamesTheEntryAndField) {
-  const std::string text = absl::StrCat("- {name: ok, sha256: ", Sha256Hex("a"), ", role: admin}\n",
-                                        "- {sha256: ", Sha256Hex("b"), ", role: admin}\n");
+  const std::string text = absl::StrCat("- {name: ok, sha256: ", AuthSha256Hex("a"), ", role: admin}\n",
+                                        "- {sha256: ", AuthSha256Hex("b"), ", role: admin}\n");
   EXPECT_THAT(ParseTokens(text, "tokens.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument, "tokens.yaml: [1].name: required"));
 }
 
 TEST(ParseTokensTest, DuplicateNameNamesTheSecondEntry) {
-  const std::string text = absl::StrCat("- {name: dup, sha256: ", Sha256Hex("a"), ", role: admin}\n",
-                                        "- {name: other, sha256: ", Sha256Hex("b"), ", role: viewer}\n",
-                                        "- {name: dup, sha256: ", Sha256Hex("c"), ", role: viewer}\n");
+  const std::string text = absl::StrCat("- {name: dup, sha256: ", AuthSha256Hex("a"), ", role: admin}\n",
+                                        "- {name: other, sha256: ", AuthSha256Hex("b"), ", role: viewer}\n",
+                                        "- {name: dup, sha256: ", AuthSha256Hex("c"), ", role: viewer}\n");
   absl::StatusOr<std::vector<TokenEntry>> t = ParseTokens(text, "tokens.yaml");
   EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument, "tokens.yaml: [2].name"));
   EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument, "\"dup\" is given twice"));
 }
 
 TEST(ParseTokensTest, BadDigestNamesTheEntryAndField) {
-  const std::string good = Sha256Hex("a");
+  const std::string good = AuthSha256Hex("a");
   const std::vector<std::string> bad = {
       good.substr(0, 63),                 // too short
       good + "0",                         // too long
@@ -155,17 +155,17 @@ TEST(ParseTokensTest, BadDigestNamesTheEntryAndField) {
 }
 
 TEST(ParseTokensTest, UnknownRoleNamesTheEntryFieldAndRoles) {
-  const std::string text = absl::StrCat("- {name: x, sha256: ", Sha256Hex("a"), ", role: superuser}\n");
+  const std::string text = absl::StrCat("- {name: x, sha256: ", AuthSha256Hex("a"), ", role: superuser}\n");
   absl::StatusOr<std::vector<TokenEntry>> t = ParseTokens(text, "tokens.yaml");
   EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument, "tokens.yaml: [0].role: \"superuser\" is not a role"));
   EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument, "admin, team-admin, viewer, auditor, metrics"));
   // A missing role is an unknown one too.
-  EXPECT_THAT(ParseTokens(absl::StrCat("- {name: x, sha256: ", Sha256Hex("a"), "}\n"), "f"),
+  EXPECT_THAT(ParseTokens(absl::StrCat("- {name: x, sha256: ", AuthSha256Hex("a"), "}\n"), "f"),
               StatusIs(absl::StatusCode::kInvalidArgument, "f: [0].role"));
 }
 
 TEST(ParseTokensTest, TeamAdminWithoutNamespacesIsRefused) {
-  const std::string digest = Sha256Hex("a");
+  const std::string digest = AuthSha256Hex("a");
   EXPECT_THAT(ParseTokens(absl::StrCat("- {name: lead, sha256: ", digest, ", role: team-admin}\n"), "tokens.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument, "tokens.yaml: [0].namespaces: a team-admin needs"));
   EXPECT_THAT(
@@ -234,8 +234,8 @@ TEST(PrincipalTest, RoleNames) {
 class TokenStoreTest : public ::testing::Test {
  protected:
   std::string TokensYaml() const {
-    return absl::StrCat("- {name: platform, sha256: ", Sha256Hex("admin-secret"), ", role: admin}\n",
-                        "- {name: team-b-lead, sha256: ", Sha256Hex("lead-secret"),
+    return absl::StrCat("- {name: platform, sha256: ", AuthSha256Hex("admin-secret"), ", role: admin}\n",
+                        "- {name: team-b-lead, sha256: ", AuthSha256Hex("lead-secret"),
                         ", role: team-admin, namespaces: [team-b]}\n");
   }
   std::unique_ptr<TokenStore> LoadFile(const std::string& text) {
@@ -261,8 +261,8 @@ TEST_F(TokenStoreTest, TheBearerSchemeIsCaseInsensitive) {
 }
 
 TEST(ParseTokensTest, TwoNamesWithOneTokenAreRefused) {
-  const std::string text = absl::StrCat("- {name: a, sha256: ", Sha256Hex("same"), ", role: admin}\n",
-                                        "- {name: b, sha256: ", Sha256Hex("same"), ", role: viewer}\n");
+  const std::string text = absl::StrCat("- {name: a, sha256: ", AuthSha256Hex("same"), ", role: admin}\n",
+                                        "- {name: b, sha256: ", AuthSha256Hex("same"), ", role: viewer}\n");
   EXPECT_THAT(ParseTokens(text, "f"), StatusIs(absl::StatusCode::kInvalidArgument, "[1].sha256"));
 }
 
@@ -312,7 +312,7 @@ TEST_F(TokenStoreTest, WrongOrMalformedTokensAreUnauthenticated) {
   EXPECT_THAT(store->Authenticate("Bearer wrong", "10.0.0.1", kNow),
               StatusIs(absl::StatusCode::kUnauthenticated, "not known"));
   // The digest is not the token.
-  EXPECT_THAT(store->Authenticate(absl::StrCat("Bearer ", Sha256Hex("admin-secret")), "10.0.0.1", kNow),
+  EXPECT_THAT(store->Authenticate(absl::StrCat("Bearer ", AuthSha256Hex("admin-secret")), "10.0.0.1", kNow),
               StatusIs(absl::StatusCode::kUnauthenticated, "not known"));
   EXPECT_THAT(store->Authenticate("Bearer admin-secre", "10.0.0.1", kNow),
               StatusIs(absl::StatusCode::kUnauthenticated));
@@ -432,9 +432,9 @@ TEST_F(TokenStoreTest, RewrittenFileIsPickedUp) {
   ASSERT_THAT(store->Authenticate("Bearer admin-secret", "10.0.0.1", kNow), IsOk());
   // Rotate: a new token replaces the old one (different size, so the change
   // is seen even within one mtime tick).
-  WriteFile(path_, absl::StrCat("- {name: platform-rotated, sha256: ", Sha256Hex("new-admin-secret"),
-                                ", role: admin}\n- {name: dashboards, sha256: ", Sha256Hex("dash-secret"),
-                                ", role: viewer}\n- {name: auditing, sha256: ", Sha256Hex("audit-secret"),
+  WriteFile(path_, absl::StrCat("- {name: platform-rotated, sha256: ", AuthSha256Hex("new-admin-secret"),
+                                ", role: admin}\n- {name: dashboards, sha256: ", AuthSha256Hex("dash-secret"),
+                                ", role: viewer}\n- {name: auditing, sha256: ", AuthSha256Hex("audit-secret"),
                                 ", role: auditor}\n"));
   absl::StatusOr<Principal> rotated = store->Authenticate("Bearer new-admin-secret", "10.0.0.1", kNow);
   ASSERT_THAT(rotated, IsOk());
@@ -453,7 +453,7 @@ TEST_F(TokenStoreTest, ExplicitReloadIfChangedPicksUpTheFile) {
   std::unique_ptr<TokenStore> store = LoadFile(TokensYaml());
   ASSERT_NE(store, nullptr);
   WriteFile(path_,
-            absl::StrCat(R"([{"name": "only", "sha256": ")", Sha256Hex("only"), R"(", "role": "viewer"}])"));
+            absl::StrCat(R"([{"name": "only", "sha256": ")", AuthSha256Hex("only"), R"(", "role": "viewer"}])"));
   store->ReloadIfChanged();
   EXPECT_EQ(store->size(), 1u);
 }
@@ -462,7 +462,7 @@ TEST_F(TokenStoreTest, BrokenRewrittenFileKeepsTheOldTokens) {
   std::unique_ptr<TokenStore> store = LoadFile(TokensYaml());
   ASSERT_NE(store, nullptr);
   // An unknown role in the new file: the whole file is refused.
-  WriteFile(path_, absl::StrCat("- {name: platform, sha256: ", Sha256Hex("new-secret"), ", role: root}\n"));
+  WriteFile(path_, absl::StrCat("- {name: platform, sha256: ", AuthSha256Hex("new-secret"), ", role: root}\n"));
   absl::StatusOr<Principal> old = store->Authenticate("Bearer admin-secret", "10.0.0.1", kNow);
   ASSERT_THAT(old, IsOk());
   EXPECT_EQ(old->name, "platform");
@@ -477,7 +477,7 @@ TEST_F(TokenStoreTest, BrokenRewrittenFileKeepsTheOldTokens) {
   std::filesystem::remove(path_);
   EXPECT_THAT(store->Authenticate("Bearer admin-secret", "10.0.0.1", kNow), IsOk());
   // Fixed: the new tokens take over.
-  WriteFile(path_, absl::StrCat("- {name: fixed, sha256: ", Sha256Hex("new-secret"), ", role: admin}\n"));
+  WriteFile(path_, absl::StrCat("- {name: fixed, sha256: ", AuthSha256Hex("new-secret"), ", role: admin}\n"));
   absl::StatusOr<Principal> fixed = store->Authenticate("Bearer new-secret", "10.0.0.1", kNow);
   ASSERT_THAT(fixed, IsOk());
   EXPECT_EQ(fixed->name, "fixed");

@@ -25,11 +25,11 @@ namespace {
 using ::gangkeeper::testing::IsOk;
 using nlohmann::json;
 
-const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
+const absl::Time kDenialsNow = absl::FromUnixSeconds(1'800'000'000);
 
 Event Denial(const std::string& name, const std::string& reason = "QueueNotFound") {
   Event e;
-  e.time = kNow;
+  e.time = kDenialsNow;
   e.actor = "system:serviceaccount:kube-system:forged";
   e.actor_claimed = true;
   e.action = kReviewDenied;
@@ -64,7 +64,7 @@ class DenialAggregatorTest : public ::testing::Test {
   }
 
   DenialLimits limits_;
-  base::SimulatedClock clock_{kNow};
+  base::SimulatedClock clock_{kDenialsNow};
   absl::Mutex mu_;
   std::vector<Event> written_ ABSL_GUARDED_BY(mu_);
 };
@@ -172,7 +172,7 @@ TEST_F(DenialAggregatorTest, StopWritesThePendingAggregatesAndTheSummary) {
 // would hold only a fraction of them one by one.
 TEST(DenialFloodTest, AHundredThousandForgedDenialsLeaveALegitimateWorkloadsEventsQueryable) {
   testing::FaultFileSystem fs(23);
-  base::SimulatedClock clock(kNow);
+  base::SimulatedClock clock(kDenialsNow);
   AuditOptions o;
   o.dir = "/data/audit";
   o.fs = &fs;

@@ -37,7 +37,7 @@ using ::testing::HasSubstr;
 
 // A CREATE review of a Job of `pods` pods of `gpus` GPUs in team-a's
 // queue; 4 × 2 GPUs can never fit team-a-gpu (at most 6), so it is denied.
-std::string JobReview(const std::string& name, int pods, int gpus, const std::string& user = "alice") {
+std::string AuditJobReview(const std::string& name, int pods, int gpus, const std::string& user = "alice") {
   json job = testing::Job("team-a", name, pods, gpus);
   job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "gpu-queue";
   json review = testing::Review("CREATE", "review-" + name, "team-a", name, job, nullptr);
@@ -157,7 +157,7 @@ TEST_F(AuditIntegrationTest, AMissingKeyFileIsAStartErrorNamingTheFlag) {
 
 TEST_F(AuditIntegrationTest, TheHeadIsServedToAuditorsAndVerifyChecksTheLogItLeft) {
   ASSERT_THAT(StartServer({"--audit-hmac-key=" + dir_.File("hmac.key")}), IsOk());
-  EXPECT_EQ(Validate({JobReview("first", 1, 2), JobReview("too-big", 4, 2, "system:masters-claimed")}, 1), 1);
+  EXPECT_EQ(Validate({AuditJobReview("first", 1, 2), AuditJobReview("too-big", 4, 2, "system:masters-claimed")}, 1), 1);
   // The head names the newest record: a seq, a SHA-256 and its HMAC.
   auto [status, head] = Get("/v1/audit/head", "audit-secret");
   ASSERT_EQ(status, 200) << head.dump();
@@ -224,9 +224,9 @@ TEST_F(AuditIntegrationTest, TheHeadIsServedToAuditorsAndVerifyChecksTheLogItLef
 TEST_F(AuditIntegrationTest, AFloodOfForgedDenialsLeavesAWorkloadsHistoryQueryable) {
   // 1 MiB of log (128 KiB segments); 5 denials a second, 50 at once.
   ASSERT_THAT(StartServer({"--audit-max-mib=1", "--audit-denials-per-second=5"}), IsOk());
-  EXPECT_EQ(Validate({JobReview("first", 1, 2)}, 1), 0);
+  EXPECT_EQ(Validate({AuditJobReview("first", 1, 2)}, 1), 0);
   std::vector<std::string> flood;
-  for (int i = 0; i < 3000; ++i) flood.push_back(JobReview(absl::StrCat("forged-", i), 4, 2, "system:admin"));
+  for (int i = 0; i < 3000; ++i) flood.push_back(AuditJobReview(absl::StrCat("forged-", i), 4, 2, "system:admin"));
   ASSERT_GT(flood.size() * 800, 2u << 20) << "one event each would outrun the size cap";
   const base::Stopwatch watch;
   EXPECT_EQ(Validate(flood, 4), 3000);
@@ -268,7 +268,7 @@ TEST_F(AuditIntegrationTest, TheSizeCapRemovesYoungEventsOnlyWithALogLineAMetric
   // No denial limit to speak of: every denial is an event, and 1 MiB fills.
   ASSERT_THAT(StartServer({"--audit-max-mib=1", "--audit-denials-per-second=100000"}), IsOk());
   std::vector<std::string> reviews;
-  for (int i = 0; i < 2500; ++i) reviews.push_back(JobReview(absl::StrCat("big-", i), 4, 2));
+  for (int i = 0; i < 2500; ++i) reviews.push_back(AuditJobReview(absl::StrCat("big-", i), 4, 2));
   EXPECT_EQ(Validate(reviews, 8), 2500);
   EXPECT_GT(Metric("gangkeeper_audit_retention_forced_total"), 0);
   EXPECT_GT(Metric("gangkeeper_audit_retention_forced_events_total"), 0);

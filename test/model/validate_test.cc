@@ -10,7 +10,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr char kFlavor[] = R"(apiVersion: kueue.x-k8s.io/v1beta1
+constexpr char kValidateFlavor[] = R"(apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata: {name: nvidia-gpu}
 ---
@@ -19,7 +19,7 @@ metadata: {name: nvidia-gpu}
 // One ClusterQueue with the given spec body (indented two spaces), after a
 // flavor called nvidia-gpu.
 std::string Cq(const std::string& spec) {
-  return std::string(kFlavor) +
+  return std::string(kValidateFlavor) +
          "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: team-a-gpu}\nspec:\n"
          "  namespaceSelector: {}\n" +
          spec;
@@ -121,10 +121,10 @@ spec: {parentName: a}
 )",
        "Cohort a: spec.parentName: cohort cycle a -> b -> a; every member is disabled while it lasts, so remove one "
        "parentName"},
-      {"duplicate names", std::string(kFlavor) + "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\n"
+      {"duplicate names", std::string(kValidateFlavor) + "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\n"
                                                  "metadata: {name: nvidia-gpu}\n",
        "test.yaml#2: error: ResourceFlavor nvidia-gpu: metadata.name: duplicate ResourceFlavor \"nvidia-gpu\""},
-      {"a namespaceSelector with a bad operator", std::string(kFlavor) + R"(apiVersion: kueue.x-k8s.io/v1beta1
+      {"a namespaceSelector with a bad operator", std::string(kValidateFlavor) + R"(apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata: {name: team-a-gpu}
 spec:
@@ -133,7 +133,7 @@ spec:
 )",
        "spec.namespaceSelector.matchExpressions[0].operator: \"Equals\" is not a selector operator (use In, NotIn, "
        "Exists or DoesNotExist)"},
-      {"a namespaceSelector whose matchLabels is a list", std::string(kFlavor) + R"(apiVersion: kueue.x-k8s.io/v1beta1
+      {"a namespaceSelector whose matchLabels is a list", std::string(kValidateFlavor) + R"(apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata: {name: team-a-gpu}
 spec:

@@ -18,9 +18,9 @@ using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr char kDir[] = "/data/snapshots";
+constexpr char kSnapshotDir[] = "/data/snapshots";
 
-std::string PathOf(uint64_t position) { return absl::StrCat(kDir, "/", SnapshotFileName(position)); }
+std::string PathOf(uint64_t position) { return absl::StrCat(kSnapshotDir, "/", SnapshotFileName(position)); }
 
 TEST(SnapshotFileTest, WritesAndLoadsTheNewest) {
   ::gangkeeper::testing::TempDir tmp;
@@ -38,18 +38,18 @@ TEST(SnapshotFileTest, WritesAndLoadsTheNewest) {
 
 TEST(SnapshotFileTest, NoneIsNotAnError) {
   FaultFileSystem fs;
-  auto loaded = LoadNewestSnapshot(&fs, kDir, "broker", nullptr);
+  auto loaded = LoadNewestSnapshot(&fs, kSnapshotDir, "broker", nullptr);
   ASSERT_THAT(loaded, IsOk());
   EXPECT_FALSE(loaded->has_value());
 }
 
 TEST(SnapshotFileTest, ABadNewestSnapshotFallsBackToTheOlderOne) {
   FaultFileSystem fs;
-  ASSERT_THAT(WriteSnapshot(&fs, kDir, "broker", 10, "older"), IsOk());
-  ASSERT_THAT(WriteSnapshot(&fs, kDir, "broker", 20, "newer"), IsOk());
+  ASSERT_THAT(WriteSnapshot(&fs, kSnapshotDir, "broker", 10, "older"), IsOk());
+  ASSERT_THAT(WriteSnapshot(&fs, kSnapshotDir, "broker", 20, "newer"), IsOk());
   fs.FlipByte(PathOf(20), kSnapshotHeaderSize + 2);
   std::vector<std::string> notes;
-  auto loaded = LoadNewestSnapshot(&fs, kDir, "broker", &notes);
+  auto loaded = LoadNewestSnapshot(&fs, kSnapshotDir, "broker", &notes);
   ASSERT_THAT(loaded, IsOk());
   ASSERT_TRUE(loaded->has_value());
   EXPECT_EQ((*loaded)->position, 10u);
@@ -60,7 +60,7 @@ TEST(SnapshotFileTest, ABadNewestSnapshotFallsBackToTheOlderOne) {
 
 TEST(SnapshotFileTest, RejectsTruncatedFilesAndOtherKinds) {
   FaultFileSystem fs;
-  ASSERT_THAT(WriteSnapshot(&fs, kDir, "broker", 5, "payload"), IsOk());
+  ASSERT_THAT(WriteSnapshot(&fs, kSnapshotDir, "broker", 5, "payload"), IsOk());
   EXPECT_THAT(ReadSnapshot(&fs, PathOf(5), "audit"), StatusIs(absl::StatusCode::kDataLoss));
   ASSERT_THAT(fs.Truncate(PathOf(5), kSnapshotHeaderSize + 3), IsOk());
   auto cut = ReadSnapshot(&fs, PathOf(5), "broker");
@@ -71,10 +71,10 @@ TEST(SnapshotFileTest, RejectsTruncatedFilesAndOtherKinds) {
 TEST(SnapshotFileTest, ACrashWhileWritingLeavesTheOldSnapshot) {
   for (auto tear : {FaultFileSystem::Tear::kNone, FaultFileSystem::Tear::kPrefix, FaultFileSystem::Tear::kGarbage}) {
     FaultFileSystem fs(static_cast<uint64_t>(tear) + 3);
-    ASSERT_THAT(WriteSnapshot(&fs, kDir, "broker", 10, "old state"), IsOk());
+    ASSERT_THAT(WriteSnapshot(&fs, kSnapshotDir, "broker", 10, "old state"), IsOk());
     // The new one is written but its directory entry is not yet durable
     // (as if the crash came between rename and the directory fsync).
-    ASSERT_THAT(fs.CreateDirs(kDir), IsOk());
+    ASSERT_THAT(fs.CreateDirs(kSnapshotDir), IsOk());
     {
       auto f = fs.Create(PathOf(20) + ".tmp");
       ASSERT_THAT(f, IsOk());
@@ -84,7 +84,7 @@ TEST(SnapshotFileTest, ACrashWhileWritingLeavesTheOldSnapshot) {
     fs.Crash(tear);
     fs.Restart();
     std::vector<std::string> notes;
-    auto loaded = LoadNewestSnapshot(&fs, kDir, "broker", &notes);
+    auto loaded = LoadNewestSnapshot(&fs, kSnapshotDir, "broker", &notes);
     ASSERT_THAT(loaded, IsOk());
     ASSERT_TRUE(loaded->has_value());
     EXPECT_EQ((*loaded)->position, 10u);
@@ -94,24 +94,24 @@ TEST(SnapshotFileTest, ACrashWhileWritingLeavesTheOldSnapshot) {
 
 TEST(SnapshotFileTest, LeftoverTemporaryFilesAreRemoved) {
   FaultFileSystem fs;
-  ASSERT_THAT(fs.CreateDirs(kDir), IsOk());
+  ASSERT_THAT(fs.CreateDirs(kSnapshotDir), IsOk());
   {
     auto f = fs.Create(PathOf(7) + ".tmp");
     ASSERT_THAT(f, IsOk());
   }
   std::vector<std::string> notes;
-  ASSERT_THAT(LoadNewestSnapshot(&fs, kDir, "broker", &notes), IsOk());
+  ASSERT_THAT(LoadNewestSnapshot(&fs, kSnapshotDir, "broker", &notes), IsOk());
   EXPECT_FALSE(fs.Exists(PathOf(7) + ".tmp"));
   ASSERT_EQ(notes.size(), 1u);
 }
 
 TEST(SnapshotFileTest, PruneKeepsTheNewestAndReportsTheOldestKept) {
   FaultFileSystem fs;
-  for (uint64_t p : {5, 10, 15, 20}) ASSERT_THAT(WriteSnapshot(&fs, kDir, "broker", p, "x"), IsOk());
-  auto oldest = PruneSnapshots(&fs, kDir, 2);
+  for (uint64_t p : {5, 10, 15, 20}) ASSERT_THAT(WriteSnapshot(&fs, kSnapshotDir, "broker", p, "x"), IsOk());
+  auto oldest = PruneSnapshots(&fs, kSnapshotDir, 2);
   ASSERT_THAT(oldest, IsOk());
   EXPECT_EQ(*oldest, 15u);
-  auto left = ListSnapshots(&fs, kDir);
+  auto left = ListSnapshots(&fs, kSnapshotDir);
   ASSERT_THAT(left, IsOk());
   EXPECT_EQ(*left, (std::vector<uint64_t>{15, 20}));
 }

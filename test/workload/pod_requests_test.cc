@@ -16,27 +16,27 @@ namespace {
 using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::StatusIs;
 using ::testing::HasSubstr;
-using Strings = std::map<std::string, std::string>;
+using PodRequestStrings = std::map<std::string, std::string>;
 
-ResourceList R(const Strings& m) {
+ResourceList R(const PodRequestStrings& m) {
   ResourceList out;
   for (const auto& [name, text] : m) out[name] = Q(text);
   return out;
 }
 
-ContainerResources C(const Strings& requests, const Strings& limits = {}) {
+ContainerResources C(const PodRequestStrings& requests, const PodRequestStrings& limits = {}) {
   return ContainerResources{R(requests), R(limits), false};
 }
 
-ContainerResources Sidecar(const Strings& requests, const Strings& limits = {}) {
+ContainerResources Sidecar(const PodRequestStrings& requests, const PodRequestStrings& limits = {}) {
   return ContainerResources{R(requests), R(limits), true};
 }
 
 struct Case {
   const char* name;
   PodResources pod;
-  Strings want_requests;
-  Strings want_limits;
+  PodRequestStrings want_requests;
+  PodRequestStrings want_limits;
 };
 
 TEST(ComputeEffectiveResourcesTest, Table) {

@@ -16,7 +16,7 @@ namespace {
 using ::gangkeeper::testing::IsOk;
 using ::testing::ElementsAre;
 using ::testing::SizeIs;
-using Strings = std::map<std::string, std::string>;
+using SeedStrings = std::map<std::string, std::string>;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -33,7 +33,7 @@ absl::StatusOr<Workload> ExtractSeed(const std::string& file, const std::string&
   return Extract(docs[0], want_kind, policies);
 }
 
-const Strings kFourCpuGpu = {{"cpu", "4"}, {"memory", "16Gi"}, {"nvidia.com/gpu", "1"}};
+const SeedStrings kFourCpuGpu = {{"cpu", "4"}, {"memory", "16Gi"}, {"nvidia.com/gpu", "1"}};
 
 TEST(SeedManifestTest, TheTwoWorkerKueueJob) {
   const std::string file = "seed000-L811-namespace-namespace-resourceflavor-clusterqueue.yaml";
@@ -65,7 +65,7 @@ TEST(SeedManifestTest, ThePyTorchJob) {
   for (const PodSet& ps : w->pod_sets) {
     SCOPED_TRACE(ps.name);
     EXPECT_EQ(Formatted(ps.requests), kFourCpuGpu);
-    EXPECT_EQ(ps.node_selector, (Strings{{"accelerator", "nvidia"}}));
+    EXPECT_EQ(ps.node_selector, (SeedStrings{{"accelerator", "nvidia"}}));
     EXPECT_THAT(ps.tolerations, SizeIs(1));
   }
   EXPECT_FALSE(w->suspended);
@@ -87,12 +87,12 @@ TEST(SeedManifestTest, TheMigJob) {
   EXPECT_EQ(w->name, "mig-hyperparameter-trial");
   EXPECT_THAT(PodSetCounts(*w), ElementsAre(1));
   EXPECT_EQ(Formatted(w->pod_sets[0].requests),
-            (Strings{{"cpu", "2"}, {"memory", "8Gi"}, {"nvidia.com/mig-1g.10gb", "1"}}));
+            (SeedStrings{{"cpu", "2"}, {"memory", "8Gi"}, {"nvidia.com/mig-1g.10gb", "1"}}));
   EXPECT_EQ(w->pod_sets[0].node_selector,
-            (Strings{{"accelerator", "nvidia"},
+            (SeedStrings{{"accelerator", "nvidia"},
                      {"nvidia.com/mig.config", "hptuning-1g10gb"},
                      {"nvidia.com/mig.config.state", "success"}}));
-  EXPECT_EQ(w->labels, (Strings{{"workload", "hyperparameter-tuning"}}));
+  EXPECT_EQ(w->labels, (SeedStrings{{"workload", "hyperparameter-tuning"}}));
 }
 
 TEST(SeedManifestTest, TheMixedMigPodsRequestTheirLimits) {
@@ -103,10 +103,10 @@ TEST(SeedManifestTest, TheMixedMigPodsRequestTheirLimits) {
   ASSERT_THAT(big, IsOk());
   ASSERT_THAT(small, IsOk());
   EXPECT_EQ(big->name, "mixed-mig-pod-3g");
-  EXPECT_EQ(Formatted(big->pod_sets[0].requests), (Strings{{"nvidia.com/mig-3g.40gb", "1"}}));
-  EXPECT_EQ(Formatted(big->pod_sets[0].limits), (Strings{{"nvidia.com/mig-3g.40gb", "1"}}));
-  EXPECT_EQ(Formatted(small->pod_sets[0].requests), (Strings{{"nvidia.com/mig-1g.10gb", "1"}}));
-  EXPECT_EQ(small->pod_sets[0].node_selector, (Strings{{"agentpool", "migmixed"}}));
+  EXPECT_EQ(Formatted(big->pod_sets[0].requests), (SeedStrings{{"nvidia.com/mig-3g.40gb", "1"}}));
+  EXPECT_EQ(Formatted(big->pod_sets[0].limits), (SeedStrings{{"nvidia.com/mig-3g.40gb", "1"}}));
+  EXPECT_EQ(Formatted(small->pod_sets[0].requests), (SeedStrings{{"nvidia.com/mig-1g.10gb", "1"}}));
+  EXPECT_EQ(small->pod_sets[0].node_selector, (SeedStrings{{"agentpool", "migmixed"}}));
   EXPECT_THAT(PodSetCounts(*small), ElementsAre(1));
 }
 
@@ -115,7 +115,7 @@ TEST(SeedManifestTest, OtherJobsAndPods) {
     const char* file;
     const char* kind;
     Kind want_kind;
-    Strings requests;
+    SeedStrings requests;
     bool pvc;
   };
   const Case cases[] = {
@@ -181,7 +181,7 @@ TEST(KueueSampleTest, TheSampleJobsExtract) {
     ASSERT_THAT(w, IsOk());
     EXPECT_EQ(w->queue_name, "user-queue");
     EXPECT_THAT(PodSetCounts(*w), ElementsAre(3));
-    EXPECT_EQ(Formatted(w->pod_sets[0].requests), (Strings{{"cpu", "1"}, {"memory", "200Mi"}}));
+    EXPECT_EQ(Formatted(w->pod_sets[0].requests), (SeedStrings{{"cpu", "1"}, {"memory", "200Mi"}}));
   }
 }
 
