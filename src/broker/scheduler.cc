@@ -139,27 +139,13 @@ bool SelectsNamespace(const model::PolicySet& p, const model::LabelSelector& sel
 
 void Record(State& s, StateChange c) { s.changes.push_back(std::move(c)); }
 
-// The cohort tree `cq` belongs to, as a name ("" when `cq` is empty or
-// unknown): the unit of the anti-churn rule.
-std::string TreeKey(const State& s, const std::string& cq) {
-  if (cq.empty()) return "";
-  const int node = s.tree.ClusterQueueNode(cq);
-  if (node < 0) return absl::StrCat("cq:", cq);
-  return s.tree.Parent(node) < 0 ? absl::StrCat("cq:", cq) : s.tree.NodeName(s.tree.Root(node));
-}
-
-// Something changed in the world in `cq`'s tree (an arrival, update,
+// Something changed in the world where `e` is (an arrival, update,
 // deletion, completion, failed release, adoption, backoff expiry): a
 // workload preempted before may be preempted again.
-void WorldChanged(State& s, const std::string& cq) {
-  const std::string tree = TreeKey(s, cq);
-  if (!tree.empty()) s.last_change[tree] = ++s.world_seq;
-}
-
 void WorldChanged(State& s, const Entry& e) {
-  if (e.cinfo().admission.has_value()) WorldChanged(s, e.cinfo().admission->cluster_queue);
-  if (!e.cinfo().cluster_queue.empty()) WorldChanged(s, e.cinfo().cluster_queue);
-  if (!e.queued_in.empty()) WorldChanged(s, e.queued_in);
+  if (e.cinfo().admission.has_value()) s.churn.WorldChanged(e.cinfo().admission->cluster_queue);
+  if (!e.cinfo().cluster_queue.empty()) s.churn.WorldChanged(e.cinfo().cluster_queue);
+  if (!e.queued_in.empty()) s.churn.WorldChanged(e.queued_in);
 }
 
 // The newest instance of `key` the API server confirmed, else the newest
@@ -374,7 +360,7 @@ void Evict(State& s, Entry* victim, const char* reason, std::string message, con
   ++victim->info().evictions;
   if (!preemptor.name.empty()) {
     victim->preempted_once = true;
-    victim->preempted_seq = s.world_seq;
+    victim->preempted_seq = s.churn.seq();
   }
   StateChange c = Change(StateChange::Type::kEvicted, *victim, now);
   c.cluster_queue = victim->cinfo().admission->cluster_queue;
@@ -476,6 +462,7 @@ struct Nomination {
   size_t slot = 0;  // RunCycle's queue slot
   Entry* entry = nullptr;
   const model::ClusterQueue* cq = nullptr;
+  bool fair = false;  // its cohort tree uses fair sharing
   AssignmentResult result;
   std::vector<Target> targets;
 };
@@ -796,6 +783,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
       n.slot = slot_index;
       n.entry = head;
       n.cq = cq;
+      n.fair = s.FairSharingFor(cq->meta.name);
       ++stats.nominated;
       if (head->waiting() && MayAdmit(s, head, cq->meta.name, head->preemption->plan.usage)) {
         // A preemptor whose victims stopped takes the flavors it preempted
@@ -804,11 +792,11 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         n.result.mode = FitMode::kFit;
         n.result.assignment = head->preemption->plan;
       } else {
-        n.result = s.AssignFlavors(*n.entry, *cq);
+        n.result = s.AssignFlavors(*n.entry, *cq, n.fair);
       }
       if (n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) {
         n.targets = n.result.targets.has_value() ? *std::move(n.result.targets)
-                                                 : s.FindTargets(*n.entry, *cq, n.result);
+                                                 : s.FindTargets(*n.entry, *cq, n.fair, n.result);
       }
       // Until it is processed, what it holds stays held for the others.
       if (head->waiting()) PutHold(s, head);
@@ -816,8 +804,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
     }
     if (noms.empty()) break;
     // 4. Order the nominations.
-    const bool fair = std::any_of(noms.begin(), noms.end(),
-                                  [&](const Nomination& n) { return s.FairSharingFor(n.cq->meta.name); });
+    const bool fair = std::any_of(noms.begin(), noms.end(), [](const Nomination& n) { return n.fair; });
     if (!fair) std::stable_sort(noms.begin(), noms.end(), ClassicalBefore);
     bool round_progress = false;
     // 5. Process each against the current usage.
@@ -855,7 +842,7 @@ bool RunCycle(State& s, absl::Time now, ScheduleStats& stats, const base::Stopwa
         // Its victims are its own: one that another preemptor counts on
         // since this search (earlier in this cycle) frees nothing for it.
         bool overlap = false;
-        for (const Target& t : n.targets) overlap = overlap || s.AwaitedByOther(*t.entry, *e);
+        for (const Target& t : n.targets) overlap = overlap || AwaitedByOther(*t.entry, *e);
         // And with them gone it must fit as things are now (Kueue's fits
         // check on preemptions): what was admitted or held since its search
         // counts.
@@ -1019,25 +1006,6 @@ bool Scheduler::State::FairSharingFor(const model::ClusterQueueName& cq) const {
   return l != c->second.meta.labels.end() && l->second == "true";
 }
 
-const model::ClusterQueue* Scheduler::State::FindClusterQueue(const model::ClusterQueueName& cq) const {
-  return LiveClusterQueue(*this, cq);
-}
-
-bool Scheduler::State::AwaitedByOther(const Entry& candidate, const Entry& in) const {
-  return candidate.awaited_by != nullptr && candidate.awaited_by != &in &&
-         candidate.cinfo().phase == Phase::kEvicting;
-}
-
-bool Scheduler::State::Guarded(const Entry& candidate) const {
-  if (!options.anti_churn_guard || !candidate.preempted_once || candidate.cinfo().phase == Phase::kEvicting) return false;
-  if (last_policy_change > candidate.preempted_seq) return false;
-  if (!candidate.cinfo().admission.has_value()) return false;
-  auto it = last_change.find(TreeKey(*this, candidate.cinfo().admission->cluster_queue));
-  if (it != last_change.end() && it->second > candidate.preempted_seq) return false;
-  ++guarded;
-  return true;
-}
-
 // --- Scheduler. ---
 
 Scheduler::Scheduler(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -1048,8 +1016,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<con
   if (policies == nullptr) policies = std::make_shared<const model::PolicySet>();
   absl::StatusOr<ResourceTree> tree = ResourceTree::Build(*policies);
   if (!tree.ok()) return tree.status();
-  auto state = std::make_unique<State>();
-  state->options = options;
+  auto state = std::make_unique<State>(options);
   state->policies = std::move(policies);
   state->tree = *std::move(tree);
   for (const auto& [name, cq] : state->policies->cluster_queues) state->queues[name];
@@ -1072,9 +1039,8 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
   }
   absl::StatusOr<ResourceTree> tree = ResourceTree::Build(kept.empty() ? *policies : with_terminating);
   if (!tree.ok()) return tree.status();
-  auto state = std::make_unique<State>();
+  auto state = std::make_unique<State>(options);
   State& s = *state;
-  s.options = options;
   s.policies = std::move(policies);
   s.tree = *std::move(tree);
   s.terminating = std::move(kept);
@@ -1546,7 +1512,7 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
   });
   // Every preemptor chooses again under the new policies.
   for (Entry* e : std::vector<Entry*>(s.preemptors)) ClearPreemptor(s, e);
-  s.last_policy_change = ++s.world_seq;
+  s.churn.PoliciesChanged();
   s.queues = std::move(queues);
   s.IndexQueues();
   s.orphans.clear();
@@ -1660,7 +1626,7 @@ ScheduleStats Scheduler::Schedule(absl::Time now) {
     Enqueue(s, e);  // takes it out of the backoff
     WorldChanged(s, *e);
   }
-  const int64_t guarded_before = s.guarded;
+  const int64_t guarded_before = s.churn.guarded();
   ScheduleStats stats;
   const base::Stopwatch watch;
   for (int i = 0; i < state_->options.max_cycles; ++i) {
@@ -1673,7 +1639,7 @@ ScheduleStats Scheduler::Schedule(absl::Time now) {
       break;
     }
   }
-  stats.guarded = s.guarded - guarded_before;
+  stats.guarded = s.churn.guarded() - guarded_before;
   return stats;
 }
 
@@ -1700,7 +1666,7 @@ std::vector<std::shared_ptr<const WorkloadInfo>> Scheduler::TakeFinished() {
   return out;
 }
 
-int64_t Scheduler::guarded_total() const { return state_->guarded; }
+int64_t Scheduler::guarded_total() const { return state_->churn.guarded(); }
 
 const model::PolicySet& Scheduler::policies() const { return *state_->policies; }
 std::shared_ptr<const model::PolicySet> Scheduler::shared_policies() const { return state_->policies; }
