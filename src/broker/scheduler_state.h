@@ -1,8 +1,11 @@
 // gangkeeper broker: the Scheduler's private state. Scheduler::State owns
 // the quota tree, the tracked entries and the queues; its parts read them:
 // the flavor assigner (flavor_assigner.h), the preemptor (preemption.h)
-// and the anti-churn guard (churn_guard.h). scheduler.cc holds the events,
-// queues and cycle. Thread-compatible.
+// and the anti-churn guard (churn_guard.h). The Scheduler's code is split
+// by concern: construction and reads (scheduler.cc), events (events.cc),
+// queues and reasons (queues.h), the scheduling cycle (cycle.cc), the holds
+// for preemptors (holds.h), the invariant check (invariants.cc).
+// Thread-compatible.
 #pragma once
 
 #include <cstdint>
