@@ -1,15 +1,9 @@
-// gangkeeper broker: choosing preemption victims (KUEUE-SEMANTICS.md §3.6
-// classical preemption, §3.7 fair-sharing preemption).
-//
-// Victims are whole admitted gangs. The search removes candidates from the
-// quota tree one by one, in Kueue's candidate order, until the incoming gang
-// fits; then it "fills back": walks the chosen victims from the
-// second-to-last to the first and keeps every one whose removal turns out
-// not to be needed. The tree is always restored before returning.
+// gangkeeper broker: Preemptor (see preemption.h): the candidate sets, their
+// order, and the search with fill-back (KUEUE-SEMANTICS.md §3.6, §3.7).
 // A workload whose PriorityClass says preemptionPolicy: Never never
 // preempts (the webhook resolved that into Workload::preemption_policy).
 // A workload preempted once is not a candidate again until something
-// changes in its tree (State::Guarded): the anti-churn rule.
+// changes in its tree (ChurnGuard::Guarded): the anti-churn rule.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -17,7 +11,7 @@
 #include <vector>
 
 #include "gangkeeper/base/check.h"
-#include "src/broker/scheduler_state.h"
+#include "src/broker/preemption.h"
 
 namespace gangkeeper::broker {
 namespace {
@@ -129,12 +123,14 @@ int ChildToward(const ResourceTree& tree, int node, int ancestor) {
   return node;
 }
 
+}  // namespace
+
 // The search shared by classical and fair-sharing preemption.
-class Search {
+class Preemptor::Search {
  public:
-  Search(Scheduler::State& s, const Entry& in, const model::ClusterQueue& cq, ResourceAmounts request,
-         std::set<FlavorResource> frs)
-      : s_(s), tree_(s.tree), in_(in), cq_(cq), request_(std::move(request)), frs_(std::move(frs)) {
+  Search(const Preemptor& p, const Entry& in, const model::ClusterQueue& cq, const ResourceAmounts& request,
+         const std::set<FlavorResource>& frs)
+      : p_(p), tree_(p.tree_), in_(in), cq_(cq), request_(request), frs_(frs) {
     cq_node_ = tree_.ClusterQueueNode(cq.meta.name);
   }
 
@@ -200,39 +196,39 @@ class Search {
     return true;
   }
 
-  Scheduler::State& s_;
+  const Preemptor& p_;
   ResourceTree& tree_;
   const Entry& in_;
   const model::ClusterQueue& cq_;
-  ResourceAmounts request_;
-  std::set<FlavorResource> frs_;
+  const ResourceAmounts& request_;
+  const std::set<FlavorResource>& frs_;
   int cq_node_ = -1;
 };
 
-std::vector<Candidate> Search::SameQueueCandidates() const {
+std::vector<Candidate> Preemptor::Search::SameQueueCandidates() const {
   std::vector<Candidate> out;
-  auto q = s_.queues.find(cq_.meta.name);
-  if (q == s_.queues.end()) return out;
+  auto q = p_.queues_.find(cq_.meta.name);
+  if (q == p_.queues_.end()) return out;
   for (Entry* e : q->second.admitted) {
     if (e == &in_) continue;
     if (e->cinfo().phase != Phase::kEvicting && !Within(cq_.preemption.within_cluster_queue, *e, in_)) continue;
-    if (!UsesAny(*e, frs_) || s_.Guarded(*e) || s_.AwaitedByOther(*e, in_)) continue;
+    if (!UsesAny(*e, frs_) || p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) continue;
     out.push_back(Candidate{e, Class::kSameQueue, false, cq_node_, "InClusterQueue"});
   }
   return out;
 }
 
-void Search::Collect(int node, bool advantage, std::vector<Candidate>* out) const {
+void Preemptor::Search::Collect(int node, bool advantage, std::vector<Candidate>* out) const {
   if (!OverNominalAny(tree_, node, frs_)) return;
   if (!tree_.IsClusterQueue(node)) {
     for (int child : tree_.Children(node)) Collect(child, advantage, out);
     return;
   }
-  const Queue* q = s_.queue_by_node[static_cast<size_t>(node)];
+  const Queue* q = p_.queue_by_node_[static_cast<size_t>(node)];
   if (q == nullptr) return;
   for (Entry* e : q->admitted) {
     if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
-    if (!UsesAny(*e, frs_) || s_.Guarded(*e) || s_.AwaitedByOther(*e, in_)) continue;
+    if (!UsesAny(*e, frs_) || p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) continue;
     Candidate c{e, advantage ? Class::kHierarchical : Class::kCohort, false, node, "InCohortReclamation"};
     if (!advantage) {
       const auto& p = cq_.preemption;
@@ -248,7 +244,7 @@ void Search::Collect(int node, bool advantage, std::vector<Candidate>* out) cons
   }
 }
 
-void Search::CohortCandidates(std::vector<Candidate>* out) const {
+void Preemptor::Search::CohortCandidates(std::vector<Candidate>* out) const {
   if (cq_.preemption.reclaim_within_cohort == model::ReclaimWithinCohortPolicy::kNever) return;
   // Advantage: the preemptor's side of the tree holds the request within
   // its own quota at this level.
@@ -269,7 +265,7 @@ void Search::CohortCandidates(std::vector<Candidate>* out) const {
   }
 }
 
-bool Search::StillUseful(const Candidate& c) const {
+bool Preemptor::Search::StillUseful(const Candidate& c) const {
   if (c.cls == Class::kSameQueue || c.evicting) return true;  // an evicting gang frees its quota anyway
   const int lca = LowestCommonAncestor(tree_, c.cq_node, cq_node_);
   for (int n = c.cq_node; n != -1 && n != lca; n = tree_.Parent(n)) {
@@ -282,11 +278,11 @@ bool Search::StillUseful(const Candidate& c) const {
 // that the walk over borrowing queues did not find (their queue is back
 // within its nominal quota): they free their quota all the same, and
 // choosing other victims instead would preempt twice for one admission.
-void Search::OwnEvicting(Class cls, const char* reason, std::vector<Candidate>* out) const {
+void Preemptor::Search::OwnEvicting(Class cls, const char* reason, std::vector<Candidate>* out) const {
   if (!in_.waiting()) return;
   for (const InstanceKey& k : in_.preemption->awaiting) {
-    auto list = s_.entries.find(k.key);
-    if (list == s_.entries.end()) continue;
+    auto list = p_.entries_.find(k.key);
+    if (list == p_.entries_.end()) continue;
     Entry* e = nullptr;
     for (const std::unique_ptr<Entry>& x : list->second) {
       if (k.key.pod_group || x->cinfo().workload->uid == k.uid) e = x.get();
@@ -300,7 +296,7 @@ void Search::OwnEvicting(Class cls, const char* reason, std::vector<Candidate>* 
   }
 }
 
-std::vector<Target> Search::Classical() {
+std::vector<Target> Preemptor::Search::Classical() {
   std::vector<Candidate> cands = SameQueueCandidates();
   CohortCandidates(&cands);
   OwnEvicting(Class::kCohort, "InCohortReclamation", &cands);
@@ -339,19 +335,19 @@ std::vector<Target> Search::Classical() {
   return {};
 }
 
-std::vector<Target> Search::Fair() {
+std::vector<Target> Preemptor::Search::Fair() {
   std::vector<Candidate> own = SameQueueCandidates();
   // Cross-queue candidates: admitted gangs of borrowing ClusterQueues
   // anywhere in the preemptor's tree, per reclaimWithinCohort.
   std::map<int, std::vector<Candidate>> others;  // by ClusterQueue node
   if (cq_.preemption.reclaim_within_cohort != model::ReclaimWithinCohortPolicy::kNever && cq_node_ >= 0) {
     const int root = tree_.Root(cq_node_);
-    for (auto& [name, q] : s_.queues) {
+    for (const auto& [name, q] : p_.queues_) {
       const int node = tree_.ClusterQueueNode(name);
       if (node < 0 || node == cq_node_ || tree_.Root(node) != root || !OverNominalAny(tree_, node, frs_)) continue;
       for (Entry* e : q.admitted) {
         if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
-        if (!UsesAny(*e, frs_) || s_.Guarded(*e) || s_.AwaitedByOther(*e, in_)) continue;
+        if (!UsesAny(*e, frs_) || p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) continue;
         others[node].push_back(Candidate{e, Class::kCohort, false, node, "InCohortFairSharing"});
       }
     }
@@ -438,23 +434,24 @@ std::vector<Target> Search::Fair() {
   return {};
 }
 
-}  // namespace
-
-std::vector<Target> Scheduler::State::FindTargets(const Entry& e, const model::ClusterQueue& cq,
-                                                  const AssignmentResult& result) {
-  if (!e.cinfo().can_preempt || tree.ClusterQueueNode(cq.meta.name) < 0) return {};
-  Search search(*this, e, cq, result.assignment.usage, result.need_preemption);
-  return FairSharingFor(cq.meta.name) ? search.Fair() : search.Classical();
+std::vector<Target> Preemptor::FindTargets(const Entry& in, const model::ClusterQueue& cq, bool fair_sharing,
+                                           const ResourceAmounts& request,
+                                           const std::set<FlavorResource>& need_preemption) {
+  if (!in.cinfo().can_preempt || tree_.ClusterQueueNode(cq.meta.name) < 0) return {};
+  Search search(*this, in, cq, request, need_preemption);
+  return fair_sharing ? search.Fair() : search.Classical();
 }
 
-bool Scheduler::State::CanPreemptFor(const Entry& e, const model::ClusterQueue& cq,
-                                     const FlavorResource& fr, Quantity amount, bool* only_other_queues,
-                                     std::vector<Target>* targets) {
+bool Preemptor::CanPreemptFor(const Entry& in, const model::ClusterQueue& cq, bool fair_sharing,
+                              const FlavorResource& fr, Quantity amount, bool* only_other_queues,
+                              std::vector<Target>* targets) {
   *only_other_queues = false;
   targets->clear();
-  if (!e.cinfo().can_preempt || tree.ClusterQueueNode(cq.meta.name) < 0) return false;
-  Search search(*this, e, cq, ResourceAmounts{{fr, amount}}, std::set<FlavorResource>{fr});
-  *targets = FairSharingFor(cq.meta.name) ? search.Fair() : search.Classical();
+  if (!in.cinfo().can_preempt || tree_.ClusterQueueNode(cq.meta.name) < 0) return false;
+  const ResourceAmounts request{{fr, amount}};
+  const std::set<FlavorResource> frs{fr};
+  Search search(*this, in, cq, request, frs);
+  *targets = fair_sharing ? search.Fair() : search.Classical();
   if (targets->empty()) return false;
   *only_other_queues = std::all_of(targets->begin(), targets->end(), [&](const Target& t) {
     return t.entry->cinfo().admission->cluster_queue != cq.meta.name;

@@ -33,69 +33,38 @@ const std::vector<model::ResourceGroup> kNoGroups;
 
 }  // namespace
 
-absl::StatusOr<ResourceTree> ResourceTree::Build(const model::PolicySet& policies) {
-  ResourceTree tree;
-  auto cohort_node = [&tree](const model::CohortName& name) {
-    auto [it, inserted] = tree.cohorts_.emplace(name, static_cast<int>(tree.nodes_.size()));
-    if (inserted) tree.nodes_.push_back(Node{.name = name});
-    return it->second;
-  };
-
-  // 1. Cohort nodes, explicit then implicit (missing parents, CQ cohorts).
-  for (const auto& [name, cohort] : policies.cohorts) cohort_node(name);
-  for (const auto& [name, cohort] : policies.cohorts) {
-    if (!cohort.parent.empty()) {
-      int parent = cohort_node(cohort.parent);
-      tree.nodes_[tree.cohorts_.at(name)].parent = parent;
-    }
-  }
-  for (const auto& [name, cq] : policies.cluster_queues) {
-    if (!cq.cohort.empty()) cohort_node(cq.cohort);
-  }
-
-  // 2. Parent cycles: members and their descendants are disabled; each
-  // cycle is cut so the forest below stays acyclic.
-  std::vector<int> state(tree.nodes_.size(), 0);  // 0 new, 1 on path, 2 done
-  for (int start = 0; start < static_cast<int>(tree.nodes_.size()); ++start) {
+// Parent cycles: the members of a cycle and their descendants are
+// disabled; each cycle is cut so the forest below stays acyclic.
+void ResourceTree::DisableCycles() {
+  std::vector<int> state(nodes_.size(), 0);  // 0 new, 1 on path, 2 done
+  for (int start = 0; start < static_cast<int>(nodes_.size()); ++start) {
     std::vector<int> path;
     int n = start;
     bool disabled = false;
     while (n != -1 && state[n] == 0) {
       state[n] = 1;
       path.push_back(n);
-      n = tree.nodes_[n].parent;
+      n = nodes_[n].parent;
     }
     if (n != -1 && state[n] == 1) {
       disabled = true;
-      tree.nodes_[path.back()].parent = -1;  // cut the cycle
+      nodes_[path.back()].parent = -1;  // cut the cycle
     } else if (n != -1) {
-      disabled = tree.nodes_[n].disabled;
+      disabled = nodes_[n].disabled;
     }
     for (int p : path) {
       state[p] = 2;
       if (disabled) {
-        tree.nodes_[p].disabled = true;
-        tree.disabled_.insert(tree.nodes_[p].name);
+        nodes_[p].disabled = true;
+        disabled_.insert(nodes_[p].name);
       }
     }
   }
+}
 
-  // 3. ClusterQueue nodes.
-  for (const auto& [name, cq] : policies.cluster_queues) {
-    Node node{.name = name, .is_cluster_queue = true};
-    if (!cq.cohort.empty()) {
-      node.parent = tree.cohorts_.at(cq.cohort);
-      node.disabled = tree.nodes_[node.parent].disabled;
-    }
-    tree.cluster_queues_.emplace(name, static_cast<int>(tree.nodes_.size()));
-    tree.nodes_.push_back(std::move(node));
-  }
-  for (int i = 0; i < static_cast<int>(tree.nodes_.size()); ++i) {
-    if (tree.nodes_[i].parent != -1) tree.nodes_[tree.nodes_[i].parent].children.push_back(i);
-  }
-
-  // 4. Declared quotas.
-  for (Node& node : tree.nodes_) {
+// Every node's declared quota per FlavorResource, from its resource groups.
+absl::Status ResourceTree::DeclareQuotas(const model::PolicySet& policies) {
+  for (Node& node : nodes_) {
     const std::vector<model::ResourceGroup>* groups = &kNoGroups;
     std::string kind = "Cohort";
     if (node.is_cluster_queue) {
@@ -126,6 +95,48 @@ absl::StatusOr<ResourceTree> ResourceTree::Build(const model::PolicySet& policie
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ResourceTree> ResourceTree::Build(const model::PolicySet& policies) {
+  ResourceTree tree;
+  auto cohort_node = [&tree](const model::CohortName& name) {
+    auto [it, inserted] = tree.cohorts_.emplace(name, static_cast<int>(tree.nodes_.size()));
+    if (inserted) tree.nodes_.push_back(Node{.name = name});
+    return it->second;
+  };
+
+  // 1. Cohort nodes, explicit then implicit (missing parents, CQ cohorts).
+  for (const auto& [name, cohort] : policies.cohorts) cohort_node(name);
+  for (const auto& [name, cohort] : policies.cohorts) {
+    if (!cohort.parent.empty()) {
+      int parent = cohort_node(cohort.parent);
+      tree.nodes_[tree.cohorts_.at(name)].parent = parent;
+    }
+  }
+  for (const auto& [name, cq] : policies.cluster_queues) {
+    if (!cq.cohort.empty()) cohort_node(cq.cohort);
+  }
+
+  // 2. Parent cycles: members and their descendants are disabled.
+  tree.DisableCycles();
+
+  // 3. ClusterQueue nodes.
+  for (const auto& [name, cq] : policies.cluster_queues) {
+    Node node{.name = name, .is_cluster_queue = true};
+    if (!cq.cohort.empty()) {
+      node.parent = tree.cohorts_.at(cq.cohort);
+      node.disabled = tree.nodes_[node.parent].disabled;
+    }
+    tree.cluster_queues_.emplace(name, static_cast<int>(tree.nodes_.size()));
+    tree.nodes_.push_back(std::move(node));
+  }
+  for (int i = 0; i < static_cast<int>(tree.nodes_.size()); ++i) {
+    if (tree.nodes_[i].parent != -1) tree.nodes_[tree.nodes_[i].parent].children.push_back(i);
+  }
+
+  // 4. Declared quotas.
+  if (absl::Status declared = tree.DeclareQuotas(policies); !declared.ok()) return declared;
 
   // 5. Subtree quotas, children before parents.
   std::vector<int> order;

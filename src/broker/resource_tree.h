@@ -153,6 +153,10 @@ class ResourceTree {
     std::map<FlavorResource, FrState> frs;
   };
 
+  // Build's steps.
+  void DisableCycles();
+  absl::Status DeclareQuotas(const model::PolicySet& policies);
+
   const FrState& State(int node, const FlavorResource& fr) const;
   quantity::Quantity LocalQuota(int node, const FlavorResource& fr) const;
   quantity::Quantity LocalAvailable(int node, const FlavorResource& fr) const;

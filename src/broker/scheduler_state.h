@@ -1,192 +1,50 @@
-// gangkeeper broker: the Scheduler's private state, shared by
-// scheduler.cc (events, queues, cycle), flavor_assigner.cc and
-// preemption.cc. Thread-compatible.
+// gangkeeper broker: the Scheduler's private state. Scheduler::State owns
+// the quota tree, the tracked entries and the queues; its parts read them:
+// the flavor assigner (flavor_assigner.h), the preemptor (preemption.h)
+// and the anti-churn guard (churn_guard.h). The Scheduler's code is split
+// by concern: construction and reads (scheduler.cc), events (events.cc),
+// queues and reasons (queues.h), the scheduling cycle (cycle.cc), the holds
+// for preemptors (holds.h), the invariant check (invariants.cc).
+// Thread-compatible.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/container/inlined_vector.h"
-#include "absl/hash/hash.h"
 #include "gangkeeper/broker/scheduler.h"
+#include "src/broker/churn_guard.h"
+#include "src/broker/entry.h"
+#include "src/broker/flavor_assigner.h"
+#include "src/broker/preemption.h"
 #include "src/broker/resource_tree.h"
 
 namespace gangkeeper::broker {
 
-// One tracked workload.
-struct Entry {
-  // Copy-on-write: the broker's snapshots share the WorkloadInfo until it
-  // changes, so a tracked workload costs one copy, not two. info() is for
-  // changes (it copies a shared one first and marks the workload dirty so
-  // the next snapshot takes the copy); cinfo() is for reads.
-  std::shared_ptr<WorkloadInfo> info_ptr = std::make_shared<WorkloadInfo>();
-  absl::flat_hash_set<WorkloadKey>* dirty = nullptr;
-  WorkloadInfo& info() {
-    if (info_ptr.use_count() > 1) {
-      info_ptr = std::make_shared<WorkloadInfo>(*info_ptr);
-      if (dirty != nullptr) dirty->insert(info_ptr->key);
-    }
-    return *info_ptr;
-  }
-  const WorkloadInfo& info() const { return *info_ptr; }
-  const WorkloadInfo& cinfo() const { return *info_ptr; }
-  // A pod group's pods merged by shape (other workloads use their own).
-  // A pod group's members (null for every other workload).
-  struct Group {
-    std::vector<workload::PodSet> pod_sets;  // merged by shape
-    std::set<std::string> pods;              // names of the pods seen
-  };
-  std::unique_ptr<Group> group;
-  bool is_pod_group() const { return group != nullptr; }
-  // The pod sets the scheduler places.
-  const std::vector<workload::PodSet>& PodSets() const {
-    return group != nullptr ? group->pod_sets : info_ptr->workload->pod_sets;
-  }
-  std::string queued_in;                 // the ClusterQueue whose queue holds it ("" = none)
-  // The queue-order key, kept beside the entry (not behind info_ptr) for
-  // cache-friendly comparisons; set by SetOrderKey whenever they change.
-  int32_t order_priority = 0;
-  absl::Time order_time;
-  const std::string* order_uid = nullptr;
-  // The uid's first 8 bytes, big-endian: compares as the uid does whenever
-  // they differ, without a string compare (most ties end there).
-  uint64_t order_uid_prefix = 0;
-  void SetOrderKey() {
-    order_priority = info_ptr->priority;
-    order_time = info_ptr->queued_at;
-    order_uid = &info_ptr->workload->uid;
-    order_uid_prefix = 0;
-    for (size_t i = 0; i < 8; ++i) {
-      const unsigned char c = i < order_uid->size() ? static_cast<unsigned char>((*order_uid)[i]) : 0;
-      order_uid_prefix = (order_uid_prefix << 8) | c;
-    }
-  }
-  bool inadmissible = false;
-  uint64_t seq = 0;  // registration order, the last tie-break
-  // The instance this entry is (key and uid; uid "" for a pod group).
-  InstanceKey instance() const { return InstanceOf(info_ptr->key, info_ptr->workload->uid); }
-  // A preemptor's state (null for every other entry: most never preempt,
-  // and a tracked workload should cost little).
-  struct Preemption {
-    // The victims it waits for. While one of them is still being evicted,
-    // trying it again would only find them again.
-    std::vector<InstanceKey> awaiting;
-    // ...and the quota it will take once they stop (the usage of the
-    // assignment it chose them for, `plan`). While it waits, every cycle
-    // holds for it what its evicting victims do not cover, whatever its
-    // position in its queue, and every admission in its tree must leave
-    // room for it (VirtualFits), so that nobody else (its victims least of
-    // all) can take what it preempted for. Kueue holds a preemptor's usage
-    // only in the cycle that issued the preemptions, and keeps the
-    // preemptor at the head of a BestEffortFIFO queue instead (its "sticky"
-    // preemptor): see docs/decisions.md.
-    ResourceAmounts need;
-    Assignment plan;
-    // What this cycle's holds added to the tree for it (given back when it
-    // is tried, and at the end of the cycle).
-    ResourceAmounts held;
-  };
-  std::unique_ptr<Preemption> preemption;
-  bool waiting() const { return preemption != nullptr; }
-  bool holding() const { return preemption != nullptr && !preemption->held.empty(); }
-  // A victim: the preemptor that counts on the quota it gives back (null
-  // when none; only meaningful while it is being evicted).
-  Entry* awaited_by = nullptr;
-  // The world-change sequence (State::world_seq) when it was last
-  // preempted: it is not preempted again until something changes in its
-  // tree (State::last_change), the anti-churn rule behind DESIGN §2's
-  // invariant "with no change in the world a workload is preempted at most
-  // once".
-  uint64_t preempted_seq = 0;
-  bool preempted_once = false;
-  // After a failed release: out of every queue until `backoff_it->first`.
-  bool in_backoff = false;
-  std::multimap<absl::Time, Entry*>::iterator backoff_it;
-  int release_failures = 0;  // in a row
-};
-
-// Queue order: higher priority, earlier queue time, smaller uid, earlier seq.
-struct QueueOrder {
-  bool operator()(const Entry* a, const Entry* b) const {
-    if (a->order_priority != b->order_priority) return a->order_priority > b->order_priority;
-    if (a->order_time != b->order_time) return a->order_time < b->order_time;
-    if (a->order_uid_prefix != b->order_uid_prefix) return a->order_uid_prefix < b->order_uid_prefix;
-    const std::string& ua = *a->order_uid;
-    const std::string& ub = *b->order_uid;
-    if (ua != ub) return ua < ub;
-    return a->seq < b->seq;
-  }
-};
-
-using OrderedEntries = std::set<Entry*, QueueOrder>;
-
-struct Queue {
-  OrderedEntries active;
-  OrderedEntries inadmissible;
-  std::set<Entry*> admitted;  // holding quota in this ClusterQueue
-  // StrictFIFO: the head did not fit and nothing has changed since; the
-  // queue is skipped until something does (quota freed in its tree, policy
-  // change, a new workload in it). Trying again would give the same answer.
-  bool blocked = false;
-  // StrictFIFO: the head whose no-fit the entries behind it were last told
-  // about (their reasons name it), "" when none.
-  std::string blocked_by;
-};
-
-// How well a flavor (or a whole gang) fits, worst first (Kueue's granular
-// modes).
-enum class FitMode { kNoFit = 0, kNoCandidates = 1, kPreempt = 2, kReclaim = 3, kFit = 4 };
-
-// A preemption victim and the reason it is preempted.
-struct Target {
-  Entry* entry = nullptr;
-  std::string reason;  // InClusterQueue, InCohortReclamation, InCohortReclaimWhileBorrowing, InCohortFairSharing
-};
-
-// The flavor assigner's answer for one workload.
-struct AssignmentResult {
-  FitMode mode = FitMode::kNoFit;
-  Assignment assignment;  // complete when mode != kNoFit
-  // FlavorResources that need preemption (mode kPreempt / kReclaim).
-  std::set<FlavorResource> need_preemption;
-  PendingReason reason;  // the first blocker when mode != kFit
-  // The victims the preemption oracle found, when its search was the one
-  // FindTargets would run (one FlavorResource needs preemption and it is
-  // the gang's only one): saves repeating it.
-  std::optional<std::vector<Target>> targets;
-};
-
 struct Scheduler::State {
-  SchedulerOptions options;
+  explicit State(const SchedulerOptions& o) : options(o) {}
+
+  const SchedulerOptions options;
   std::shared_ptr<const model::PolicySet> policies;
   ResourceTree tree;
-  // Every tracked instance, by key: usually one, oldest first (a newer
-  // object under a known name is queued while the older one keeps its
-  // quota until its end is seen).
-  absl::flat_hash_map<WorkloadKey, absl::InlinedVector<std::unique_ptr<Entry>, 1>> entries;
+  // Every tracked instance, by key.
+  EntryIndex entries;
   size_t instance_count = 0;
   // Of those, the ones known only from reviews (Workload::unconfirmed).
   size_t unconfirmed_count = 0;
   // Preemptors waiting for their victims, in the order they chose them.
   std::vector<Entry*> preemptors;
-  // Anti-churn bookkeeping: a sequence bumped by every change of the world
-  // (an arrival, update, deletion, completion, failed release, adoption,
-  // backoff expiry, policy change), and per cohort tree the sequence of the
-  // last change in it. Our own consequences (a victim stopping, a release
-  // confirmed) are not changes of the world.
-  uint64_t world_seq = 0;
-  absl::flat_hash_map<std::string, uint64_t> last_change;
-  uint64_t last_policy_change = 0;
-  std::map<model::ClusterQueueName, Queue> queues;  // every ClusterQueue, plus deleted ones holding quota
-  std::vector<Queue*> queue_by_node;                 // by ResourceTree node (nullptr for cohorts)
-  std::set<Entry*, QueueOrder> orphans;             // pending without a usable ClusterQueue
+  // The anti-churn rule's bookkeeping: which trees changed since a
+  // workload was preempted.
+  ChurnGuard churn{tree, options.anti_churn_guard};
+  QueueMap queues;                       // every ClusterQueue, plus deleted ones holding quota
+  std::vector<Queue*> queue_by_node;     // by ResourceTree node (nullptr for cohorts)
+  std::set<Entry*, QueueOrder> orphans;  // pending without a usable ClusterQueue
   // (ClusterQueue node, FlavorResource) over quota after a policy change;
   // the invariant check tolerates them until usage falls back.
   std::set<std::pair<std::string, FlavorResource>> over_quota_by_policy;
@@ -202,6 +60,8 @@ struct Scheduler::State {
   absl::flat_hash_set<WorkloadKey> dirty_workloads;
   absl::flat_hash_set<model::ClusterQueueName> dirty_queues;
   bool all_queues_dirty = true;
+  // Reads the tree, queues, entries and guard above (declared after them).
+  Preemptor preemptor{tree, queues, queue_by_node, entries, churn};
 
   void Touch(const Entry& e) {
     dirty_workloads.insert(e.cinfo().key);
@@ -209,8 +69,6 @@ struct Scheduler::State {
     if (!e.cinfo().cluster_queue.empty()) dirty_queues.insert(e.cinfo().cluster_queue);
     if (e.cinfo().admission.has_value()) dirty_queues.insert(e.cinfo().admission->cluster_queue);
   }
-
-  // scheduler.cc
   void IndexQueues() {
     queue_by_node.assign(static_cast<size_t>(tree.node_count()), nullptr);
     for (auto& [name, q] : queues) {
@@ -218,33 +76,26 @@ struct Scheduler::State {
       if (node >= 0) queue_by_node[static_cast<size_t>(node)] = &q;
     }
   }
+  // Whether `cq`'s cohort tree uses fair sharing.
   bool FairSharingFor(const model::ClusterQueueName& cq) const;
-  // The anti-churn rule: `candidate` was preempted once and nothing changed
-  // in its tree since, so it is not preempted again (counted in `guarded`).
-  bool Guarded(const Entry& candidate) const;
-  // `candidate` is being evicted for a preemptor other than `in`, which
-  // counts on the quota it gives back: it frees nothing for `in`.
-  bool AwaitedByOther(const Entry& candidate, const Entry& in) const;
-  mutable int64_t guarded = 0;
-  const model::ClusterQueue* FindClusterQueue(const model::ClusterQueueName& cq) const;
 
-  // flavor_assigner.cc: assigns flavors to every pod set of `e` in its
-  // ClusterQueue `cq` against the tree's current usage.
-  AssignmentResult AssignFlavors(const Entry& e, const model::ClusterQueue& cq) const;
-
-  // preemption.cc: the victims that make room for `e` with `result`, or
-  // empty when none can. Leaves the tree as it found it.
-  std::vector<Target> FindTargets(const Entry& e, const model::ClusterQueue& cq,
-                                  const AssignmentResult& result);
-  // True when the CQ could preempt for `fr` with `amount` (the flavor
-  // assigner's oracle): some target set exists.
-  bool CanPreemptFor(const Entry& e, const model::ClusterQueue& cq, const FlavorResource& fr,
-                     quantity::Quantity amount, bool* only_other_queues, std::vector<Target>* targets);
+  // The flavor assigner on the current usage, with the preemptor as its
+  // oracle: flavors for every pod set of `e` in its ClusterQueue `cq`.
+  AssignmentResult AssignFlavors(const Entry& e, const model::ClusterQueue& cq, bool fair_sharing) {
+    const FlavorAssigner assigner(tree, policies->flavors);
+    return assigner.Assign(e.PodSets(), cq, fair_sharing,
+                           [&](const FlavorResource& fr, quantity::Quantity amount, bool* only_other_queues,
+                               std::vector<Target>* targets) {
+                             return preemptor.CanPreemptFor(e, cq, fair_sharing, fr, amount, only_other_queues,
+                                                            targets);
+                           });
+  }
+  // The victims that make room for `e` with `result`, or empty when none
+  // can. Leaves the tree as it found it.
+  std::vector<Target> FindTargets(const Entry& e, const model::ClusterQueue& cq, bool fair_sharing,
+                                  const AssignmentResult& result) {
+    return preemptor.FindTargets(e, cq, fair_sharing, result.assignment.usage, result.need_preemption);
+  }
 };
-
-// Total requests of pod set `ps` (count x per-pod request), plus `pods` when
-// the ClusterQueue covers it. Saturates on overflow.
-std::map<model::ResourceName, quantity::Quantity> PodSetTotals(const workload::PodSet& ps,
-                                                               const model::ClusterQueue& cq);
 
 }  // namespace gangkeeper::broker

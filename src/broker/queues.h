@@ -1,0 +1,87 @@
+// gangkeeper broker: where each tracked workload is, and the moves between
+// places (KUEUE-SEMANTICS.md §3.2): queued in its ClusterQueue (active or
+// inadmissible), parked as an orphan with the reason, admitted (holding
+// quota), evicting; plus the pending reasons users read. Free functions
+// over Scheduler::State, shared by the events (events.cc), the cycle
+// (cycle.cc) and the reads (scheduler.cc); defined in queues.cc. Only the
+// broker thread calls them.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "src/broker/scheduler_state.h"
+
+namespace gangkeeper::broker {
+
+using State = Scheduler::State;
+
+// kReserved, kRunning and kEvicting hold quota.
+bool HoldsQuota(Phase p);
+// "namespace/name", for messages.
+std::string Name(const WorkloadKey& k);
+
+// A ClusterQueue that exists in the current policies (not one kept only
+// because it still holds quota); nullptr otherwise.
+const model::ClusterQueue* LiveClusterQueue(const State& s, const std::string& name);
+// Why ClusterQueue `name` cannot admit anything now, or nullopt when it can.
+std::optional<PendingReason> ClusterQueueBlocked(const State& s, const std::string& name);
+
+// --- Lookups. ---
+// The newest instance of `key` the API server confirmed, else the newest
+// (known only from reviews); nullptr when none.
+Entry* Newest(const State& s, const WorkloadKey& key);
+Entry* FindEntry(const State& s, const InstanceKey& instance);
+// Calls `f` for every tracked instance.
+template <typename F>
+void ForEachEntry(const State& s, F f) {
+  for (const auto& [key, list] : s.entries) {
+    for (const std::unique_ptr<Entry>& e : list) f(e.get());
+  }
+}
+
+// --- Changes recorded for TakeChanges(). ---
+StateChange Change(StateChange::Type type, const Entry& e, absl::Time now);
+void Record(State& s, StateChange c);
+// Something changed in the world where `e` is (an arrival, update,
+// deletion, completion, failed release, adoption, backoff expiry): a
+// workload preempted before may be preempted again.
+void WorldChanged(State& s, const Entry& e);
+
+// --- Moves. ---
+// Takes `e` out of every queue, the orphans and the release backoff.
+void Dequeue(State& s, Entry* e);
+// Puts a pending entry in its ClusterQueue's queue (active), or among the
+// orphans with the reason it cannot be queued.
+void Enqueue(State& s, Entry* e);
+// Something freed quota or changed policy in `cq`'s tree: its inadmissible
+// workloads get another chance (Kueue's QueueInadmissibleWorkloads).
+void RequeueInadmissible(State& s, const std::string& cq);
+// `e` no longer waits for victims (admitted, changed, gone, or the policies
+// changed): it holds nothing from the next cycle on.
+void ClearPreemptor(State& s, Entry* e);
+// Reserves `assignment` for `e` (the whole gang in one step) and records
+// kAdmitted.
+void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now);
+// Gives back the quota `e` holds and forgets its admission.
+void ReleaseQuota(State& s, Entry* e);
+// Starts evicting `victim` (preempted by `by`, or drained when null) and
+// records kEvicted; its quota is held until it is Stopped.
+void Evict(State& s, Entry* victim, const char* reason, std::string message, const Entry* by, absl::Time now);
+// Copies a pod group's members into its WorkloadInfo (what is made
+// durable and shown).
+void SyncPodGroup(Entry* e);
+// Marks every (ClusterQueue, FlavorResource) whose usage is beyond what the
+// cohort allows as tolerated (after a quota was lowered, or an adoption):
+// nothing new is admitted there until usage falls back.
+void NoteOverQuota(State& s);
+
+// --- Pending reasons. ---
+// The reason of a workload waiting behind StrictFIFO head `head` of `cq`.
+std::string BlockedMessage(const std::string& head, const std::string& cq);
+// Sets `e`'s pending reason, writing its sentence (and keeping the old one
+// when the numbers are the same).
+void SetReason(State& s, Entry* e, PendingReason r);
+
+}  // namespace gangkeeper::broker
