@@ -20,8 +20,8 @@ using quantity::Quantity;
 
 enum class Class { kHierarchical = 0, kCohort = 1, kSameQueue = 2 };
 
-struct Candidate {
-  Candidate(Entry* e, Class c, bool rwb, int node, const char* why)
+struct VictimCandidate {
+  VictimCandidate(Entry* e, Class c, bool rwb, int node, const char* why)
       : entry(e), cls(c), reclaim_without_borrowing(rwb), cq_node(node), reason(why),
         evicting(e->cinfo().phase == Phase::kEvicting), priority(e->cinfo().priority),
         admitted_at(e->cinfo().admitted_at), uid_prefix(UidPrefix(e->cinfo().workload->uid)) {}
@@ -84,10 +84,10 @@ bool Reclaim(model::ReclaimWithinCohortPolicy p, const Entry& cand, const Entry&
   return false;
 }
 
-// Candidate order: already evicting first, then other queues (hierarchy,
+// VictimCandidate order: already evicting first, then other queues (hierarchy,
 // cohort) before the preemptor's own, lower priority, most recently
 // admitted, smaller uid.
-bool CandidateBefore(const Candidate& a, const Candidate& b) {
+bool CandidateBefore(const VictimCandidate& a, const VictimCandidate& b) {
   if (a.evicting != b.evicting) return a.evicting;
   if (a.cls != b.cls) return a.cls < b.cls;
   if (a.priority != b.priority) return a.priority < b.priority;
@@ -145,14 +145,14 @@ class Preemptor::Search {
     }
     return true;
   }
-  void Take(const Candidate& c) {
+  void Take(const VictimCandidate& c) {
     GK_CHECK_OK(tree_.RemoveUsage(c.cq_node, c.entry->cinfo().admission->usage));
   }
-  void Give(const Candidate& c) {
+  void Give(const VictimCandidate& c) {
     GK_CHECK_OK(tree_.AddUsage(c.cq_node, c.entry->cinfo().admission->usage));
   }
   // Fill back, restore the tree, and return the victims.
-  std::vector<Target> Finish(std::vector<Candidate> taken, bool allow_borrowing) {
+  std::vector<Target> Finish(std::vector<VictimCandidate> taken, bool allow_borrowing) {
     for (int i = static_cast<int>(taken.size()) - 2; i >= 0; --i) {
       Give(taken[i]);
       if (Fits(allow_borrowing)) {
@@ -162,23 +162,23 @@ class Preemptor::Search {
       }
     }
     std::vector<Target> out;
-    for (const Candidate& c : taken) {
+    for (const VictimCandidate& c : taken) {
       Give(c);
       out.push_back(Target{c.entry, c.reason});
     }
     return out;
   }
-  void Restore(const std::vector<Candidate>& taken) {
-    for (const Candidate& c : taken) Give(c);
+  void Restore(const std::vector<VictimCandidate>& taken) {
+    for (const VictimCandidate& c : taken) Give(c);
   }
-  std::vector<Candidate> SameQueueCandidates() const;
-  void CohortCandidates(std::vector<Candidate>* out) const;
-  void Collect(int node, bool advantage, std::vector<Candidate>* out) const;
-  bool StillUseful(const Candidate& c) const;
-  void OwnEvicting(Class cls, const char* reason, std::vector<Candidate>* out) const;
+  std::vector<VictimCandidate> SameQueueCandidates() const;
+  void CohortCandidates(std::vector<VictimCandidate>* out) const;
+  void Collect(int node, bool advantage, std::vector<VictimCandidate>* out) const;
+  bool StillUseful(const VictimCandidate& c) const;
+  void OwnEvicting(Class cls, const char* reason, std::vector<VictimCandidate>* out) const;
   // A necessary condition, cheap to check: evicting every candidate frees
   // at least what is missing on every FlavorResource that needs it.
-  bool Freeable(const std::vector<Candidate>& cands) const {
+  bool Freeable(const std::vector<VictimCandidate>& cands) const {
     for (const FlavorResource& fr : frs_) {
       auto want = request_.find(fr);
       if (want == request_.end()) continue;
@@ -186,7 +186,7 @@ class Preemptor::Search {
       const Quantity missing = m.ok() ? *m : want->second;
       if (missing.IsZero() || missing.IsNegative()) continue;
       Quantity freed;
-      for (const Candidate& c : cands) {
+      for (const VictimCandidate& c : cands) {
         auto u = c.entry->cinfo().admission->usage.find(fr);
         if (u != c.entry->cinfo().admission->usage.end()) freed = freed.SaturatingAdd(u->second);
         if (freed >= missing) break;
@@ -205,20 +205,20 @@ class Preemptor::Search {
   int cq_node_ = -1;
 };
 
-std::vector<Candidate> Preemptor::Search::SameQueueCandidates() const {
-  std::vector<Candidate> out;
+std::vector<VictimCandidate> Preemptor::Search::SameQueueCandidates() const {
+  std::vector<VictimCandidate> out;
   auto q = p_.queues_.find(cq_.meta.name);
   if (q == p_.queues_.end()) return out;
   for (Entry* e : q->second.admitted) {
     if (e == &in_) continue;
     if (e->cinfo().phase != Phase::kEvicting && !Within(cq_.preemption.within_cluster_queue, *e, in_)) continue;
     if (!UsesAny(*e, frs_) || p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) continue;
-    out.push_back(Candidate{e, Class::kSameQueue, false, cq_node_, "InClusterQueue"});
+    out.push_back(VictimCandidate{e, Class::kSameQueue, false, cq_node_, "InClusterQueue"});
   }
   return out;
 }
 
-void Preemptor::Search::Collect(int node, bool advantage, std::vector<Candidate>* out) const {
+void Preemptor::Search::Collect(int node, bool advantage, std::vector<VictimCandidate>* out) const {
   if (!OverNominalAny(tree_, node, frs_)) return;
   if (!tree_.IsClusterQueue(node)) {
     for (int child : tree_.Children(node)) Collect(child, advantage, out);
@@ -229,7 +229,7 @@ void Preemptor::Search::Collect(int node, bool advantage, std::vector<Candidate>
   for (Entry* e : q->admitted) {
     if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
     if (!UsesAny(*e, frs_) || p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) continue;
-    Candidate c{e, advantage ? Class::kHierarchical : Class::kCohort, false, node, "InCohortReclamation"};
+    VictimCandidate c{e, advantage ? Class::kHierarchical : Class::kCohort, false, node, "InCohortReclamation"};
     if (!advantage) {
       const auto& p = cq_.preemption;
       if (p.borrow_within_cohort == model::BorrowWithinCohortPolicy::kNever ||
@@ -244,7 +244,7 @@ void Preemptor::Search::Collect(int node, bool advantage, std::vector<Candidate>
   }
 }
 
-void Preemptor::Search::CohortCandidates(std::vector<Candidate>* out) const {
+void Preemptor::Search::CohortCandidates(std::vector<VictimCandidate>* out) const {
   if (cq_.preemption.reclaim_within_cohort == model::ReclaimWithinCohortPolicy::kNever) return;
   // Advantage: the preemptor's side of the tree holds the request within
   // its own quota at this level.
@@ -265,7 +265,7 @@ void Preemptor::Search::CohortCandidates(std::vector<Candidate>* out) const {
   }
 }
 
-bool Preemptor::Search::StillUseful(const Candidate& c) const {
+bool Preemptor::Search::StillUseful(const VictimCandidate& c) const {
   if (c.cls == Class::kSameQueue || c.evicting) return true;  // an evicting gang frees its quota anyway
   const int lca = LowestCommonAncestor(tree_, c.cq_node, cq_node_);
   for (int n = c.cq_node; n != -1 && n != lca; n = tree_.Parent(n)) {
@@ -278,7 +278,7 @@ bool Preemptor::Search::StillUseful(const Candidate& c) const {
 // that the walk over borrowing queues did not find (their queue is back
 // within its nominal quota): they free their quota all the same, and
 // choosing other victims instead would preempt twice for one admission.
-void Preemptor::Search::OwnEvicting(Class cls, const char* reason, std::vector<Candidate>* out) const {
+void Preemptor::Search::OwnEvicting(Class cls, const char* reason, std::vector<VictimCandidate>* out) const {
   if (!in_.waiting()) return;
   for (const InstanceKey& k : in_.preemption->awaiting) {
     auto list = p_.entries_.find(k.key);
@@ -289,22 +289,22 @@ void Preemptor::Search::OwnEvicting(Class cls, const char* reason, std::vector<C
     }
     if (e == nullptr) continue;
     if (e->cinfo().phase != Phase::kEvicting || e->awaited_by != &in_ || !UsesAny(*e, frs_)) continue;
-    if (std::any_of(out->begin(), out->end(), [&](const Candidate& c) { return c.entry == e; })) continue;
+    if (std::any_of(out->begin(), out->end(), [&](const VictimCandidate& c) { return c.entry == e; })) continue;
     const int node = tree_.ClusterQueueNode(e->cinfo().admission->cluster_queue);
     if (node < 0 || node == cq_node_) continue;  // the same queue's are collected anyway
-    out->push_back(Candidate{e, cls, false, node, reason});
+    out->push_back(VictimCandidate{e, cls, false, node, reason});
   }
 }
 
 std::vector<Target> Preemptor::Search::Classical() {
-  std::vector<Candidate> cands = SameQueueCandidates();
+  std::vector<VictimCandidate> cands = SameQueueCandidates();
   CohortCandidates(&cands);
   OwnEvicting(Class::kCohort, "InCohortReclamation", &cands);
   if (cands.empty() || !Freeable(cands)) return {};
   std::sort(cands.begin(), cands.end(), CandidateBefore);
   bool has_other = false;
   bool has_hier = false;
-  for (const Candidate& c : cands) {
+  for (const VictimCandidate& c : cands) {
     has_other = has_other || c.cls != Class::kSameQueue;
     has_hier = has_hier || c.cls == Class::kHierarchical;
   }
@@ -322,8 +322,8 @@ std::vector<Target> Preemptor::Search::Classical() {
     attempts = {true, false};
   }
   for (bool allow_borrowing : attempts) {
-    std::vector<Candidate> taken;
-    for (const Candidate& c : cands) {
+    std::vector<VictimCandidate> taken;
+    for (const VictimCandidate& c : cands) {
       if (c.reclaim_without_borrowing && allow_borrowing) continue;
       if (!StillUseful(c)) continue;
       Take(c);
@@ -336,10 +336,10 @@ std::vector<Target> Preemptor::Search::Classical() {
 }
 
 std::vector<Target> Preemptor::Search::Fair() {
-  std::vector<Candidate> own = SameQueueCandidates();
+  std::vector<VictimCandidate> own = SameQueueCandidates();
   // Cross-queue candidates: admitted gangs of borrowing ClusterQueues
   // anywhere in the preemptor's tree, per reclaimWithinCohort.
-  std::map<int, std::vector<Candidate>> others;  // by ClusterQueue node
+  std::map<int, std::vector<VictimCandidate>> others;  // by ClusterQueue node
   if (cq_.preemption.reclaim_within_cohort != model::ReclaimWithinCohortPolicy::kNever && cq_node_ >= 0) {
     const int root = tree_.Root(cq_node_);
     for (const auto& [name, q] : p_.queues_) {
@@ -348,12 +348,12 @@ std::vector<Target> Preemptor::Search::Fair() {
       for (Entry* e : q.admitted) {
         if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
         if (!UsesAny(*e, frs_) || p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) continue;
-        others[node].push_back(Candidate{e, Class::kCohort, false, node, "InCohortFairSharing"});
+        others[node].push_back(VictimCandidate{e, Class::kCohort, false, node, "InCohortFairSharing"});
       }
     }
   }
   {
-    std::vector<Candidate> evicting;
+    std::vector<VictimCandidate> evicting;
     for (const auto& [node, list] : others) evicting.insert(evicting.end(), list.begin(), list.end());
     const size_t before = evicting.size();
     OwnEvicting(Class::kCohort, "InCohortFairSharing", &evicting);
@@ -375,8 +375,8 @@ std::vector<Target> Preemptor::Search::Fair() {
     const int lca = LowestCommonAncestor(tree_, cq_node_, target);
     return std::pair<int, int>{ChildToward(tree_, cq_node_, lca), ChildToward(tree_, target, lca)};
   };
-  std::vector<Candidate> taken;
-  std::vector<Candidate> retry;
+  std::vector<VictimCandidate> taken;
+  std::vector<VictimCandidate> retry;
   std::map<int, size_t> next;  // per queue: the next candidate
   const ResourceAmounts none;
   while (true) {
@@ -392,12 +392,12 @@ std::vector<Target> Preemptor::Search::Fair() {
       }
     }
     if (best == -1) break;
-    const Candidate c = others[best][next[best]++];
+    const VictimCandidate c = others[best][next[best]++];
     if (best == cq_node_ || c.evicting) {  // an evicting gang goes anyway
       Take(c);
       taken.push_back(c);
     } else if (within_nominal()) {
-      Candidate r = c;
+      VictimCandidate r = c;
       r.reason = "InCohortReclamation";
       Take(r);
       taken.push_back(r);
@@ -418,7 +418,7 @@ std::vector<Target> Preemptor::Search::Fair() {
   }
   // Second strategy: less than the target's initial share, one per queue.
   std::set<int> used;
-  for (const Candidate& c : retry) {
+  for (const VictimCandidate& c : retry) {
     if (used.count(c.cq_node) != 0) continue;
     auto [p_side, t_side] = sides(c.cq_node);
     const int64_t target_before = tree_.DominantResourceShare(t_side, none);

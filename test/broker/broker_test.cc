@@ -23,7 +23,7 @@ using ::gangkeeper::quantity::Quantity;
 using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::StatusIs;
 
-constexpr char kPolicies[] = R"(
+constexpr char kBrokerPolicies[] = R"(
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata: {name: a100}
@@ -50,14 +50,14 @@ metadata: {name: q, namespace: a}
 spec: {clusterQueue: team-a}
 )";
 
-std::shared_ptr<const model::PolicySet> Policies(const std::string& yaml) {
+std::shared_ptr<const model::PolicySet> BrokerPolicies(const std::string& yaml) {
   auto p = std::make_shared<model::PolicySet>();
   model::Diagnostics d;
   model::DecodeManifests(yaml, "test.yaml", p.get(), &d);
   return p;
 }
 
-workload::Workload Gang(const std::string& name, int64_t pods, int64_t gpus, int32_t priority = 0) {
+workload::Workload BrokerGang(const std::string& name, int64_t pods, int64_t gpus, int32_t priority = 0) {
   workload::Workload w;
   w.namespace_name = "a";
   w.name = name;
@@ -128,7 +128,7 @@ class BrokerTest : public ::testing::Test {
   void SetUp() override {
     BrokerOptions options;
     options.ack_timeout = absl::Seconds(10);
-    auto b = Broker::Create(Policies(kPolicies), options, &actuator_, &sink_, &clock_);
+    auto b = Broker::Create(BrokerPolicies(kBrokerPolicies), options, &actuator_, &sink_, &clock_);
     ASSERT_THAT(b.status(), IsOk());
     broker_ = *std::move(b);
     broker_->Start();
@@ -140,7 +140,7 @@ class BrokerTest : public ::testing::Test {
 };
 
 TEST_F(BrokerTest, RegisterAdmitsAndReleasesTheWholeGangWithFlavorPlacement) {
-  ASSERT_THAT(broker_->Register(Gang("train", 4, 2), "team-a"), IsOk());
+  ASSERT_THAT(broker_->Register(BrokerGang("train", 4, 2), "team-a"), IsOk());
   // Acknowledged only after the sink has the changes.
   EXPECT_THAT(sink_.types(), ::testing::ElementsAre(StateChange::Type::kPoliciesChanged, StateChange::Type::kRegistered,
                                                  StateChange::Type::kAdmitted));
@@ -163,11 +163,11 @@ TEST_F(BrokerTest, RegisterAdmitsAndReleasesTheWholeGangWithFlavorPlacement) {
 }
 
 TEST_F(BrokerTest, SnapshotShowsPositionsAndReasons) {
-  ASSERT_THAT(broker_->Register(Gang("big", 4, 2), "team-a"), IsOk());
+  ASSERT_THAT(broker_->Register(BrokerGang("big", 4, 2), "team-a"), IsOk());
   clock_.AdvanceTime(absl::Seconds(1));
-  ASSERT_THAT(broker_->Register(Gang("next", 1, 4), "team-a"), IsOk());
+  ASSERT_THAT(broker_->Register(BrokerGang("next", 1, 4), "team-a"), IsOk());
   clock_.AdvanceTime(absl::Seconds(1));  // queue order: creation time, then uid
-  ASSERT_THAT(broker_->Register(Gang("last", 1, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->Register(BrokerGang("last", 1, 1), "team-a"), IsOk());
   std::shared_ptr<const Snapshot> snap = broker_->snapshot();
   EXPECT_EQ(broker_->PendingIn("team-a"), 2);
   std::optional<QueuePosition> next = snap->Position({"a", "next"});
@@ -189,11 +189,11 @@ TEST_F(BrokerTest, SnapshotShowsPositionsAndReasons) {
 
 TEST_F(BrokerTest, SinkFailureIsNotAcknowledgedAndNothingIsReleased) {
   sink_.set_fail(true);
-  EXPECT_THAT(broker_->Register(Gang("x", 1, 1), "team-a"), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(broker_->Register(BrokerGang("x", 1, 1), "team-a"), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_TRUE(actuator_.releases().empty());
   sink_.set_fail(false);
   // The retried registration is idempotent; the kept changes are written first.
-  ASSERT_THAT(broker_->Register(Gang("x", 1, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->Register(BrokerGang("x", 1, 1), "team-a"), IsOk());
   EXPECT_THAT(sink_.types(), ::testing::ElementsAre(StateChange::Type::kPoliciesChanged, StateChange::Type::kRegistered,
                                                  StateChange::Type::kAdmitted));
   EXPECT_EQ(actuator_.releases().size(), 1u);
@@ -201,7 +201,7 @@ TEST_F(BrokerTest, SinkFailureIsNotAcknowledgedAndNothingIsReleased) {
 }
 
 TEST_F(BrokerTest, ReleaseFailureRequeuesAndFreesQuota) {
-  ASSERT_THAT(broker_->Register(Gang("x", 4, 2), "team-a"), IsOk());
+  ASSERT_THAT(broker_->Register(BrokerGang("x", 4, 2), "team-a"), IsOk());
   broker_->ReleaseResult({"a", "x"}, "uid-x", absl::UnavailableError("apiserver down"));
   ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
   // Pending again, quota freed, and not retried before its backoff (1 s).
@@ -216,16 +216,16 @@ TEST_F(BrokerTest, ReleaseFailureRequeuesAndFreesQuota) {
   EXPECT_NE(std::find(types.begin(), types.end(), StateChange::Type::kReleaseFailed), types.end());
   // After the backoff a later pass admits it again.
   clock_.AdvanceTime(absl::Seconds(2));
-  ASSERT_THAT(broker_->Register(Gang("y", 1, 1), "team-a"), IsOk());  // any event makes a pass
+  ASSERT_THAT(broker_->Register(BrokerGang("y", 1, 1), "team-a"), IsOk());  // any event makes a pass
   ASSERT_EQ(actuator_.releases().size(), 2u);  // x again (older than y, which no longer fits)
   EXPECT_EQ(actuator_.releases().back().key.name, "x");
   EXPECT_EQ(broker_->snapshot()->Find({"a", "x"})->phase, Phase::kReserved);
 }
 
 TEST_F(BrokerTest, PreemptionSuspendsTheVictimAndWaitsForItToStop) {
-  ASSERT_THAT(broker_->Register(Gang("low", 4, 2, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->Register(BrokerGang("low", 4, 2, 1), "team-a"), IsOk());
   broker_->ReleaseResult({"a", "low"}, "uid-low", absl::OkStatus());
-  ASSERT_THAT(broker_->Register(Gang("high", 2, 2, 100), "team-a"), IsOk());
+  ASSERT_THAT(broker_->Register(BrokerGang("high", 2, 2, 100), "team-a"), IsOk());
   std::vector<SuspendOrder> suspends = actuator_.suspends();
   ASSERT_EQ(suspends.size(), 1u);
   EXPECT_EQ(suspends[0].key.name, "low");
@@ -238,10 +238,10 @@ TEST_F(BrokerTest, PreemptionSuspendsTheVictimAndWaitsForItToStop) {
 }
 
 TEST_F(BrokerTest, BadPoliciesAreRefusedAndTheOldOnesStay) {
-  auto bad = std::make_shared<model::PolicySet>(*Policies(kPolicies));
+  auto bad = std::make_shared<model::PolicySet>(*BrokerPolicies(kBrokerPolicies));
   bad->cluster_queues["team-a"].resource_groups[0].flavors[0].resources[0].nominal = Quantity::FromUnits(-1);
   EXPECT_THAT(broker_->SetPolicies(bad), StatusIs(absl::StatusCode::kInvalidArgument));
-  ASSERT_THAT(broker_->Register(Gang("x", 1, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->Register(BrokerGang("x", 1, 1), "team-a"), IsOk());
   EXPECT_EQ(broker_->Find({"a", "x"})->state, WorkloadState::kAdmitted);
 }
 
@@ -259,7 +259,7 @@ TEST_F(BrokerTest, ManyConcurrentWritersAndReaders) {
   for (int t = 0; t < 4; ++t) {
     writers.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {
-        ASSERT_THAT(broker_->Register(Gang("w" + std::to_string(t) + "-" + std::to_string(i), 1, 1), "team-a"),
+        ASSERT_THAT(broker_->Register(BrokerGang("w" + std::to_string(t) + "-" + std::to_string(i), 1, 1), "team-a"),
                     IsOk());
       }
     });

@@ -20,18 +20,18 @@
 namespace gangkeeper::broker {
 namespace {
 
-const std::string kA100 = Flavor("a100");
+const std::string kPreemptA100 = Flavor("a100");
 
 // team-a alone with `nominal` a100 GPUs and `spec` (its preemption policy).
-std::string OneQueue(const std::string& spec, int nominal = 4) {
-  return Docs({kA100, Cq("team-a", spec, {GpuGroup({absl::StrCat("a100: ", nominal)})}),
+std::string PreemptOneQueue(const std::string& spec, int nominal = 4) {
+  return Docs({kPreemptA100, Cq("team-a", spec, {GpuGroup({absl::StrCat("a100: ", nominal)})}),
                Cq("team-z", "", {GpuGroup({"a100: 4"})})});
 }
 
 // team-a (with `spec`) and the others in one flat cohort, with their quotas.
 std::string Cohort(const std::string& spec, const std::vector<std::pair<std::string, int>>& quotas,
                    const std::string& cohort = "shared") {
-  std::vector<std::string> docs = {kA100};
+  std::vector<std::string> docs = {kPreemptA100};
   for (const auto& [cq, nominal] : quotas) {
     docs.push_back(Cq(cq, absl::StrCat("  cohort: ", cohort, "\n", cq == "team-a" ? spec : ""),
                       {GpuGroup({absl::StrCat("a100: ", nominal)})}));
@@ -39,7 +39,7 @@ std::string Cohort(const std::string& spec, const std::vector<std::pair<std::str
   return Docs(docs);
 }
 
-constexpr char kLowerPriority[] = "  preemption: {withinClusterQueue: LowerPriority}\n";
+constexpr char kPreemptLowerPriority[] = "  preemption: {withinClusterQueue: LowerPriority}\n";
 constexpr char kReclaimAny[] = "  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n";
 
 AdmittedSpec Gang(const std::string& name, const std::string& cq, int32_t priority, int64_t gpus, int admitted_s = 0) {
@@ -47,7 +47,7 @@ AdmittedSpec Gang(const std::string& name, const std::string& cq, int32_t priori
                       .admitted_s = admitted_s};
 }
 
-struct Case {
+struct PreemptCase {
   std::string name;
   std::string policies;
   std::vector<AdmittedSpec> admitted;
@@ -61,62 +61,62 @@ struct Case {
   int64_t want_guarded = 0;  // candidates spared by the anti-churn rule
 };
 
-std::vector<Case> Cases() {
+std::vector<PreemptCase> PreemptCases() {
   return {
       // --- withinClusterQueue (§3.6 policy predicates).
       {.name = "WithinClusterQueueNeverPreemptsNothing",
-       .policies = OneQueue("  preemption: {withinClusterQueue: Never}\n"),
+       .policies = PreemptOneQueue("  preemption: {withinClusterQueue: Never}\n"),
        .admitted = {Gang("low", "team-a", 0, 4)}},
       {.name = "LowerPriorityPreemptsALowerPriorityGang",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {Gang("low", "team-a", 0, 4)},
        .want_victims = {"low InClusterQueue"}},
       {.name = "LowerPrioritySparesAnEqualPriorityGang",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {Gang("peer", "team-a", 10, 4)}},
       {.name = "LowerOrNewerEqualPriorityPreemptsAnEqualGangQueuedLater",
-       .policies = OneQueue("  preemption: {withinClusterQueue: LowerOrNewerEqualPriority}\n"),
+       .policies = PreemptOneQueue("  preemption: {withinClusterQueue: LowerOrNewerEqualPriority}\n"),
        .admitted = {AdmittedSpec{.name = "later", .cq = "team-a", .priority = 10, .holds = {{"a100", kGpu, 4}},
                                  .queued_s = 150}},
        .want_victims = {"later InClusterQueue"}},
       {.name = "LowerOrNewerEqualPrioritySparesAnEqualGangQueuedEarlier",
-       .policies = OneQueue("  preemption: {withinClusterQueue: LowerOrNewerEqualPriority}\n"),
+       .policies = PreemptOneQueue("  preemption: {withinClusterQueue: LowerOrNewerEqualPriority}\n"),
        .admitted = {AdmittedSpec{.name = "earlier", .cq = "team-a", .priority = 10, .holds = {{"a100", kGpu, 4}},
                                  .queued_s = 50}}},
       {.name = "APreemptorWithPreemptionPolicyNeverGetsNoVictims",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {Gang("low", "team-a", 0, 4)},
        .can_preempt = false},
       // --- Candidate order (§3.6 CandidatesOrdering) and the minimal set.
       {.name = "LowerPriorityGoesFirst",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {Gang("p1", "team-a", 1, 2, 1), Gang("p5", "team-a", 5, 2, 2)},
        .gpus = 2,
        .want_victims = {"p1 InClusterQueue"}},
       {.name = "AmongEqualPrioritiesTheNewestAdmittedGoesFirst",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {Gang("old", "team-a", 0, 2, 1), Gang("new", "team-a", 0, 2, 2)},
        .gpus = 2,
        .want_victims = {"new InClusterQueue"}},
       {.name = "AGangAlreadyStoppingGoesFirst",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {AdmittedSpec{.name = "stopping", .cq = "team-a", .priority = 5, .holds = {{"a100", kGpu, 2}},
                                  .admitted_s = 1, .evicting = true},
                     Gang("low", "team-a", 0, 2, 2)},
        .gpus = 2,
        .want_victims = {"stopping InClusterQueue"}},
       {.name = "FillBackKeepsAGangWhoseRemovalWasNotNeeded",
-       .policies = OneQueue(kLowerPriority, 5),
+       .policies = PreemptOneQueue(kPreemptLowerPriority, 5),
        .admitted = {Gang("small", "team-a", 1, 1, 1), Gang("big", "team-a", 2, 4, 2)},
        .want_victims = {"big InClusterQueue"}},
       {.name = "SeveralVictimsWhenOneIsNotEnough",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {Gang("w1", "team-a", 0, 1, 1), Gang("w2", "team-a", 0, 1, 2), Gang("w3", "team-a", 0, 2, 3)},
        .gpus = 3,
        .want_victims = {"w3 InClusterQueue", "w2 InClusterQueue"}},
       // --- reclaimWithinCohort: quota lent to other queues comes back.
       {.name = "ReclaimWithinCohortNeverLeavesOtherQueuesAlone",
-       .policies = Cohort(kLowerPriority, {{"team-a", 4}, {"team-b", 4}}),
+       .policies = Cohort(kPreemptLowerPriority, {{"team-a", 4}, {"team-b", 4}}),
        .admitted = {Gang("b-1", "team-b", 0, 4, 1), Gang("b-2", "team-b", 0, 2, 2)}},
       {.name = "ReclaimAnyTakesBackLentQuotaWhateverThePriority",
        .policies = Cohort(kReclaimAny, {{"team-a", 4}, {"team-b", 4}}),
@@ -152,7 +152,7 @@ std::vector<Case> Cases() {
        .admitted = {Gang("b-1", "team-b", 0, 1), Gang("c-1", "team-c", 0, 2, 1), Gang("c-2", "team-c", 0, 3, 2)},
        .gpus = 3},
       {.name = "HierarchicalAdvantageReclaimsFromAnotherSubtreeWhileBorrowing",
-       .policies = Docs({kA100, CohortDoc("root"), CohortDoc("left", "root"), CohortDoc("right", "root"),
+       .policies = Docs({kPreemptA100, CohortDoc("root"), CohortDoc("left", "root"), CohortDoc("right", "root"),
                          Cq("team-a", "  cohort: left\n  preemption: {reclaimWithinCohort: Any}\n",
                             {GpuGroup({"a100: 0"})}),
                          Cq("team-b", "  cohort: left\n", {GpuGroup({"a100: 4"})}),
@@ -168,21 +168,21 @@ std::vector<Case> Cases() {
        .want_victims = {"b-2 InCohortFairSharing"}},
       // --- The anti-churn rule (DESIGN §2).
       {.name = "AGangPreemptedOnceIsSparedUntilSomethingChanges",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {AdmittedSpec{.name = "low", .cq = "team-a", .holds = {{"a100", kGpu, 4}}, .preempted_before = true}},
        .want_guarded = 1},
       {.name = "AChangeInItsTreeLiftsTheAntiChurnGuard",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {AdmittedSpec{.name = "low", .cq = "team-a", .holds = {{"a100", kGpu, 4}}, .preempted_before = true}},
        .world_change = [](ChurnGuard& g) { g.WorldChanged("team-a"); },
        .want_victims = {"low InClusterQueue"}},
       {.name = "AChangeInAnotherTreeKeepsTheAntiChurnGuard",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {AdmittedSpec{.name = "low", .cq = "team-a", .holds = {{"a100", kGpu, 4}}, .preempted_before = true}},
        .world_change = [](ChurnGuard& g) { g.WorldChanged("team-z"); },
        .want_guarded = 1},
       {.name = "APolicyChangeLiftsTheAntiChurnGuard",
-       .policies = OneQueue(kLowerPriority),
+       .policies = PreemptOneQueue(kPreemptLowerPriority),
        .admitted = {AdmittedSpec{.name = "low", .cq = "team-a", .holds = {{"a100", kGpu, 4}}, .preempted_before = true}},
        .world_change = [](ChurnGuard& g) { g.PoliciesChanged(); },
        .want_victims = {"low InClusterQueue"}},
@@ -190,12 +190,12 @@ std::vector<Case> Cases() {
 }
 
 // gtest prints a parameter by its name.
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const PreemptCase& c, std::ostream* os) { *os << c.name; }
 
-class PreemptorTest : public ::testing::TestWithParam<Case> {};
+class PreemptorTest : public ::testing::TestWithParam<PreemptCase> {};
 
 TEST_P(PreemptorTest, ChoosesVictims) {
-  const Case& c = GetParam();
+  const PreemptCase& c = GetParam();
   QuotaWorld world(c.policies);
   for (const AdmittedSpec& a : c.admitted) world.Admit(a);
   ASSERT_EQ(world.error(), "") << c.policies;
@@ -209,8 +209,8 @@ TEST_P(PreemptorTest, ChoosesVictims) {
   EXPECT_TRUE(world.tree().CheckInvariants().ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Kueue, PreemptorTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& p) { return p.param.name; });
+INSTANTIATE_TEST_SUITE_P(Kueue, PreemptorTest, ::testing::ValuesIn(PreemptCases()),
+                         [](const ::testing::TestParamInfo<PreemptCase>& p) { return p.param.name; });
 
 }  // namespace
 }  // namespace gangkeeper::broker
