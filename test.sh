@@ -13,6 +13,7 @@ phase() {  # prints how long the previous phase took, then the next one's name
 phase "deps"
 scripts/deps.sh test
 scripts/check-layering.sh
+scripts/check-size.sh --strict
 
 jobs="$(nproc)"
 builds="${TEST_BUILDS:-release asan}"

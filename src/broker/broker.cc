@@ -1,5 +1,6 @@
 // gangkeeper broker: Broker (see broker.h) — the writer thread, its event
-// queue, durability before acknowledgement, actuation and snapshots.
+// queue, durability before acknowledgement, actuation and role switches
+// (the snapshots it publishes: snapshots.cc).
 #include "gangkeeper/broker/broker.h"
 
 #include <algorithm>
@@ -15,25 +16,12 @@
 #include "gangkeeper/base/check.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/model/encode.h"
+#include "src/broker/broker_impl.h"
 
 namespace gangkeeper::broker {
 namespace {
 
 using quantity::Quantity;
-
-size_t ShardOf(const std::string& key) { return absl::HashOf(key) % Snapshot::kShards; }
-
-// The snapshot's key of a workload: a byte for the kind and one for a pod
-// group, then "ns/name" (short, so that most fit in the string itself: a
-// snapshot of 100,000 workloads holds 100,000 of them).
-std::string SnapshotKey(const WorkloadKey& k) {
-  std::string out;
-  out.reserve(3 + k.namespace_name.size() + k.name.size());
-  out.push_back(static_cast<char>('a' + static_cast<int>(k.kind)));
-  out.push_back(k.pod_group ? 'g' : '-');
-  absl::StrAppend(&out, k.namespace_name, "/", k.name);
-  return out;
-}
 
 // The broker keeps only the annotations it may need (Kueue's and its own):
 // a workload's others (kubectl's last-applied configuration, ...) would
@@ -50,39 +38,6 @@ workload::Workload Lean(const workload::Workload& w) {
   }
   return out;
 }
-
-struct Waiter {
-  absl::Notification done;
-  absl::Status status;
-};
-
-struct Event {
-  enum class Type {
-    kAdd, kUpdate, kRemove, kFinish, kAdopt, kRerelease, kPolicies, kReview, kReleaseOk, kReleaseFailed, kStopped, kFlush,
-    kFollow, kLead  // role switches: taken alone, never in a batch with others
-  };
-  Type type = Type::kFlush;
-  workload::Workload workload;
-  std::map<std::string, std::map<std::string, std::string>> flavors;  // kAdopt
-  std::optional<absl::Time> admitted_at;                              // kAdopt
-  WorkloadKey key;
-  std::string uid;
-  std::string message;
-  std::shared_ptr<const model::PolicySet> policies;
-  std::shared_ptr<const model::PolicyOverlay> overlay;  // kPolicies from the API
-  std::string actor;                                    // kPolicies from the API
-  std::shared_ptr<Waiter> waiter;  // null: nobody waits
-  int64_t intake_revision = 0;     // an intake event's place in the store (Submit)
-  // kFollow, kLead: the state to start from; kLead: the new sink and actuator.
-  std::shared_ptr<DurableState> state;
-  StateSink* sink = nullptr;
-  Actuator* actuator = nullptr;
-};
-
-bool IsRoleSwitch(const Event& e) { return e.type == Event::Type::kFollow || e.type == Event::Type::kLead; }
-
-// Events that change the state (a follower refuses them).
-bool IsChange(const Event& e) { return e.type != Event::Type::kFlush && !IsRoleSwitch(e); }
 
 // A scheduler rebuilt from a durable state (its workloads are moved out);
 // `startup` gets the releases and suspensions that were sent but not
@@ -119,659 +74,312 @@ absl::StatusOr<std::unique_ptr<Scheduler>> RestoreFrom(DurableState* state,
 
 }  // namespace
 
-// --- Snapshot reads. ---
-
-const WorkloadInfo* Snapshot::Find(const WorkloadKey& key) const {
-  if (shards_.empty()) return nullptr;
-  const std::string k = SnapshotKey(key);
-  const Shard& shard = *shards_[ShardOf(k)];
-  auto it = shard.find(k);
-  if (it == shard.end()) return nullptr;
-  // The newest the API server confirmed, as Scheduler::Find.
-  if (it->second.newest->workload->unconfirmed && it->second.older != nullptr) {
-    for (auto w = it->second.older->rbegin(); w != it->second.older->rend(); ++w) {
-      if (!(*w)->workload->unconfirmed) return w->get();
-    }
+absl::Status Broker::Impl::Send(Event e, bool wait, absl::Duration timeout) {
+  if (timeout == absl::ZeroDuration()) timeout = options.ack_timeout;
+  std::shared_ptr<Waiter> waiter;
+  if (wait) {
+    waiter = std::make_shared<Waiter>();
+    e.waiter = waiter;
   }
-  return it->second.newest.get();
-}
-
-std::vector<const WorkloadInfo*> Snapshot::Instances(const WorkloadKey& key) const {
-  std::vector<const WorkloadInfo*> out;
-  if (shards_.empty()) return out;
-  const std::string k = SnapshotKey(key);
-  const Shard& shard = *shards_[ShardOf(k)];
-  auto it = shard.find(k);
-  if (it == shard.end()) return out;
-  if (it->second.older != nullptr) {
-    for (const auto& w : *it->second.older) out.push_back(w.get());
-  }
-  out.push_back(it->second.newest.get());
-  return out;
-}
-
-const WorkloadInfo* Snapshot::FindInstance(const WorkloadKey& key, const std::string& uid) const {
-  for (const WorkloadInfo* w : Instances(key)) {
-    if (key.pod_group || (w->workload != nullptr && w->workload->uid == uid)) return w;
-  }
-  return nullptr;
-}
-
-std::optional<QueuePosition> Snapshot::Position(const WorkloadKey& key) const {
-  const WorkloadInfo* w = Find(key);
-  if (w == nullptr || w->phase != Phase::kPending) return std::nullopt;
-  const ClusterQueueView* q = FindClusterQueue(w->cluster_queue);
-  if (q == nullptr) return std::nullopt;
-  QueuePosition pos;
-  for (const PendingOrder::Item& item : q->pending->items) {
-    ++pos.cluster_queue;
-    if (item.key.namespace_name == key.namespace_name && item.local_queue == w->local_queue) ++pos.local_queue;
-    if (item.key == key) return pos;
-  }
-  return std::nullopt;
-}
-
-std::map<WorkloadKey, QueuePosition> Snapshot::Positions(const model::ClusterQueueName& cq) const {
-  std::map<WorkloadKey, QueuePosition> out;
-  const ClusterQueueView* q = FindClusterQueue(cq);
-  if (q == nullptr) return out;
-  std::map<std::pair<std::string, std::string>, int64_t> per_local_queue;
-  int64_t n = 0;
-  for (const PendingOrder::Item& item : q->pending->items) {
-    out[item.key] = QueuePosition{++n, ++per_local_queue[{item.key.namespace_name, item.local_queue}]};
-  }
-  return out;
-}
-
-const ClusterQueueView* Snapshot::FindClusterQueue(const model::ClusterQueueName& cq) const {
-  auto it = queues_.find(cq);
-  return it == queues_.end() ? nullptr : it->second.get();
-}
-
-void Snapshot::ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const {
-  ForEachShared([&](const std::shared_ptr<const WorkloadInfo>& w) { f(*w); });
-}
-
-void Snapshot::ForEachShared(const std::function<void(const std::shared_ptr<const WorkloadInfo>&)>& f) const {
-  for (const auto& shard : shards_) {
-    for (const auto& [key, slot] : *shard) {
-      if (slot.older != nullptr) {
-        for (const auto& w : *slot.older) f(w);
-      }
-      f(slot.newest);
-    }
-  }
-}
-
-// --- The broker. ---
-
-struct Broker::Impl {
-  BrokerOptions options;
-  Actuator* actuator = nullptr;
-  StateSink* sink = nullptr;
-  const base::Clock* clock = nullptr;
-  std::unique_ptr<Scheduler> scheduler;  // the writer thread's alone
-
-  mutable absl::Mutex mu;
-  std::deque<Event> queue ABSL_GUARDED_BY(mu);
-  bool stopping ABSL_GUARDED_BY(mu) = false;
-  bool started ABSL_GUARDED_BY(mu) = false;
-  bool more_work ABSL_GUARDED_BY(mu) = false;  // Schedule() stopped at its time budget
-  std::thread thread;
-
-  std::atomic<std::shared_ptr<const Snapshot>> current;
-  // Changes not yet durable (the sink failed): retried before anything new
-  // is acknowledged or actuated.
-  std::vector<StateChange> unsynced;
-  // The highest intake revision applied, and the one the sink last took.
-  int64_t intake_applied = 0;
-  int64_t intake_durable = 0;
-  std::atomic<Role> role{Role::kLeader};
-  uint64_t durable_position = 0;  // the sink's position after the last durable batch
-  std::shared_ptr<const model::PolicyOverlay> overlay;  // writer thread
-  // Who changed the policies and how, for the batch's kPoliciesChanged
-  // changes, in order (writer thread).
-  std::deque<std::pair<std::string, std::string>> policy_notes;
-  // Admission reviews to record with the batch (kReview).
-  std::vector<StateChange> reviews;
-  // After a restore: releases and suspensions to send again (writer thread).
-  std::vector<StateChange> startup;
-
-  // Snapshot bookkeeping (writer thread only).
-  static constexpr int64_t kSmallQueue = 128;
-  static constexpr absl::Duration kOrderRefresh = absl::Seconds(1);
-  base::Stopwatch since_start;
-  std::map<model::ClusterQueueName, std::string> tree_of;
-  std::map<std::string, std::vector<model::ClusterQueueName>> tree_members;
-  std::set<model::ClusterQueueName> stale_orders;  // pending order older than the queue
-  std::map<model::ClusterQueueName, int64_t> order_built_ms;
-
-  mutable absl::Mutex stats_mu;
-  BrokerStats stats ABSL_GUARDED_BY(stats_mu);
-  BrokerCounters counters ABSL_GUARDED_BY(stats_mu);
-
-  std::string PriorityClassOf(const WorkloadKey& key) const {
-    const WorkloadInfo* info = scheduler->Find(key);
-    return info != nullptr && info->workload != nullptr ? info->workload->priority_class : "";
-  }
-
-  // When each requeued gang went back to waiting (writer thread).
-  std::map<WorkloadKey, absl::Time> requeued_at;
-  // The most recently finished workloads, oldest first (writer thread).
-  std::deque<std::shared_ptr<const WorkloadInfo>> finished;
-
-  // Counts what the durable changes did, by ClusterQueue.
-  void Count(const std::vector<StateChange>& changes) {
-    struct Waited {
-      const StateChange* c;
-      std::string priority_class;
-      absl::Duration waited;
-    };
-    std::vector<Waited> admissions;
-    for (const StateChange& c : changes) {
-      if (c.type == StateChange::Type::kRequeued || c.type == StateChange::Type::kReleaseFailed) {
-        requeued_at[c.key] = c.time;
-      } else if (c.type == StateChange::Type::kRemoved || c.type == StateChange::Type::kFinished) {
-        requeued_at.erase(c.key);
-      } else if (c.type == StateChange::Type::kAdmitted && options.on_admitted) {
-        absl::Time since = c.time;
-        if (auto it = requeued_at.find(c.key); it != requeued_at.end()) {
-          since = it->second;
-          requeued_at.erase(it);
-        } else if (const WorkloadInfo* info = scheduler->Find(c.key)) {
-          since = info->created_at;
-        }
-        admissions.push_back({&c, PriorityClassOf(c.key), std::max(absl::ZeroDuration(), c.time - since)});
-      }
-    }
-    for (const Waited& w : admissions) options.on_admitted(w.c->cluster_queue, w.priority_class, w.waited);
-    absl::MutexLock lock(&stats_mu);
-    for (const StateChange& c : changes) {
-      switch (c.type) {
-        case StateChange::Type::kAdmitted:
-          ++counters.admitted[{c.cluster_queue, PriorityClassOf(c.key)}];
-          break;
-        case StateChange::Type::kFinished:
-          ++counters.finished[{c.cluster_queue, PriorityClassOf(c.key)}];
-          break;
-        case StateChange::Type::kEvicted: {
-          const bool preempted = !c.preemptor.name.empty();
-          ++counters.evicted[{c.cluster_queue, preempted ? "Preempted" : c.reason, preempted ? c.reason : "",
-                              PriorityClassOf(c.key)}];
-          if (preempted) {
-            const WorkloadInfo* by = c.preemptor_uid.empty()
-                                         ? scheduler->Find(c.preemptor)
-                                         : scheduler->FindInstance(InstanceKey{c.preemptor, c.preemptor_uid});
-            ++counters.preempted[{by != nullptr ? by->cluster_queue : "", c.reason}];
-          }
-          break;
-        }
-        default:
-          break;
-      }
-    }
-  }
-
-  absl::Status Send(Event e, bool wait, absl::Duration timeout = absl::ZeroDuration()) {
-    if (timeout == absl::ZeroDuration()) timeout = options.ack_timeout;
-    std::shared_ptr<Waiter> waiter;
-    if (wait) {
-      waiter = std::make_shared<Waiter>();
-      e.waiter = waiter;
-    }
-    {
-      absl::MutexLock lock(&mu);
-      if (stopping) return absl::UnavailableError("the broker is shutting down; retry");
-      queue.push_back(std::move(e));
-    }
-    if (!wait) return absl::OkStatus();
-    if (!waiter->done.WaitForNotificationWithTimeout(timeout)) {
-      return absl::UnavailableError(
-          absl::StrCat("the broker did not confirm within ", absl::FormatDuration(timeout), "; retry"));
-    }
-    return waiter->status;
-  }
-
-  absl::Status Apply(Event& e, absl::Time now) {
-    switch (e.type) {
-      case Event::Type::kAdd: return scheduler->Add(e.workload, now);
-      case Event::Type::kUpdate: return scheduler->Update(e.workload, now);
-      case Event::Type::kRemove: return scheduler->Remove(e.key, e.uid, now);
-      case Event::Type::kFinish: return scheduler->Finish(e.key, e.uid, now);
-      case Event::Type::kAdopt: return scheduler->Adopt(e.workload, e.flavors, e.admitted_at, now);
-      case Event::Type::kPolicies: {
-        absl::Status set = scheduler->SetPolicies(e.policies, now);
-        if (set.ok()) {
-          if (e.overlay != nullptr) overlay = e.overlay;
-          policy_notes.emplace_back(e.actor, e.message);
-        }
-        return set;
-      }
-      case Event::Type::kReview: {
-        StateChange c;
-        c.type = StateChange::Type::kReviewed;
-        c.time = now;
-        c.key = e.key;
-        c.uid = e.uid;
-        c.actor = e.actor;
-        c.message = e.message;
-        reviews.push_back(std::move(c));
-        return absl::OkStatus();
-      }
-      case Event::Type::kReleaseOk: return scheduler->ReleaseSucceeded(e.key, e.uid, now, e.message);
-      case Event::Type::kReleaseFailed: return scheduler->ReleaseFailed(e.key, e.uid, e.message, now);
-      case Event::Type::kStopped: return scheduler->Stopped(e.key, e.uid, now, e.message);
-      case Event::Type::kRerelease: {
-        // Not a state change: a running gang has a member that is held
-        // again (a replacement pod); the actuator lets it go like the rest.
-        const WorkloadInfo* info = scheduler->Find(e.key);
-        if (info == nullptr || (info->phase != Phase::kRunning && info->phase != Phase::kReserved) ||
-            !info->admission.has_value() ||
-            actuator == nullptr) {
-          return absl::OkStatus();
-        }
-        StateChange c;
-        c.type = StateChange::Type::kAdmitted;
-        c.key = e.key;
-        c.uid = info->workload != nullptr ? info->workload->uid : "";
-        c.assignment = info->admission;
-        actuator->Release(MakeRelease(c));
-        return absl::OkStatus();
-      }
-      case Event::Type::kFlush:
-      case Event::Type::kFollow:
-      case Event::Type::kLead: return absl::OkStatus();
-    }
-    return absl::OkStatus();
-  }
-
-  ReleaseOrder MakeRelease(const StateChange& c) const {
-    ReleaseOrder o;
-    o.key = c.key;
-    o.uid = c.uid;
-    if (const WorkloadInfo* info = scheduler->FindInstance(InstanceOf(c.key, c.uid))) {
-      o.workload = info->workload;
-      o.admitted_at = info->admitted_at;
-    }
-    o.assignment = *c.assignment;
-    const model::PolicySet& p = scheduler->policies();
-    for (const PodSetAssignment& ps : c.assignment->pod_sets) {
-      ReleaseOrder::PodSetPlacement placement;
-      placement.name = ps.name;
-      std::set<std::string> seen;
-      for (const auto& [res, flavor] : ps.flavors) {
-        if (!seen.insert(flavor).second) continue;
-        auto f = p.flavors.find(flavor);
-        if (f == p.flavors.end()) continue;
-        for (const auto& [k, v] : f->second.node_labels) placement.node_selector[k] = v;
-        placement.tolerations.insert(placement.tolerations.end(), f->second.tolerations.begin(),
-                                     f->second.tolerations.end());
-      }
-      o.placements.push_back(std::move(placement));
-    }
-    return o;
-  }
-
-  // Without an actuator the broker gives the answer itself, as an event.
-  void AnswerSelf(Event::Type type, const StateChange& c) {
-    Event e;
-    e.type = type;
-    e.key = c.key;
-    e.uid = c.uid;
+  {
     absl::MutexLock lock(&mu);
+    if (stopping) return absl::UnavailableError("the broker is shutting down; retry");
     queue.push_back(std::move(e));
   }
-
-  // After the changes are durable: tell the cluster. Without an actuator
-  // (no cluster to talk to) a release is done at once and an evicted gang
-  // is stopped at once.
-  void Actuate(const std::vector<StateChange>& changes) {
-    for (const StateChange& c : changes) {
-      if (c.type == StateChange::Type::kAdmitted) {
-        if (actuator != nullptr) {
-          actuator->Release(MakeRelease(c));
-        } else {
-          AnswerSelf(Event::Type::kReleaseOk, c);
-        }
-      } else if (c.type == StateChange::Type::kEvicted) {
-        if (actuator != nullptr) {
-          SuspendOrder o;
-          o.key = c.key;
-          o.uid = c.uid;
-          if (const WorkloadInfo* info = scheduler->FindInstance(InstanceOf(c.key, c.uid))) o.workload = info->workload;
-          o.reason = c.reason;
-          o.message = c.message;
-          o.preemptor = c.preemptor;
-          actuator->Suspend(o);
-        } else {
-          AnswerSelf(Event::Type::kStopped, c);
-        }
-      }
-    }
+  if (!wait) return absl::OkStatus();
+  if (!waiter->done.WaitForNotificationWithTimeout(timeout)) {
+    return absl::UnavailableError(
+        absl::StrCat("the broker did not confirm within ", absl::FormatDuration(timeout), "; retry"));
   }
+  return waiter->status;
+}
 
-  std::shared_ptr<const PendingOrder> BuildOrder(const model::ClusterQueueName& cq) const {
-    auto order = std::make_shared<PendingOrder>();
-    std::vector<const WorkloadInfo*> pending = scheduler->PendingInQueueOrder(cq);
-    order->items.reserve(pending.size());
-    for (const WorkloadInfo* w : pending) order->items.push_back(PendingOrder::Item{w->key, w->local_queue});
-    return order;
+absl::Status Broker::Impl::Apply(Event& e, absl::Time now) {
+  switch (e.type) {
+    case Event::Type::kAdd: return scheduler->Add(e.workload, now);
+    case Event::Type::kUpdate: return scheduler->Update(e.workload, now);
+    case Event::Type::kRemove: return scheduler->Remove(e.key, e.uid, now);
+    case Event::Type::kFinish: return scheduler->Finish(e.key, e.uid, now);
+    case Event::Type::kAdopt: return scheduler->Adopt(e.workload, e.flavors, e.admitted_at, now);
+    case Event::Type::kPolicies: {
+      absl::Status set = scheduler->SetPolicies(e.policies, now);
+      if (set.ok()) {
+        if (e.overlay != nullptr) overlay = e.overlay;
+        policy_notes.emplace_back(e.actor, e.message);
+      }
+      return set;
+    }
+    case Event::Type::kReview: {
+      StateChange c;
+      c.type = StateChange::Type::kReviewed;
+      c.time = now;
+      c.key = e.key;
+      c.uid = e.uid;
+      c.actor = e.actor;
+      c.message = e.message;
+      reviews.push_back(std::move(c));
+      return absl::OkStatus();
+    }
+    case Event::Type::kReleaseOk: return scheduler->ReleaseSucceeded(e.key, e.uid, now, e.message);
+    case Event::Type::kReleaseFailed: return scheduler->ReleaseFailed(e.key, e.uid, e.message, now);
+    case Event::Type::kStopped: return scheduler->Stopped(e.key, e.uid, now, e.message);
+    case Event::Type::kRerelease: {
+      // Not a state change: a running gang has a member that is held
+      // again (a replacement pod); the actuator lets it go like the rest.
+      const WorkloadInfo* info = scheduler->Find(e.key);
+      if (info == nullptr || (info->phase != Phase::kRunning && info->phase != Phase::kReserved) ||
+          !info->admission.has_value() ||
+          actuator == nullptr) {
+        return absl::OkStatus();
+      }
+      StateChange c;
+      c.type = StateChange::Type::kAdmitted;
+      c.key = e.key;
+      c.uid = info->workload != nullptr ? info->workload->uid : "";
+      c.assignment = info->admission;
+      actuator->Release(MakeRelease(c));
+      return absl::OkStatus();
+    }
+    case Event::Type::kFlush:
+    case Event::Type::kFollow:
+    case Event::Type::kLead: return absl::OkStatus();
   }
+  return absl::OkStatus();
+}
 
-  // The batch the sink makes durable: the changes, the state after them of
-  // every workload they name, and the policies when they changed.
-  DurableBatch MakeDurableBatch(const std::vector<StateChange>& changes) const {
-    DurableBatch batch;
-    batch.changes = changes;
-    std::set<InstanceKey> seen;
-    bool policies_changed = false;
-    for (const StateChange& c : changes) {
-      if (c.type == StateChange::Type::kPoliciesChanged) {
-        policies_changed = true;
-        continue;
-      }
-      if (c.type == StateChange::Type::kReviewed) continue;  // no workload changed
-      const InstanceKey instance = InstanceOf(c.key, c.uid);
-      if (seen.insert(instance).second) batch.workloads.emplace_back(instance, scheduler->ShareInstance(instance));
-    }
-    if (policies_changed) {
-      batch.policies = scheduler->shared_policies();
-      batch.terminating = scheduler->Terminating();
-      batch.overlay = overlay;
-    }
-    return batch;
+ReleaseOrder Broker::Impl::MakeRelease(const StateChange& c) const {
+  ReleaseOrder o;
+  o.key = c.key;
+  o.uid = c.uid;
+  if (const WorkloadInfo* info = scheduler->FindInstance(InstanceOf(c.key, c.uid))) {
+    o.workload = info->workload;
+    o.admitted_at = info->admitted_at;
   }
+  o.assignment = *c.assignment;
+  const model::PolicySet& p = scheduler->policies();
+  for (const PodSetAssignment& ps : c.assignment->pod_sets) {
+    ReleaseOrder::PodSetPlacement placement;
+    placement.name = ps.name;
+    std::set<std::string> seen;
+    for (const auto& [res, flavor] : ps.flavors) {
+      if (!seen.insert(flavor).second) continue;
+      auto f = p.flavors.find(flavor);
+      if (f == p.flavors.end()) continue;
+      for (const auto& [k, v] : f->second.node_labels) placement.node_selector[k] = v;
+      placement.tolerations.insert(placement.tolerations.end(), f->second.tolerations.begin(),
+                                   f->second.tolerations.end());
+    }
+    o.placements.push_back(std::move(placement));
+  }
+  return o;
+}
 
-  void Publish(absl::Time now) {
-    std::shared_ptr<const Snapshot> old = current.load();
-    auto snap = std::make_shared<Snapshot>();
-    snap->version_ = old->version_ + 1;
-    snap->time_ = now;
-    snap->durable_position_ = durable_position;
-    snap->durable_ = unsynced.empty();
-    snap->terminating_ = scheduler->Terminating();
-    snap->overlay_ = overlay;
-    snap->policies_ = scheduler->shared_policies();
-    snap->shards_ = old->shards_;
-    snap->queues_ = old->queues_;
-    std::vector<WorkloadKey> keys;
-    std::vector<model::ClusterQueueName> dirty_queues;
-    bool all = false;
-    scheduler->TakeDirty(&keys, &dirty_queues, &all);
-    // Workloads: copy-on-write per shard.
-    std::map<size_t, std::shared_ptr<Snapshot::Shard>> copies;
-    for (const WorkloadKey& key : keys) {
-      const std::string k = SnapshotKey(key);
-      const size_t shard = ShardOf(k);
-      auto& copy = copies[shard];
-      if (copy == nullptr) copy = std::make_shared<Snapshot::Shard>(*snap->shards_[shard]);
-      std::vector<std::shared_ptr<const WorkloadInfo>> instances = scheduler->Instances(key);
-      if (instances.empty()) {
-        copy->erase(k);
-        continue;
-      }
-      Snapshot::Slot slot;
-      slot.newest = std::move(instances.back());
-      instances.pop_back();
-      if (!instances.empty()) {
-        slot.older = std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>(std::move(instances));
-      }
-      (*copy)[k] = std::move(slot);
-    }
-    for (auto& [shard, copy] : copies) snap->shards_[shard] = std::move(copy);
-    snap->workload_count_ = scheduler->size();
-    snap->unconfirmed_count_ = scheduler->unconfirmed();
-    // Finished workloads: the newest, bounded by count and age.
-    std::vector<std::shared_ptr<const WorkloadInfo>> ended = scheduler->TakeFinished();
-    const bool expired = !finished.empty() && now - finished.front()->finished_at > options.keep_finished_for;
-    if (!ended.empty() || expired || finished.size() > options.keep_finished) {
-      for (auto& w : ended) finished.push_back(std::move(w));
-      while (!finished.empty() &&
-             (finished.size() > options.keep_finished || now - finished.front()->finished_at > options.keep_finished_for)) {
-        finished.pop_front();
-      }
-      snap->finished_ = std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>(finished.begin(),
-                                                                                                 finished.end());
-    } else {
-      snap->finished_ = old->finished_;
-    }
-    // ClusterQueues: a new status for every queue of a tree in which
-    // something changed; a new pending order where the queue changed (for
-    // long queues at most every kOrderRefresh, so that a burst of arrivals
-    // does not rebuild a 10,000-entry order per batch).
-    const int64_t now_ms = absl::ToInt64Milliseconds(since_start.Elapsed());
-    std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues;
-    std::vector<model::ClusterQueueName> refresh;
-    if (all) {
-      tree_members.clear();
-      tree_of.clear();
-      stale_orders.clear();
-      for (const ClusterQueueStatus& st : scheduler->ClusterQueues()) {
-        const std::string tree = scheduler->TreeOf(st.name);
-        tree_of[st.name] = tree;
-        tree_members[tree.empty() ? "/" + st.name : tree].push_back(st.name);
-        refresh.push_back(st.name);
-      }
-    } else {
-      queues = old->queues_;
-      std::set<std::string> trees;
-      for (const model::ClusterQueueName& q : dirty_queues) {
-        auto t = tree_of.find(q);
-        if (t == tree_of.end()) continue;
-        trees.insert(t->second.empty() ? "/" + q : t->second);
-        stale_orders.insert(q);
-      }
-      for (const std::string& t : trees) {
-        for (const std::string& q : tree_members[t]) refresh.push_back(q);
-      }
-      for (const std::string& q : stale_orders) refresh.push_back(q);
-      std::sort(refresh.begin(), refresh.end());
-      refresh.erase(std::unique(refresh.begin(), refresh.end()), refresh.end());
-    }
-    for (const model::ClusterQueueName& name : refresh) {
-      std::optional<ClusterQueueStatus> st = scheduler->ClusterQueue(name);
-      if (!st.has_value()) {
-        queues.erase(name);
-        stale_orders.erase(name);
-        continue;
-      }
-      auto old_view = queues.find(name);
-      auto view = std::make_shared<ClusterQueueView>();
-      const bool due = all || old_view == queues.end() || st->pending <= kSmallQueue ||
-                       now_ms - order_built_ms[name] >= absl::ToInt64Milliseconds(kOrderRefresh);
-      if (due && (all || stale_orders.count(name) != 0 || old_view == queues.end())) {
-        view->pending = BuildOrder(name);
-        order_built_ms[name] = now_ms;
-        stale_orders.erase(name);
+void Broker::Impl::AnswerSelf(Event::Type type, const StateChange& c) {
+  Event e;
+  e.type = type;
+  e.key = c.key;
+  e.uid = c.uid;
+  absl::MutexLock lock(&mu);
+  queue.push_back(std::move(e));
+}
+
+void Broker::Impl::Actuate(const std::vector<StateChange>& changes) {
+  for (const StateChange& c : changes) {
+    if (c.type == StateChange::Type::kAdmitted) {
+      if (actuator != nullptr) {
+        actuator->Release(MakeRelease(c));
       } else {
-        view->pending = old_view->second->pending;
+        AnswerSelf(Event::Type::kReleaseOk, c);
       }
-      for (const auto& [fr, r] : st->resources) {
-        view->admitted_usage[fr.resource] = view->admitted_usage[fr.resource].SaturatingAdd(r.usage);
-      }
-      view->status = *std::move(st);
-      queues[name] = std::move(view);
-    }
-    snap->queues_ = std::move(queues);
-    current.store(std::move(snap));
-  }
-
-  void Run() {
-    if (!startup.empty()) {
-      Actuate(startup);
-      startup.clear();
-    }
-    std::vector<Event> batch;
-    while (true) {
-      bool stop = false;
-      {
-        absl::MutexLock lock(&mu);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || !queue.empty() || more_work; };
-        mu.AwaitWithTimeout(absl::Condition(&ready),
-                            stale_orders.empty() ? options.tick : std::min(options.tick, kOrderRefresh));
-        const size_t n = std::min(queue.size(), options.max_batch);
-        batch.clear();
-        for (size_t i = 0; i < n; ++i) {
-          if (IsRoleSwitch(queue.front()) && !batch.empty()) break;
-          batch.push_back(std::move(queue.front()));
-          queue.pop_front();
-          if (IsRoleSwitch(batch.back())) break;
-        }
-        stop = stopping && queue.empty();
-        absl::MutexLock stats_lock(&stats_mu);
-        stats.queue_depth = queue.size();
-      }
-      if (batch.size() == 1 && IsRoleSwitch(batch.front())) {
-        SwitchRole(batch.front());
+    } else if (c.type == StateChange::Type::kEvicted) {
+      if (actuator != nullptr) {
+        SuspendOrder o;
+        o.key = c.key;
+        o.uid = c.uid;
+        if (const WorkloadInfo* info = scheduler->FindInstance(InstanceOf(c.key, c.uid))) o.workload = info->workload;
+        o.reason = c.reason;
+        o.message = c.message;
+        o.preemptor = c.preemptor;
+        actuator->Suspend(o);
       } else {
-        ProcessBatch(batch);
+        AnswerSelf(Event::Type::kStopped, c);
       }
-      if (stop) return;
     }
   }
+}
 
-  void ProcessBatch(std::vector<Event>& batch) {
-    const absl::Time now = clock->Now();
-    std::vector<absl::Status> results;
-    results.reserve(batch.size());
-    const bool following = role.load() == Role::kFollower;
-    for (Event& e : batch) {
-      if (following && IsChange(e)) {
-        results.push_back(absl::FailedPreconditionError(
-            "this replica follows the leader: changes go through the replicated store"));
-        continue;
-      }
-      results.push_back(Apply(e, now));
-      intake_applied = std::max(intake_applied, e.intake_revision);
-    }
-    if (following) {
-      Publish(now);
-      for (size_t i = 0; i < batch.size(); ++i) {
-        if (batch[i].waiter == nullptr) continue;
-        batch[i].waiter->status = results[i];
-        batch[i].waiter->done.Notify();
-      }
-      return;
-    }
-    const ScheduleStats sched = scheduler->Schedule(now);
+void Broker::Impl::Run() {
+  if (!startup.empty()) {
+    Actuate(startup);
+    startup.clear();
+  }
+  std::vector<Event> batch;
+  while (true) {
+    bool stop = false;
     {
       absl::MutexLock lock(&mu);
-      more_work = sched.more;
-    }
-    std::vector<StateChange> changes = scheduler->TakeChanges();
-    for (StateChange& c : changes) {
-      if (c.type != StateChange::Type::kPoliciesChanged || policy_notes.empty()) continue;
-      c.actor = policy_notes.front().first;
-      c.message = policy_notes.front().second;
-      policy_notes.pop_front();
-    }
-    policy_notes.clear();
-    changes.insert(changes.end(), std::make_move_iterator(reviews.begin()), std::make_move_iterator(reviews.end()));
-    reviews.clear();
-    absl::Status durable = absl::OkStatus();
-    if (!unsynced.empty()) {
-      unsynced.insert(unsynced.end(), std::make_move_iterator(changes.begin()), std::make_move_iterator(changes.end()));
-      changes = std::move(unsynced);
-      unsynced.clear();
-    }
-    if (sink != nullptr && (!changes.empty() || intake_applied > intake_durable)) {
-      DurableBatch durable_batch = MakeDurableBatch(changes);
-      durable_batch.intake_revision = intake_applied;
-      absl::StatusOr<uint64_t> position = sink->Append(durable_batch);
-      durable = position.status();
-      if (position.ok()) {
-        durable_position = *position;
-        intake_durable = intake_applied;
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || !queue.empty() || more_work; };
+      mu.AwaitWithTimeout(absl::Condition(&ready),
+                          stale_orders.empty() ? options.tick : std::min(options.tick, kOrderRefresh));
+      const size_t n = std::min(queue.size(), options.max_batch);
+      batch.clear();
+      for (size_t i = 0; i < n; ++i) {
+        if (IsRoleSwitch(queue.front()) && !batch.empty()) break;
+        batch.push_back(std::move(queue.front()));
+        queue.pop_front();
+        if (IsRoleSwitch(batch.back())) break;
       }
+      stop = stopping && queue.empty();
+      absl::MutexLock stats_lock(&stats_mu);
+      stats.queue_depth = queue.size();
     }
-    if (durable.ok()) {
-      Count(changes);
-      Actuate(changes);
+    if (batch.size() == 1 && IsRoleSwitch(batch.front())) {
+      SwitchRole(batch.front());
     } else {
-      base::GetLogger("broker")->error("broker: state store unavailable, {} change(s) kept to retry: {}", changes.size(),
-                         durable.message());
-      unsynced = std::move(changes);
+      ProcessBatch(batch);
     }
+    if (stop) return;
+  }
+}
+
+void Broker::Impl::ProcessBatch(std::vector<Event>& batch) {
+  const absl::Time now = clock->Now();
+  std::vector<absl::Status> results;
+  results.reserve(batch.size());
+  const bool following = role.load() == Role::kFollower;
+  for (Event& e : batch) {
+    if (following && IsChange(e)) {
+      results.push_back(absl::FailedPreconditionError(
+          "this replica follows the leader: changes go through the replicated store"));
+      continue;
+    }
+    results.push_back(Apply(e, now));
+    intake_applied = std::max(intake_applied, e.intake_revision);
+  }
+  if (following) {
     Publish(now);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (batch[i].waiter == nullptr) continue;
-      batch[i].waiter->status =
-          !durable.ok() ? absl::UnavailableError(absl::StrCat("the state store is unavailable (", durable.message(),
-                                                              "); retry"))
-                        : results[i];
+      batch[i].waiter->status = results[i];
       batch[i].waiter->done.Notify();
     }
-    absl::MutexLock lock(&stats_mu);
-    ++stats.batches;
-    stats.events += batch.size();
-    stats.admitted += static_cast<uint64_t>(sched.admitted);
-    stats.preempted += static_cast<uint64_t>(sched.preempted);
-    if (!durable.ok()) ++stats.sink_failures;
+    return;
   }
-
-  // Follow or Lead: the scheduler is rebuilt from the event's state and the
-  // snapshot is published whole. A new leader then runs its first cycle at
-  // once and sends again what was sent but not confirmed.
-  void SwitchRole(Event& e) {
-    const absl::Time now = clock->Now();
-    std::vector<StateChange> resend;
-    absl::StatusOr<std::unique_ptr<Scheduler>> restored =
-        RestoreFrom(e.state.get(), scheduler->shared_policies(), options.scheduler, &resend);
-    const bool recorded = e.state->policies != nullptr;
-    if (restored.ok() && e.type == Event::Type::kLead && e.policies != nullptr &&
-        (!recorded || model::EncodeManifests(*e.policies) != model::EncodeManifests((*restored)->policies()))) {
-      // The files (with the API's overlay) in effect on this replica replace
-      // the recorded policies; the first batch records them.
-      if (absl::Status set = (*restored)->SetPolicies(e.policies, now); !set.ok()) restored = set;
-    }
-    if (!restored.ok()) {
-      base::GetLogger("broker")->error("broker: cannot take the {} role: {}",
-                                       e.type == Event::Type::kLead ? "leader" : "follower",
-                                       restored.status().message());
-      if (e.waiter != nullptr) {
-        e.waiter->status = restored.status();
-        e.waiter->done.Notify();
-      }
-      return;
-    }
-    scheduler = *std::move(restored);
-    durable_position = e.state->position;
-    overlay = e.state->overlay;
+  const ScheduleStats sched = scheduler->Schedule(now);
+  {
+    absl::MutexLock lock(&mu);
+    more_work = sched.more;
+  }
+  std::vector<StateChange> changes = scheduler->TakeChanges();
+  for (StateChange& c : changes) {
+    if (c.type != StateChange::Type::kPoliciesChanged || policy_notes.empty()) continue;
+    c.actor = policy_notes.front().first;
+    c.message = policy_notes.front().second;
+    policy_notes.pop_front();
+  }
+  policy_notes.clear();
+  changes.insert(changes.end(), std::make_move_iterator(reviews.begin()), std::make_move_iterator(reviews.end()));
+  reviews.clear();
+  absl::Status durable = absl::OkStatus();
+  if (!unsynced.empty()) {
+    unsynced.insert(unsynced.end(), std::make_move_iterator(changes.begin()), std::make_move_iterator(changes.end()));
+    changes = std::move(unsynced);
     unsynced.clear();
-    intake_applied = 0;
-    intake_durable = 0;
-    policy_notes.clear();
-    requeued_at.clear();
-    startup.clear();
-    if (e.type == Event::Type::kLead) {
-      role.store(Role::kLeader);
-      sink = e.sink;
-      actuator = e.actuator;
-    } else {
-      role.store(Role::kFollower);
-      sink = nullptr;
-      actuator = nullptr;
-    }
-    // Publish from an empty base: the new scheduler reports everything.
-    std::shared_ptr<const Snapshot> old = current.load();
-    auto base = std::make_shared<Snapshot>();
-    base->version_ = old->version_;
-    base->policies_ = scheduler->shared_policies();
-    for (size_t i = 0; i < Snapshot::kShards; ++i) base->shards_.push_back(std::make_shared<const Snapshot::Shard>());
-    current.store(std::move(base));
-    tree_of.clear();
-    tree_members.clear();
-    stale_orders.clear();
-    order_built_ms.clear();
-    Publish(now);
-    if (e.waiter != nullptr) e.waiter->done.Notify();
-    if (e.type == Event::Type::kLead) {
-      Actuate(resend);
-      std::vector<Event> none;
-      ProcessBatch(none);
+  }
+  if (sink != nullptr && (!changes.empty() || intake_applied > intake_durable)) {
+    DurableBatch durable_batch = MakeDurableBatch(changes);
+    durable_batch.intake_revision = intake_applied;
+    absl::StatusOr<uint64_t> position = sink->Append(durable_batch);
+    durable = position.status();
+    if (position.ok()) {
+      durable_position = *position;
+      intake_durable = intake_applied;
     }
   }
-};
+  if (durable.ok()) {
+    Count(changes);
+    Actuate(changes);
+  } else {
+    base::GetLogger("broker")->error("broker: state store unavailable, {} change(s) kept to retry: {}", changes.size(),
+                       durable.message());
+    unsynced = std::move(changes);
+  }
+  Publish(now);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].waiter == nullptr) continue;
+    batch[i].waiter->status =
+        !durable.ok() ? absl::UnavailableError(absl::StrCat("the state store is unavailable (", durable.message(),
+                                                            "); retry"))
+                      : results[i];
+    batch[i].waiter->done.Notify();
+  }
+  absl::MutexLock lock(&stats_mu);
+  ++stats.batches;
+  stats.events += batch.size();
+  stats.admitted += static_cast<uint64_t>(sched.admitted);
+  stats.preempted += static_cast<uint64_t>(sched.preempted);
+  if (!durable.ok()) ++stats.sink_failures;
+}
+
+void Broker::Impl::SwitchRole(Event& e) {
+  const absl::Time now = clock->Now();
+  std::vector<StateChange> resend;
+  absl::StatusOr<std::unique_ptr<Scheduler>> restored =
+      RestoreFrom(e.state.get(), scheduler->shared_policies(), options.scheduler, &resend);
+  const bool recorded = e.state->policies != nullptr;
+  if (restored.ok() && e.type == Event::Type::kLead && e.policies != nullptr &&
+      (!recorded || model::EncodeManifests(*e.policies) != model::EncodeManifests((*restored)->policies()))) {
+    // The files (with the API's overlay) in effect on this replica replace
+    // the recorded policies; the first batch records them.
+    if (absl::Status set = (*restored)->SetPolicies(e.policies, now); !set.ok()) restored = set;
+  }
+  if (!restored.ok()) {
+    base::GetLogger("broker")->error("broker: cannot take the {} role: {}",
+                                     e.type == Event::Type::kLead ? "leader" : "follower",
+                                     restored.status().message());
+    if (e.waiter != nullptr) {
+      e.waiter->status = restored.status();
+      e.waiter->done.Notify();
+    }
+    return;
+  }
+  scheduler = *std::move(restored);
+  durable_position = e.state->position;
+  overlay = e.state->overlay;
+  unsynced.clear();
+  intake_applied = 0;
+  intake_durable = 0;
+  policy_notes.clear();
+  requeued_at.clear();
+  startup.clear();
+  if (e.type == Event::Type::kLead) {
+    role.store(Role::kLeader);
+    sink = e.sink;
+    actuator = e.actuator;
+  } else {
+    role.store(Role::kFollower);
+    sink = nullptr;
+    actuator = nullptr;
+  }
+  // Publish from an empty base: the new scheduler reports everything.
+  std::shared_ptr<const Snapshot> old = current.load();
+  auto base = std::make_shared<Snapshot>();
+  base->version_ = old->version_;
+  base->policies_ = scheduler->shared_policies();
+  for (size_t i = 0; i < Snapshot::kShards; ++i) base->shards_.push_back(std::make_shared<const Snapshot::Shard>());
+  current.store(std::move(base));
+  tree_of.clear();
+  tree_members.clear();
+  stale_orders.clear();
+  order_built_ms.clear();
+  Publish(now);
+  if (e.waiter != nullptr) e.waiter->done.Notify();
+  if (e.type == Event::Type::kLead) {
+    Actuate(resend);
+    std::vector<Event> none;
+    ProcessBatch(none);
+  }
+}
 
 Broker::Broker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 

@@ -1,0 +1,317 @@
+// gangkeeper broker: the published Snapshot (see broker.h): its lookups,
+// and Broker::Impl's side that builds it (Publish, the pending orders, the
+// counters of durable changes).
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/base/check.h"
+#include "gangkeeper/base/log.h"
+#include "src/broker/broker_impl.h"
+
+namespace gangkeeper::broker {
+namespace {
+
+size_t ShardOf(const std::string& key) { return absl::HashOf(key) % Snapshot::kShards; }
+
+// The snapshot's key of a workload: a byte for the kind and one for a pod
+// group, then "ns/name" (short, so that most fit in the string itself: a
+// snapshot of 100,000 workloads holds 100,000 of them).
+std::string SnapshotKey(const WorkloadKey& k) {
+  std::string out;
+  out.reserve(3 + k.namespace_name.size() + k.name.size());
+  out.push_back(static_cast<char>('a' + static_cast<int>(k.kind)));
+  out.push_back(k.pod_group ? 'g' : '-');
+  absl::StrAppend(&out, k.namespace_name, "/", k.name);
+  return out;
+}
+
+}  // namespace
+
+// --- Snapshot reads. ---
+
+const WorkloadInfo* Snapshot::Find(const WorkloadKey& key) const {
+  if (shards_.empty()) return nullptr;
+  const std::string k = SnapshotKey(key);
+  const Shard& shard = *shards_[ShardOf(k)];
+  auto it = shard.find(k);
+  if (it == shard.end()) return nullptr;
+  // The newest the API server confirmed, as Scheduler::Find.
+  if (it->second.newest->workload->unconfirmed && it->second.older != nullptr) {
+    for (auto w = it->second.older->rbegin(); w != it->second.older->rend(); ++w) {
+      if (!(*w)->workload->unconfirmed) return w->get();
+    }
+  }
+  return it->second.newest.get();
+}
+
+std::vector<const WorkloadInfo*> Snapshot::Instances(const WorkloadKey& key) const {
+  std::vector<const WorkloadInfo*> out;
+  if (shards_.empty()) return out;
+  const std::string k = SnapshotKey(key);
+  const Shard& shard = *shards_[ShardOf(k)];
+  auto it = shard.find(k);
+  if (it == shard.end()) return out;
+  if (it->second.older != nullptr) {
+    for (const auto& w : *it->second.older) out.push_back(w.get());
+  }
+  out.push_back(it->second.newest.get());
+  return out;
+}
+
+const WorkloadInfo* Snapshot::FindInstance(const WorkloadKey& key, const std::string& uid) const {
+  for (const WorkloadInfo* w : Instances(key)) {
+    if (key.pod_group || (w->workload != nullptr && w->workload->uid == uid)) return w;
+  }
+  return nullptr;
+}
+
+std::optional<QueuePosition> Snapshot::Position(const WorkloadKey& key) const {
+  const WorkloadInfo* w = Find(key);
+  if (w == nullptr || w->phase != Phase::kPending) return std::nullopt;
+  const ClusterQueueView* q = FindClusterQueue(w->cluster_queue);
+  if (q == nullptr) return std::nullopt;
+  QueuePosition pos;
+  for (const PendingOrder::Item& item : q->pending->items) {
+    ++pos.cluster_queue;
+    if (item.key.namespace_name == key.namespace_name && item.local_queue == w->local_queue) ++pos.local_queue;
+    if (item.key == key) return pos;
+  }
+  return std::nullopt;
+}
+
+std::map<WorkloadKey, QueuePosition> Snapshot::Positions(const model::ClusterQueueName& cq) const {
+  std::map<WorkloadKey, QueuePosition> out;
+  const ClusterQueueView* q = FindClusterQueue(cq);
+  if (q == nullptr) return out;
+  std::map<std::pair<std::string, std::string>, int64_t> per_local_queue;
+  int64_t n = 0;
+  for (const PendingOrder::Item& item : q->pending->items) {
+    out[item.key] = QueuePosition{++n, ++per_local_queue[{item.key.namespace_name, item.local_queue}]};
+  }
+  return out;
+}
+
+const ClusterQueueView* Snapshot::FindClusterQueue(const model::ClusterQueueName& cq) const {
+  auto it = queues_.find(cq);
+  return it == queues_.end() ? nullptr : it->second.get();
+}
+
+void Snapshot::ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const {
+  ForEachShared([&](const std::shared_ptr<const WorkloadInfo>& w) { f(*w); });
+}
+
+void Snapshot::ForEachShared(const std::function<void(const std::shared_ptr<const WorkloadInfo>&)>& f) const {
+  for (const auto& shard : shards_) {
+    for (const auto& [key, slot] : *shard) {
+      if (slot.older != nullptr) {
+        for (const auto& w : *slot.older) f(w);
+      }
+      f(slot.newest);
+    }
+  }
+}
+
+// --- The broker. ---
+
+std::string Broker::Impl::PriorityClassOf(const WorkloadKey& key) const {
+  const WorkloadInfo* info = scheduler->Find(key);
+  return info != nullptr && info->workload != nullptr ? info->workload->priority_class : "";
+}
+
+void Broker::Impl::Count(const std::vector<StateChange>& changes) {
+  struct Waited {
+    const StateChange* c;
+    std::string priority_class;
+    absl::Duration waited;
+  };
+  std::vector<Waited> admissions;
+  for (const StateChange& c : changes) {
+    if (c.type == StateChange::Type::kRequeued || c.type == StateChange::Type::kReleaseFailed) {
+      requeued_at[c.key] = c.time;
+    } else if (c.type == StateChange::Type::kRemoved || c.type == StateChange::Type::kFinished) {
+      requeued_at.erase(c.key);
+    } else if (c.type == StateChange::Type::kAdmitted && options.on_admitted) {
+      absl::Time since = c.time;
+      if (auto it = requeued_at.find(c.key); it != requeued_at.end()) {
+        since = it->second;
+        requeued_at.erase(it);
+      } else if (const WorkloadInfo* info = scheduler->Find(c.key)) {
+        since = info->created_at;
+      }
+      admissions.push_back({&c, PriorityClassOf(c.key), std::max(absl::ZeroDuration(), c.time - since)});
+    }
+  }
+  for (const Waited& w : admissions) options.on_admitted(w.c->cluster_queue, w.priority_class, w.waited);
+  absl::MutexLock lock(&stats_mu);
+  for (const StateChange& c : changes) {
+    switch (c.type) {
+      case StateChange::Type::kAdmitted:
+        ++counters.admitted[{c.cluster_queue, PriorityClassOf(c.key)}];
+        break;
+      case StateChange::Type::kFinished:
+        ++counters.finished[{c.cluster_queue, PriorityClassOf(c.key)}];
+        break;
+      case StateChange::Type::kEvicted: {
+        const bool preempted = !c.preemptor.name.empty();
+        ++counters.evicted[{c.cluster_queue, preempted ? "Preempted" : c.reason, preempted ? c.reason : "",
+                            PriorityClassOf(c.key)}];
+        if (preempted) {
+          const WorkloadInfo* by = c.preemptor_uid.empty()
+                                       ? scheduler->Find(c.preemptor)
+                                       : scheduler->FindInstance(InstanceKey{c.preemptor, c.preemptor_uid});
+          ++counters.preempted[{by != nullptr ? by->cluster_queue : "", c.reason}];
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+std::shared_ptr<const PendingOrder> Broker::Impl::BuildOrder(const model::ClusterQueueName& cq) const {
+  auto order = std::make_shared<PendingOrder>();
+  std::vector<const WorkloadInfo*> pending = scheduler->PendingInQueueOrder(cq);
+  order->items.reserve(pending.size());
+  for (const WorkloadInfo* w : pending) order->items.push_back(PendingOrder::Item{w->key, w->local_queue});
+  return order;
+}
+
+DurableBatch Broker::Impl::MakeDurableBatch(const std::vector<StateChange>& changes) const {
+  DurableBatch batch;
+  batch.changes = changes;
+  std::set<InstanceKey> seen;
+  bool policies_changed = false;
+  for (const StateChange& c : changes) {
+    if (c.type == StateChange::Type::kPoliciesChanged) {
+      policies_changed = true;
+      continue;
+    }
+    if (c.type == StateChange::Type::kReviewed) continue;  // no workload changed
+    const InstanceKey instance = InstanceOf(c.key, c.uid);
+    if (seen.insert(instance).second) batch.workloads.emplace_back(instance, scheduler->ShareInstance(instance));
+  }
+  if (policies_changed) {
+    batch.policies = scheduler->shared_policies();
+    batch.terminating = scheduler->Terminating();
+    batch.overlay = overlay;
+  }
+  return batch;
+}
+
+void Broker::Impl::Publish(absl::Time now) {
+  std::shared_ptr<const Snapshot> old = current.load();
+  auto snap = std::make_shared<Snapshot>();
+  snap->version_ = old->version_ + 1;
+  snap->time_ = now;
+  snap->durable_position_ = durable_position;
+  snap->durable_ = unsynced.empty();
+  snap->terminating_ = scheduler->Terminating();
+  snap->overlay_ = overlay;
+  snap->policies_ = scheduler->shared_policies();
+  snap->shards_ = old->shards_;
+  snap->queues_ = old->queues_;
+  std::vector<WorkloadKey> keys;
+  std::vector<model::ClusterQueueName> dirty_queues;
+  bool all = false;
+  scheduler->TakeDirty(&keys, &dirty_queues, &all);
+  // Workloads: copy-on-write per shard.
+  std::map<size_t, std::shared_ptr<Snapshot::Shard>> copies;
+  for (const WorkloadKey& key : keys) {
+    const std::string k = SnapshotKey(key);
+    const size_t shard = ShardOf(k);
+    auto& copy = copies[shard];
+    if (copy == nullptr) copy = std::make_shared<Snapshot::Shard>(*snap->shards_[shard]);
+    std::vector<std::shared_ptr<const WorkloadInfo>> instances = scheduler->Instances(key);
+    if (instances.empty()) {
+      copy->erase(k);
+      continue;
+    }
+    Snapshot::Slot slot;
+    slot.newest = std::move(instances.back());
+    instances.pop_back();
+    if (!instances.empty()) {
+      slot.older = std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>(std::move(instances));
+    }
+    (*copy)[k] = std::move(slot);
+  }
+  for (auto& [shard, copy] : copies) snap->shards_[shard] = std::move(copy);
+  snap->workload_count_ = scheduler->size();
+  snap->unconfirmed_count_ = scheduler->unconfirmed();
+  // Finished workloads: the newest, bounded by count and age.
+  std::vector<std::shared_ptr<const WorkloadInfo>> ended = scheduler->TakeFinished();
+  const bool expired = !finished.empty() && now - finished.front()->finished_at > options.keep_finished_for;
+  if (!ended.empty() || expired || finished.size() > options.keep_finished) {
+    for (auto& w : ended) finished.push_back(std::move(w));
+    while (!finished.empty() &&
+           (finished.size() > options.keep_finished || now - finished.front()->finished_at > options.keep_finished_for)) {
+      finished.pop_front();
+    }
+    snap->finished_ = std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>(finished.begin(),
+                                                                                               finished.end());
+  } else {
+    snap->finished_ = old->finished_;
+  }
+  // ClusterQueues: a new status for every queue of a tree in which
+  // something changed; a new pending order where the queue changed (for
+  // long queues at most every kOrderRefresh, so that a burst of arrivals
+  // does not rebuild a 10,000-entry order per batch).
+  const int64_t now_ms = absl::ToInt64Milliseconds(since_start.Elapsed());
+  std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues;
+  std::vector<model::ClusterQueueName> refresh;
+  if (all) {
+    tree_members.clear();
+    tree_of.clear();
+    stale_orders.clear();
+    for (const ClusterQueueStatus& st : scheduler->ClusterQueues()) {
+      const std::string tree = scheduler->TreeOf(st.name);
+      tree_of[st.name] = tree;
+      tree_members[tree.empty() ? "/" + st.name : tree].push_back(st.name);
+      refresh.push_back(st.name);
+    }
+  } else {
+    queues = old->queues_;
+    std::set<std::string> trees;
+    for (const model::ClusterQueueName& q : dirty_queues) {
+      auto t = tree_of.find(q);
+      if (t == tree_of.end()) continue;
+      trees.insert(t->second.empty() ? "/" + q : t->second);
+      stale_orders.insert(q);
+    }
+    for (const std::string& t : trees) {
+      for (const std::string& q : tree_members[t]) refresh.push_back(q);
+    }
+    for (const std::string& q : stale_orders) refresh.push_back(q);
+    std::sort(refresh.begin(), refresh.end());
+    refresh.erase(std::unique(refresh.begin(), refresh.end()), refresh.end());
+  }
+  for (const model::ClusterQueueName& name : refresh) {
+    std::optional<ClusterQueueStatus> st = scheduler->ClusterQueue(name);
+    if (!st.has_value()) {
+      queues.erase(name);
+      stale_orders.erase(name);
+      continue;
+    }
+    auto old_view = queues.find(name);
+    auto view = std::make_shared<ClusterQueueView>();
+    const bool due = all || old_view == queues.end() || st->pending <= kSmallQueue ||
+                     now_ms - order_built_ms[name] >= absl::ToInt64Milliseconds(kOrderRefresh);
+    if (due && (all || stale_orders.count(name) != 0 || old_view == queues.end())) {
+      view->pending = BuildOrder(name);
+      order_built_ms[name] = now_ms;
+      stale_orders.erase(name);
+    } else {
+      view->pending = old_view->second->pending;
+    }
+    for (const auto& [fr, r] : st->resources) {
+      view->admitted_usage[fr.resource] = view->admitted_usage[fr.resource].SaturatingAdd(r.usage);
+    }
+    view->status = *std::move(st);
+    queues[name] = std::move(view);
+  }
+  snap->queues_ = std::move(queues);
+  current.store(std::move(snap));
+}
+
+}  // namespace gangkeeper::broker
