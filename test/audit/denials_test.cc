@@ -171,7 +171,7 @@ TEST_F(DenialAggregatorTest, StopWritesThePendingAggregatesAndTheSummary) {
 // from 50 addresses, over 100 simulated seconds, into a log whose size cap
 // would hold only a fraction of them one by one.
 TEST(DenialFloodTest, AHundredThousandForgedDenialsLeaveALegitimateWorkloadsEventsQueryable) {
-  testing::FaultFileSystem fs(23);
+  ::gangkeeper::testing::FaultFileSystem fs(23);
   base::SimulatedClock clock(kDenialsNow);
   AuditOptions o;
   o.dir = "/data/audit";

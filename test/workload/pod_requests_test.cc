@@ -32,7 +32,7 @@ ContainerResources Sidecar(const PodRequestStrings& requests, const PodRequestSt
   return ContainerResources{R(requests), R(limits), true};
 }
 
-struct Case {
+struct PodRequestCase {
   const char* name;
   PodResources pod;
   PodRequestStrings want_requests;
@@ -40,7 +40,7 @@ struct Case {
 };
 
 TEST(ComputeEffectiveResourcesTest, Table) {
-  const std::vector<Case> cases = {
+  const std::vector<PodRequestCase> cases = {
       {"regular containers add up",
        {.containers = {C({{"cpu", "1"}, {"memory", "1Gi"}}), C({{"cpu", "500m"}, {"nvidia.com/gpu", "1"}})}},
        {{"cpu", "1500m"}, {"memory", "1Gi"}, {"nvidia.com/gpu", "1"}},
@@ -114,7 +114,7 @@ TEST(ComputeEffectiveResourcesTest, Table) {
        {{"memory", "8Gi"}}},
       {"a pod with nothing requested requests nothing", {.containers = {C({})}}, {}, {}},
   };
-  for (const Case& c : cases) {
+  for (const PodRequestCase& c : cases) {
     SCOPED_TRACE(c.name);
     absl::StatusOr<EffectiveResources> got = ComputeEffectiveResources(c.pod);
     ASSERT_THAT(got, IsOk());
