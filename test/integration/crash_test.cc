@@ -30,7 +30,9 @@
 #include "test/testing/tls_client.h"
 
 namespace gangkeeper {
-namespace {
+// Its own namespace: a unity batch merges the anonymous namespaces of the
+// target's files, and testing::Job would hide the fixture's Job there.
+namespace crash_it {
 
 using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::Job;
@@ -414,5 +416,5 @@ TEST_F(CrashTest, SigtermUnderLoadExitsZeroAndLosesNothing) {
   EXPECT_GT(ledger.creates, 10);
 }
 
-}  // namespace
+}  // namespace crash_it
 }  // namespace gangkeeper
