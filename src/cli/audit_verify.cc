@@ -40,15 +40,7 @@ int RunAuditVerify(const std::vector<std::string>& args) {
                 "write; no HEAD)");
   flags.String("audit-hmac-key", &key_file, "the key file gangkeeper serve --audit-hmac-key was given");
   std::vector<std::string> rest;
-  bool help = false;
-  if (absl::Status s = flags.Parse(args, &rest, &help); !s.ok()) {
-    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
-    return kExitUsage;
-  }
-  if (help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return kIntact;
-  }
+  if (std::optional<int> done = flags.ParseOrExit(args, &rest)) return *done;
   if (rest.size() != 1) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper audit verify DATA_DIR [--audit-hmac-key FILE]\n");
     return kExitUsage;

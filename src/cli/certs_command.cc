@@ -18,15 +18,7 @@ int RunCerts(const std::vector<std::string>& args) {
   flags.String("namespace", &options.namespace_name, "namespace of the Service");
   flags.Duration("validity", &options.validity, "lifetime of the serving certificate");
   flags.Bool("new-ca", &options.new_ca, "make a new CA even if DIR has a valid one");
-  bool help = false;
-  if (absl::Status s = flags.Parse(args, nullptr, &help); !s.ok()) {
-    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return 0;
-  }
+  if (std::optional<int> done = flags.ParseOrExit(args, nullptr)) return *done;
   absl::StatusOr<CertResult> result = GenerateCertificates(options);
   if (!result.ok()) {
     std::fprintf(stderr, "gangkeeper certs: %s\n", std::string(result.status().message()).c_str());

@@ -18,16 +18,8 @@ int RunCheckPolicies(const std::vector<std::string>& args) {
                 "with its file, document, object, field and fix. Exit 0: clean; 1: errors; 2: unreadable input.\n"
                 "usage: gangkeeper check-policies [--quiet] DIR|FILE...");
   flags.Bool("quiet", &quiet, "print errors and warnings only (no notes about skipped objects)");
-  bool help = false;
   std::vector<std::string> paths;
-  if (absl::Status s = flags.Parse(args, &paths, &help); !s.ok()) {
-    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return 0;
-  }
+  if (std::optional<int> done = flags.ParseOrExit(args, &paths)) return *done;
   if (paths.empty()) {
     std::fprintf(stderr, "gangkeeper check-policies: name a directory or file to check\n");
     return 2;

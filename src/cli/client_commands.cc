@@ -57,22 +57,6 @@ void AddClientFlags(FlagSet& flags, ClientFlags* f) {
   flags.String("output", &f->output, "output: table, wide (more columns), json or yaml");
 }
 
-// Parses the flags; an exit code when the command should end here (2 after
-// printing the problem, 0 after --help), nullopt to go on.
-std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& args,
-                               std::vector<std::string>* positional) {
-  bool help = false;
-  if (absl::Status s = flags.Parse(args, positional, &help); !s.ok()) {
-    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return 0;
-  }
-  return std::nullopt;
-}
-
 // A client for the API listener; prints the problem and returns null.
 std::unique_ptr<kube::Client> Connect(const ClientFlags& f) {
   absl::string_view rest = f.server;
@@ -515,7 +499,7 @@ int RunAudit(const std::vector<std::string>& args) {
   flags.Bool("follow", &follow, "keep printing new events as they come");
   flags.Duration("follow-for", &follow_for, "with --follow, stop after this long (default: until interrupted)");
   std::vector<std::string> rest;
-  if (std::optional<int> done = ParseOrExit(flags, args, &rest)) return *done;
+  if (std::optional<int> done = flags.ParseOrExit(args, &rest)) return *done;
   if (!rest.empty() || limit < 1 || (f.output != "table" && f.output != "json")) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper audit [--namespace NS] [--name N] [--action A] [--actor U] "
                          "[--cluster-queue CQ] [--since T|1h] [--until T|1h] [--limit N] [--follow] [-o table|json]\n");
@@ -560,7 +544,7 @@ int RunApply(const std::vector<std::string>& args) {
   flags.String("f", &file, "a manifest file, or a directory of *.yaml, *.yml and *.json");
   flags.String("filename", &file, "the same as -f");
   std::vector<std::string> rest;
-  if (std::optional<int> done = ParseOrExit(flags, args, &rest)) return *done;
+  if (std::optional<int> done = flags.ParseOrExit(args, &rest)) return *done;
   if (file.empty() || !rest.empty()) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper apply -f FILE|DIR\n");
     return 2;
@@ -625,7 +609,7 @@ int RunGet(const std::vector<std::string>& args) {
   flags.String("cluster-queue", &cq, "ClusterQueue (workloads)");
   flags.String("state", &state, "pending, admitted, finished or all (workloads)");
   std::vector<std::string> what;
-  if (std::optional<int> done = ParseOrExit(flags, args, &what)) return *done;
+  if (std::optional<int> done = flags.ParseOrExit(args, &what)) return *done;
   const std::vector<std::string> outputs = {"table", "wide", "json", "yaml"};
   if (what.size() != 1 || std::find(outputs.begin(), outputs.end(), f.output) == outputs.end()) {
     std::fprintf(stderr,
@@ -668,7 +652,7 @@ int RunDescribe(const std::vector<std::string>& args) {
                 "podgroup, ...; needed when two kinds share the name)");
   AddClientFlags(flags, &f);
   std::vector<std::string> what;
-  if (std::optional<int> done = ParseOrExit(flags, args, &what)) return *done;
+  if (std::optional<int> done = flags.ParseOrExit(args, &what)) return *done;
   if (what.size() != 2 || (what[0] != "workload" && what[0] != "workloads")) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper describe workload [KIND/]NAMESPACE/NAME\n");
     return 2;

@@ -1,6 +1,8 @@
 // gangkeeper CLI: flag parsing (see flags.h).
 #include "src/cli/flags.h"
 
+#include <cstdio>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -141,6 +143,19 @@ std::string FlagSet::Usage() const {
     out += "\n";
   }
   return out;
+}
+
+std::optional<int> FlagSet::ParseOrExit(const std::vector<std::string>& args, std::vector<std::string>* positional) {
+  bool help = false;
+  if (absl::Status s = Parse(args, positional, &help); !s.ok()) {
+    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (help) {
+    std::fputs(Usage().c_str(), stdout);
+    return 0;
+  }
+  return std::nullopt;
 }
 
 }  // namespace gangkeeper::cli

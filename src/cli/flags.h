@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ class FlagSet {
   [[nodiscard]] absl::Status Parse(const std::vector<std::string>& args, std::vector<std::string>* positional,
                                    bool* help);
   std::string Usage() const;
+  // Parse() as a command's first step: an exit code when the command should
+  // end here (2 after printing the problem to stderr, 0 after printing
+  // Usage() for --help), nullopt to go on.
+  std::optional<int> ParseOrExit(const std::vector<std::string>& args, std::vector<std::string>* positional);
 
  private:
   struct Flag {

@@ -247,15 +247,7 @@ int RunServe(const std::vector<std::string>& args) {
   FlagSet flags("serve", "Runs the admission webhook listener and the API listener over TLS until SIGTERM.");
   DefineListenerAndPolicyFlags(flags, f);
   DefineStoreAndOperationFlags(flags, f);
-  bool help = false;
-  if (absl::Status s = flags.Parse(args, nullptr, &help); !s.ok()) {
-    std::fprintf(stderr, "gangkeeper: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return 0;
-  }
+  if (std::optional<int> done = flags.ParseOrExit(args, nullptr)) return *done;
   base::LogOptions log_options;
   log_options.level = f.log_level;
   absl::Status s = base::ParseLogFormat(f.log_format, &log_options.format);

@@ -416,7 +416,9 @@ void Node::Impl::DeclareReadiness() {
       return absl::StrCat(health.message(), "; fix the disk and restart gangkeeper");
     }
     if (replicated) {
-      replica::Replica* r = replica.get();
+      // leader_gate, not `replica`: Start() sets it after the replica
+      // exists, and it is atomic (this runs on a request thread).
+      replica::Replica* r = leader_gate.load();
       if (r == nullptr) return "waiting for the state from etcd";
       const replica::ReplicaStats st = r->stats();
       if (!st.follower.synced && !st.leading) return "waiting for the state from etcd";
