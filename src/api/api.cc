@@ -105,12 +105,12 @@ server::HttpResponse OneWorkload(Api& api, const Principal& who, const server::H
 
 }  // namespace
 
-Api::Api(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit,
+Api::Api(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit,
          std::shared_ptr<const model::PolicySet> base, PolicyEditor* editor)
     : broker_(broker), tokens_(tokens), clock_(clock), audit_(audit), base_(std::move(base)), editor_(editor) {
   if (base_ == nullptr) base_ = std::make_shared<const model::PolicySet>();
   if (editor_ == nullptr) {
-    local_editor_ = LocalPolicyEditor(broker_);
+    local_editor_ = LocalPolicyEditor(events, broker_);
     editor_ = local_editor_.get();
   }
 }
@@ -121,10 +121,10 @@ server::HttpResponse Api::Guard(const server::HttpRequest& req,
   return Authenticated(tokens_, clock_, req, f);
 }
 
-std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock,
+std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens, const base::Clock* clock,
                                   const audit::AuditLog* audit, std::shared_ptr<const model::PolicySet> base_policies,
                                   PolicyEditor* editor) {
-  auto api = std::make_shared<Api>(broker, tokens, clock, audit, std::move(base_policies), editor);
+  auto api = std::make_shared<Api>(events, broker, tokens, clock, audit, std::move(base_policies), editor);
   std::vector<server::Route> routes;
   for (const char* prefix : {"/apis/kueue.x-k8s.io/", "/apis/scheduling.k8s.io/", "/apis/gangkeeper.io/"}) {
     for (const char* method : {"GET", "PUT", "DELETE"}) {

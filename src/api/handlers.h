@@ -26,7 +26,7 @@ namespace gangkeeper::api {
 
 class Api {
  public:
-  Api(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit,
+  Api(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit,
       std::shared_ptr<const model::PolicySet> base, PolicyEditor* editor);
 
   // Authenticates, then runs `f` with the principal.
@@ -85,7 +85,7 @@ class Api {
   // recorded (kind "Workload") belong to any kind of that name.
   nlohmann::json History(const std::string& ns, const std::string& name, const std::string& kind) const;
 
-  broker::Broker* broker_;
+  const broker::SnapshotSource* broker_;
   TokenStore* tokens_;
   const base::Clock* clock_;
   const audit::AuditLog* audit_;

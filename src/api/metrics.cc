@@ -23,7 +23,7 @@ double Units(quantity::Quantity q) { return static_cast<double>(q.milli()) / 100
 
 // One sample per (ClusterQueue, flavor, resource) with the value `f` picks.
 template <typename F>
-metrics::SampleCallback PerFlavorResource(broker::Broker* b, F f) {
+metrics::SampleCallback PerFlavorResource(const broker::SnapshotSource* b, F f) {
   return [b, f] {
     std::vector<Sample> out;
     std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
@@ -37,7 +37,7 @@ metrics::SampleCallback PerFlavorResource(broker::Broker* b, F f) {
 }
 
 template <typename F>
-metrics::SampleCallback PerQueue(broker::Broker* b, F f) {
+metrics::SampleCallback PerQueue(const broker::SnapshotSource* b, F f) {
   return [b, f] {
     std::vector<Sample> out;
     std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
@@ -71,7 +71,7 @@ std::vector<Sample> PendingRequests(const broker::Snapshot& snap) {
 
 // Workloads per ClusterQueue: pending (active / inadmissible), pending
 // requests, admitted, the fair share and the queue's status.
-absl::Status RegisterQueueGauges(metrics::Registry& registry, broker::Broker* b) {
+absl::Status RegisterQueueGauges(metrics::Registry& registry, const broker::SnapshotSource* b) {
   GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
       "kueue_pending_workloads", "Pending workloads per ClusterQueue.", {"cluster_queue", "status"}, [b] {
         std::vector<Sample> out;
@@ -112,7 +112,7 @@ absl::Status RegisterQueueGauges(metrics::Registry& registry, broker::Broker* b)
 
 // Quota per ClusterQueue, flavor and resource: usage, reservation, nominal
 // quota and the borrowing and lending limits.
-absl::Status RegisterQuotaGauges(metrics::Registry& registry, broker::Broker* b) {
+absl::Status RegisterQuotaGauges(metrics::Registry& registry, const broker::SnapshotSource* b) {
   const std::vector<std::string> fr_labels = {"cohort", "cluster_queue", "flavor", "resource"};
   constexpr double kInf = std::numeric_limits<double>::infinity();
   GK_RETURN_IF_ERROR(registry.AddCallbackGauge(
@@ -138,7 +138,7 @@ absl::Status RegisterQuotaGauges(metrics::Registry& registry, broker::Broker* b)
 
 // A counter per pair of label values, read from the broker's counters.
 using PairCounts = std::map<std::pair<std::string, std::string>, uint64_t>;
-absl::Status AddPairCounter(metrics::Registry& registry, broker::Broker* b, const char* name, const char* help,
+absl::Status AddPairCounter(metrics::Registry& registry, const broker::WorkloadCounters* b, const char* name, const char* help,
                             std::vector<std::string> labels, PairCounts broker::BrokerCounters::*member) {
   return registry.AddCallbackCounter(name, help, std::move(labels), [b, member] {
     const broker::BrokerCounters counters = b->counters();
@@ -150,7 +150,8 @@ absl::Status AddPairCounter(metrics::Registry& registry, broker::Broker* b, cons
 
 // Kueue's workload counters (admitted, finished, preempted, evicted) and
 // gangkeeper's own broker totals.
-absl::Status RegisterWorkloadCounters(metrics::Registry& registry, broker::Broker* b) {
+absl::Status RegisterWorkloadCounters(metrics::Registry& registry, const broker::SnapshotSource* view,
+                                      const broker::WorkloadCounters* b) {
   GK_RETURN_IF_ERROR(AddPairCounter(registry, b, "kueue_admitted_workloads_total", "Gangs admitted (quota reserved).",
                                     {"cluster_queue", "priority_class"}, &broker::BrokerCounters::admitted));
   GK_RETURN_IF_ERROR(AddPairCounter(registry, b, "kueue_quota_reserved_workloads_total",
@@ -171,24 +172,25 @@ absl::Status RegisterWorkloadCounters(metrics::Registry& registry, broker::Broke
                                     return out;
                                   }));
   GK_RETURN_IF_ERROR(
-      registry.AddCallbackCounter("gangkeeper_broker_admitted_total", "Gangs admitted (quota reserved).", {}, [b] {
-        return std::vector<Sample>{Sample{{}, static_cast<double>(b->stats().admitted)}};
+      registry.AddCallbackCounter("gangkeeper_broker_admitted_total", "Gangs admitted (quota reserved).", {}, [view] {
+        return std::vector<Sample>{Sample{{}, static_cast<double>(view->snapshot()->stats().admitted)}};
       }));
   GK_RETURN_IF_ERROR(
-      registry.AddCallbackCounter("gangkeeper_broker_preempted_total", "Gangs chosen as preemption victims.", {}, [b] {
-        return std::vector<Sample>{Sample{{}, static_cast<double>(b->stats().preempted)}};
+      registry.AddCallbackCounter("gangkeeper_broker_preempted_total", "Gangs chosen as preemption victims.", {}, [view] {
+        return std::vector<Sample>{Sample{{}, static_cast<double>(view->snapshot()->stats().preempted)}};
       }));
-  return registry.AddCallbackGauge("gangkeeper_broker_tracked_workloads", "Workloads the broker tracks.", {}, [b] {
-    return std::vector<Sample>{Sample{{}, static_cast<double>(b->snapshot()->workload_count())}};
+  return registry.AddCallbackGauge("gangkeeper_broker_tracked_workloads", "Workloads the broker tracks.", {}, [view] {
+    return std::vector<Sample>{Sample{{}, static_cast<double>(view->snapshot()->workload_count())}};
   });
 }
 
 }  // namespace
 
-absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* b) {
-  GK_RETURN_IF_ERROR(RegisterQueueGauges(registry, b));
-  GK_RETURN_IF_ERROR(RegisterQuotaGauges(registry, b));
-  return RegisterWorkloadCounters(registry, b);
+absl::Status RegisterBrokerMetrics(metrics::Registry& registry, const broker::SnapshotSource* view,
+                                   const broker::WorkloadCounters* counters) {
+  GK_RETURN_IF_ERROR(RegisterQueueGauges(registry, view));
+  GK_RETURN_IF_ERROR(RegisterQuotaGauges(registry, view));
+  return RegisterWorkloadCounters(registry, view, counters);
 }
 
 absl::Status RegisterJournalMetrics(metrics::Registry& registry, const store::Journal* journal) {

@@ -12,7 +12,7 @@ uint64_t GenerationOf(const std::shared_ptr<const model::PolicyOverlay>& overlay
 
 class LocalEditor final : public PolicyEditor {
  public:
-  explicit LocalEditor(broker::Broker* broker) : broker_(broker) {}
+  LocalEditor(broker::EventQueue* events, const broker::SnapshotSource* broker) : events_(events), broker_(broker) {}
 
   absl::StatusOr<Current> Read() override {
     std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
@@ -31,17 +31,18 @@ class LocalEditor final : public PolicyEditor {
     if (static_cast<int64_t>(GenerationOf(broker_->snapshot()->overlay())) != base.version) {
       return absl::AbortedError("the quota objects changed since they were read");
     }
-    return broker_->SetPolicies(std::move(policies), std::move(overlay), actor, what);
+    return events_->SubmitAndWait(broker::Event::Policies(std::move(policies), std::move(overlay), actor, what));
   }
 
  private:
-  broker::Broker* const broker_;
+  broker::EventQueue* const events_;
+  const broker::SnapshotSource* const broker_;
 };
 
 }  // namespace
 
-std::unique_ptr<PolicyEditor> LocalPolicyEditor(broker::Broker* broker) {
-  return std::make_unique<LocalEditor>(broker);
+std::unique_ptr<PolicyEditor> LocalPolicyEditor(broker::EventQueue* events, const broker::SnapshotSource* broker) {
+  return std::make_unique<LocalEditor>(events, broker);
 }
 
 }  // namespace gangkeeper::api

@@ -26,8 +26,8 @@ using quantity::Quantity;
 // The broker keeps only the annotations it may need (Kueue's and its own):
 // a workload's others (kubectl's last-applied configuration, ...) would
 // cost memory for every tracked workload.
-workload::Workload Lean(const workload::Workload& w) {
-  workload::Workload out = w;
+workload::Workload Lean(workload::Workload w) {
+  workload::Workload out = std::move(w);
   for (auto it = out.annotations.begin(); it != out.annotations.end();) {
     const std::string& k = it->first;
     if (k.rfind("kueue.x-k8s.io/", 0) == 0 || k.rfind("gangkeeper.io/", 0) == 0) {
@@ -76,15 +76,12 @@ absl::StatusOr<std::unique_ptr<Scheduler>> RestoreFrom(DurableState* state,
 
 absl::Status Broker::Impl::Send(Event e, bool wait, absl::Duration timeout) {
   if (timeout == absl::ZeroDuration()) timeout = options.ack_timeout;
-  std::shared_ptr<Waiter> waiter;
-  if (wait) {
-    waiter = std::make_shared<Waiter>();
-    e.waiter = waiter;
-  }
+  if (e.type == Event::Type::kAdd || e.type == Event::Type::kUpdate) e.workload = Lean(std::move(e.workload));
+  std::shared_ptr<Waiter> waiter = wait ? std::make_shared<Waiter>() : nullptr;
   {
     absl::MutexLock lock(&mu);
     if (stopping) return absl::UnavailableError("the broker is shutting down; retry");
-    queue.push_back(std::move(e));
+    queue.push_back(Queued{std::move(e), waiter});
   }
   if (!wait) return absl::OkStatus();
   if (!waiter->done.WaitForNotificationWithTimeout(timeout)) {
@@ -180,7 +177,7 @@ void Broker::Impl::AnswerSelf(Event::Type type, const StateChange& c) {
   e.key = c.key;
   e.uid = c.uid;
   absl::MutexLock lock(&mu);
-  queue.push_back(std::move(e));
+  queue.push_back(Queued{std::move(e), nullptr});
 }
 
 void Broker::Impl::Actuate(const std::vector<StateChange>& changes) {
@@ -213,7 +210,7 @@ void Broker::Impl::Run() {
     Actuate(startup);
     startup.clear();
   }
-  std::vector<Event> batch;
+  std::vector<Queued> batch;
   while (true) {
     bool stop = false;
     {
@@ -230,7 +227,6 @@ void Broker::Impl::Run() {
         if (IsRoleSwitch(batch.back())) break;
       }
       stop = stopping && queue.empty();
-      absl::MutexLock stats_lock(&stats_mu);
       stats.queue_depth = queue.size();
     }
     if (batch.size() == 1 && IsRoleSwitch(batch.front())) {
@@ -242,19 +238,19 @@ void Broker::Impl::Run() {
   }
 }
 
-void Broker::Impl::ProcessBatch(std::vector<Event>& batch) {
+void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
   const absl::Time now = clock->Now();
   std::vector<absl::Status> results;
   results.reserve(batch.size());
   const bool following = role.load() == Role::kFollower;
-  for (Event& e : batch) {
-    if (following && IsChange(e)) {
+  for (Queued& q : batch) {
+    if (following && IsChange(q.event)) {
       results.push_back(absl::FailedPreconditionError(
           "this replica follows the leader: changes go through the replicated store"));
       continue;
     }
-    results.push_back(Apply(e, now));
-    intake_applied = std::max(intake_applied, e.intake_revision);
+    results.push_back(Apply(q.event, now));
+    intake_applied = std::max(intake_applied, q.event.intake_revision);
   }
   if (following) {
     Publish(now);
@@ -296,10 +292,17 @@ void Broker::Impl::ProcessBatch(std::vector<Event>& batch) {
       intake_durable = intake_applied;
     }
   }
+  ++stats.batches;
+  stats.events += batch.size();
+  stats.admitted += static_cast<uint64_t>(sched.admitted);
+  stats.preempted += static_cast<uint64_t>(sched.preempted);
   if (durable.ok()) {
-    Count(changes);
+    if (!changes.empty()) {
+      for (ChangeObserver* o : options.observers) o->OnDurable(changes, *scheduler);
+    }
     Actuate(changes);
   } else {
+    ++stats.sink_failures;
     base::GetLogger("broker")->error("broker: state store unavailable, {} change(s) kept to retry: {}", changes.size(),
                        durable.message());
     unsynced = std::move(changes);
@@ -313,15 +316,10 @@ void Broker::Impl::ProcessBatch(std::vector<Event>& batch) {
                       : results[i];
     batch[i].waiter->done.Notify();
   }
-  absl::MutexLock lock(&stats_mu);
-  ++stats.batches;
-  stats.events += batch.size();
-  stats.admitted += static_cast<uint64_t>(sched.admitted);
-  stats.preempted += static_cast<uint64_t>(sched.preempted);
-  if (!durable.ok()) ++stats.sink_failures;
 }
 
-void Broker::Impl::SwitchRole(Event& e) {
+void Broker::Impl::SwitchRole(Queued& q) {
+  Event& e = q.event;
   const absl::Time now = clock->Now();
   std::vector<StateChange> resend;
   absl::StatusOr<std::unique_ptr<Scheduler>> restored =
@@ -337,9 +335,9 @@ void Broker::Impl::SwitchRole(Event& e) {
     base::GetLogger("broker")->error("broker: cannot take the {} role: {}",
                                      e.type == Event::Type::kLead ? "leader" : "follower",
                                      restored.status().message());
-    if (e.waiter != nullptr) {
-      e.waiter->status = restored.status();
-      e.waiter->done.Notify();
+    if (q.waiter != nullptr) {
+      q.waiter->status = restored.status();
+      q.waiter->done.Notify();
     }
     return;
   }
@@ -350,7 +348,6 @@ void Broker::Impl::SwitchRole(Event& e) {
   intake_applied = 0;
   intake_durable = 0;
   policy_notes.clear();
-  requeued_at.clear();
   startup.clear();
   if (e.type == Event::Type::kLead) {
     role.store(Role::kLeader);
@@ -373,10 +370,10 @@ void Broker::Impl::SwitchRole(Event& e) {
   stale_orders.clear();
   order_built_ms.clear();
   Publish(now);
-  if (e.waiter != nullptr) e.waiter->done.Notify();
+  if (q.waiter != nullptr) q.waiter->done.Notify();
   if (e.type == Event::Type::kLead) {
     Actuate(resend);
-    std::vector<Event> none;
+    std::vector<Queued> none;
     ProcessBatch(none);
   }
 }
@@ -444,218 +441,25 @@ void Broker::Stop() {
   if (join) impl_->thread.join();
 }
 
-absl::Status Broker::Register(const workload::Workload& w, const std::string& /*cluster_queue*/) {
-  Event e;
-  e.type = Event::Type::kAdd;
-  e.workload = Lean(w);
-  return impl_->Send(std::move(e), true);
-}
+void Broker::Submit(Event e) { (void)impl_->Send(std::move(e), false); }
 
-absl::Status Broker::Update(const workload::Workload& w) {
-  Event e;
-  e.type = Event::Type::kUpdate;
-  e.workload = Lean(w);
-  return impl_->Send(std::move(e), true);
-}
-
-absl::Status Broker::Remove(const WorkloadKey& key, const std::string& uid) {
-  Event e;
-  e.type = Event::Type::kRemove;
-  e.key = key;
-  e.uid = uid;
-  return impl_->Send(std::move(e), true);
-}
-
-absl::Status Broker::Finish(const WorkloadKey& key, const std::string& uid) {
-  Event e;
-  e.type = Event::Type::kFinish;
-  e.key = key;
-  e.uid = uid;
-  return impl_->Send(std::move(e), true);
-}
-
-absl::Status Broker::ObjectGone(const WorkloadKey& key, const std::string& uid) {
-  Event e;
-  e.type = Event::Type::kRemove;
-  e.key = key;
-  e.uid = uid;
-  return impl_->Send(std::move(e), true);
-}
-
-absl::Status Broker::ObjectFinished(const WorkloadKey& key, const std::string& uid) {
-  Event e;
-  e.type = Event::Type::kFinish;
-  e.key = key;
-  e.uid = uid;
-  return impl_->Send(std::move(e), true);
-}
-
-absl::Status Broker::Adopt(const workload::Workload& w,
-                           std::map<std::string, std::map<std::string, std::string>> flavors,
-                           std::optional<absl::Time> admitted_at) {
-  Event e;
-  e.type = Event::Type::kAdopt;
-  e.workload = w;
-  e.key = KeyOf(w);
-  e.flavors = std::move(flavors);
-  e.admitted_at = admitted_at;
-  return impl_->Send(std::move(e), true);
-}
-
-absl::Status Broker::Follow(DurableState state) {
-  Event e;
-  e.type = Event::Type::kFollow;
-  e.state = std::make_shared<DurableState>(std::move(state));
-  return impl_->Send(std::move(e), true, absl::Minutes(2));
-}
-
-absl::Status Broker::Lead(DurableState state, std::shared_ptr<const model::PolicySet> policies, StateSink* sink,
-                          Actuator* actuator) {
-  Event e;
-  e.type = Event::Type::kLead;
-  e.state = std::make_shared<DurableState>(std::move(state));
-  e.policies = std::move(policies);
-  e.sink = sink;
-  e.actuator = actuator;
-  return impl_->Send(std::move(e), true, absl::Minutes(2));
+absl::Status Broker::SubmitAndWait(Event e, absl::Duration timeout) {
+  if (timeout == absl::ZeroDuration() && IsRoleSwitch(e)) timeout = absl::Minutes(2);
+  return impl_->Send(std::move(e), true, timeout);
 }
 
 Role Broker::role() const { return impl_->role.load(); }
 
-void Broker::Submit(IntakeEvent in) {
-  Event e;
-  e.intake_revision = in.revision;
-  switch (in.type) {
-    case IntakeEvent::Type::kRegister:
-      e.type = Event::Type::kAdd;
-      e.workload = Lean(in.workload);
-      break;
-    case IntakeEvent::Type::kUpdate:
-      e.type = Event::Type::kUpdate;
-      e.workload = Lean(in.workload);
-      break;
-    case IntakeEvent::Type::kRemove:
-      e.type = Event::Type::kRemove;
-      e.key = std::move(in.key);
-      e.uid = std::move(in.uid);
-      break;
-    case IntakeEvent::Type::kFinish:
-      e.type = Event::Type::kFinish;
-      e.key = std::move(in.key);
-      e.uid = std::move(in.uid);
-      break;
-    case IntakeEvent::Type::kPolicies:
-      e.type = Event::Type::kPolicies;
-      e.policies = std::move(in.policies);
-      e.overlay = std::move(in.overlay);
-      e.actor = std::move(in.actor);
-      e.message = std::move(in.what);
-      break;
-    case IntakeEvent::Type::kReview:
-      e.type = Event::Type::kReview;
-      e.key = std::move(in.key);
-      e.uid = std::move(in.uid);
-      e.actor = std::move(in.actor);
-      e.message = std::move(in.what);
-      break;
-  }
-  (void)impl_->Send(std::move(e), false);
-}
-
-void Broker::EnsureReleased(const WorkloadKey& key) {
-  Event e;
-  e.type = Event::Type::kRerelease;
-  e.key = key;
-  (void)impl_->Send(std::move(e), false);
-}
-
-absl::Status Broker::SetPolicies(std::shared_ptr<const model::PolicySet> policies) {
-  Event e;
-  e.type = Event::Type::kPolicies;
-  e.policies = std::move(policies);
-  return impl_->Send(std::move(e), true);
-}
-
-absl::Status Broker::SetPolicies(std::shared_ptr<const model::PolicySet> policies,
-                                 std::shared_ptr<const model::PolicyOverlay> overlay, const std::string& actor,
-                                 const std::string& what) {
-  Event e;
-  e.type = Event::Type::kPolicies;
-  e.policies = std::move(policies);
-  e.overlay = std::move(overlay);
-  e.actor = actor;
-  e.message = what;
-  return impl_->Send(std::move(e), true);
-}
-
-void Broker::ReleaseResult(const WorkloadKey& key, const std::string& uid, absl::Status result,
-                           const std::string& detail) {
-  Event e;
-  e.type = result.ok() ? Event::Type::kReleaseOk : Event::Type::kReleaseFailed;
-  e.key = key;
-  e.uid = uid;
-  e.message = result.ok() ? detail : std::string(result.message());
-  (void)impl_->Send(std::move(e), false);
-}
-
-void Broker::GangStopped(const WorkloadKey& key, const std::string& uid, const std::string& detail) {
-  Event e;
-  e.type = Event::Type::kStopped;
-  e.key = key;
-  e.uid = uid;
-  e.message = detail;
-  (void)impl_->Send(std::move(e), false);
-}
-
 bool Broker::Flush(absl::Duration timeout) {
   auto waiter = std::make_shared<Waiter>();
-  Event e;
-  e.type = Event::Type::kFlush;
-  e.waiter = waiter;
   {
     absl::MutexLock lock(&impl_->mu);
     if (impl_->stopping) return false;
-    impl_->queue.push_back(std::move(e));
+    impl_->queue.push_back(Queued{Event::Flush(), waiter});
   }
   return waiter->done.WaitForNotificationWithTimeout(timeout);
 }
 
 std::shared_ptr<const Snapshot> Broker::snapshot() const { return impl_->current.load(); }
-
-BrokerStats Broker::stats() const {
-  absl::MutexLock lock(&impl_->stats_mu);
-  return impl_->stats;
-}
-
-BrokerCounters Broker::counters() const {
-  absl::MutexLock lock(&impl_->stats_mu);
-  return impl_->counters;
-}
-
-std::optional<WorkloadRecord> Broker::Find(const WorkloadKey& key) const {
-  std::shared_ptr<const Snapshot> snap = snapshot();
-  const WorkloadInfo* info = snap->Find(key);
-  if (info == nullptr) return std::nullopt;
-  WorkloadRecord r;
-  r.workload = *info->workload;
-  r.cluster_queue = info->cluster_queue;
-  r.state = StateOf(info->phase);
-  r.pod_group_members = info->pod_group_members;
-  return r;
-}
-
-int64_t Broker::PendingIn(const std::string& cluster_queue) const {
-  std::shared_ptr<const Snapshot> snap = snapshot();
-  const ClusterQueueView* q = snap->FindClusterQueue(cluster_queue);
-  return q == nullptr ? 0 : q->status.pending;
-}
-
-size_t Broker::UnconfirmedCount() const { return snapshot()->unconfirmed_count(); }
-
-std::map<std::string, Quantity> Broker::AdmittedUsage(const std::string& cluster_queue) const {
-  std::shared_ptr<const Snapshot> snap = snapshot();
-  const ClusterQueueView* q = snap->FindClusterQueue(cluster_queue);
-  return q == nullptr ? std::map<std::string, Quantity>{} : q->admitted_usage;
-}
 
 }  // namespace gangkeeper::broker

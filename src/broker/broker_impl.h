@@ -1,6 +1,6 @@
 // gangkeeper broker: Broker::Impl, shared by broker.cc (the writer thread:
 // events, durability before acknowledgement, actuation, role switches) and
-// snapshots.cc (the published Snapshot: its lookups, Publish, counters).
+// snapshots.cc (the published Snapshot: its lookups, Publish).
 // Private to src/broker. Thread-compatible unless a field says otherwise.
 #pragma once
 
@@ -28,30 +28,14 @@ struct Waiter {
   absl::Status status;
 };
 
-struct Event {
-  enum class Type {
-    kAdd, kUpdate, kRemove, kFinish, kAdopt, kRerelease, kPolicies, kReview, kReleaseOk, kReleaseFailed, kStopped, kFlush,
-    kFollow, kLead  // role switches: taken alone, never in a batch with others
-  };
-  Type type = Type::kFlush;
-  workload::Workload workload;
-  std::map<std::string, std::map<std::string, std::string>> flavors;  // kAdopt
-  std::optional<absl::Time> admitted_at;                              // kAdopt
-  WorkloadKey key;
-  std::string uid;
-  std::string message;
-  std::shared_ptr<const model::PolicySet> policies;
-  std::shared_ptr<const model::PolicyOverlay> overlay;  // kPolicies from the API
-  std::string actor;                                    // kPolicies from the API
-  std::shared_ptr<Waiter> waiter;  // null: nobody waits
-  int64_t intake_revision = 0;     // an intake event's place in the store (Submit)
-  // kFollow, kLead: the state to start from; kLead: the new sink and actuator.
-  std::shared_ptr<DurableState> state;
-  StateSink* sink = nullptr;
-  Actuator* actuator = nullptr;
+// An event in the queue, with whoever waits for its answer (null: nobody).
+struct Queued {
+  Event event;
+  std::shared_ptr<Waiter> waiter;
 };
 
 inline bool IsRoleSwitch(const Event& e) { return e.type == Event::Type::kFollow || e.type == Event::Type::kLead; }
+inline bool IsRoleSwitch(const Queued& q) { return IsRoleSwitch(q.event); }
 
 // Events that change the state (a follower refuses them).
 inline bool IsChange(const Event& e) { return e.type != Event::Type::kFlush && !IsRoleSwitch(e); }
@@ -64,7 +48,7 @@ struct Broker::Impl {
   std::unique_ptr<Scheduler> scheduler;  // the writer thread's alone
 
   mutable absl::Mutex mu;
-  std::deque<Event> queue ABSL_GUARDED_BY(mu);
+  std::deque<Queued> queue ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
   bool started ABSL_GUARDED_BY(mu) = false;
   bool more_work ABSL_GUARDED_BY(mu) = false;  // Schedule() stopped at its time budget
@@ -97,20 +81,13 @@ struct Broker::Impl {
   std::set<model::ClusterQueueName> stale_orders;  // pending order older than the queue
   std::map<model::ClusterQueueName, int64_t> order_built_ms;
 
-  mutable absl::Mutex stats_mu;
-  BrokerStats stats ABSL_GUARDED_BY(stats_mu);
-  BrokerCounters counters ABSL_GUARDED_BY(stats_mu);
-
-  std::string PriorityClassOf(const WorkloadKey& key) const;
-
-  // When each requeued gang went back to waiting (writer thread).
-  std::map<WorkloadKey, absl::Time> requeued_at;
+  // What the thread did so far (writer thread; published with each
+  // snapshot). queue_depth is taken under `mu` with each batch.
+  BrokerStats stats;
   // The most recently finished workloads, oldest first (writer thread).
   std::deque<std::shared_ptr<const WorkloadInfo>> finished;
 
-  // Counts what the durable changes did, by ClusterQueue.
-  void Count(const std::vector<StateChange>& changes);
-
+  // Queues `e`; with `wait`, waits for its answer (see EventQueue).
   absl::Status Send(Event e, bool wait, absl::Duration timeout = absl::ZeroDuration());
 
   absl::Status Apply(Event& e, absl::Time now);
@@ -135,12 +112,12 @@ struct Broker::Impl {
 
   void Run();
 
-  void ProcessBatch(std::vector<Event>& batch);
+  void ProcessBatch(std::vector<Queued>& batch);
 
   // Follow or Lead: the scheduler is rebuilt from the event's state and the
   // snapshot is published whole. A new leader then runs its first cycle at
   // once and sends again what was sent but not confirmed.
-  void SwitchRole(Event& e);
+  void SwitchRole(Queued& q);
 };
 
 }  // namespace gangkeeper::broker

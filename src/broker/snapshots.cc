@@ -1,6 +1,6 @@
-// gangkeeper broker: the published Snapshot (see broker.h): its lookups,
+// gangkeeper broker: the published Snapshot (see snapshot.h): its lookups,
 // and Broker::Impl's side that builds it (Publish, the pending orders, the
-// counters of durable changes).
+// durable batches).
 #include <algorithm>
 #include <utility>
 
@@ -97,6 +97,27 @@ const ClusterQueueView* Snapshot::FindClusterQueue(const model::ClusterQueueName
   return it == queues_.end() ? nullptr : it->second.get();
 }
 
+std::optional<WorkloadRecord> Snapshot::Record(const WorkloadKey& key) const {
+  const WorkloadInfo* info = Find(key);
+  if (info == nullptr) return std::nullopt;
+  WorkloadRecord r;
+  r.workload = *info->workload;
+  r.cluster_queue = info->cluster_queue;
+  r.state = StateOf(info->phase);
+  r.pod_group_members = info->pod_group_members;
+  return r;
+}
+
+int64_t Snapshot::PendingIn(const model::ClusterQueueName& cq) const {
+  const ClusterQueueView* q = FindClusterQueue(cq);
+  return q == nullptr ? 0 : q->status.pending;
+}
+
+std::map<model::ResourceName, quantity::Quantity> Snapshot::AdmittedUsage(const model::ClusterQueueName& cq) const {
+  const ClusterQueueView* q = FindClusterQueue(cq);
+  return q == nullptr ? std::map<model::ResourceName, quantity::Quantity>{} : q->admitted_usage;
+}
+
 void Snapshot::ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const {
   ForEachShared([&](const std::shared_ptr<const WorkloadInfo>& w) { f(*w); });
 }
@@ -113,62 +134,6 @@ void Snapshot::ForEachShared(const std::function<void(const std::shared_ptr<cons
 }
 
 // --- The broker. ---
-
-std::string Broker::Impl::PriorityClassOf(const WorkloadKey& key) const {
-  const WorkloadInfo* info = scheduler->Find(key);
-  return info != nullptr && info->workload != nullptr ? info->workload->priority_class : "";
-}
-
-void Broker::Impl::Count(const std::vector<StateChange>& changes) {
-  struct Waited {
-    const StateChange* c;
-    std::string priority_class;
-    absl::Duration waited;
-  };
-  std::vector<Waited> admissions;
-  for (const StateChange& c : changes) {
-    if (c.type == StateChange::Type::kRequeued || c.type == StateChange::Type::kReleaseFailed) {
-      requeued_at[c.key] = c.time;
-    } else if (c.type == StateChange::Type::kRemoved || c.type == StateChange::Type::kFinished) {
-      requeued_at.erase(c.key);
-    } else if (c.type == StateChange::Type::kAdmitted && options.on_admitted) {
-      absl::Time since = c.time;
-      if (auto it = requeued_at.find(c.key); it != requeued_at.end()) {
-        since = it->second;
-        requeued_at.erase(it);
-      } else if (const WorkloadInfo* info = scheduler->Find(c.key)) {
-        since = info->created_at;
-      }
-      admissions.push_back({&c, PriorityClassOf(c.key), std::max(absl::ZeroDuration(), c.time - since)});
-    }
-  }
-  for (const Waited& w : admissions) options.on_admitted(w.c->cluster_queue, w.priority_class, w.waited);
-  absl::MutexLock lock(&stats_mu);
-  for (const StateChange& c : changes) {
-    switch (c.type) {
-      case StateChange::Type::kAdmitted:
-        ++counters.admitted[{c.cluster_queue, PriorityClassOf(c.key)}];
-        break;
-      case StateChange::Type::kFinished:
-        ++counters.finished[{c.cluster_queue, PriorityClassOf(c.key)}];
-        break;
-      case StateChange::Type::kEvicted: {
-        const bool preempted = !c.preemptor.name.empty();
-        ++counters.evicted[{c.cluster_queue, preempted ? "Preempted" : c.reason, preempted ? c.reason : "",
-                            PriorityClassOf(c.key)}];
-        if (preempted) {
-          const WorkloadInfo* by = c.preemptor_uid.empty()
-                                       ? scheduler->Find(c.preemptor)
-                                       : scheduler->FindInstance(InstanceKey{c.preemptor, c.preemptor_uid});
-          ++counters.preempted[{by != nullptr ? by->cluster_queue : "", c.reason}];
-        }
-        break;
-      }
-      default:
-        break;
-    }
-  }
-}
 
 std::shared_ptr<const PendingOrder> Broker::Impl::BuildOrder(const model::ClusterQueueName& cq) const {
   auto order = std::make_shared<PendingOrder>();
@@ -207,6 +172,7 @@ void Broker::Impl::Publish(absl::Time now) {
   snap->time_ = now;
   snap->durable_position_ = durable_position;
   snap->durable_ = unsynced.empty();
+  snap->stats_ = stats;
   snap->terminating_ = scheduler->Terminating();
   snap->overlay_ = overlay;
   snap->policies_ = scheduler->shared_policies();

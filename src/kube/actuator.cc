@@ -794,12 +794,12 @@ KubeActuator::KubeActuator(Client* client, ActuatorOptions options) : impl_(std:
 
 KubeActuator::~KubeActuator() { Stop(); }
 
-void KubeActuator::Bind(broker::Broker* broker) {
+void KubeActuator::Bind(broker::EventQueue* events) {
   ActuatorCallbacks c;
-  c.released = [broker](const broker::WorkloadKey& key, const std::string& uid, absl::Status result,
-                        const std::string& detail) { broker->ReleaseResult(key, uid, std::move(result), detail); };
-  c.stopped = [broker](const broker::WorkloadKey& key, const std::string& uid, const std::string& detail) {
-    broker->GangStopped(key, uid, detail);
+  c.released = [events](const broker::WorkloadKey& key, const std::string& uid, absl::Status result,
+                        const std::string& detail) { events->Submit(broker::Event::ReleaseResult(key, uid, result, detail)); };
+  c.stopped = [events](const broker::WorkloadKey& key, const std::string& uid, const std::string& detail) {
+    events->Submit(broker::Event::Stopped(key, uid, detail));
   };
   Bind(std::move(c));
 }

@@ -91,7 +91,8 @@ struct Member {
 
 struct Reconciler::Impl {
   Client* client = nullptr;
-  broker::Broker* broker = nullptr;
+  broker::EventQueue* events = nullptr;
+  const broker::SnapshotSource* view = nullptr;
   ReconcilerOptions options;
   std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
   std::vector<std::thread> threads;
@@ -141,7 +142,7 @@ struct Reconciler::Impl {
   // (a list) collects the instances the cluster has.
   void Observe(const workload::KindInfo& kind, const json& object, std::set<broker::InstanceKey>* seen) {
     absl::StatusOr<workload::ObservedObject> o =
-        workload::ObserveObject(object.dump(), kind, *broker->policies(), Extract());
+        workload::ObserveObject(object.dump(), kind, *view->snapshot()->shared_policies(), Extract());
     if (!o.ok() || !o->workload.has_value()) return;  // not a workload gangkeeper can place
     const workload::Workload& w = *o->workload;
     if (w.queue_name.empty() || w.owned_by_managed_object) return;
@@ -152,36 +153,36 @@ struct Reconciler::Impl {
     const broker::WorkloadKey key = broker::KeyOf(w);
     if (seen != nullptr) seen->insert(broker::InstanceOf(key, o->uid));
     const std::string name = absl::StrCat(kind.name, " ", key.namespace_name, "/", key.name);
-    std::shared_ptr<const broker::Snapshot> snap = broker->snapshot();
+    std::shared_ptr<const broker::Snapshot> snap = view->snapshot();
     const broker::WorkloadInfo* info = snap->FindInstance(key, o->uid);
     const bool same = info != nullptr && info->workload != nullptr;
     if (o->finished) {
-      if (same) Check(broker->ObjectFinished(key, o->uid), name);
+      if (same) Check(events->SubmitAndWait(broker::Event::Finish(key, o->uid)), name);
       return;
     }
     if (o->deleting) return;  // its pods may still run: the quota goes with DELETED
     if (!same) {
       if (o->held) {
-        Check(broker->Register(w, ""), name);
+        Check(events->SubmitAndWait(broker::Event::Add(w)), name);
       } else {
         if (o->annotations.count(std::string(workload::kAdmittedFlavorsAnnotation)) == 0) {
           log->warn("{} runs but gangkeeper did not release it (unsuspended by someone else); its quota is counted",
                     name);
         }
-        Check(broker->Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o)), name);
+        Check(events->SubmitAndWait(broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o))), name);
       }
       return;
     }
     if (!o->held && info->phase == broker::Phase::kPending) {
       log->warn("{} was unsuspended by someone else while queued; its quota is counted", name);
-      Check(broker->Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o)), name);
+      Check(events->SubmitAndWait(broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o))), name);
       return;
     }
     // A workload known only from a review is confirmed (from now on as
     // stored); a pending one takes what changed in the stored object.
     if (info->workload->unconfirmed ||
         (info->phase == broker::Phase::kPending && SchedulingDiffers(*info->workload, w))) {
-      Check(broker->Update(w), name);
+      Check(events->SubmitAndWait(broker::Event::Update(w)), name);
     }
   }
 
@@ -202,10 +203,10 @@ struct Reconciler::Impl {
   void EvaluateGroup(const broker::WorkloadKey& key) {
     auto g = groups.find(key);
     const std::string name = absl::StrCat("pod group ", key.namespace_name, "/", key.name);
-    std::shared_ptr<const broker::Snapshot> snap = broker->snapshot();
+    std::shared_ptr<const broker::Snapshot> snap = view->snapshot();
     const broker::WorkloadInfo* info = snap->Find(key);
     if (g == groups.end() || g->second.empty()) {
-      if (info != nullptr) Check(broker->ObjectGone(key, ""), name);
+      if (info != nullptr) Check(events->SubmitAndWait(broker::Event::Remove(key, "")), name);
       if (g != groups.end()) groups.erase(g);
       return;
     }
@@ -215,14 +216,14 @@ struct Reconciler::Impl {
       any_running = any_running || (!m.held && !m.finished);
     }
     if (all_finished) {
-      if (info != nullptr) Check(broker->ObjectFinished(key, ""), name);
+      if (info != nullptr) Check(events->SubmitAndWait(broker::Event::Finish(key, "")), name);
       return;
     }
     // Every live pod is a member (the broker ignores names it knows).
     for (const auto& [pod, m] : g->second) {
-      if (!m.finished) Check(broker->Register(m.workload, ""), name);
+      if (!m.finished) Check(events->SubmitAndWait(broker::Event::Add(m.workload)), name);
     }
-    snap = broker->snapshot();
+    snap = view->snapshot();
     info = snap->Find(key);
     bool any_held = false;
     for (const auto& [pod, m] : g->second) any_held = any_held || (m.held && !m.finished);
@@ -230,12 +231,12 @@ struct Reconciler::Impl {
         (info->phase == broker::Phase::kRunning || info->phase == broker::Phase::kReserved)) {
       // A replacement pod of a running group (or of one whose release is
       // still in flight: the actuator does the two in order).
-      broker->EnsureReleased(key);
+      events->Submit(broker::Event::Rerelease(key));
       return;
     }
     if (any_running && info != nullptr && info->phase == broker::Phase::kPending) {
       const Member& first = g->second.begin()->second;
-      Check(broker->Adopt(info->workload ? *info->workload : first.workload, first.flavors, first.admitted_at), name);
+      Check(events->SubmitAndWait(broker::Event::Adopt(info->workload ? *info->workload : first.workload, first.flavors, first.admitted_at)), name);
     }
   }
 
@@ -258,7 +259,7 @@ struct Reconciler::Impl {
         return;
       }
     }
-    Check(broker->ObjectGone(broker::WorkloadKey{ns, obj_name, kind.kind, false}, uid),
+    Check(events->SubmitAndWait(broker::Event::Remove(broker::WorkloadKey{ns, obj_name, kind.kind, false}, uid)),
           absl::StrCat(kind.name, " ", ns, "/", obj_name));
   }
 
@@ -271,7 +272,7 @@ struct Reconciler::Impl {
   void ForgetMissing(const workload::KindInfo& kind, const std::set<broker::InstanceKey>& seen,
                      absl::Time listed_at) {
     std::vector<std::pair<broker::WorkloadKey, std::string>> gone;
-    broker->snapshot()->ForEachWorkload([&](const broker::WorkloadInfo& info) {
+    view->snapshot()->ForEachWorkload([&](const broker::WorkloadInfo& info) {
       if (info.workload == nullptr || info.key.kind != kind.kind) return;
       const broker::InstanceKey instance = broker::InstanceOf(info.key, info.workload->uid);
       if (seen.count(instance) != 0) return;
@@ -280,7 +281,7 @@ struct Reconciler::Impl {
     });
     for (const auto& [key, uid] : gone) {
       if (kind.kind == workload::Kind::kPod) groups.erase(key);
-      Check(broker->ObjectGone(key, uid), absl::StrCat(kind.name, " ", key.namespace_name, "/", key.name));
+      Check(events->SubmitAndWait(broker::Event::Remove(key, uid)), absl::StrCat(kind.name, " ", key.namespace_name, "/", key.name));
     }
   }
 
@@ -391,7 +392,7 @@ struct Reconciler::Impl {
 // the API server). Found, the object confirms it; not found, it is gone.
 void Reconciler::Impl::Confirm() {
   const absl::Time now = base::RealClock().Now();
-  std::shared_ptr<const broker::Snapshot> snap = broker->snapshot();
+  std::shared_ptr<const broker::Snapshot> snap = view->snapshot();
   std::map<broker::InstanceKey, absl::Time> still;
   std::map<workload::Kind, std::vector<broker::InstanceKey>> stale;
   if (snap->unconfirmed_count() > 0) {
@@ -435,9 +436,9 @@ void Reconciler::Impl::Confirm() {
         // Confirmed, as stored (Update changes nothing it no longer tracks:
         // the kind's own thread may have seen the object go meanwhile).
         absl::StatusOr<workload::ObservedObject> o =
-            workload::ObserveObject(found->second->dump(), listing.kind, *broker->policies(), Extract());
+            workload::ObserveObject(found->second->dump(), listing.kind, *view->snapshot()->shared_policies(), Extract());
         if (o.ok() && o->workload.has_value()) {
-          absl::Status s = broker->Update(*o->workload);
+          absl::Status s = events->SubmitAndWait(broker::Event::Update(*o->workload));
           if (!absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) Check(s, name);
         }
         continue;
@@ -445,16 +446,18 @@ void Reconciler::Impl::Confirm() {
       log->info("{} (uid {}) was never stored by the API server: the review that registered it had no object "
                 "behind it (refused by a later webhook, or not sent by the API server); dropped, it held nothing",
                 name, instance.uid);
-      Check(broker->ObjectGone(instance.key, instance.uid), name);
+      Check(events->SubmitAndWait(broker::Event::Remove(instance.key, instance.uid)), name);
       unconfirmed_since.erase(instance);
     }
   }
 }
 
-Reconciler::Reconciler(Client* client, broker::Broker* broker, ReconcilerOptions options)
+Reconciler::Reconciler(Client* client, broker::EventQueue* events, const broker::SnapshotSource* view,
+                       ReconcilerOptions options)
     : impl_(std::make_unique<Impl>()) {
   impl_->client = client;
-  impl_->broker = broker;
+  impl_->events = events;
+  impl_->view = view;
   impl_->options = options;
 }
 

@@ -71,7 +71,12 @@ struct Node::Impl {
   // With etcd only the leader sends, and only while its lease surely holds.
   std::atomic<replica::Replica*> leader_gate{nullptr};
   std::unique_ptr<kube::KubeActuator> actuator;
+  // Kueue's workload counters and admission waits: an observer of the
+  // broker's durable changes (BrokerOptions::observers).
+  std::unique_ptr<broker::WorkloadCounters> counters;
   std::unique_ptr<broker::Broker> broker;
+  // The webhook's registry: the broker itself, or (replicas) the intake.
+  std::unique_ptr<broker::WorkloadRegistry> broker_registry;
   // The reconciler runs where the broker leads: always with the file
   // journal, on the elected replica with etcd.
   absl::Mutex reconciler_mu;
@@ -269,7 +274,10 @@ absl::Status Node::Impl::ConnectKube() {
   }
   kube::ActuatorOptions ao;
   ao.dry_run = kube_client == nullptr;
-  if (absl::Status m = RegisterFlowMetrics(registry, &ao, &o.broker); !m.ok()) return RunTime(m.message());
+  broker::WorkloadCounters::OnAdmitted on_admitted;
+  if (absl::Status m = RegisterFlowMetrics(registry, &ao, &on_admitted); !m.ok()) return RunTime(m.message());
+  counters = std::make_unique<broker::WorkloadCounters>(std::move(on_admitted));
+  o.broker.observers.push_back(counters.get());
   if (replicated) {
     ao.may_send = [this] {
       replica::Replica* r = leader_gate.load();
@@ -300,11 +308,12 @@ absl::Status Node::Impl::BuildBroker() {
   if (!b.ok()) return RunTime(absl::StrCat("--policies ", o.policies_dir, ": ", b.status().message()));
   broker = *std::move(b);
   actuator->Bind(broker.get());
+  broker_registry = broker::NewBrokerRegistry(broker.get(), broker.get());
   broker->Start();
   // A replica follows until it is elected; it shows nothing before the
   // state from etcd arrives.
   if (replicated) {
-    if (absl::Status followed = broker->Follow(broker::DurableState{}); !followed.ok()) {
+    if (absl::Status followed = broker->SubmitAndWait(broker::Event::Follow(broker::DurableState{})); !followed.ok()) {
       return RunTime(absl::StrCat("broker: ", followed.message()));
     }
   }
@@ -323,13 +332,13 @@ absl::Status Node::Impl::BuildFrontEnds() {
     intake = std::make_unique<replica::IntakeRegistry>(etcd_client.get(), o.etcd_prefix, o.replica_id, broker.get());
   }
   broker::WorkloadRegistry& registrations = intake != nullptr ? static_cast<broker::WorkloadRegistry&>(*intake)
-                                                              : static_cast<broker::WorkloadRegistry&>(*broker);
+                                                              : *broker_registry;
   o.webhook.trust_reviews = kube_client == nullptr;
   o.webhook.reviews_authenticated = !o.server.client_ca_file.empty();
   log->info("admission reviews are {}", o.webhook.trust_reviews
                                             ? "trusted (--kube none: no API server to confirm them)"
                                             : "hints: workloads are confirmed from the API server's objects");
-  webhook = std::make_unique<admission::Webhook>([b = broker.get()] { return b->policies(); }, registrations,
+  webhook = std::make_unique<admission::Webhook>([b = broker.get()] { return b->snapshot()->shared_policies(); }, registrations,
                                                  o.webhook);
   absl::StatusOr<WebhookMetrics> wm = RegisterWebhookMetrics(registry);
   if (!wm.ok()) return RunTime(wm.status().message());
@@ -360,7 +369,7 @@ absl::Status Node::Impl::BuildFrontEnds() {
     policy_editor = std::make_unique<replica::EtcdPolicyEditor>(etcd_client.get(), broker.get(), effective_for, eo);
   }
   server::Options so = o.server;
-  for (server::Route& r : api::Routes(broker.get(), tokens.get(), clock, audit_log.get(), files, policy_editor.get())) {
+  for (server::Route& r : api::Routes(broker.get(), broker.get(), tokens.get(), clock, audit_log.get(), files, policy_editor.get())) {
     so.routes.push_back(std::move(r));
   }
   if (!o.metrics_public) so.routes.push_back(api::MetricsRoute(&registry, tokens.get(), clock));
@@ -382,7 +391,7 @@ absl::Status Node::Impl::RegisterMetrics() {
   if (journal != nullptr) {
     if (absl::Status m = api::RegisterJournalMetrics(registry, journal.get()); !m.ok()) return RunTime(m.message());
   }
-  if (absl::Status m = api::RegisterBrokerMetrics(registry, broker.get()); !m.ok()) return RunTime(m.message());
+  if (absl::Status m = api::RegisterBrokerMetrics(registry, broker.get(), counters.get()); !m.ok()) return RunTime(m.message());
   if (!replicated) return absl::OkStatus();
   absl::Status m = registry.AddCallbackGauge(
       "gangkeeper_replica_leader", "1 while this replica leads (holds the lease, schedules and actuates), else 0.",
@@ -434,7 +443,7 @@ void Node::Impl::StartReconciler() {
   ro.manage_jobs_without_queue_name = o.webhook.manage_jobs_without_queue_name;
   ro.confirm_grace = o.confirm_grace;
   ro.confirm_check = std::clamp(o.confirm_grace / 2, absl::Milliseconds(100), absl::Seconds(5));
-  reconciler = std::make_unique<kube::Reconciler>(kube_client.get(), broker.get(), ro);
+  reconciler = std::make_unique<kube::Reconciler>(kube_client.get(), broker.get(), broker.get(), ro);
   reconciler->Start();
 }
 

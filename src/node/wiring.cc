@@ -51,7 +51,7 @@ absl::StatusOr<WebhookMetrics> RegisterWebhookMetrics(metrics::Registry& registr
 }
 
 absl::Status RegisterFlowMetrics(metrics::Registry& registry, kube::ActuatorOptions* actuator,
-                                 broker::BrokerOptions* broker_options) {
+                                 broker::WorkloadCounters::OnAdmitted* on_admitted) {
   absl::StatusOr<metrics::CounterFamily*> actuations = registry.AddCounter(
       "gangkeeper_release_actuations_total",
       "Releases (unsuspend, gate removal) and suspensions carried out or attempted, by action and workload kind.",
@@ -85,7 +85,7 @@ absl::Status RegisterFlowMetrics(metrics::Registry& registry, kube::ActuatorOpti
       "at once), by ClusterQueue and priority class.",
       {"cluster_queue", "priority_class"}, wait_buckets);
   if (!reserved.ok()) return reserved.status();
-  broker_options->on_admitted = [w = *wait, r = *reserved](const model::ClusterQueueName& cq,
+  *on_admitted = [w = *wait, r = *reserved](const model::ClusterQueueName& cq,
                                                            const std::string& priority_class, absl::Duration waited) {
     const double seconds = absl::ToDoubleSeconds(waited);
     w->WithLabels({cq, priority_class}).Observe(seconds);

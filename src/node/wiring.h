@@ -12,6 +12,7 @@
 #include "gangkeeper/admission/webhook.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/counters.h"
 #include "gangkeeper/kube/actuator.h"
 #include "gangkeeper/kube/config.h"
 #include "gangkeeper/metrics/registry.h"
@@ -31,9 +32,10 @@ absl::StatusOr<WebhookMetrics> RegisterWebhookMetrics(metrics::Registry& registr
 
 // gangkeeper_release_* from the actuator's outcomes (sets actuator->observe)
 // and Kueue's admission wait histograms from the broker's admissions (sets
-// broker->on_admitted). Labels are bounded: never workload names.
+// *on_admitted, for broker::WorkloadCounters). Labels are bounded: never
+// workload names.
 absl::Status RegisterFlowMetrics(metrics::Registry& registry, kube::ActuatorOptions* actuator,
-                                 broker::BrokerOptions* broker);
+                                 broker::WorkloadCounters::OnAdmitted* on_admitted);
 
 // Where a webhook's denials are audited, with the caller's address.
 using DenialRecorder = std::function<absl::Status(const audit::Event&, const std::string& source)>;

@@ -14,7 +14,7 @@
 
 namespace gangkeeper::replica {
 
-Follower::Follower(etcd::Client* client, std::string prefix, broker::Broker* broker, absl::Duration min_interval)
+Follower::Follower(etcd::Client* client, std::string prefix, broker::EventQueue* broker, absl::Duration min_interval)
     : client_(client), prefix_(std::move(prefix)), broker_(broker), min_interval_(min_interval) {
   thread_ = std::thread([this] { Run(); });
 }
@@ -89,7 +89,7 @@ absl::Status Follower::HandOver() {
     dirty_ = false;
   }
   const uint64_t position = copy.position;
-  absl::Status s = broker_->Follow(std::move(copy));
+  absl::Status s = broker_->SubmitAndWait(broker::Event::Follow(std::move(copy)));
   absl::MutexLock lock(&mu_);
   if (s.ok()) {
     ++stats_.rebuilds;

@@ -45,13 +45,31 @@ int EventsInKey(absl::string_view key) {
 
 std::string IntakePrefix(const std::string& prefix) { return prefix + "intake/"; }
 
-std::string EncodeIntake(const broker::IntakeEvent& e) {
+broker::Event ToBrokerEvent(IntakeEvent e) {
+  broker::Event out;
+  switch (e.type) {
+    case IntakeEvent::Type::kRegister: out = broker::Event::Add(std::move(e.workload)); break;
+    case IntakeEvent::Type::kUpdate: out = broker::Event::Update(std::move(e.workload)); break;
+    case IntakeEvent::Type::kRemove: out = broker::Event::Remove(std::move(e.key), std::move(e.uid)); break;
+    case IntakeEvent::Type::kFinish: out = broker::Event::Finish(std::move(e.key), std::move(e.uid)); break;
+    case IntakeEvent::Type::kPolicies:
+      out = broker::Event::Policies(std::move(e.policies), std::move(e.overlay), std::move(e.actor), std::move(e.what));
+      break;
+    case IntakeEvent::Type::kReview:
+      out = broker::Event::Review(std::move(e.key), std::move(e.uid), std::move(e.actor), std::move(e.what));
+      break;
+  }
+  out.intake_revision = e.revision;
+  return out;
+}
+
+std::string EncodeIntake(const IntakeEvent& e) {
   std::string out;
   store::Encoder enc(&out);
   enc.PutU8(kIntakeVersion);
   enc.PutU8(static_cast<uint8_t>(e.type));
   const bool with_workload =
-      e.type == broker::IntakeEvent::Type::kRegister || e.type == broker::IntakeEvent::Type::kUpdate;
+      e.type == IntakeEvent::Type::kRegister || e.type == IntakeEvent::Type::kUpdate;
   const broker::WorkloadKey key = with_workload ? broker::KeyOf(e.workload) : e.key;
   enc.PutString(key.namespace_name);
   enc.PutString(key.name);
@@ -64,25 +82,25 @@ std::string EncodeIntake(const broker::IntakeEvent& e) {
     info.workload = std::make_shared<const workload::Workload>(e.workload);
     enc.PutString(store::EncodeWorkloadInfo(info));
   }
-  if (e.type == broker::IntakeEvent::Type::kReview) {
+  if (e.type == IntakeEvent::Type::kReview) {
     enc.PutString(e.actor);
     enc.PutString(e.what);
   }
   return out;
 }
 
-absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data) {
+absl::StatusOr<IntakeEvent> DecodeIntake(absl::string_view data) {
   store::Decoder d(data, "intake event");
   uint8_t version = 0;
   uint64_t type = 0;
-  broker::IntakeEvent e;
+  IntakeEvent e;
   if (!d.GetU8(&version)) return d.status();
   if (version != kIntakeVersion && version != kIntakeVersionWithoutKind) {
     return absl::DataLossError(absl::StrCat("intake event: version ", version, " (this gangkeeper reads ",
                                             kIntakeVersionWithoutKind, " and ", kIntakeVersion,
                                             "; upgrade every replica)"));
   }
-  if (!d.GetBounded(static_cast<uint64_t>(broker::IntakeEvent::Type::kReview), &type) ||
+  if (!d.GetBounded(static_cast<uint64_t>(IntakeEvent::Type::kReview), &type) ||
       !d.GetString(&e.key.namespace_name) || !d.GetString(&e.key.name)) {
     return d.status();
   }
@@ -94,14 +112,14 @@ absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data) {
     e.key.kind = static_cast<workload::Kind>(kind);
   }
   if (!d.GetString(&e.uid)) return d.status();
-  e.type = static_cast<broker::IntakeEvent::Type>(type);
-  if (e.type == broker::IntakeEvent::Type::kPolicies) {
+  e.type = static_cast<IntakeEvent::Type>(type);
+  if (e.type == IntakeEvent::Type::kPolicies) {
     return absl::DataLossError("intake event: a policy change (those have their own key)");
   }
-  if (e.type == broker::IntakeEvent::Type::kReview && (!d.GetString(&e.actor) || !d.GetString(&e.what))) {
+  if (e.type == IntakeEvent::Type::kReview && (!d.GetString(&e.actor) || !d.GetString(&e.what))) {
     return d.status();
   }
-  if (e.type == broker::IntakeEvent::Type::kRegister || e.type == broker::IntakeEvent::Type::kUpdate) {
+  if (e.type == IntakeEvent::Type::kRegister || e.type == IntakeEvent::Type::kUpdate) {
     std::string image;
     if (!d.GetString(&image)) return d.status();
     absl::StatusOr<broker::WorkloadInfo> info = store::DecodeWorkloadInfo(image);
@@ -123,11 +141,11 @@ std::string EncodeIntakeBatch(const std::vector<std::string>& events) {
   return out;
 }
 
-absl::StatusOr<std::vector<broker::IntakeEvent>> DecodeIntakeValue(absl::string_view data) {
-  std::vector<broker::IntakeEvent> out;
+absl::StatusOr<std::vector<IntakeEvent>> DecodeIntakeValue(absl::string_view data) {
+  std::vector<IntakeEvent> out;
   if (!data.empty() && (static_cast<uint8_t>(data[0]) == kIntakeVersion ||
                         static_cast<uint8_t>(data[0]) == kIntakeVersionWithoutKind)) {
-    absl::StatusOr<broker::IntakeEvent> one = DecodeIntake(data);
+    absl::StatusOr<IntakeEvent> one = DecodeIntake(data);
     if (!one.ok()) return one.status();
     out.push_back(*std::move(one));
     return out;
@@ -145,7 +163,7 @@ absl::StatusOr<std::vector<broker::IntakeEvent>> DecodeIntakeValue(absl::string_
   for (uint64_t i = 0; i < n; ++i) {
     std::string one;
     if (!d.GetString(&one)) return d.status();
-    absl::StatusOr<broker::IntakeEvent> e = DecodeIntake(one);
+    absl::StatusOr<IntakeEvent> e = DecodeIntake(one);
     if (!e.ok()) return absl::DataLossError(absl::StrCat("intake batch: event ", i, ": ", e.status().message()));
     out.push_back(*std::move(e));
   }
@@ -163,7 +181,7 @@ struct IntakeRegistry::Waiter {
 };
 
 IntakeRegistry::IntakeRegistry(etcd::Client* client, std::string prefix, std::string replica_id,
-                               const broker::Broker* view)
+                               const broker::SnapshotSource* view)
     : client_(client),
       prefix_(std::move(prefix)),
       replica_id_(std::move(replica_id)),
@@ -172,7 +190,7 @@ IntakeRegistry::IntakeRegistry(etcd::Client* client, std::string prefix, std::st
       session_(absl::StrCat(absl::ToUnixNanos(base::RealClock().Now()))),
       view_(view) {}
 
-absl::Status IntakeRegistry::Put(const broker::IntakeEvent& e) {
+absl::Status IntakeRegistry::Put(const IntakeEvent& e) {
   Waiter me;
   me.event = EncodeIntake(e);
   absl::MutexLock lock(&mu_);
@@ -224,46 +242,46 @@ absl::Status IntakeRegistry::Put(const broker::IntakeEvent& e) {
 
 absl::Status IntakeRegistry::RecordReview(const broker::WorkloadKey& key, const std::string& uid,
                                           const std::string& actor, const std::string& event) {
-  return Put({.type = broker::IntakeEvent::Type::kReview, .key = key, .uid = uid, .actor = actor, .what = event});
+  return Put({.type = IntakeEvent::Type::kReview, .key = key, .uid = uid, .actor = actor, .what = event});
 }
 
 absl::Status IntakeRegistry::Register(const workload::Workload& w, const std::string& /*cluster_queue*/) {
-  return Put({.type = broker::IntakeEvent::Type::kRegister, .workload = w});
+  return Put({.type = IntakeEvent::Type::kRegister, .workload = w});
 }
 
 absl::Status IntakeRegistry::Update(const workload::Workload& w) {
   // Refused at once when the local view already shows it admitted; the
   // leader checks again against its own state.
-  if (std::optional<broker::WorkloadRecord> r = view_->Find(broker::KeyOf(w));
+  if (std::optional<broker::WorkloadRecord> r = view_->snapshot()->Record(broker::KeyOf(w));
       r.has_value() && r->state == broker::WorkloadState::kAdmitted) {
     return absl::FailedPreconditionError("the workload is admitted: its pod sets can no longer change");
   }
-  return Put({.type = broker::IntakeEvent::Type::kUpdate, .workload = w});
+  return Put({.type = IntakeEvent::Type::kUpdate, .workload = w});
 }
 
 absl::Status IntakeRegistry::Remove(const broker::WorkloadKey& key, const std::string& uid) {
-  return Put({.type = broker::IntakeEvent::Type::kRemove, .key = key, .uid = uid});
+  return Put({.type = IntakeEvent::Type::kRemove, .key = key, .uid = uid});
 }
 
 absl::Status IntakeRegistry::Finish(const broker::WorkloadKey& key, const std::string& uid) {
-  return Put({.type = broker::IntakeEvent::Type::kFinish, .key = key, .uid = uid});
+  return Put({.type = IntakeEvent::Type::kFinish, .key = key, .uid = uid});
 }
 
 std::optional<broker::WorkloadRecord> IntakeRegistry::Find(const broker::WorkloadKey& key) const {
-  return view_->Find(key);
+  return view_->snapshot()->Record(key);
 }
 
-int64_t IntakeRegistry::PendingIn(const std::string& cluster_queue) const { return view_->PendingIn(cluster_queue); }
+int64_t IntakeRegistry::PendingIn(const std::string& cluster_queue) const { return view_->snapshot()->PendingIn(cluster_queue); }
 
-size_t IntakeRegistry::UnconfirmedCount() const { return view_->UnconfirmedCount(); }
+size_t IntakeRegistry::UnconfirmedCount() const { return view_->snapshot()->unconfirmed_count(); }
 
 std::map<std::string, quantity::Quantity> IntakeRegistry::AdmittedUsage(const std::string& cluster_queue) const {
-  return view_->AdmittedUsage(cluster_queue);
+  return view_->snapshot()->AdmittedUsage(cluster_queue);
 }
 
 // --- IntakeFeeder.
 
-IntakeFeeder::IntakeFeeder(etcd::Client* client, std::string prefix, int64_t applied, broker::Broker* broker)
+IntakeFeeder::IntakeFeeder(etcd::Client* client, std::string prefix, int64_t applied, broker::EventQueue* broker)
     : client_(client), prefix_(std::move(prefix)), broker_(broker) {
   {
     absl::MutexLock lock(&mu_);
@@ -297,7 +315,7 @@ void IntakeFeeder::Feed(const etcd::KeyValue& kv) {
   absl::MutexLock lock(&mu_);
   // Every event of this put is applied already.
   if (IntakePosition(kv.mod_revision, kIntakeBatchMax - 1) <= last_) return;
-  absl::StatusOr<std::vector<broker::IntakeEvent>> events = DecodeIntakeValue(kv.value);
+  absl::StatusOr<std::vector<IntakeEvent>> events = DecodeIntakeValue(kv.value);
   if (!events.ok()) {
     ++stats_.undecodable;
     base::GetLogger("replica")->error("intake: {} skipped: {}", kv.key, events.status().message());
@@ -309,9 +327,9 @@ void IntakeFeeder::Feed(const etcd::KeyValue& kv) {
     const int64_t position = IntakePosition(kv.mod_revision, static_cast<int>(i));
     if (position <= last_) continue;  // applied before a take-over
     last_ = position;
-    broker::IntakeEvent& e = (*events)[i];
+    IntakeEvent& e = (*events)[i];
     e.revision = position;
-    broker_->Submit(std::move(e));
+    broker_->Submit(ToBrokerEvent(std::move(e)));
     ++stats_.submitted;
   }
   stats_.last_position = last_;

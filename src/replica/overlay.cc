@@ -69,7 +69,7 @@ absl::StatusOr<OverlayRecord> DecodeOverlay(absl::string_view data) {
 
 // --- EtcdPolicyEditor ----------------------------------------------------------
 
-EtcdPolicyEditor::EtcdPolicyEditor(etcd::Client* client, const broker::Broker* view, EffectivePolicies effective,
+EtcdPolicyEditor::EtcdPolicyEditor(etcd::Client* client, const broker::SnapshotSource* view, EffectivePolicies effective,
                                    EtcdPolicyEditorOptions options)
     : client_(client), view_(view), effective_(std::move(effective)), options_(std::move(options)) {}
 
@@ -177,13 +177,9 @@ void OverlayFeeder::Feed(const etcd::KeyValue& kv) {
   if (policies == nullptr) return;
   stats_.generation = record->overlay->generation;
   ++stats_.applied;
-  broker::IntakeEvent e;
-  e.type = broker::IntakeEvent::Type::kPolicies;
-  e.policies = std::move(policies);
-  e.overlay = std::move(record->overlay);
-  e.actor = std::move(record->actor);
-  e.what = std::move(record->what);
-  broker_->Submit(std::move(e));  // revision 0: not an intake event
+  // Revision 0: not an intake event.
+  broker_->Submit(broker::Event::Policies(std::move(policies), std::move(record->overlay), std::move(record->actor),
+                                          std::move(record->what)));
 }
 
 absl::Status OverlayFeeder::ReadAndWatch() {

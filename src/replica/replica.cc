@@ -164,7 +164,7 @@ void Replica::BecomeLeader(const etcd::Term& term) {
     absl::MutexLock lock(&mu_);
     term_ = term;
   }
-  if (absl::Status s = broker_->Lead(*std::move(state), std::move(policies), journal_.get(), actuator_); !s.ok()) {
+  if (absl::Status s = broker_->SubmitAndWait(broker::Event::Lead(*std::move(state), std::move(policies), journal_.get(), actuator_)); !s.ok()) {
     log->error("replica: the broker could not lead from the state in etcd: {}", s.message());
     BecomeFollower();
     return;
@@ -209,7 +209,7 @@ void Replica::BecomeFollower() {
   // The broker stops scheduling and actuating now; it shows its last state
   // until the follower brings the one in etcd.
   broker::DurableState last = broker::DurableStateOf(*broker_->snapshot());
-  if (absl::Status s = broker_->Follow(std::move(last)); !s.ok()) {
+  if (absl::Status s = broker_->SubmitAndWait(broker::Event::Follow(std::move(last))); !s.ok()) {
     base::GetLogger("replica")->error("replica: the broker could not step down cleanly: {}", s.message());
   }
   if (journal_ != nullptr) {

@@ -184,13 +184,13 @@ class ApiTest : public ::testing::Test {
     Register(Gang("team-b", "wait", "gpu", 2, 2));
     ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
 
-    routes_ = Routes(broker_.get(), tokens_.get(), &clock_);
+    routes_ = Routes(broker_.get(), broker_.get(), tokens_.get(), &clock_);
   }
 
   virtual std::string PolicyText() const { return kPolicies; }
 
   void Register(const workload::Workload& w) {
-    ASSERT_THAT(broker_->Register(w, ""), IsOk()) << w.name;
+    ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(w)), IsOk()) << w.name;
     clock_.AdvanceTime(absl::Seconds(1));  // queue order: creation time
   }
 
@@ -546,7 +546,7 @@ TEST_F(ApiTest, ClusterQueueStatusMatchesTheBroker) {
 }
 
 TEST_F(ApiTest, StatusFollowsTheBrokerAfterAFinish) {
-  ASSERT_THAT(broker_->Finish({"team-a", "train"}, ""), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Finish({"team-a", "train"}, "")), IsOk());
   ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
   // next (4) and last (1) and later (2) now fit in 8.
   Reply r = Call("/v1/clusterqueues/team-a-gpu/status", "admin-secret");
@@ -835,7 +835,7 @@ class AuthorizationTest : public ApiTest {
       events.push_back(e);
     }
     ASSERT_THAT(audit_->Append(events), IsOk());
-    routes_ = Routes(broker_.get(), tokens_.get(), &clock_, audit_.get(), Policies(PolicyText()));
+    routes_ = Routes(broker_.get(), broker_.get(), tokens_.get(), &clock_, audit_.get(), Policies(PolicyText()));
     routes_.push_back(MetricsRoute(&registry_, tokens_.get(), &clock_));
   }
 

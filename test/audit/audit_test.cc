@@ -133,12 +133,12 @@ class AuditTest : public ::testing::Test {
 
 TEST_F(AuditTest, EveryDecisionIsAnEventWithItsActorAndNumbers) {
   Open();
-  ASSERT_THAT(broker_->Register(Gang("low", 8, 0), ""), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("low", 8, 0))), IsOk());
   clock_.AdvanceTime(absl::Seconds(1));
-  ASSERT_THAT(broker_->Register(Gang("high", 4, 100), ""), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("high", 4, 100))), IsOk());
   // Without an actuator the broker answers itself, one batch later each.
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
-  ASSERT_THAT(broker_->Finish({"a", "high"}, ""), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Finish({"a", "high"}, "")), IsOk());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
   EXPECT_THAT(Actions(), ElementsAre("quota.changed ", "workload.pending low", "workload.admitted low",
                                      "workload.released low", "workload.pending high", "workload.preempted low",
@@ -161,7 +161,7 @@ TEST_F(AuditTest, FiltersAndCursorPages) {
   Open();
   for (int i = 0; i < 12; ++i) {
     clock_.AdvanceTime(absl::Seconds(10));
-    ASSERT_THAT(broker_->Register(Gang(absl::StrCat("w", i), 1), ""), IsOk());
+    ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang(absl::StrCat("w", i), 1))), IsOk());
   }
   Query q;
   q.action = "workload.admitted";
@@ -193,7 +193,7 @@ TEST_F(AuditTest, FiltersAndCursorPages) {
 
 TEST_F(AuditTest, ACrashBetweenJournalAndAuditIsCaughtUpWithoutGapsOrDuplicates) {
   Open();
-  ASSERT_THAT(broker_->Register(Gang("one", 2), ""), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("one", 2))), IsOk());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));  // its release too
   // A journal record whose events never reach the audit log.
   const uint64_t audited = audit_->stats().log.next_seq;
@@ -227,7 +227,7 @@ TEST_F(AuditTest, RetentionDropsTheOldestSegmentsAndKeepsNumbering) {
   segment_bytes_ = 2048;
   max_bytes_ = 8192;
   Open();
-  for (int i = 0; i < 60; ++i) ASSERT_THAT(broker_->Register(Gang(absl::StrCat("w", i), 0), ""), IsOk());
+  for (int i = 0; i < 60; ++i) ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang(absl::StrCat("w", i), 0))), IsOk());
   // The admissions and releases come batches later: let them be written, so
   // that retention does not remove events between two pages of All().
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));

@@ -298,11 +298,11 @@ void BM_Memory100k(benchmark::State& state) {
           w.labels["app"] = "trainer";
           w.labels["team"] = absl::StrCat("team-", i % 10);
           w.annotations["kubectl.kubernetes.io/last-applied-configuration"] = std::string(600, 'x');
-          GK_CHECK_OK((*broker)->Register(w, ""));
+          GK_CHECK_OK((*broker)->SubmitAndWait(broker::Event::Add(w)));
           if (t == 0 && i % 8000 == 0) {
             std::fprintf(stderr, "registered %d: %.1f s, rss %.0f MB, batches %llu\n", i,
                          absl::ToDoubleSeconds(watch.Elapsed()), static_cast<double>(RssBytes()) / (1 << 20),
-                         static_cast<unsigned long long>((*broker)->stats().batches));
+                         static_cast<unsigned long long>((*broker)->snapshot()->stats().batches));
           }
         }
       });
@@ -313,7 +313,7 @@ void BM_Memory100k(benchmark::State& state) {
     state.counters["tracked"] = static_cast<double>((*broker)->snapshot()->workload_count());
     state.counters["rss_mb"] = static_cast<double>(after) / (1 << 20);
     state.counters["rss_growth_mb"] = static_cast<double>(after - before) / (1 << 20);
-    state.counters["batches"] = static_cast<double>((*broker)->stats().batches);
+    state.counters["batches"] = static_cast<double>((*broker)->snapshot()->stats().batches);
     malloc_trim(0);
     state.counters["rss_after_trim_mb"] = static_cast<double>(RssBytes()) / (1 << 20);
   }

@@ -89,7 +89,7 @@ void Populate(const std::string& data_dir, bool snapshot, double* snapshot_ms, d
         for (int i = from + t; i < to; i += 8) {
           workload::Workload w = RandomGang(local, absl::StrCat("cq-", i % 10, "-", (i / 10) % 10), i);
           w.labels["app"] = "trainer";
-          GK_CHECK_OK((*broker)->Register(w, ""));
+          GK_CHECK_OK((*broker)->SubmitAndWait(broker::Event::Add(w)));
         }
       });
     }

@@ -140,7 +140,7 @@ class BrokerTest : public ::testing::Test {
 };
 
 TEST_F(BrokerTest, RegisterAdmitsAndReleasesTheWholeGangWithFlavorPlacement) {
-  ASSERT_THAT(broker_->Register(BrokerGang("train", 4, 2), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("train", 4, 2))), IsOk());
   // Acknowledged only after the sink has the changes.
   EXPECT_THAT(sink_.types(), ::testing::ElementsAre(StateChange::Type::kPoliciesChanged, StateChange::Type::kRegistered,
                                                  StateChange::Type::kAdmitted));
@@ -153,23 +153,23 @@ TEST_F(BrokerTest, RegisterAdmitsAndReleasesTheWholeGangWithFlavorPlacement) {
   EXPECT_EQ(releases[0].placements[1].tolerations[0].key, "nvidia.com/gpu");
   // The launcher asks for no GPU: it has no flavor and no placement.
   EXPECT_TRUE(releases[0].placements[0].node_selector.empty());
-  std::optional<WorkloadRecord> r = broker_->Find({"a", "train"});
+  std::optional<WorkloadRecord> r = broker_->snapshot()->Record({"a", "train"});
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->state, WorkloadState::kAdmitted);
-  EXPECT_EQ(broker_->AdmittedUsage("team-a").at("nvidia.com/gpu"), Quantity::FromUnits(8));
-  broker_->ReleaseResult({"a", "train"}, "uid-train", absl::OkStatus());
+  EXPECT_EQ(broker_->snapshot()->AdmittedUsage("team-a").at("nvidia.com/gpu"), Quantity::FromUnits(8));
+  broker_->Submit(broker::Event::ReleaseResult({"a", "train"}, "uid-train", absl::OkStatus()));
   ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
   EXPECT_EQ(broker_->snapshot()->Find({"a", "train"})->phase, Phase::kRunning);
 }
 
 TEST_F(BrokerTest, SnapshotShowsPositionsAndReasons) {
-  ASSERT_THAT(broker_->Register(BrokerGang("big", 4, 2), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("big", 4, 2))), IsOk());
   clock_.AdvanceTime(absl::Seconds(1));
-  ASSERT_THAT(broker_->Register(BrokerGang("next", 1, 4), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("next", 1, 4))), IsOk());
   clock_.AdvanceTime(absl::Seconds(1));  // queue order: creation time, then uid
-  ASSERT_THAT(broker_->Register(BrokerGang("last", 1, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("last", 1, 1))), IsOk());
   std::shared_ptr<const Snapshot> snap = broker_->snapshot();
-  EXPECT_EQ(broker_->PendingIn("team-a"), 2);
+  EXPECT_EQ(broker_->snapshot()->PendingIn("team-a"), 2);
   std::optional<QueuePosition> next = snap->Position({"a", "next"});
   std::optional<QueuePosition> last = snap->Position({"a", "last"});
   ASSERT_TRUE(next.has_value() && last.has_value());
@@ -181,7 +181,7 @@ TEST_F(BrokerTest, SnapshotShowsPositionsAndReasons) {
   EXPECT_EQ(v->reason.code, PendingReason::Code::kWaitingForQuota);
   EXPECT_THAT(v->reason.message, ::testing::HasSubstr("waiting for 4 nvidia.com/gpu in team-a/a100"));
   // The old snapshot stays valid and unchanged while the broker moves on.
-  ASSERT_THAT(broker_->Finish({"a", "big"}, ""), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Finish({"a", "big"}, "")), IsOk());
   EXPECT_EQ(snap->Find({"a", "next"})->phase, Phase::kPending);
   EXPECT_EQ(broker_->snapshot()->Find({"a", "next"})->phase, Phase::kReserved);
   EXPECT_EQ(broker_->snapshot()->Find({"a", "big"}), nullptr);
@@ -189,20 +189,20 @@ TEST_F(BrokerTest, SnapshotShowsPositionsAndReasons) {
 
 TEST_F(BrokerTest, SinkFailureIsNotAcknowledgedAndNothingIsReleased) {
   sink_.set_fail(true);
-  EXPECT_THAT(broker_->Register(BrokerGang("x", 1, 1), "team-a"), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("x", 1, 1))), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_TRUE(actuator_.releases().empty());
   sink_.set_fail(false);
   // The retried registration is idempotent; the kept changes are written first.
-  ASSERT_THAT(broker_->Register(BrokerGang("x", 1, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("x", 1, 1))), IsOk());
   EXPECT_THAT(sink_.types(), ::testing::ElementsAre(StateChange::Type::kPoliciesChanged, StateChange::Type::kRegistered,
                                                  StateChange::Type::kAdmitted));
   EXPECT_EQ(actuator_.releases().size(), 1u);
-  EXPECT_EQ(broker_->stats().sink_failures, 1u);
+  EXPECT_EQ(broker_->snapshot()->stats().sink_failures, 1u);
 }
 
 TEST_F(BrokerTest, ReleaseFailureRequeuesAndFreesQuota) {
-  ASSERT_THAT(broker_->Register(BrokerGang("x", 4, 2), "team-a"), IsOk());
-  broker_->ReleaseResult({"a", "x"}, "uid-x", absl::UnavailableError("apiserver down"));
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("x", 4, 2))), IsOk());
+  broker_->Submit(broker::Event::ReleaseResult({"a", "x"}, "uid-x", absl::UnavailableError("apiserver down")));
   ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
   // Pending again, quota freed, and not retried before its backoff (1 s).
   EXPECT_EQ(actuator_.releases().size(), 1u);
@@ -211,27 +211,27 @@ TEST_F(BrokerTest, ReleaseFailureRequeuesAndFreesQuota) {
   EXPECT_EQ(info->phase, Phase::kPending);
   EXPECT_EQ(info->reason.code, PendingReason::Code::kReleaseFailed);
   EXPECT_THAT(info->reason.message, ::testing::HasSubstr("apiserver down"));
-  for (const auto& [res, q] : broker_->AdmittedUsage("team-a")) EXPECT_TRUE(q.IsZero()) << res;
+  for (const auto& [res, q] : broker_->snapshot()->AdmittedUsage("team-a")) EXPECT_TRUE(q.IsZero()) << res;
   std::vector<StateChange::Type> types = sink_.types();
   EXPECT_NE(std::find(types.begin(), types.end(), StateChange::Type::kReleaseFailed), types.end());
   // After the backoff a later pass admits it again.
   clock_.AdvanceTime(absl::Seconds(2));
-  ASSERT_THAT(broker_->Register(BrokerGang("y", 1, 1), "team-a"), IsOk());  // any event makes a pass
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("y", 1, 1))), IsOk());  // any event makes a pass
   ASSERT_EQ(actuator_.releases().size(), 2u);  // x again (older than y, which no longer fits)
   EXPECT_EQ(actuator_.releases().back().key.name, "x");
   EXPECT_EQ(broker_->snapshot()->Find({"a", "x"})->phase, Phase::kReserved);
 }
 
 TEST_F(BrokerTest, PreemptionSuspendsTheVictimAndWaitsForItToStop) {
-  ASSERT_THAT(broker_->Register(BrokerGang("low", 4, 2, 1), "team-a"), IsOk());
-  broker_->ReleaseResult({"a", "low"}, "uid-low", absl::OkStatus());
-  ASSERT_THAT(broker_->Register(BrokerGang("high", 2, 2, 100), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("low", 4, 2, 1))), IsOk());
+  broker_->Submit(broker::Event::ReleaseResult({"a", "low"}, "uid-low", absl::OkStatus()));
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("high", 2, 2, 100))), IsOk());
   std::vector<SuspendOrder> suspends = actuator_.suspends();
   ASSERT_EQ(suspends.size(), 1u);
   EXPECT_EQ(suspends[0].key.name, "low");
   EXPECT_EQ(suspends[0].preemptor.name, "high");
   EXPECT_EQ(broker_->snapshot()->Find({"a", "high"})->phase, Phase::kPending);
-  broker_->GangStopped({"a", "low"}, "uid-low");
+  broker_->Submit(broker::Event::Stopped({"a", "low"}, "uid-low"));
   ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
   EXPECT_EQ(broker_->snapshot()->Find({"a", "high"})->phase, Phase::kReserved);
   EXPECT_EQ(broker_->snapshot()->Find({"a", "low"})->phase, Phase::kPending);
@@ -240,9 +240,9 @@ TEST_F(BrokerTest, PreemptionSuspendsTheVictimAndWaitsForItToStop) {
 TEST_F(BrokerTest, BadPoliciesAreRefusedAndTheOldOnesStay) {
   auto bad = std::make_shared<model::PolicySet>(*BrokerPolicies(kBrokerPolicies));
   bad->cluster_queues["team-a"].resource_groups[0].flavors[0].resources[0].nominal = Quantity::FromUnits(-1);
-  EXPECT_THAT(broker_->SetPolicies(bad), StatusIs(absl::StatusCode::kInvalidArgument));
-  ASSERT_THAT(broker_->Register(BrokerGang("x", 1, 1), "team-a"), IsOk());
-  EXPECT_EQ(broker_->Find({"a", "x"})->state, WorkloadState::kAdmitted);
+  EXPECT_THAT(broker_->SubmitAndWait(broker::Event::Policies(bad)), StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("x", 1, 1))), IsOk());
+  EXPECT_EQ(broker_->snapshot()->Record({"a", "x"})->state, WorkloadState::kAdmitted);
 }
 
 TEST_F(BrokerTest, ManyConcurrentWritersAndReaders) {
@@ -259,7 +259,7 @@ TEST_F(BrokerTest, ManyConcurrentWritersAndReaders) {
   for (int t = 0; t < 4; ++t) {
     writers.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {
-        ASSERT_THAT(broker_->Register(BrokerGang("w" + std::to_string(t) + "-" + std::to_string(i), 1, 1), "team-a"),
+        ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("w" + std::to_string(t) + "-" + std::to_string(i), 1, 1))),
                     IsOk());
       }
     });

@@ -29,6 +29,12 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 
+// An event as a replica's intake hands it over: with its place in the store.
+Event Intake(Event e, int64_t revision) {
+  e.intake_revision = revision;
+  return e;
+}
+
 // Keeps every batch, encoded as a journal would, and folds them into the
 // durable state a replica would read back.
 class RecordingSink : public StateSink {
@@ -104,8 +110,8 @@ TEST_F(ReplicationTest, TheSinkLearnsHowFarTheIntakeIsAppliedWithTheChanges) {
   std::unique_ptr<Broker> leader = NewBroker(&sink, &actuator);
   ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
   const size_t start = sink.intake().size();  // the batch that recorded the policies
-  leader->Submit({.type = IntakeEvent::Type::kRegister, .workload = GpuGang("one", 2, 2), .revision = 11});
-  leader->Submit({.type = IntakeEvent::Type::kRegister, .workload = GpuGang("two", 2, 1), .revision = 12});
+  leader->Submit(Intake(Event::Add(GpuGang("one", 2, 2)), 11));
+  leader->Submit(Intake(Event::Add(GpuGang("two", 2, 1)), 12));
   ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
   ASSERT_GT(sink.intake().size(), start);
   EXPECT_EQ(sink.intake().back(), 12);
@@ -115,14 +121,14 @@ TEST_F(ReplicationTest, TheSinkLearnsHowFarTheIntakeIsAppliedWithTheChanges) {
   // The same registration again (another replica's retry) changes nothing,
   // but the sink still hears that the intake moved on.
   const size_t before = sink.intake().size();
-  leader->Submit({.type = IntakeEvent::Type::kRegister, .workload = GpuGang("one", 2, 2), .revision = 13});
+  leader->Submit(Intake(Event::Add(GpuGang("one", 2, 2)), 13));
   ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
   ASSERT_EQ(sink.intake().size(), before + 1);
   EXPECT_EQ(sink.intake().back(), 13);
 
-  leader->Submit({.type = IntakeEvent::Type::kFinish, .key = {"a", "one"}, .uid = "uid-one", .revision = 14});
+  leader->Submit(Intake(Event::Finish({"a", "one"}, "uid-one"), 14));
   // A removal naming another object of the same name changes nothing.
-  leader->Submit({.type = IntakeEvent::Type::kRemove, .key = {"a", "two"}, .uid = "uid-older", .revision = 15});
+  leader->Submit(Intake(Event::Remove({"a", "two"}, "uid-older"), 15));
   ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
   EXPECT_EQ(sink.intake().back(), 15);
   EXPECT_EQ(Phases(*leader->snapshot()), (std::map<std::string, std::string>{{"two", "reserved"}}));
@@ -132,28 +138,28 @@ TEST_F(ReplicationTest, AFollowerShowsTheDurableStateAndRefusesChanges) {
   RecordingSink sink;
   SilentActuator leader_actuator;
   std::unique_ptr<Broker> leader = NewBroker(&sink, &leader_actuator);
-  ASSERT_THAT(leader->Register(GpuGang("big", 2, 3), ""), IsOk());
-  ASSERT_THAT(leader->Register(GpuGang("wide", 4, 1), ""), IsOk());
+  ASSERT_THAT(leader->SubmitAndWait(broker::Event::Add(GpuGang("big", 2, 3))), IsOk());
+  ASSERT_THAT(leader->SubmitAndWait(broker::Event::Add(GpuGang("wide", 4, 1))), IsOk());
   ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
 
   SilentActuator follower_actuator;
   std::unique_ptr<Broker> follower = NewBroker(nullptr, &follower_actuator);
-  ASSERT_THAT(follower->Follow(sink.state()), IsOk());
+  ASSERT_THAT(follower->SubmitAndWait(broker::Event::Follow(sink.state())), IsOk());
   EXPECT_EQ(follower->role(), Role::kFollower);
   EXPECT_EQ(Phases(*follower->snapshot()), Phases(*leader->snapshot()));
   ASSERT_NE(follower->snapshot()->FindClusterQueue("team-a"), nullptr);
-  EXPECT_EQ(follower->PendingIn("team-a"), 1);
+  EXPECT_EQ(follower->snapshot()->PendingIn("team-a"), 1);
 
-  EXPECT_THAT(follower->Register(GpuGang("direct", 1, 1), ""), StatusIs(absl::StatusCode::kFailedPrecondition));
-  follower->Submit({.type = IntakeEvent::Type::kRegister, .workload = GpuGang("queued", 1, 1), .revision = 1});
+  EXPECT_THAT(follower->SubmitAndWait(broker::Event::Add(GpuGang("direct", 1, 1))), StatusIs(absl::StatusCode::kFailedPrecondition));
+  follower->Submit(Intake(Event::Add(GpuGang("queued", 1, 1)), 1));
   ASSERT_TRUE(follower->Flush(absl::Seconds(10)));
   EXPECT_EQ(follower->snapshot()->Find({"a", "queued"}), nullptr);
   EXPECT_THAT(follower_actuator.releases(), IsEmpty());
 
   // Newer states replace the shown one, removals included.
-  ASSERT_THAT(leader->Remove({"a", "wide"}, ""), IsOk());
+  ASSERT_THAT(leader->SubmitAndWait(broker::Event::Remove({"a", "wide"}, "")), IsOk());
   ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
-  ASSERT_THAT(follower->Follow(sink.state()), IsOk());
+  ASSERT_THAT(follower->SubmitAndWait(broker::Event::Follow(sink.state())), IsOk());
   EXPECT_EQ(Phases(*follower->snapshot()), (std::map<std::string, std::string>{{"big", "reserved"}}));
 }
 
@@ -161,28 +167,28 @@ TEST_F(ReplicationTest, ANewLeaderResendsWhatWasNotConfirmedAndSchedulesAtOnce) 
   RecordingSink sink;
   SilentActuator old_actuator;
   std::unique_ptr<Broker> old_leader = NewBroker(&sink, &old_actuator);
-  ASSERT_THAT(old_leader->Register(GpuGang("big", 2, 3), ""), IsOk());  // released, never confirmed
-  ASSERT_THAT(old_leader->Register(GpuGang("next", 1, 4), ""), IsOk());  // waits for big
+  ASSERT_THAT(old_leader->SubmitAndWait(broker::Event::Add(GpuGang("big", 2, 3))), IsOk());  // released, never confirmed
+  ASSERT_THAT(old_leader->SubmitAndWait(broker::Event::Add(GpuGang("next", 1, 4))), IsOk());  // waits for big
   ASSERT_TRUE(old_leader->Flush(absl::Seconds(10)));
   EXPECT_THAT(old_actuator.releases(), ElementsAre("big"));
 
   // The old leader steps down; another replica takes over from the store.
-  ASSERT_THAT(old_leader->Follow(sink.state()), IsOk());
+  ASSERT_THAT(old_leader->SubmitAndWait(broker::Event::Follow(sink.state())), IsOk());
   RecordingSink new_sink;
   SilentActuator new_actuator;
   std::unique_ptr<Broker> replica = NewBroker(nullptr, nullptr);
-  ASSERT_THAT(replica->Follow(sink.state()), IsOk());
-  ASSERT_THAT(replica->Lead(sink.state(), policies_, &new_sink, &new_actuator), IsOk());
+  ASSERT_THAT(replica->SubmitAndWait(broker::Event::Follow(sink.state())), IsOk());
+  ASSERT_THAT(replica->SubmitAndWait(broker::Event::Lead(sink.state(), policies_, &new_sink, &new_actuator)), IsOk());
   EXPECT_EQ(replica->role(), Role::kLeader);
   ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
   EXPECT_THAT(new_actuator.releases(), ElementsAre("big"));
 
   // It schedules: big finishes, next is admitted and released by the new
   // leader; the old one, following, sends nothing and ignores late answers.
-  ASSERT_THAT(replica->Finish({"a", "big"}, ""), IsOk());
+  ASSERT_THAT(replica->SubmitAndWait(broker::Event::Finish({"a", "big"}, "")), IsOk());
   ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
   EXPECT_THAT(new_actuator.releases(), ElementsAre("big", "next"));
-  old_leader->ReleaseResult({"a", "big"}, "uid-big", absl::OkStatus());
+  old_leader->Submit(broker::Event::ReleaseResult({"a", "big"}, "uid-big", absl::OkStatus()));
   ASSERT_TRUE(old_leader->Flush(absl::Seconds(10)));
   EXPECT_THAT(old_actuator.releases(), ElementsAre("big"));
   EXPECT_EQ(Phases(*replica->snapshot()), (std::map<std::string, std::string>{{"next", "reserved"}}));
@@ -191,11 +197,11 @@ TEST_F(ReplicationTest, ANewLeaderResendsWhatWasNotConfirmedAndSchedulesAtOnce) 
 TEST_F(ReplicationTest, ALeaderOfAnEmptyStoreRecordsThePoliciesItRunsWith) {
   RecordingSink sink;
   std::unique_ptr<Broker> replica = NewBroker(nullptr, nullptr);
-  ASSERT_THAT(replica->Lead(DurableState{}, policies_, &sink, nullptr), IsOk());
+  ASSERT_THAT(replica->SubmitAndWait(broker::Event::Lead(DurableState{}, policies_, &sink, nullptr)), IsOk());
   ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
   ASSERT_NE(sink.state().policies, nullptr);
   EXPECT_EQ(sink.state().policies->cluster_queues.size(), 1u);
-  ASSERT_THAT(replica->Register(GpuGang("one", 1, 1), ""), IsOk());
+  ASSERT_THAT(replica->SubmitAndWait(broker::Event::Add(GpuGang("one", 1, 1))), IsOk());
   ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
   EXPECT_TRUE(sink.state().workloads.contains(DurableKey(InstanceKey{WorkloadKey{"a", "one"}, "uid-one"})));
 }

@@ -34,41 +34,41 @@ using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::StatusIs;
 
 TEST(IntakeCodecTest, EveryKindOfEventRoundTrips) {
-  broker::IntakeEvent reg{.type = broker::IntakeEvent::Type::kRegister, .workload = GpuGang("train", 4, 2)};
+  IntakeEvent reg{.type = IntakeEvent::Type::kRegister, .workload = GpuGang("train", 4, 2)};
   reg.workload.annotations["gangkeeper.io/note"] = "x";
-  absl::StatusOr<broker::IntakeEvent> back = DecodeIntake(EncodeIntake(reg));
+  absl::StatusOr<IntakeEvent> back = DecodeIntake(EncodeIntake(reg));
   ASSERT_THAT(back.status(), IsOk());
-  EXPECT_EQ(back->type, broker::IntakeEvent::Type::kRegister);
+  EXPECT_EQ(back->type, IntakeEvent::Type::kRegister);
   EXPECT_EQ(back->workload.name, "train");
   EXPECT_EQ(back->workload.uid, "uid-train");
   ASSERT_EQ(back->workload.pod_sets.size(), 1u);
   EXPECT_EQ(back->workload.pod_sets[0].count, 4);
   EXPECT_EQ(back->workload.annotations.at("gangkeeper.io/note"), "x");
 
-  broker::IntakeEvent fin{.type = broker::IntakeEvent::Type::kFinish, .key = {"a", "train"}, .uid = "u1"};
+  IntakeEvent fin{.type = IntakeEvent::Type::kFinish, .key = {"a", "train"}, .uid = "u1"};
   back = DecodeIntake(EncodeIntake(fin));
   ASSERT_THAT(back.status(), IsOk());
-  EXPECT_EQ(back->type, broker::IntakeEvent::Type::kFinish);
+  EXPECT_EQ(back->type, IntakeEvent::Type::kFinish);
   EXPECT_EQ(back->key.name, "train");
   EXPECT_EQ(back->uid, "u1");
 }
 
 TEST(IntakeCodecTest, AReviewsAuditEventRoundTripsAndPolicyChangesAreNotIntake) {
-  broker::IntakeEvent review{.type = broker::IntakeEvent::Type::kReview, .key = {"a", "big"}, .uid = "u9",
+  IntakeEvent review{.type = IntakeEvent::Type::kReview, .key = {"a", "big"}, .uid = "u9",
                              .actor = "alice", .what = R"({"action":"review.denied"})"};
-  absl::StatusOr<broker::IntakeEvent> back = DecodeIntake(EncodeIntake(review));
+  absl::StatusOr<IntakeEvent> back = DecodeIntake(EncodeIntake(review));
   ASSERT_THAT(back.status(), IsOk());
-  EXPECT_EQ(back->type, broker::IntakeEvent::Type::kReview);
+  EXPECT_EQ(back->type, IntakeEvent::Type::kReview);
   EXPECT_EQ(back->key.name, "big");
   EXPECT_EQ(back->uid, "u9");
   EXPECT_EQ(back->actor, "alice");
   EXPECT_EQ(back->what, review.what);
-  EXPECT_THAT(DecodeIntake(EncodeIntake({.type = broker::IntakeEvent::Type::kPolicies})).status(),
+  EXPECT_THAT(DecodeIntake(EncodeIntake({.type = IntakeEvent::Type::kPolicies})).status(),
               StatusIs(absl::StatusCode::kDataLoss, "their own key"));
 }
 
 TEST(IntakeCodecTest, DamagedEventsAreErrorsNotCrashes) {
-  const std::string good = EncodeIntake({.type = broker::IntakeEvent::Type::kRegister, .workload = GpuGang("t", 1, 1)});
+  const std::string good = EncodeIntake({.type = IntakeEvent::Type::kRegister, .workload = GpuGang("t", 1, 1)});
   for (size_t n = 0; n < good.size(); ++n) {
     EXPECT_FALSE(DecodeIntake(good.substr(0, n)).ok()) << "truncated to " << n;
   }
@@ -98,7 +98,7 @@ class IntakeTest : public EtcdFixture {
     EXPECT_THAT(b.status(), IsOk());
     l.broker = *std::move(b);
     l.broker->Start();
-    EXPECT_THAT(l.broker->Lead(*std::move(state), policies_, l.journal.get(), nullptr), IsOk());
+    EXPECT_THAT(l.broker->SubmitAndWait(broker::Event::Lead(*std::move(state), policies_, l.journal.get(), nullptr)), IsOk());
     l.feeder = std::make_unique<IntakeFeeder>(client_.get(), prefix_, r.intake_revision, l.broker.get());
     return l;
   }
@@ -219,17 +219,17 @@ TEST_F(IntakeTest, ABacklogOfMoreThanOnePageIsAppliedWhole) {
 TEST(IntakeCodecTest, APutsEventsRoundTripInOrderAndASingleEventStillReads) {
   std::vector<std::string> events;
   for (int i = 0; i < 3; ++i) {
-    events.push_back(EncodeIntake({.type = broker::IntakeEvent::Type::kRegister,
+    events.push_back(EncodeIntake({.type = IntakeEvent::Type::kRegister,
                                    .workload = GpuGang(absl::StrCat("w", i), 1, 1)}));
   }
-  events.push_back(EncodeIntake({.type = broker::IntakeEvent::Type::kRemove, .key = {"a", "w0"}}));
+  events.push_back(EncodeIntake({.type = IntakeEvent::Type::kRemove, .key = {"a", "w0"}}));
   const std::string value = EncodeIntakeBatch(events);
-  absl::StatusOr<std::vector<broker::IntakeEvent>> back = DecodeIntakeValue(value);
+  absl::StatusOr<std::vector<IntakeEvent>> back = DecodeIntakeValue(value);
   ASSERT_THAT(back.status(), IsOk());
   ASSERT_EQ(back->size(), 4u);
   EXPECT_EQ((*back)[0].workload.name, "w0");
   EXPECT_EQ((*back)[2].workload.name, "w2");
-  EXPECT_EQ((*back)[3].type, broker::IntakeEvent::Type::kRemove);
+  EXPECT_EQ((*back)[3].type, IntakeEvent::Type::kRemove);
   // A value written before puts carried batches: one event.
   back = DecodeIntakeValue(events[1]);
   ASSERT_THAT(back.status(), IsOk());
@@ -274,7 +274,7 @@ TEST_F(IntakeTest, ALeaderThatStoppedInsideAPutsEventsIsFollowedByOneThatApplies
   // One put of four events; the journal says the first two were applied.
   std::vector<std::string> events;
   for (const char* name : {"a0", "a1", "a2", "a3"}) {
-    events.push_back(EncodeIntake({.type = broker::IntakeEvent::Type::kRegister, .workload = GpuGang(name, 1, 1)}));
+    events.push_back(EncodeIntake({.type = IntakeEvent::Type::kRegister, .workload = GpuGang(name, 1, 1)}));
   }
   absl::StatusOr<int64_t> put = client_->Put(IntakePrefix(prefix_) + "replica-1/1-00000000000000000001.4",
                                              EncodeIntakeBatch(events));

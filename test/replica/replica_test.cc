@@ -186,7 +186,7 @@ class ReplicaTest : public ::testing::Test {
 
   // team-a's nominal GPU quota as node `n` shows it.
   int64_t Nominal(int n) const {
-    std::shared_ptr<const model::PolicySet> p = nodes_[n]->broker->policies();
+    std::shared_ptr<const model::PolicySet> p = nodes_[n]->broker->snapshot()->shared_policies();
     return p->cluster_queues.at("team-a").resource_groups.at(0).flavors.at(0).resources.at(0).nominal.CeilUnits();
   }
 
@@ -220,7 +220,7 @@ TEST_F(ReplicaTest, OneLeaderAdmitsWhatEveryReplicaRegistersAndEveryReplicaShows
   for (size_t n = 0; n < nodes_.size(); ++n) {
     if (static_cast<int>(n) == leader) continue;
     EXPECT_THAT(nodes_[n]->actuator.releases(), ::testing::IsEmpty()) << "a follower released";
-    EXPECT_EQ(nodes_[n]->broker->PendingIn("team-a"), 1);
+    EXPECT_EQ(nodes_[n]->broker->snapshot()->PendingIn("team-a"), 1);
   }
 }
 

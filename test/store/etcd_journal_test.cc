@@ -67,9 +67,9 @@ TEST_F(EtcdJournalTest, ABrokerOnEtcdRestoresWholeInAnotherBroker) {
   auto b = broker::Broker::Create(Policies(), {}, nullptr, &journal, &clock_);
   ASSERT_THAT(b.status(), IsOk());
   (*b)->Start();
-  ASSERT_THAT((*b)->Register(Gang("big", 2, 3), ""), IsOk());    // 6 of 8 GPUs: admitted
-  ASSERT_THAT((*b)->Register(Gang("wide", 4, 1), ""), IsOk());   // 4 more: waits
-  ASSERT_THAT((*b)->Register(Gang("small", 1, 2), ""), IsOk());  // 2: fits beside big
+  ASSERT_THAT((*b)->SubmitAndWait(broker::Event::Add(Gang("big", 2, 3))), IsOk());    // 6 of 8 GPUs: admitted
+  ASSERT_THAT((*b)->SubmitAndWait(broker::Event::Add(Gang("wide", 4, 1))), IsOk());   // 4 more: waits
+  ASSERT_THAT((*b)->SubmitAndWait(broker::Event::Add(Gang("small", 1, 2))), IsOk());  // 2: fits beside big
   ASSERT_TRUE((*b)->Flush(absl::Seconds(10)));
   const std::map<std::string, std::string> before = Phases(*(*b)->snapshot());
   (*b)->Stop();
@@ -156,13 +156,13 @@ TEST_F(EtcdJournalTest, ASnapshotInChunksPlusTheRecordsAfterItIsTheSameState) {
   auto b = broker::Broker::Create(Policies(), {}, nullptr, &journal, &clock_);
   ASSERT_THAT(b.status(), IsOk());
   (*b)->Start();
-  for (int i = 0; i < 12; ++i) ASSERT_THAT((*b)->Register(Gang(absl::StrCat("g", i), 1, 1), ""), IsOk());
+  for (int i = 0; i < 12; ++i) ASSERT_THAT((*b)->SubmitAndWait(broker::Event::Add(Gang(absl::StrCat("g", i), 1, 1))), IsOk());
   ASSERT_TRUE((*b)->Flush(absl::Seconds(10)));
   ASSERT_THAT(journal.WriteSnapshot(*(*b)->snapshot()), IsOk());
   const EtcdJournalStats st = journal.stats();
   EXPECT_EQ(st.snapshots, 1u);
   EXPECT_GT(st.last_snapshot_bytes, 1024u) << "the snapshot should need several chunks";
-  for (int i = 12; i < 15; ++i) ASSERT_THAT((*b)->Register(Gang(absl::StrCat("g", i), 1, 1), ""), IsOk());
+  for (int i = 12; i < 15; ++i) ASSERT_THAT((*b)->SubmitAndWait(broker::Event::Add(Gang(absl::StrCat("g", i), 1, 1))), IsOk());
   ASSERT_TRUE((*b)->Flush(absl::Seconds(10)));
   const std::map<std::string, std::string> before = Phases(*(*b)->snapshot());
   (*b)->Stop();
@@ -190,7 +190,7 @@ TEST_F(EtcdJournalTest, ASnapshotInChunksPlusTheRecordsAfterItIsTheSameState) {
   auto leader = broker::Broker::Create(Policies(), {}, nullptr, &next, &clock_, &*state);
   ASSERT_THAT(leader.status(), IsOk());
   (*leader)->Start();
-  ASSERT_THAT((*leader)->Register(Gang("last", 1, 1), ""), IsOk());
+  ASSERT_THAT((*leader)->SubmitAndWait(broker::Event::Add(Gang("last", 1, 1))), IsOk());
   ASSERT_TRUE((*leader)->Flush(absl::Seconds(10)));
   ASSERT_THAT(next.WriteSnapshot(*(*leader)->snapshot()), IsOk());
   const uint64_t second = next.stats().last_snapshot_position;
@@ -248,12 +248,12 @@ TEST_F(EtcdJournalTest, EtcdDownIsUnavailableAndTheBrokerKeepsTheChangesUntilItI
   auto b = broker::Broker::Create(Policies(), {}, nullptr, &journal, &clock_);
   ASSERT_THAT(b.status(), IsOk());
   (*b)->Start();
-  ASSERT_THAT((*b)->Register(Gang("before", 1, 1), ""), IsOk());
+  ASSERT_THAT((*b)->SubmitAndWait(broker::Event::Add(Gang("before", 1, 1))), IsOk());
   etcd_->Kill();
-  EXPECT_THAT((*b)->Register(Gang("during", 1, 1), ""), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT((*b)->SubmitAndWait(broker::Event::Add(Gang("during", 1, 1))), StatusIs(absl::StatusCode::kUnavailable));
   ASSERT_THAT(etcd_->Restart(), IsOk());
   // The broker retries what it kept on its next batch.
-  ASSERT_THAT((*b)->Register(Gang("after", 1, 1), ""), IsOk());
+  ASSERT_THAT((*b)->SubmitAndWait(broker::Event::Add(Gang("after", 1, 1))), IsOk());
   ASSERT_TRUE((*b)->Flush(absl::Seconds(10)));
   (*b)->Stop();
   EXPECT_THAT(journal.health(), IsOk());

@@ -286,7 +286,7 @@ class JournalTest : public ::testing::Test {
 
   // Lets the broker release everything it reserved.
   void ConfirmReleases() {
-    for (const std::string& name : actuator_->releases()) broker_->ReleaseResult({"a", name}, "uid-" + name, absl::OkStatus());
+    for (const std::string& name : actuator_->releases()) broker_->Submit(broker::Event::ReleaseResult({"a", name}, "uid-" + name, absl::OkStatus()));
     ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
   }
 
@@ -299,13 +299,13 @@ class JournalTest : public ::testing::Test {
 
 TEST_F(JournalTest, AdmittedAndPendingGangsAreTheSameAfterACrash) {
   Start();
-  ASSERT_THAT(broker_->Register(Gang("first", 2, 2), "team-a"), IsOk());  // 4 of 8
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("first", 2, 2))), IsOk());  // 4 of 8
   clock_.AdvanceTime(absl::Seconds(1));
-  ASSERT_THAT(broker_->Register(Gang("second", 1, 4), "team-a"), IsOk());  // 8 of 8
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("second", 1, 4))), IsOk());  // 8 of 8
   ConfirmReleases();
   for (int i = 0; i < 5; ++i) {
     clock_.AdvanceTime(absl::Seconds(1));
-    ASSERT_THAT(broker_->Register(Gang(absl::StrCat("waiting-", i), 1, 2, i % 2), "team-a"), IsOk());
+    ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang(absl::StrCat("waiting-", i), 1, 2, i % 2))), IsOk());
   }
   const Observed before = Observe(*broker_);
   ASSERT_EQ(before.phases.at("first"), "running");
@@ -320,34 +320,34 @@ TEST_F(JournalTest, AdmittedAndPendingGangsAreTheSameAfterACrash) {
   // Running gangs are not released again; nothing was in flight.
   EXPECT_TRUE(actuator_->releases().empty());
   // The restored broker goes on: finishing one admits the head of the queue.
-  ASSERT_THAT(broker_->Finish({"a", "second"}, ""), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Finish({"a", "second"}, "")), IsOk());
   EXPECT_EQ(broker_->snapshot()->Find({"a", after.queue[0]})->phase, Phase::kReserved);
 }
 
 TEST_F(JournalTest, AReleaseSentButNotConfirmedIsSentAgainNeverDoubled) {
   Start();
-  ASSERT_THAT(broker_->Register(Gang("in-flight", 2, 2), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("in-flight", 2, 2))), IsOk());
   ASSERT_EQ(actuator_->releases(), std::vector<std::string>{"in-flight"});
   Crash();  // before the actuator's answer
   Start();
   // Reserved again (its quota held, not admitted twice) and released again.
   EXPECT_EQ(broker_->snapshot()->Find({"a", "in-flight"})->phase, Phase::kReserved);
   EXPECT_EQ(broker_->snapshot()->FindClusterQueue("team-a")->status.admitted, 1);
-  EXPECT_EQ(broker_->AdmittedUsage("team-a").at("nvidia.com/gpu"), Quantity::FromUnits(4));
+  EXPECT_EQ(broker_->snapshot()->AdmittedUsage("team-a").at("nvidia.com/gpu"), Quantity::FromUnits(4));
   EXPECT_EQ(actuator_->releases(), std::vector<std::string>{"in-flight"});
 }
 
 TEST_F(JournalTest, AnEvictionInFlightIsSentAgain) {
   Start();
-  ASSERT_THAT(broker_->Register(Gang("low", 4, 2, 0), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("low", 4, 2, 0))), IsOk());
   ConfirmReleases();
-  ASSERT_THAT(broker_->Register(Gang("high", 4, 2, 100), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("high", 4, 2, 100))), IsOk());
   ASSERT_EQ(actuator_->suspends(), std::vector<std::string>{"low"});
   Crash();
   Start();
   EXPECT_EQ(broker_->snapshot()->Find({"a", "low"})->phase, Phase::kEvicting);
   EXPECT_EQ(actuator_->suspends(), std::vector<std::string>{"low"});
-  broker_->GangStopped({"a", "low"}, "uid-low");
+  broker_->Submit(broker::Event::Stopped({"a", "low"}, "uid-low"));
   ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
   EXPECT_EQ(broker_->snapshot()->Find({"a", "high"})->phase, Phase::kReserved);
 }
@@ -356,7 +356,7 @@ TEST_F(JournalTest, SnapshotsCompactTheJournalAndRecoveryUsesThem) {
   Start();
   for (int i = 0; i < 40; ++i) {
     clock_.AdvanceTime(absl::Milliseconds(10));
-    ASSERT_THAT(broker_->Register(Gang(absl::StrCat("w", i), 1, 1), "team-a"), IsOk());
+    ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang(absl::StrCat("w", i), 1, 1))), IsOk());
     if (i == 20) {
       ASSERT_THAT(journal_->WriteSnapshot(*broker_->snapshot()), IsOk());
     }
@@ -366,7 +366,7 @@ TEST_F(JournalTest, SnapshotsCompactTheJournalAndRecoveryUsesThem) {
   const JournalStats stats = journal_->stats();
   EXPECT_EQ(stats.snapshots, 2u);
   EXPECT_GT(stats.log.first_seq, 1u) << "segments covered by both snapshots were not removed";
-  ASSERT_THAT(broker_->Register(Gang("after", 1, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("after", 1, 1))), IsOk());
   const Observed before = Observe(*broker_);
   Crash();
   JournalRecovery rec;
@@ -378,9 +378,9 @@ TEST_F(JournalTest, SnapshotsCompactTheJournalAndRecoveryUsesThem) {
 
 TEST_F(JournalTest, ACorruptNewestSnapshotFallsBackToTheOlderOne) {
   Start();
-  ASSERT_THAT(broker_->Register(Gang("a1", 1, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("a1", 1, 1))), IsOk());
   ASSERT_THAT(journal_->WriteSnapshot(*broker_->snapshot()), IsOk());
-  ASSERT_THAT(broker_->Register(Gang("a2", 1, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("a2", 1, 1))), IsOk());
   ConfirmReleases();
   ASSERT_THAT(journal_->WriteSnapshot(*broker_->snapshot()), IsOk());
   const uint64_t newest = journal_->stats().last_snapshot_position;
@@ -396,7 +396,7 @@ TEST_F(JournalTest, ACorruptNewestSnapshotFallsBackToTheOlderOne) {
 
 TEST_F(JournalTest, ACorruptRecordInTheMiddleStopsStartUpUnlessTruncating) {
   Start();
-  for (int i = 0; i < 30; ++i) ASSERT_THAT(broker_->Register(Gang(absl::StrCat("w", i), 1, 0), "team-a"), IsOk());
+  for (int i = 0; i < 30; ++i) ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang(absl::StrCat("w", i), 1, 0))), IsOk());
   Crash();
   // Damage a record early in the first segment.
   const std::string segment = absl::StrCat("/var/lib/gangkeeper/journal/", store::SegmentFileName(1));
@@ -415,14 +415,14 @@ TEST_F(JournalTest, ACorruptRecordInTheMiddleStopsStartUpUnlessTruncating) {
 
 TEST_F(JournalTest, ADiskErrorIsNeverAcknowledgedAndLatches) {
   Start();
-  ASSERT_THAT(broker_->Register(Gang("kept", 1, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("kept", 1, 1))), IsOk());
   fs_.FailWrites(1, /*disk_full=*/true);
-  absl::Status refused = broker_->Register(Gang("refused", 1, 1), "team-a");
+  absl::Status refused = broker_->SubmitAndWait(broker::Event::Add(Gang("refused", 1, 1)));
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(std::string(refused.message()), HasSubstr("No space left"));
   // The disk is fine again but the journal stays failed: nothing more is acknowledged.
   EXPECT_FALSE(journal_->health().ok());
-  EXPECT_THAT(broker_->Register(Gang("later", 1, 1), "team-a"), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("later", 1, 1))), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_FALSE(broker_->snapshot()->durable());
   EXPECT_THAT(journal_->WriteSnapshot(*broker_->snapshot()), StatusIs(absl::StatusCode::kFailedPrecondition));
   // "refused" was admitted in memory but never released: no in-memory-only acknowledgement.
@@ -432,14 +432,14 @@ TEST_F(JournalTest, ADiskErrorIsNeverAcknowledgedAndLatches) {
   EXPECT_NE(broker_->snapshot()->Find({"a", "kept"}), nullptr);
   EXPECT_EQ(broker_->snapshot()->Find({"a", "refused"}), nullptr);
   EXPECT_EQ(broker_->snapshot()->Find({"a", "later"}), nullptr);
-  ASSERT_THAT(broker_->Register(Gang("again", 1, 1), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("again", 1, 1))), IsOk());
 }
 
 TEST_F(JournalTest, ReplayingTheSameJournalTwiceGivesTheSameState) {
   Start();
-  for (int i = 0; i < 10; ++i) ASSERT_THAT(broker_->Register(Gang(absl::StrCat("w", i), 1, 2), "team-a"), IsOk());
+  for (int i = 0; i < 10; ++i) ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang(absl::StrCat("w", i), 1, 2))), IsOk());
   ConfirmReleases();
-  ASSERT_THAT(broker_->Finish({"a", "w0"}, ""), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Finish({"a", "w0"}, "")), IsOk());
   broker_.reset();
   journal_.reset();
   std::string first;
@@ -460,7 +460,7 @@ TEST_F(JournalTest, AnotherProcessCannotOpenTheSameDataDirectory) {
 
 TEST_F(JournalTest, QuotaFilesEditedWhileDownApplyAndADeletedQueueKeepsItsGangs) {
   Start();
-  ASSERT_THAT(broker_->Register(Gang("running", 2, 2), "team-a"), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("running", 2, 2))), IsOk());
   ConfirmReleases();
   Crash();
   // team-a is gone from the files; its running gang keeps its quota (terminating).
@@ -479,7 +479,7 @@ kind: ResourceFlavor
 metadata: {name: a100}
 )"));
   EXPECT_EQ(broker_->snapshot()->Find({"a", "running"})->phase, Phase::kRunning);
-  EXPECT_EQ(broker_->AdmittedUsage("team-a").at("nvidia.com/gpu"), Quantity::FromUnits(4));
+  EXPECT_EQ(broker_->snapshot()->AdmittedUsage("team-a").at("nvidia.com/gpu"), Quantity::FromUnits(4));
 }
 
 }  // namespace
@@ -498,8 +498,8 @@ TEST_F(JournalTest, QuotaChangesThroughTheApiSurviveARestartOverTheSameFiles) {
   bigger.meta.resource_version = "1";
   overlay->put.cluster_queues["team-a"] = bigger;
   auto effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*Policies(kPolicies), *overlay));
-  ASSERT_THAT(broker_->SetPolicies(effective, overlay, "platform", "PUT ClusterQueue team-a"), IsOk());
-  ASSERT_THAT(broker_->Register(Gang("big", 4, 4), "team-a"), IsOk());  // 16 GPUs
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Policies(effective, overlay, "platform", "PUT ClusterQueue team-a")), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("big", 4, 4))), IsOk());  // 16 GPUs
   EXPECT_EQ(broker_->snapshot()->Find({"a", "big"})->phase, Phase::kReserved);
   for (bool snapshot : {false, true}) {
     if (snapshot) {

@@ -45,12 +45,15 @@
 
 namespace gangkeeper::api {
 
-// The API's routes. `broker`, `tokens`, `clock` and `audit` (may be null:
+// The API's routes. They read the broker's state from `broker` and give
+// changes (with no `editor`) to `events`. `events`, `broker`, `tokens`,
+// `clock` and `audit` (may be null:
 // /v1/audit answers 503) must outlive them. `base_policies` are the policy
 // files: quota changes are kept as an overlay over them (model/overlay.h).
 // `editor` (may be null: the broker takes changes directly) is where
 // changes to quota objects go; it must outlive the routes.
-std::vector<server::Route> Routes(broker::Broker* broker, TokenStore* tokens, const base::Clock* clock,
+std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens,
+                                  const base::Clock* clock,
                                   const audit::AuditLog* audit = nullptr,
                                   std::shared_ptr<const model::PolicySet> base_policies = nullptr,
                                   PolicyEditor* editor = nullptr);

@@ -7,14 +7,18 @@
 #include "absl/status/status.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/audit/denials.h"
-#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/counters.h"
+#include "gangkeeper/broker/snapshot.h"
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/store/journal.h"
 
 namespace gangkeeper::api {
 
-// `broker` must outlive `registry`'s scrapes.
-[[nodiscard]] absl::Status RegisterBrokerMetrics(metrics::Registry& registry, broker::Broker* broker);
+// Queue and quota gauges from `view`'s snapshots, Kueue's workload counters
+// from `counters` (which must observe the broker: BrokerOptions::observers).
+// Both must outlive `registry`'s scrapes.
+[[nodiscard]] absl::Status RegisterBrokerMetrics(metrics::Registry& registry, const broker::SnapshotSource* view,
+                                                 const broker::WorkloadCounters* counters);
 
 // gangkeeper_store_journal_*: appends, fsyncs (one per group commit), bytes,
 // snapshots, whether the journal accepts writes. `journal` outlives the

@@ -44,8 +44,8 @@ class PolicyEditor {
                                            const std::string& what) = 0;
 };
 
-// One replica: the broker's snapshot is read, Broker::SetPolicies writes.
-// `broker` must outlive the editor. Thread-safe.
-std::unique_ptr<PolicyEditor> LocalPolicyEditor(broker::Broker* broker);
+// One replica: the broker's snapshot is read, an Event::Policies to
+// `events` writes. Both must outlive the editor. Thread-safe.
+std::unique_ptr<PolicyEditor> LocalPolicyEditor(broker::EventQueue* events, const broker::SnapshotSource* broker);
 
 }  // namespace gangkeeper::api

@@ -36,7 +36,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/event.h"
+#include "gangkeeper/broker/ports.h"
 #include "gangkeeper/kube/client.h"
 
 namespace gangkeeper::kube {
@@ -87,7 +88,7 @@ class KubeActuator final : public broker::Actuator {
   KubeActuator& operator=(const KubeActuator&) = delete;
 
   // Where the answers go. Call before the broker starts.
-  void Bind(broker::Broker* broker);
+  void Bind(broker::EventQueue* events);
   void Bind(ActuatorCallbacks callbacks);
   void Release(const broker::ReleaseOrder& order) override;
   void Suspend(const broker::SuspendOrder& order) override;

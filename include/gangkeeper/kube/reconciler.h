@@ -34,7 +34,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/event.h"
+#include "gangkeeper/broker/snapshot.h"
 #include "gangkeeper/kube/client.h"
 
 namespace gangkeeper::kube {
@@ -60,8 +61,10 @@ struct ReconcilerOptions {
 
 class Reconciler {
  public:
-  // `client` and `broker` must outlive the reconciler.
-  Reconciler(Client* client, broker::Broker* broker, ReconcilerOptions options);
+  // What the cluster says goes to `events`; the broker's state is read from
+  // `view`. `client`, `events` and `view` must outlive the reconciler.
+  Reconciler(Client* client, broker::EventQueue* events, const broker::SnapshotSource* view,
+             ReconcilerOptions options);
   ~Reconciler();  // Stop()
   Reconciler(const Reconciler&) = delete;
   Reconciler& operator=(const Reconciler&) = delete;

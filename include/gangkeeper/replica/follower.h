@@ -37,7 +37,7 @@ struct FollowerStats {
 class Follower {
  public:
   // `client` and `broker` must outlive the follower.
-  Follower(etcd::Client* client, std::string prefix, broker::Broker* broker,
+  Follower(etcd::Client* client, std::string prefix, broker::EventQueue* broker,
            absl::Duration min_interval = absl::Milliseconds(200));
   ~Follower();  // Stop()
   Follower(const Follower&) = delete;
@@ -57,7 +57,7 @@ class Follower {
 
   etcd::Client* const client_;
   const std::string prefix_;
-  broker::Broker* const broker_;
+  broker::EventQueue* const broker_;
   const absl::Duration min_interval_;
 
   mutable absl::Mutex mu_;

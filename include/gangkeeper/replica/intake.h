@@ -9,7 +9,7 @@
 // commit: while one put is in flight the next ones queue, and go together
 // in the next, up to kIntakeBatchMax events), so etcd sees one request
 // per batch, not per change. The leader applies the events in order
-// (IntakeFeeder: a range, then a watch) through Broker::Submit. An event's
+// (IntakeFeeder: a range, then a watch) through EventQueue::Submit. An event's
 // place is its position: its key's mod revision times
 // kIntakePositionsPerRevision plus its index in the put. The leader's
 // journal records the position it applied up to (P intake-applied,
@@ -35,8 +35,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/event.h"
 #include "gangkeeper/broker/registry.h"
+#include "gangkeeper/broker/snapshot.h"
 #include "gangkeeper/store/etcd/client.h"
 
 namespace gangkeeper::replica {
@@ -49,16 +50,38 @@ inline int64_t IntakePosition(int64_t mod_revision, int index) {
   return mod_revision * kIntakePositionsPerRevision + index;
 }
 
+// A change that reached this replica through the intake (a replica's
+// webhook wrote it to etcd); the leader applies it like the webhook's own
+// calls, without waiting, in order. `revision` is its position (above).
+// Its encoding is a wire format: its Type values never change.
+struct IntakeEvent {
+  enum class Type { kRegister, kUpdate, kRemove, kFinish, kPolicies, kReview };
+  Type type = Type::kRegister;
+  workload::Workload workload;  // kRegister, kUpdate
+  broker::WorkloadKey key;      // kRemove, kFinish, kReview
+  std::string uid;              // kRemove, kFinish: only that object ("" = any)
+  // kPolicies: the new set, what the API changed over the files, who, what.
+  // kReview: `what` is an admission review's audit event (encoded by the
+  // audit module), `actor` who sent the review (broker::Event::Review).
+  std::shared_ptr<const model::PolicySet> policies;
+  std::shared_ptr<const model::PolicyOverlay> overlay;
+  std::string actor, what;
+  int64_t revision = 0;
+};
+
+// The broker event it stands for, with intake_revision = revision.
+broker::Event ToBrokerEvent(IntakeEvent e);
+
 // One intake event (the position is etcd's, not encoded). kPolicies events
 // are not written to the intake (the API's changes have their own key).
-std::string EncodeIntake(const broker::IntakeEvent& e);
-[[nodiscard]] absl::StatusOr<broker::IntakeEvent> DecodeIntake(absl::string_view data);
+std::string EncodeIntake(const IntakeEvent& e);
+[[nodiscard]] absl::StatusOr<IntakeEvent> DecodeIntake(absl::string_view data);
 // The value of an intake key: events encoded by EncodeIntake, in order
 // (1 to kIntakeBatchMax of them).
 std::string EncodeIntakeBatch(const std::vector<std::string>& events);
 // An intake key's value: a batch, or (as written before batches) a single
 // event.
-[[nodiscard]] absl::StatusOr<std::vector<broker::IntakeEvent>> DecodeIntakeValue(absl::string_view data);
+[[nodiscard]] absl::StatusOr<std::vector<IntakeEvent>> DecodeIntakeValue(absl::string_view data);
 
 // The webhook's registry on every replica: changes go to the intake, reads
 // come from the local broker (leader or follower).
@@ -66,7 +89,7 @@ class IntakeRegistry final : public broker::WorkloadRegistry {
  public:
   // `client` and `view` must outlive the registry; `replica_id` must be
   // unique among the replicas (and across restarts: host, pid, start time).
-  IntakeRegistry(etcd::Client* client, std::string prefix, std::string replica_id, const broker::Broker* view);
+  IntakeRegistry(etcd::Client* client, std::string prefix, std::string replica_id, const broker::SnapshotSource* view);
 
   absl::Status Register(const workload::Workload& w, const std::string& cluster_queue) override;
   absl::Status Update(const workload::Workload& w) override;
@@ -88,13 +111,13 @@ class IntakeRegistry final : public broker::WorkloadRegistry {
 
  private:
   struct Waiter;
-  absl::Status Put(const broker::IntakeEvent& e);
+  absl::Status Put(const IntakeEvent& e);
 
   etcd::Client* const client_;
   const std::string prefix_;
   const std::string replica_id_;
   const std::string session_;
-  const broker::Broker* const view_;
+  const broker::SnapshotSource* const view_;
   std::atomic<uint64_t> counter_{0};
   std::atomic<uint64_t> events_{0};
   absl::Mutex mu_;
@@ -115,7 +138,7 @@ struct FeederStats {
 // (bounded backoff) and deletes the events the journal says are applied.
 class IntakeFeeder {
  public:
-  IntakeFeeder(etcd::Client* client, std::string prefix, int64_t applied, broker::Broker* broker);
+  IntakeFeeder(etcd::Client* client, std::string prefix, int64_t applied, broker::EventQueue* broker);
   ~IntakeFeeder();  // Stop()
   IntakeFeeder(const IntakeFeeder&) = delete;
   IntakeFeeder& operator=(const IntakeFeeder&) = delete;
@@ -133,7 +156,7 @@ class IntakeFeeder {
 
   etcd::Client* const client_;
   const std::string prefix_;
-  broker::Broker* const broker_;
+  broker::EventQueue* const broker_;
   mutable absl::Mutex mu_;
   int64_t last_ ABSL_GUARDED_BY(mu_);  // the highest position submitted
   FeederStats stats_ ABSL_GUARDED_BY(mu_);

@@ -58,7 +58,7 @@ struct EtcdPolicyEditorOptions {
 class EtcdPolicyEditor final : public api::PolicyEditor {
  public:
   // `client` and `view` (this replica's broker) must outlive the editor.
-  EtcdPolicyEditor(etcd::Client* client, const broker::Broker* view, EffectivePolicies effective,
+  EtcdPolicyEditor(etcd::Client* client, const broker::SnapshotSource* view, EffectivePolicies effective,
                    EtcdPolicyEditorOptions options = {});
 
   absl::StatusOr<Current> Read() override;
@@ -68,7 +68,7 @@ class EtcdPolicyEditor final : public api::PolicyEditor {
 
  private:
   etcd::Client* const client_;
-  const broker::Broker* const view_;
+  const broker::SnapshotSource* const view_;
   const EffectivePolicies effective_;
   const EtcdPolicyEditorOptions options_;
 };

@@ -1,0 +1,126 @@
+// gangkeeper broker: Event, the one way anything changes the broker's state
+// or role, and EventQueue, the interface the broker's writers depend on
+// (the webhook through a WorkloadRegistry, the reconciler, the actuator, the
+// API's policy editor, a replica's intake and roles).
+//
+// Build events with the factories; hand them to EventQueue::Submit (do not
+// wait) or SubmitAndWait (wait until applied and durable).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gangkeeper/broker/durable.h"
+#include "gangkeeper/broker/registry.h"
+#include "gangkeeper/model/objects.h"
+#include "gangkeeper/model/overlay.h"
+#include "gangkeeper/workload/workload.h"
+
+namespace gangkeeper::broker {
+
+class Actuator;
+class StateSink;
+
+struct Event {
+  enum class Type {
+    kAdd,            // a new pending workload (or another pod of a known pod group)
+    kUpdate,         // a pending workload's pod sets changed
+    kRemove,         // the object `uid` was deleted ("" = any instance)
+    kFinish,         // the object `uid` completed or failed
+    kAdopt,          // a workload found running, with its recorded flavors
+    kRerelease,      // a running gang has members held again: release again
+    kPolicies,       // new policies (from the files or the API)
+    kReview,         // an admission review's audit event, recorded with the batch
+    kReleaseOk,      // the actuator's answers
+    kReleaseFailed,
+    kStopped,
+    kFlush,          // nothing: answered once everything before it is applied
+    kFollow,         // role switches: taken alone, never in a batch with others
+    kLead,
+  };
+  Type type = Type::kFlush;
+  workload::Workload workload;                                        // kAdd, kUpdate, kAdopt
+  std::map<std::string, std::map<std::string, std::string>> flavors;  // kAdopt
+  std::optional<absl::Time> admitted_at;                              // kAdopt
+  WorkloadKey key;
+  std::string uid;
+  // kReleaseOk/kStopped: what was sent; kReleaseFailed: why; kPolicies:
+  // what the API changed ("PUT ClusterQueue team-a"); kReview: the encoded
+  // audit event.
+  std::string message;
+  std::string actor;  // kPolicies from the API, kReview: who
+  std::shared_ptr<const model::PolicySet> policies;     // kPolicies, kLead
+  std::shared_ptr<const model::PolicyOverlay> overlay;  // kPolicies from the API
+  // An event that reached this replica through the replicated store: its
+  // place there (increasing). Each batch hands the sink the highest applied
+  // so far (DurableBatch::intake_revision), so a new leader applies exactly
+  // the events after it. 0 for local events.
+  int64_t intake_revision = 0;
+  // kFollow, kLead: the durable state to start from; kLead: the new term's
+  // sink and actuator (either may be null; they must outlive the term).
+  std::shared_ptr<DurableState> state;
+  StateSink* sink = nullptr;
+  Actuator* actuator = nullptr;
+
+  // --- What the cluster and the webhook say.
+  static Event Add(workload::Workload w);
+  static Event Update(workload::Workload w);
+  static Event Remove(WorkloadKey key, std::string uid);
+  static Event Finish(WorkloadKey key, std::string uid);
+  // A workload found running (see Scheduler::Adopt), with its flavors and
+  // admission time as the object records them (gangkeeper.io/admitted-flavors).
+  static Event Adopt(workload::Workload w, std::map<std::string, std::map<std::string, std::string>> flavors,
+                     std::optional<absl::Time> admitted_at = std::nullopt);
+  // Not a state change: the actuator is asked to release `key` again, which
+  // lets go of members held again and leaves the rest as they are.
+  static Event Rerelease(WorkloadKey key);
+  // --- Policies: replaced whole. Through the API, `overlay` (what the API
+  // changed over the policy files) is made durable with them, and `actor`
+  // and `what` go into the audit event. InvalidArgument when they cannot
+  // form a quota tree (nothing changes).
+  static Event Policies(std::shared_ptr<const model::PolicySet> policies,
+                        std::shared_ptr<const model::PolicyOverlay> overlay = nullptr, std::string actor = "",
+                        std::string what = "");
+  // An admission review's audit event (`what`, encoded by the audit module)
+  // sent by `actor`: recorded as a StateChange::kReviewed, nothing changes.
+  static Event Review(WorkloadKey key, std::string uid, std::string actor, std::string what);
+  // --- The actuator's answers. `detail` says what was sent.
+  static Event ReleaseResult(WorkloadKey key, std::string uid, const absl::Status& result, std::string detail = "");
+  static Event Stopped(WorkloadKey key, std::string uid, std::string detail = "");
+  // --- Roles (several replicas on etcd, DESIGN §9). A broker made by
+  // Broker::Create leads with the sink and actuator it was given.
+  // Follow: show `state` (a leader's durable state); nothing is scheduled,
+  // made durable or actuated, and changes are refused (FailedPrecondition).
+  // Sent again with newer states as the leader's records arrive.
+  static Event Follow(DurableState state);
+  // Lead a new term from `state` (read after the term began): `sink` and
+  // `actuator` take over, releases and suspensions not confirmed are sent
+  // again, and `policies` (the files with the API's overlay) replace the
+  // recorded ones when they differ.
+  static Event Lead(DurableState state, std::shared_ptr<const model::PolicySet> policies, StateSink* sink,
+                    Actuator* actuator);
+  // Waits for nothing but the events queued before it.
+  static Event Flush();
+};
+
+// Where events go. Thread-safe.
+class EventQueue {
+ public:
+  virtual ~EventQueue() = default;
+  // Queues `e` and returns at once (answers of the actuator, the intake of
+  // a replica). A follower ignores changes.
+  virtual void Submit(Event e) = 0;
+  // Queues `e` and waits until it is applied and the batch holding it is
+  // durable: its own result (InvalidArgument, FailedPrecondition, ...), or
+  // Unavailable when the broker is stopping, the store failed, or nothing
+  // came within `timeout` (zero: the broker's ack_timeout; two minutes for
+  // a role switch).
+  [[nodiscard]] virtual absl::Status SubmitAndWait(Event e, absl::Duration timeout = absl::ZeroDuration()) = 0;
+};
+
+}  // namespace gangkeeper::broker

@@ -1,0 +1,152 @@
+// gangkeeper broker: the Snapshot the broker publishes after every batch
+// (an immutable view of its state: workloads, ClusterQueues, policies) and
+// the SnapshotSource readers depend on (the webhook, the API, metrics,
+// the reconciler), so that none of them needs the Broker itself.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "gangkeeper/broker/registry.h"
+#include "gangkeeper/broker/scheduler.h"
+#include "gangkeeper/model/objects.h"
+#include "gangkeeper/model/overlay.h"
+
+namespace gangkeeper::broker {
+
+class Broker;
+
+// What the broker's thread has done since it was created.
+struct BrokerStats {
+  uint64_t batches = 0;
+  uint64_t events = 0;
+  uint64_t admitted = 0;
+  uint64_t preempted = 0;
+  uint64_t sink_failures = 0;
+  uint64_t queue_depth = 0;  // events waiting when the last batch was taken
+};
+
+// 1-based positions among the pending workloads of a ClusterQueue and of
+// the workload's LocalQueue.
+struct QueuePosition {
+  int64_t cluster_queue = 0;
+  int64_t local_queue = 0;
+};
+
+// The pending workloads of one ClusterQueue, in queue order, each with its
+// LocalQueue. Kept lean (it is rebuilt as the queue changes); positions are
+// worked out when asked for.
+struct PendingOrder {
+  struct Item {
+    WorkloadKey key;
+    std::string local_queue;
+  };
+  std::vector<Item> items;
+};
+
+struct ClusterQueueView {
+  ClusterQueueStatus status;
+  std::shared_ptr<const PendingOrder> pending;  // never null
+  std::map<model::ResourceName, quantity::Quantity> admitted_usage;  // summed over flavors
+};
+
+// An immutable view of the broker's state, published after every batch.
+class Snapshot {
+ public:
+  uint64_t version() const { return version_; }
+  absl::Time time() const { return time_; }
+  // The sink position this state corresponds to (every change up to it is
+  // durable), and whether the state is exactly that: false while changes
+  // wait to be made durable (the sink failed). Snapshots are written only
+  // from durable states.
+  uint64_t durable_position() const { return durable_position_; }
+  bool durable() const { return durable_; }
+  // Deleted ClusterQueues that still hold quota.
+  const std::vector<model::ClusterQueue>& terminating() const { return terminating_; }
+  // What the API changed over the policy files; null when nothing.
+  const std::shared_ptr<const model::PolicyOverlay>& overlay() const { return overlay_; }
+  const model::PolicySet& policies() const { return *policies_; }
+  const std::shared_ptr<const model::PolicySet>& shared_policies() const { return policies_; }
+  // The newest instance of `key` the API server confirmed, else the newest
+  // (known only from reviews); nullptr when unknown (or finished).
+  const WorkloadInfo* Find(const WorkloadKey& key) const;
+  // The instance `uid` of `key` (uid ignored for pod groups), or nullptr.
+  const WorkloadInfo* FindInstance(const WorkloadKey& key, const std::string& uid) const;
+  // Every instance of `key`, oldest first: usually one; more while an
+  // older object under the same name still holds quota.
+  std::vector<const WorkloadInfo*> Instances(const WorkloadKey& key) const;
+  // Where a pending workload stands in its queues; nullopt when not queued.
+  // Linear in the queue's length: to list many, use Positions().
+  std::optional<QueuePosition> Position(const WorkloadKey& key) const;
+  // The positions of every pending workload of `cq`, in one pass.
+  std::map<WorkloadKey, QueuePosition> Positions(const model::ClusterQueueName& cq) const;
+  // nullptr for an unknown ClusterQueue.
+  const ClusterQueueView* FindClusterQueue(const model::ClusterQueueName& cq) const;
+  const std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>>& cluster_queues() const {
+    return queues_;
+  }
+  // Calls `f` for every tracked instance (unordered).
+  void ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const;
+  // The same, shared (a snapshot writer keeps them without copying).
+  void ForEachShared(const std::function<void(const std::shared_ptr<const WorkloadInfo>&)>& f) const;
+  size_t workload_count() const { return workload_count_; }
+  // Of those, how many are known only from admission reviews (DESIGN §2).
+  size_t unconfirmed_count() const { return unconfirmed_count_; }
+  // What the broker's thread has done so far (as of this snapshot).
+  const BrokerStats& stats() const { return stats_; }
+  // Of the ClusterQueue `cq` (0 / empty when unknown): pending workloads,
+  // and the quota its admitted workloads hold per resource (summed over
+  // flavors).
+  int64_t PendingIn(const model::ClusterQueueName& cq) const;
+  // Find(key) as the webhook's registry reports it (registry.h).
+  std::optional<WorkloadRecord> Record(const WorkloadKey& key) const;
+  std::map<model::ResourceName, quantity::Quantity> AdmittedUsage(const model::ClusterQueueName& cq) const;
+  // The most recently finished workloads (their last state, phase
+  // kFinished), oldest first; bounded by BrokerOptions::keep_finished and
+  // keep_finished_for. Never null.
+  const std::vector<std::shared_ptr<const WorkloadInfo>>& finished() const { return *finished_; }
+
+  static constexpr size_t kShards = 1024;
+
+ private:
+  friend class Broker;
+  // The instances of one key: the newest, and the older ones (null in the
+  // common case of one).
+  struct Slot {
+    std::shared_ptr<const WorkloadInfo> newest;
+    std::shared_ptr<const std::vector<std::shared_ptr<const WorkloadInfo>>> older;
+  };
+  using Shard = absl::flat_hash_map<std::string, Slot>;  // by kind and ns/name
+  uint64_t version_ = 0;
+  absl::Time time_;
+  uint64_t durable_position_ = 0;
+  bool durable_ = true;
+  std::vector<model::ClusterQueue> terminating_;
+  std::shared_ptr<const model::PolicyOverlay> overlay_;
+  std::shared_ptr<const model::PolicySet> policies_;
+  std::vector<std::shared_ptr<const Shard>> shards_;
+  std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues_;
+  size_t workload_count_ = 0;
+  size_t unconfirmed_count_ = 0;
+  BrokerStats stats_;
+  std::shared_ptr<const std::vector<std::shared_ptr<const WorkloadInfo>>> finished_ =
+      std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>();
+};
+
+// Where readers get the broker's state: the latest snapshot, never null,
+// without waiting for the writer. Thread-safe.
+class SnapshotSource {
+ public:
+  virtual ~SnapshotSource() = default;
+  virtual std::shared_ptr<const Snapshot> snapshot() const = 0;
+};
+
+}  // namespace gangkeeper::broker
