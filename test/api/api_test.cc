@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/testing/policies.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
 
@@ -93,12 +94,7 @@ metadata: {name: gpu, namespace: team-b}
 spec: {clusterQueue: team-b-gpu}
 )";
 
-std::shared_ptr<const model::PolicySet> Policies(const std::string& yaml) {
-  auto p = std::make_shared<model::PolicySet>();
-  model::Diagnostics d;
-  model::DecodeManifests(yaml, "test.yaml", p.get(), &d);
-  return p;
-}
+std::shared_ptr<const model::PolicySet> Policies(const std::string& yaml) { return testing::PoliciesFrom(yaml); }
 
 // A launcher (no GPU) and `pods` workers of `gpus` GPUs each.
 workload::Workload Gang(const std::string& ns, const std::string& name, const std::string& queue, int64_t pods,

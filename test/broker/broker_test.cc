@@ -14,6 +14,7 @@
 #include "gangkeeper/model/manifest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/policies.h"
 #include "test/testing/status_matchers.h"
 
 namespace gangkeeper::broker {
@@ -50,12 +51,7 @@ metadata: {name: q, namespace: a}
 spec: {clusterQueue: team-a}
 )";
 
-std::shared_ptr<const model::PolicySet> BrokerPolicies(const std::string& yaml) {
-  auto p = std::make_shared<model::PolicySet>();
-  model::Diagnostics d;
-  model::DecodeManifests(yaml, "test.yaml", p.get(), &d);
-  return p;
-}
+std::shared_ptr<const model::PolicySet> BrokerPolicies(const std::string& yaml) { return testing::PoliciesFrom(yaml); }
 
 workload::Workload BrokerGang(const std::string& name, int64_t pods, int64_t gpus, int32_t priority = 0) {
   workload::Workload w;

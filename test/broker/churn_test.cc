@@ -12,6 +12,7 @@
 #include "gangkeeper/model/manifest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/policies.h"
 #include "test/testing/status_matchers.h"
 
 namespace gangkeeper::broker {
@@ -20,13 +21,7 @@ namespace {
 using ::gangkeeper::quantity::Quantity;
 using ::gangkeeper::testing::IsOk;
 
-std::shared_ptr<const model::PolicySet> RepositoryPolicies() {
-  absl::StatusOr<model::LoadResult> loaded = model::LoadPolicies(std::string(GK_SOURCE_DIR) + "/policies");
-  EXPECT_THAT(loaded.status(), IsOk());
-  if (!loaded.ok()) return nullptr;
-  EXPECT_FALSE(loaded->diagnostics.HasErrors()) << loaded->diagnostics.ErrorSummary();
-  return std::make_shared<const model::PolicySet>(std::move(loaded->policies));
-}
+using ::gangkeeper::testing::RepositoryPolicies;
 
 workload::Workload GpuJob(const std::string& ns, const std::string& name, int gpus) {
   workload::Workload w;

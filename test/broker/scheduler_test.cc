@@ -10,6 +10,7 @@
 #include "gangkeeper/model/manifest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/policies.h"
 #include "test/testing/status_matchers.h"
 
 namespace gangkeeper::broker {
@@ -62,12 +63,7 @@ metadata: {name: q, namespace: b}
 spec: {clusterQueue: team-b}
 )";
 
-std::shared_ptr<const model::PolicySet> Policies(const char* yaml) {
-  auto p = std::make_shared<model::PolicySet>();
-  model::Diagnostics d;
-  model::DecodeManifests(yaml, "test.yaml", p.get(), &d);
-  return p;
-}
+std::shared_ptr<const model::PolicySet> Policies(const char* yaml) { return testing::PoliciesFrom(yaml); }
 
 workload::Workload Gang(const std::string& ns, const std::string& name, int64_t pods, int64_t gpus_per_pod,
                         int32_t priority = 0) {

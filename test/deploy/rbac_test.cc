@@ -34,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test/deploy/render.h"
+#include "test/testing/wait.h"
 #include "test/testing/fake_kube_api.h"
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
@@ -341,14 +342,8 @@ class Cluster {
     ASSERT_THAT(fake_->Replace(w.path(), j), IsOk());
   }
 
-  // Polls `done` every 50 ms for at most `limit`.
   static bool WaitFor(const std::function<bool()>& done, absl::Duration limit = absl::Seconds(30)) {
-    const int rounds = static_cast<int>(limit / absl::Milliseconds(50));
-    for (int i = 0; i < rounds; ++i) {
-      if (done()) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return done();
+    return ::gangkeeper::testing::WaitFor(done, limit, absl::Milliseconds(50));
   }
 
   std::string Stderr() const { return server_ != nullptr ? server_->Stderr() : ""; }

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/testing/wait.h"
 #include "test/testing/fake_kube_api.h"
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
@@ -171,14 +172,8 @@ class KubeIntegrationTest : public ::testing::Test {
     server_.reset();
   }
 
-  // Polls `done` every 50 ms for at most `limit`.
   static bool WaitFor(const std::function<bool()>& done, absl::Duration limit = absl::Seconds(20)) {
-    const int rounds = static_cast<int>(limit / absl::Milliseconds(50));
-    for (int i = 0; i < rounds; ++i) {
-      if (done()) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return done();
+    return ::gangkeeper::testing::WaitFor(done, limit, absl::Milliseconds(50));
   }
 
   // What the API server does on CREATE: /mutate, apply its patch, /validate,

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/testing/wait.h"
 #include "test/testing/fake_kube_api.h"
 #include "test/testing/job_review.h"
 #include "test/testing/process.h"
@@ -31,15 +32,7 @@ using nlohmann::json;
 
 constexpr char kToken[] = "node-test-admin-token";
 
-// Polls `done` every 20 ms for at most `limit`.
-bool WaitFor(const std::function<bool()>& done, absl::Duration limit = absl::Seconds(20)) {
-  const absl::Time end = absl::Now() + limit;
-  while (absl::Now() < end) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return done();
-}
+using ::gangkeeper::testing::WaitFor;
 
 class NodeTest : public ::testing::Test {
  protected:

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 
 #include "gtest/gtest.h"
+#include "test/testing/wait.h"
 
 namespace gangkeeper::server {
 namespace {
@@ -31,11 +32,7 @@ class Gate {
 };
 
 bool WaitFor(const std::function<bool()>& cond) {
-  for (int i = 0; i < 1000; ++i) {
-    if (cond()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return cond();
+  return ::gangkeeper::testing::WaitFor(cond, absl::Seconds(5), absl::Milliseconds(5));
 }
 
 TEST(ElasticTaskQueueTest, GrowsBeyondTheMinimumWhenAllWorkersAreBusy) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gangkeeper/model/manifest.h"
+#include "test/testing/policies.h"
 #include "gangkeeper/model/objects.h"
 #include "gangkeeper/quantity/quantity.h"
 #include "gangkeeper/workload/workload.h"
@@ -39,15 +40,6 @@ kind: LocalQueue
 metadata: {name: q, namespace: a}
 spec: {clusterQueue: team-a}
 )";
-
-// The policies of `yaml`; a decoding error fails the calling test.
-inline std::shared_ptr<const model::PolicySet> PoliciesFrom(const std::string& yaml) {
-  auto p = std::make_shared<model::PolicySet>();
-  model::Diagnostics d;
-  model::DecodeManifests(yaml, "test.yaml", p.get(), &d);
-  EXPECT_FALSE(d.HasErrors()) << d.ErrorSummary();
-  return p;
-}
 
 // A gang in namespace a, LocalQueue q: `pods` workers of `gpus` GPUs each.
 inline workload::Workload GpuGang(const std::string& name, int64_t pods, int64_t gpus, int32_t priority = 0) {
