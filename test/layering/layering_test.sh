@@ -77,5 +77,23 @@ echo 'exception model -> api because' >> "$tmp/scripts/layering.txt"
 check "$src/scripts/check-layering.sh" "$tmp"
 expect "an exception without an issue" 2 "an exception needs"
 
+# (f) scripts/check-size.sh --strict: today's tree passes; a Broker with an
+# eleventh public method, or a file over 900 lines, fails it.
+check "$src/scripts/check-size.sh" --strict "$src"
+expect "size: the tree as it is" 0 "0 files over 900 lines" "public methods (at most 10)"
+cp "$src/include/gangkeeper/broker/broker.h" "$tmp/saved"
+broker_h="$tmp/include/gangkeeper/broker/broker.h"
+methods=$(sed -n 's/.*Broker has \([0-9]*\) public methods.*/\1/p' <<< "$out")
+for i in $(seq "$methods" 10); do
+  sed -i "/^class Broker[ \t]/a\  void Extra$i();" "$broker_h"
+done
+check "$src/scripts/check-size.sh" --strict "$tmp"
+expect "size: a Broker of 11 methods" 1 "public methods (at most 10)"
+cp "$tmp/saved" "$broker_h"
+seq 1 901 | sed 's|^|// line |' > "$tmp/src/model/long.cc"
+check "$src/scripts/check-size.sh" --strict "$tmp"
+expect "size: a file over 900 lines" 1 "src/model/long.cc" "1 files over 900 lines"
+rm "$tmp/src/model/long.cc"
+
 [[ $failures -eq 0 ]] || { echo "$failures failed"; exit 1; }
 echo "all passed"
