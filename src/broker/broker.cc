@@ -297,9 +297,6 @@ void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
   stats.admitted += static_cast<uint64_t>(sched.admitted);
   stats.preempted += static_cast<uint64_t>(sched.preempted);
   if (durable.ok()) {
-    if (!changes.empty()) {
-      for (ChangeObserver* o : options.observers) o->OnDurable(changes, *scheduler);
-    }
     Actuate(changes);
   } else {
     ++stats.sink_failures;
@@ -308,6 +305,10 @@ void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
     unsynced = std::move(changes);
   }
   Publish(now);
+  if (durable.ok() && !changes.empty()) {
+    const std::shared_ptr<const Snapshot> after = current.load();
+    for (ChangeObserver* o : options.observers) o->OnDurable(changes, *after);
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (batch[i].waiter == nullptr) continue;
     batch[i].waiter->status =

@@ -2,18 +2,44 @@
 #include "gangkeeper/broker/counters.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace gangkeeper::broker {
 namespace {
 
-std::string PriorityClassIn(const Scheduler& world, const WorkloadKey& key) {
-  const WorkloadInfo* info = world.Find(key);
-  return info != nullptr && info->workload != nullptr ? info->workload->priority_class : "";
-}
+// The priority classes of a batch's workloads: tracked ones from the
+// snapshot, finished ones (no longer tracked) from its finished list.
+class PriorityClasses {
+ public:
+  PriorityClasses(const std::vector<StateChange>& changes, const Snapshot& after) : after_(after) {
+    for (const StateChange& c : changes) {
+      if (c.type == StateChange::Type::kFinished) finished_[c.key];
+    }
+    if (finished_.empty()) return;
+    for (const auto& w : after.finished()) {
+      auto it = finished_.find(w->key);
+      if (it != finished_.end() && w->workload != nullptr) it->second = w->workload->priority_class;
+    }
+  }
+  std::string Of(const WorkloadKey& key) const {
+    if (const WorkloadInfo* info = after_.Find(key); info != nullptr && info->workload != nullptr) {
+      return info->workload->priority_class;
+    }
+    auto it = finished_.find(key);
+    return it != finished_.end() ? it->second : "";
+  }
+
+ private:
+  const Snapshot& after_;
+  std::map<WorkloadKey, std::string> finished_;
+};
 
 }  // namespace
 
-void WorkloadCounters::OnDurable(const std::vector<StateChange>& changes, const Scheduler& world) {
+void WorkloadCounters::OnDurable(const std::vector<StateChange>& changes, const Snapshot& after) {
+  const PriorityClasses classes(changes, after);
   struct Waited {
     const StateChange* c;
     std::string priority_class;
@@ -30,10 +56,10 @@ void WorkloadCounters::OnDurable(const std::vector<StateChange>& changes, const 
       if (auto it = requeued_at_.find(c.key); it != requeued_at_.end()) {
         since = it->second;
         requeued_at_.erase(it);
-      } else if (const WorkloadInfo* info = world.Find(c.key)) {
+      } else if (const WorkloadInfo* info = after.Find(c.key)) {
         since = info->created_at;
       }
-      admissions.push_back({&c, PriorityClassIn(world, c.key), std::max(absl::ZeroDuration(), c.time - since)});
+      admissions.push_back({&c, classes.Of(c.key), std::max(absl::ZeroDuration(), c.time - since)});
     }
   }
   for (const Waited& w : admissions) on_admitted_(w.c->cluster_queue, w.priority_class, w.waited);
@@ -41,18 +67,18 @@ void WorkloadCounters::OnDurable(const std::vector<StateChange>& changes, const 
   for (const StateChange& c : changes) {
     switch (c.type) {
       case StateChange::Type::kAdmitted:
-        ++counters_.admitted[{c.cluster_queue, PriorityClassIn(world, c.key)}];
+        ++counters_.admitted[{c.cluster_queue, classes.Of(c.key)}];
         break;
       case StateChange::Type::kFinished:
-        ++counters_.finished[{c.cluster_queue, PriorityClassIn(world, c.key)}];
+        ++counters_.finished[{c.cluster_queue, classes.Of(c.key)}];
         break;
       case StateChange::Type::kEvicted: {
         const bool preempted = !c.preemptor.name.empty();
         ++counters_.evicted[{c.cluster_queue, preempted ? "Preempted" : c.reason, preempted ? c.reason : "",
-                             PriorityClassIn(world, c.key)}];
+                             classes.Of(c.key)}];
         if (preempted) {
-          const WorkloadInfo* by = c.preemptor_uid.empty() ? world.Find(c.preemptor)
-                                                           : world.FindInstance(InstanceKey{c.preemptor, c.preemptor_uid});
+          const WorkloadInfo* by =
+              c.preemptor_uid.empty() ? after.Find(c.preemptor) : after.FindInstance(c.preemptor, c.preemptor_uid);
           ++counters_.preempted[{by != nullptr ? by->cluster_queue : "", c.reason}];
         }
         break;

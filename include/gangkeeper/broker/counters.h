@@ -41,7 +41,7 @@ class WorkloadCounters final : public ChangeObserver {
 
   explicit WorkloadCounters(OnAdmitted on_admitted = nullptr) : on_admitted_(std::move(on_admitted)) {}
 
-  void OnDurable(const std::vector<StateChange>& changes, const Scheduler& world) override;
+  void OnDurable(const std::vector<StateChange>& changes, const Snapshot& after) override;
 
   BrokerCounters counters() const;
 

@@ -17,6 +17,7 @@
 #include "gangkeeper/broker/durable.h"
 #include "gangkeeper/broker/registry.h"
 #include "gangkeeper/broker/scheduler.h"
+#include "gangkeeper/broker/snapshot.h"
 #include "gangkeeper/model/objects.h"
 
 namespace gangkeeper::broker {
@@ -75,13 +76,14 @@ class StateSink {
 
 // Sees the state-change stream: every batch of changes once it is durable
 // (a leader's alone; a follower makes nothing durable). Called on the
-// broker's thread, before the changes are actuated and the batch is
-// acknowledged; `world` is the scheduler after the changes (read it during
-// the call only). Must not block.
+// broker's thread after the batch's snapshot is published (`after`: the
+// workloads as the changes left them, those that just finished in
+// Snapshot::finished()) and before the batch is acknowledged. Must not
+// block.
 class ChangeObserver {
  public:
   virtual ~ChangeObserver() = default;
-  virtual void OnDurable(const std::vector<StateChange>& changes, const Scheduler& world) = 0;
+  virtual void OnDurable(const std::vector<StateChange>& changes, const Snapshot& after) = 0;
 };
 
 }  // namespace gangkeeper::broker
