@@ -131,10 +131,52 @@ struct QueueOrder {
 
 using OrderedEntries = std::set<Entry*, QueueOrder>;
 
+// A ClusterQueue's admitted gangs (holding quota there), and the same
+// indexed by the FlavorResources they hold a non-zero amount of: a
+// preemption search for one FlavorResource (the flavor assigner asks per
+// flavor) and a pending reason's "used by N workloads" read the few that
+// use it instead of every admitted gang. An entry's admission does not
+// change while it is listed: insert after it is set, erase before it goes.
+class AdmittedSet {
+ public:
+  void insert(Entry* e) {
+    if (!all_.insert(e).second) return;
+    for (const auto& [fr, q] : e->cinfo().admission->usage) {
+      if (!q.IsZero()) by_fr_[fr].insert(e);
+    }
+  }
+  void erase(Entry* e) {
+    if (all_.erase(e) == 0) return;
+    for (const auto& [fr, q] : e->cinfo().admission->usage) {
+      if (q.IsZero()) continue;
+      auto it = by_fr_.find(fr);
+      if (it == by_fr_.end()) continue;
+      it->second.erase(e);
+      if (it->second.empty()) by_fr_.erase(it);
+    }
+  }
+  // The admitted gangs holding a non-zero amount of `fr`.
+  const std::set<Entry*>& Using(const FlavorResource& fr) const {
+    static const std::set<Entry*> kNone;
+    auto it = by_fr_.find(fr);
+    return it == by_fr_.end() ? kNone : it->second;
+  }
+  const std::map<FlavorResource, std::set<Entry*>>& by_flavor_resource() const { return by_fr_; }
+  size_t count(Entry* e) const { return all_.count(e); }
+  bool empty() const { return all_.empty(); }
+  size_t size() const { return all_.size(); }
+  std::set<Entry*>::const_iterator begin() const { return all_.begin(); }
+  std::set<Entry*>::const_iterator end() const { return all_.end(); }
+
+ private:
+  std::set<Entry*> all_;
+  std::map<FlavorResource, std::set<Entry*>> by_fr_;
+};
+
 struct Queue {
   OrderedEntries active;
   OrderedEntries inadmissible;
-  std::set<Entry*> admitted;  // holding quota in this ClusterQueue
+  AdmittedSet admitted;  // holding quota in this ClusterQueue
   // StrictFIFO: the head did not fit and nothing has changed since; the
   // queue is skipped until something does (quota freed in its tree, policy
   // change, a new workload in it). Trying again would give the same answer.

@@ -56,10 +56,7 @@ void Describe(const State& s, const std::string& cq, PendingReason& r) {
     FlavorResource fr{r.flavor, r.resource};
     r.used_by = 0;
     if (auto q = s.queues.find(cq); q != s.queues.end()) {
-      for (const Entry* e : q->second.admitted) {
-        auto u = e->cinfo().admission->usage.find(fr);
-        if (u != e->cinfo().admission->usage.end() && !u->second.IsZero()) ++r.used_by;
-      }
+      r.used_by = static_cast<int64_t>(q->second.admitted.Using(fr).size());
     }
     const std::string limit = r.borrowing_limit.has_value()
                                   ? absl::StrCat("borrowing limit ", r.borrowing_limit->Format())
@@ -278,11 +275,11 @@ void ClearPreemptor(State& s, Entry* e) {
 void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   GK_CHECK_OK(s.tree.AddUsage(assignment.cluster_queue, assignment.usage));
   Dequeue(s, e);
-  s.queues[assignment.cluster_queue].admitted.insert(e);
   const bool was_preemptor = e->waiting();
   ClearPreemptor(s, e);
   e->info().phase = Phase::kReserved;
   e->info().admission = assignment;
+  s.queues[assignment.cluster_queue].admitted.insert(e);  // indexed by its admission's usage
   e->info().cluster_queue = assignment.cluster_queue;
   e->info().admitted_at = now;
   e->info().eviction_reason.clear();
@@ -303,7 +300,7 @@ void ReleaseQuota(State& s, Entry* e) {
   const std::string cq = e->cinfo().admission->cluster_queue;
   GK_CHECK_OK(s.tree.RemoveUsage(cq, e->cinfo().admission->usage));
   auto q = s.queues.find(cq);
-  if (q != s.queues.end()) q->second.admitted.erase(e);
+  if (q != s.queues.end()) q->second.admitted.erase(e);  // before the admission it is indexed by goes
   e->info().admission.reset();
   PruneOverQuota(s);
   RequeueInadmissible(s, cq);
