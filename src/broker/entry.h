@@ -54,9 +54,18 @@ struct Entry {
     return group != nullptr ? group->pod_sets : info_ptr->workload->pod_sets;
   }
   std::string queued_in;                 // the ClusterQueue whose queue holds it ("" = none)
+  // The small fields side by side (an entry per tracked workload: no
+  // padding between them).
+  // The queue-order key's priority (see order_time below).
+  int32_t order_priority = 0;
+  int32_t release_failures = 0;  // failed releases in a row
+  bool inadmissible = false;
+  // Preempted at least once (see preempted_seq).
+  bool preempted_once = false;
+  // After a failed release: out of every queue until `backoff_it->first`.
+  bool in_backoff = false;
   // The queue-order key, kept beside the entry (not behind info_ptr) for
   // cache-friendly comparisons; set by SetOrderKey whenever they change.
-  int32_t order_priority = 0;
   absl::Time order_time;
   const std::string* order_uid = nullptr;
   // The uid's first 8 bytes, big-endian: compares as the uid does whenever
@@ -72,7 +81,6 @@ struct Entry {
       order_uid_prefix = (order_uid_prefix << 8) | c;
     }
   }
-  bool inadmissible = false;
   uint64_t seq = 0;  // registration order, the last tie-break
   // The instance this entry is (key and uid; uid "" for a pod group).
   InstanceKey instance() const { return InstanceOf(info_ptr->key, info_ptr->workload->uid); }
@@ -104,16 +112,13 @@ struct Entry {
   // when none; only meaningful while it is being evicted).
   Entry* awaited_by = nullptr;
   // The world-change sequence (ChurnGuard::seq()) when it was last
-  // preempted: it is not preempted again until something changes in its
-  // tree (ChurnGuard::Guarded), the anti-churn rule behind DESIGN §2's
-  // invariant "with no change in the world a workload is preempted at most
-  // once".
+  // preempted (preempted_once): it is not preempted again until something
+  // changes in its tree (ChurnGuard::Guarded), the anti-churn rule behind
+  // DESIGN §2's invariant "with no change in the world a workload is
+  // preempted at most once".
   uint64_t preempted_seq = 0;
-  bool preempted_once = false;
-  // After a failed release: out of every queue until `backoff_it->first`.
-  bool in_backoff = false;
+  // While in_backoff: where it waits in the release backoff.
   std::multimap<absl::Time, Entry*>::iterator backoff_it;
-  int release_failures = 0;  // in a row
 };
 
 // Queue order: higher priority, earlier queue time, smaller uid, earlier seq.

@@ -34,21 +34,19 @@ void PruneOverQuota(State& s) {
   }
 }
 
-// Each flavor's reason, after the sentence about the first blocker; the
-// notes themselves are dropped (their hash stays).
-void AppendFlavors(PendingReason& r) {
-  if (r.flavors.empty()) return;
+// Each flavor's reason, after the sentence about the first blocker (the
+// reason keeps only their hash).
+void AppendFlavors(PendingReason& r, const std::vector<std::string>& flavors) {
+  if (flavors.empty()) return;
   if (r.code != PendingReason::Code::kNoMatchingFlavor) {
-    absl::StrAppend(&r.message, "; flavors tried: ", absl::StrJoin(r.flavors, "; "));
+    absl::StrAppend(&r.message, "; flavors tried: ", absl::StrJoin(flavors, "; "));
   }
-  r.flavors.clear();
-  r.flavors.shrink_to_fit();
 }
 
 // Fills in the numbers only known from the admitted set and the sentence.
-void Describe(const State& s, const std::string& cq, PendingReason& r) {
+void Describe(const State& s, const std::string& cq, PendingReason& r, const std::vector<std::string>& flavors) {
   if (!r.message.empty()) {
-    AppendFlavors(r);
+    AppendFlavors(r, flavors);
     return;
   }
   if (r.code == PendingReason::Code::kWaitingForQuota || r.code == PendingReason::Code::kPreemptionNoCandidates ||
@@ -77,7 +75,7 @@ void Describe(const State& s, const std::string& cq, PendingReason& r) {
       }
     }
   }
-  AppendFlavors(r);
+  AppendFlavors(r, flavors);
 }
 
 }  // namespace
@@ -350,8 +348,8 @@ std::string BlockedMessage(const std::string& head, const std::string& cq) {
                       ", which does not fit yet");
 }
 
-void SetReason(State& s, Entry* e, PendingReason r) {
-  if (!r.flavors.empty()) r.flavors_hash = absl::HashOf(r.flavors);
+void SetReason(State& s, Entry* e, PendingReason r, const std::vector<std::string>& flavors_tried) {
+  if (!flavors_tried.empty()) r.flavors_hash = absl::HashOf(flavors_tried);
   const PendingReason& old = e->cinfo().reason;
   if (r.message.empty() && old.code == r.code && old.pod_set == r.pod_set && old.flavor == r.flavor &&
       old.resource == r.resource && old.requested == r.requested && old.available == r.available &&
@@ -359,7 +357,7 @@ void SetReason(State& s, Entry* e, PendingReason r) {
       old.flavors_hash == r.flavors_hash) {
     return;  // the same numbers: keep the sentence (and the snapshot) as they are
   }
-  Describe(s, e->cinfo().cluster_queue, r);
+  Describe(s, e->cinfo().cluster_queue, r, flavors_tried);
   e->info().reason = std::move(r);
   s.Touch(*e);
 }
