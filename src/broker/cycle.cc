@@ -385,7 +385,7 @@ void Cycle::NoFit(Nomination& n) {
     r.code = e->cinfo().can_preempt ? PendingReason::Code::kWaitingForQuota
                                     : PendingReason::Code::kPreemptionNoCandidates;
   }
-  SetReason(s_, e, r);
+  SetReason(s_, e, r, n.result.flavors_tried);
   if (n.cq->queueing_strategy == model::QueueingStrategy::kStrictFIFO) {
     BlockStrictFifoQueue(n);
   } else {

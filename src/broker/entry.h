@@ -54,9 +54,18 @@ struct Entry {
     return group != nullptr ? group->pod_sets : info_ptr->workload->pod_sets;
   }
   std::string queued_in;                 // the ClusterQueue whose queue holds it ("" = none)
+  // The small fields side by side (an entry per tracked workload: no
+  // padding between them).
+  // The queue-order key's priority (see order_time below).
+  int32_t order_priority = 0;
+  int32_t release_failures = 0;  // failed releases in a row
+  bool inadmissible = false;
+  // Preempted at least once (see preempted_seq).
+  bool preempted_once = false;
+  // After a failed release: out of every queue until `backoff_it->first`.
+  bool in_backoff = false;
   // The queue-order key, kept beside the entry (not behind info_ptr) for
   // cache-friendly comparisons; set by SetOrderKey whenever they change.
-  int32_t order_priority = 0;
   absl::Time order_time;
   const std::string* order_uid = nullptr;
   // The uid's first 8 bytes, big-endian: compares as the uid does whenever
@@ -72,7 +81,6 @@ struct Entry {
       order_uid_prefix = (order_uid_prefix << 8) | c;
     }
   }
-  bool inadmissible = false;
   uint64_t seq = 0;  // registration order, the last tie-break
   // The instance this entry is (key and uid; uid "" for a pod group).
   InstanceKey instance() const { return InstanceOf(info_ptr->key, info_ptr->workload->uid); }
@@ -104,16 +112,13 @@ struct Entry {
   // when none; only meaningful while it is being evicted).
   Entry* awaited_by = nullptr;
   // The world-change sequence (ChurnGuard::seq()) when it was last
-  // preempted: it is not preempted again until something changes in its
-  // tree (ChurnGuard::Guarded), the anti-churn rule behind DESIGN §2's
-  // invariant "with no change in the world a workload is preempted at most
-  // once".
+  // preempted (preempted_once): it is not preempted again until something
+  // changes in its tree (ChurnGuard::Guarded), the anti-churn rule behind
+  // DESIGN §2's invariant "with no change in the world a workload is
+  // preempted at most once".
   uint64_t preempted_seq = 0;
-  bool preempted_once = false;
-  // After a failed release: out of every queue until `backoff_it->first`.
-  bool in_backoff = false;
+  // While in_backoff: where it waits in the release backoff.
   std::multimap<absl::Time, Entry*>::iterator backoff_it;
-  int release_failures = 0;  // in a row
 };
 
 // Queue order: higher priority, earlier queue time, smaller uid, earlier seq.
@@ -131,10 +136,52 @@ struct QueueOrder {
 
 using OrderedEntries = std::set<Entry*, QueueOrder>;
 
+// A ClusterQueue's admitted gangs (holding quota there), and the same
+// indexed by the FlavorResources they hold a non-zero amount of: a
+// preemption search for one FlavorResource (the flavor assigner asks per
+// flavor) and a pending reason's "used by N workloads" read the few that
+// use it instead of every admitted gang. An entry's admission does not
+// change while it is listed: insert after it is set, erase before it goes.
+class AdmittedSet {
+ public:
+  void insert(Entry* e) {
+    if (!all_.insert(e).second) return;
+    for (const auto& [fr, q] : e->cinfo().admission->usage) {
+      if (!q.IsZero()) by_fr_[fr].insert(e);
+    }
+  }
+  void erase(Entry* e) {
+    if (all_.erase(e) == 0) return;
+    for (const auto& [fr, q] : e->cinfo().admission->usage) {
+      if (q.IsZero()) continue;
+      auto it = by_fr_.find(fr);
+      if (it == by_fr_.end()) continue;
+      it->second.erase(e);
+      if (it->second.empty()) by_fr_.erase(it);
+    }
+  }
+  // The admitted gangs holding a non-zero amount of `fr`.
+  const std::set<Entry*>& Using(const FlavorResource& fr) const {
+    static const std::set<Entry*> kNone;
+    auto it = by_fr_.find(fr);
+    return it == by_fr_.end() ? kNone : it->second;
+  }
+  const std::map<FlavorResource, std::set<Entry*>>& by_flavor_resource() const { return by_fr_; }
+  size_t count(Entry* e) const { return all_.count(e); }
+  bool empty() const { return all_.empty(); }
+  size_t size() const { return all_.size(); }
+  std::set<Entry*>::const_iterator begin() const { return all_.begin(); }
+  std::set<Entry*>::const_iterator end() const { return all_.end(); }
+
+ private:
+  std::set<Entry*> all_;
+  std::map<FlavorResource, std::set<Entry*>> by_fr_;
+};
+
 struct Queue {
   OrderedEntries active;
   OrderedEntries inadmissible;
-  std::set<Entry*> admitted;  // holding quota in this ClusterQueue
+  AdmittedSet admitted;  // holding quota in this ClusterQueue
   // StrictFIFO: the head did not fit and nothing has changed since; the
   // queue is skipped until something does (quota freed in its tree, policy
   // change, a new workload in it). Trying again would give the same answer.

@@ -300,7 +300,7 @@ void FailGroup(const GroupScan& g, const workload::PodSet& ps, const model::Reso
   if (g.have_best && g.best.mode == FitMode::kNoCandidates) {
     out->mode = FitMode::kNoCandidates;
     out->reason = g.best.reason;
-    if (group.flavors.size() > 1) out->reason.flavors = g.notes;
+    if (group.flavors.size() > 1) out->flavors_tried = g.notes;
     return;
   }
   PendingReason r = g.have_reason ? g.group_reason : g.best.reason;
@@ -309,7 +309,7 @@ void FailGroup(const GroupScan& g, const workload::PodSet& ps, const model::Reso
                              absl::StrJoin(g.mismatches, "; "));
   }
   // Each flavor's own reason, as Kueue states them, when there were several.
-  if (group.flavors.size() > 1) r.flavors = g.notes;
+  if (group.flavors.size() > 1) out->flavors_tried = g.notes;
   out->mode = FitMode::kNoFit;
   out->reason = std::move(r);
 }

@@ -44,6 +44,11 @@ struct AssignmentResult {
   // FlavorResources that need preemption (mode kPreempt / kReclaim).
   std::set<FlavorResource> need_preemption;
   PendingReason reason;  // the first blocker when mode != kFit
+  // With mode kNoFit / kNoCandidates, when the resource group that failed
+  // offers several flavors: why each flavor tried could not take the pod
+  // set, in the order tried (SetReason appends them to the reason's
+  // sentence and keeps their hash).
+  std::vector<std::string> flavors_tried;
   // The victims the preemption oracle found, when its search was the one
   // Preemptor::FindTargets would run (one FlavorResource needs preemption
   // and it is the gang's only one): saves repeating it.

@@ -130,6 +130,29 @@ absl::Status CheckEntry(const State& s, const WorkloadKey& key, Entry* e, Tally&
   return HoldsQuota(info.phase) ? CheckAdmitted(s, name, e, tally) : CheckPending(s, name, e, tally);
 }
 
+// The index of a ClusterQueue's admitted gangs by FlavorResource lists
+// exactly those holding a non-zero amount of each.
+absl::Status CheckAdmittedIndex(const std::string& name, const AdmittedSet& admitted) {
+  size_t want = 0;
+  for (Entry* e : admitted) {
+    for (const auto& [fr, amount] : e->cinfo().admission->usage) {
+      if (amount.IsZero()) continue;
+      ++want;
+      if (admitted.Using(fr).count(e) == 0) {
+        return absl::InternalError(absl::StrCat("ClusterQueue ", name, " does not index ", Name(e->cinfo().key),
+                                                " under ", fr.ToString()));
+      }
+    }
+  }
+  size_t have = 0;
+  for (const auto& [fr, list] : admitted.by_flavor_resource()) have += list.size();
+  if (have != want) {
+    return absl::InternalError(absl::StrCat("ClusterQueue ", name, " indexes ", have, " (gang, FlavorResource) pairs of ",
+                                            want));
+  }
+  return absl::OkStatus();
+}
+
 // Every ClusterQueue: its admitted gangs hold quota, its recorded usage is
 // theirs, and it is within what the cohort allows (or tolerated over).
 absl::Status CheckQueues(const State& s, Tally& tally) {
@@ -141,6 +164,7 @@ absl::Status CheckQueues(const State& s, Tally& tally) {
         return absl::InternalError(absl::StrCat("ClusterQueue ", name, " lists ", Name(e->cinfo().key), " as admitted"));
       }
     }
+    if (absl::Status indexed = CheckAdmittedIndex(name, q.admitted); !indexed.ok()) return indexed;
     const int node = s.tree.ClusterQueueNode(name);
     if (node < 0) {
       if (!q.admitted.empty()) return absl::InternalError(absl::StrCat("ClusterQueue ", name, " holds quota outside the tree"));

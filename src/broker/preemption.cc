@@ -61,6 +61,20 @@ bool UsesAny(const Entry& e, const std::set<FlavorResource>& frs) {
   return false;
 }
 
+// Calls `f` for every gang of `admitted` that holds some of `frs`: with one
+// FlavorResource (the flavor assigner's searches) from its index, without
+// looking at the others.
+template <typename F>
+void ForEachUsing(const AdmittedSet& admitted, const std::set<FlavorResource>& frs, F f) {
+  if (frs.size() == 1) {
+    for (Entry* e : admitted.Using(*frs.begin())) f(e);
+    return;
+  }
+  for (Entry* e : admitted) {
+    if (UsesAny(*e, frs)) f(e);
+  }
+}
+
 bool LowerOrNewerEqual(const Entry& cand, const Entry& in) {
   return cand.cinfo().priority < in.cinfo().priority ||
          (cand.cinfo().priority == in.cinfo().priority && in.cinfo().queued_at < cand.cinfo().queued_at);
@@ -209,12 +223,12 @@ std::vector<VictimCandidate> Preemptor::Search::SameQueueCandidates() const {
   std::vector<VictimCandidate> out;
   auto q = p_.queues_.find(cq_.meta.name);
   if (q == p_.queues_.end()) return out;
-  for (Entry* e : q->second.admitted) {
-    if (e == &in_) continue;
-    if (e->cinfo().phase != Phase::kEvicting && !Within(cq_.preemption.within_cluster_queue, *e, in_)) continue;
-    if (!UsesAny(*e, frs_) || p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) continue;
+  ForEachUsing(q->second.admitted, frs_, [&](Entry* e) {
+    if (e == &in_) return;
+    if (e->cinfo().phase != Phase::kEvicting && !Within(cq_.preemption.within_cluster_queue, *e, in_)) return;
+    if (p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) return;
     out.push_back(VictimCandidate{e, Class::kSameQueue, false, cq_node_, "InClusterQueue"});
-  }
+  });
   return out;
 }
 
@@ -226,9 +240,9 @@ void Preemptor::Search::Collect(int node, bool advantage, std::vector<VictimCand
   }
   const Queue* q = p_.queue_by_node_[static_cast<size_t>(node)];
   if (q == nullptr) return;
-  for (Entry* e : q->admitted) {
-    if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
-    if (!UsesAny(*e, frs_) || p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) continue;
+  ForEachUsing(q->admitted, frs_, [&](Entry* e) {
+    if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) return;
+    if (p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) return;
     VictimCandidate c{e, advantage ? Class::kHierarchical : Class::kCohort, false, node, "InCohortReclamation"};
     if (!advantage) {
       const auto& p = cq_.preemption;
@@ -241,7 +255,7 @@ void Preemptor::Search::Collect(int node, bool advantage, std::vector<VictimCand
       }
     }
     out->push_back(c);
-  }
+  });
 }
 
 void Preemptor::Search::CohortCandidates(std::vector<VictimCandidate>* out) const {
@@ -345,11 +359,11 @@ std::vector<Target> Preemptor::Search::Fair() {
     for (const auto& [name, q] : p_.queues_) {
       const int node = tree_.ClusterQueueNode(name);
       if (node < 0 || node == cq_node_ || tree_.Root(node) != root || !OverNominalAny(tree_, node, frs_)) continue;
-      for (Entry* e : q.admitted) {
-        if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) continue;
-        if (!UsesAny(*e, frs_) || p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) continue;
+      ForEachUsing(q.admitted, frs_, [&](Entry* e) {
+        if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) return;
+        if (p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) return;
         others[node].push_back(VictimCandidate{e, Class::kCohort, false, node, "InCohortFairSharing"});
-      }
+      });
     }
   }
   {

@@ -34,21 +34,19 @@ void PruneOverQuota(State& s) {
   }
 }
 
-// Each flavor's reason, after the sentence about the first blocker; the
-// notes themselves are dropped (their hash stays).
-void AppendFlavors(PendingReason& r) {
-  if (r.flavors.empty()) return;
+// Each flavor's reason, after the sentence about the first blocker (the
+// reason keeps only their hash).
+void AppendFlavors(PendingReason& r, const std::vector<std::string>& flavors) {
+  if (flavors.empty()) return;
   if (r.code != PendingReason::Code::kNoMatchingFlavor) {
-    absl::StrAppend(&r.message, "; flavors tried: ", absl::StrJoin(r.flavors, "; "));
+    absl::StrAppend(&r.message, "; flavors tried: ", absl::StrJoin(flavors, "; "));
   }
-  r.flavors.clear();
-  r.flavors.shrink_to_fit();
 }
 
 // Fills in the numbers only known from the admitted set and the sentence.
-void Describe(const State& s, const std::string& cq, PendingReason& r) {
+void Describe(const State& s, const std::string& cq, PendingReason& r, const std::vector<std::string>& flavors) {
   if (!r.message.empty()) {
-    AppendFlavors(r);
+    AppendFlavors(r, flavors);
     return;
   }
   if (r.code == PendingReason::Code::kWaitingForQuota || r.code == PendingReason::Code::kPreemptionNoCandidates ||
@@ -56,10 +54,7 @@ void Describe(const State& s, const std::string& cq, PendingReason& r) {
     FlavorResource fr{r.flavor, r.resource};
     r.used_by = 0;
     if (auto q = s.queues.find(cq); q != s.queues.end()) {
-      for (const Entry* e : q->second.admitted) {
-        auto u = e->cinfo().admission->usage.find(fr);
-        if (u != e->cinfo().admission->usage.end() && !u->second.IsZero()) ++r.used_by;
-      }
+      r.used_by = static_cast<int64_t>(q->second.admitted.Using(fr).size());
     }
     const std::string limit = r.borrowing_limit.has_value()
                                   ? absl::StrCat("borrowing limit ", r.borrowing_limit->Format())
@@ -80,7 +75,7 @@ void Describe(const State& s, const std::string& cq, PendingReason& r) {
       }
     }
   }
-  AppendFlavors(r);
+  AppendFlavors(r, flavors);
 }
 
 }  // namespace
@@ -278,11 +273,11 @@ void ClearPreemptor(State& s, Entry* e) {
 void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   GK_CHECK_OK(s.tree.AddUsage(assignment.cluster_queue, assignment.usage));
   Dequeue(s, e);
-  s.queues[assignment.cluster_queue].admitted.insert(e);
   const bool was_preemptor = e->waiting();
   ClearPreemptor(s, e);
   e->info().phase = Phase::kReserved;
   e->info().admission = assignment;
+  s.queues[assignment.cluster_queue].admitted.insert(e);  // indexed by its admission's usage
   e->info().cluster_queue = assignment.cluster_queue;
   e->info().admitted_at = now;
   e->info().eviction_reason.clear();
@@ -303,7 +298,7 @@ void ReleaseQuota(State& s, Entry* e) {
   const std::string cq = e->cinfo().admission->cluster_queue;
   GK_CHECK_OK(s.tree.RemoveUsage(cq, e->cinfo().admission->usage));
   auto q = s.queues.find(cq);
-  if (q != s.queues.end()) q->second.admitted.erase(e);
+  if (q != s.queues.end()) q->second.admitted.erase(e);  // before the admission it is indexed by goes
   e->info().admission.reset();
   PruneOverQuota(s);
   RequeueInadmissible(s, cq);
@@ -353,8 +348,8 @@ std::string BlockedMessage(const std::string& head, const std::string& cq) {
                       ", which does not fit yet");
 }
 
-void SetReason(State& s, Entry* e, PendingReason r) {
-  if (!r.flavors.empty()) r.flavors_hash = absl::HashOf(r.flavors);
+void SetReason(State& s, Entry* e, PendingReason r, const std::vector<std::string>& flavors_tried) {
+  if (!flavors_tried.empty()) r.flavors_hash = absl::HashOf(flavors_tried);
   const PendingReason& old = e->cinfo().reason;
   if (r.message.empty() && old.code == r.code && old.pod_set == r.pod_set && old.flavor == r.flavor &&
       old.resource == r.resource && old.requested == r.requested && old.available == r.available &&
@@ -362,7 +357,7 @@ void SetReason(State& s, Entry* e, PendingReason r) {
       old.flavors_hash == r.flavors_hash) {
     return;  // the same numbers: keep the sentence (and the snapshot) as they are
   }
-  Describe(s, e->cinfo().cluster_queue, r);
+  Describe(s, e->cinfo().cluster_queue, r, flavors_tried);
   e->info().reason = std::move(r);
   s.Touch(*e);
 }

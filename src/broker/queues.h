@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "src/broker/scheduler_state.h"
@@ -81,7 +82,8 @@ void NoteOverQuota(State& s);
 // The reason of a workload waiting behind StrictFIFO head `head` of `cq`.
 std::string BlockedMessage(const std::string& head, const std::string& cq);
 // Sets `e`'s pending reason, writing its sentence (and keeping the old one
-// when the numbers are the same).
-void SetReason(State& s, Entry* e, PendingReason r);
+// when the numbers are the same); `flavors_tried` (AssignmentResult's) are
+// appended to it, and only their hash is kept.
+void SetReason(State& s, Entry* e, PendingReason r, const std::vector<std::string>& flavors_tried = {});
 
 }  // namespace gangkeeper::broker

@@ -9,6 +9,7 @@
 #include "src/broker/preemption.h"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -211,6 +212,40 @@ TEST_P(PreemptorTest, ChoosesVictims) {
 
 INSTANTIATE_TEST_SUITE_P(Kueue, PreemptorTest, ::testing::ValuesIn(PreemptCases()),
                          [](const ::testing::TestParamInfo<PreemptCase>& p) { return p.param.name; });
+
+// The index the searches read: per FlavorResource, the admitted gangs that
+// hold a non-zero amount of it, kept as gangs come and go.
+TEST(AdmittedSetTest, IndexesGangsByFlavorResourceTheyHold) {
+  const FlavorResource a100{"a100", kGpu};
+  const FlavorResource h100{"h100", kGpu};
+  const FlavorResource cpu{"a100", "cpu"};
+  auto admitted = [](ResourceAmounts usage) {
+    auto e = std::make_unique<Entry>();
+    Assignment a;
+    a.cluster_queue = "team-a";
+    a.usage = std::move(usage);
+    e->info().admission = std::move(a);
+    return e;
+  };
+  auto both = admitted({{a100, quantity::Quantity::FromUnits(2)}, {h100, quantity::Quantity::FromUnits(1)}});
+  auto only_a100 = admitted({{a100, quantity::Quantity::FromUnits(4)}, {cpu, quantity::Quantity()}});
+  AdmittedSet set;
+  set.insert(both.get());
+  set.insert(only_a100.get());
+  set.insert(only_a100.get());  // again: no change
+  EXPECT_EQ(set.size(), 2u);
+  EXPECT_THAT(set.Using(a100), ::testing::UnorderedElementsAre(both.get(), only_a100.get()));
+  EXPECT_THAT(set.Using(h100), ::testing::ElementsAre(both.get()));
+  EXPECT_TRUE(set.Using(cpu).empty());  // a zero amount is not holding it
+  set.erase(both.get());
+  EXPECT_THAT(set.Using(a100), ::testing::ElementsAre(only_a100.get()));
+  EXPECT_TRUE(set.Using(h100).empty());
+  EXPECT_EQ(set.by_flavor_resource().size(), 1u);  // no empty lists left behind
+  set.erase(only_a100.get());
+  set.erase(only_a100.get());  // not listed: no change
+  EXPECT_TRUE(set.empty());
+  EXPECT_TRUE(set.by_flavor_resource().empty());
+}
 
 }  // namespace
 }  // namespace gangkeeper::broker

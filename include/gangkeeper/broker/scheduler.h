@@ -86,6 +86,13 @@ struct PendingReason {
     kUnconfirmed,             // known only from a review: waits for the API server's stored object
   };
   Code code = Code::kQueued;
+  // When its ClusterQueue offers several flavors for a resource group, the
+  // scheduler appends why each flavor tried could not take the pod set
+  // ("flavor spot has taint spot=true:NoSchedule ..."), in the order tried
+  // (Kueue states each), to `message`, and keeps only their hash here (a
+  // pending workload's reason should cost little at 100,000 of them; its
+  // place here, not among the 16-byte aligned quantities, saves padding).
+  size_t flavors_hash = 0;
   // The first blocker: which pod set, flavor and resource, and the numbers.
   std::string pod_set;
   model::FlavorName flavor;
@@ -97,13 +104,6 @@ struct PendingReason {
   quantity::Quantity used;          // its ClusterQueue's usage
   int64_t used_by = 0;              // admitted workloads holding that usage
   std::optional<quantity::Quantity> borrowing_limit;
-  // When its ClusterQueue offers several flavors for a resource group: why
-  // each flavor tried could not take the pod set ("flavor spot has taint
-  // spot=true:NoSchedule ..."), in the order tried (Kueue states each). The
-  // scheduler appends them to `message` and keeps only their hash (a
-  // pending workload's reason should cost little at 100,000 of them).
-  std::vector<std::string> flavors;
-  size_t flavors_hash = 0;
   // The reason as one sentence, e.g. "waiting for 2 nvidia.com/gpu in
   // team-a-gpu/nvidia-gpu: 4 of 4 used by 2 workloads; borrowing limit 0".
   std::string message;
