@@ -27,7 +27,7 @@ TEST(LineReaderTest, PutsLinesSplitAcrossChunksBackTogether) {
   Collect c;
   EXPECT_EQ(r.Feed("{\"type\":\"ADD", c.fn()), LineReader::Result::kMore);
   EXPECT_TRUE(c.lines.empty());
-  EXPECT_EQ(r.buffered(), 11u);
+  EXPECT_EQ(r.buffered(), 12u);
   EXPECT_EQ(r.Feed("ED\"}\n{\"a\":1}\n{\"b\"", c.fn()), LineReader::Result::kMore);
   EXPECT_EQ(r.Feed(":2}\n", c.fn()), LineReader::Result::kMore);
   EXPECT_THAT(c.lines, ElementsAre("{\"type\":\"ADDED\"}", "{\"a\":1}", "{\"b\":2}"));
