@@ -5,8 +5,8 @@
 #     allows (a row, or a tolerated exception, counted in a note);
 #   no module includes another module's private headers (src/<other>/...), and
 #     no public header includes a private one;
-#   RapidJSON only in admission/workload; cpp-httplib only in server/kube and
-#     the etcd client (src/store/etcd);
+#   RapidJSON only in admission/workload; cpp-httplib only in server (the
+#     listeners) and httpc (the client layer under kube, store/etcd and cli);
 #   clocks read only in src/base/clock.cc; no `throw`.
 # A module is the first folder under src/ or include/gangkeeper/.
 #
@@ -100,8 +100,8 @@ hits=$(grep -rnE '#include\s*[<"]rapidjson' src include \
   | grep -vE '^src/(admission|workload)/|^include/gangkeeper/workload/extract\.h:' || true)
 [[ -z "$hits" ]] || report "RapidJSON outside admission/workload" "$hits"
 
-hits=$(grep -rnE '#include\s*[<"]httplib' src include | grep -vE '^src/(server|kube|store/etcd)/' || true)
-[[ -z "$hits" ]] || report "cpp-httplib outside server/kube/store/etcd" "$hits"
+hits=$(grep -rnE '#include\s*[<"]httplib' src include | grep -vE '^src/(server|httpc)/' || true)
+[[ -z "$hits" ]] || report "cpp-httplib outside server/httpc" "$hits"
 
 hits=$(grep -rnE 'absl::Now\(|::now\(\)' src include | grep -v '^src/base/clock\.cc:' || true)
 [[ -z "$hits" ]] || report "clock read outside src/base/clock.cc (use base::Clock)" "$hits"

@@ -26,7 +26,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gangkeeper/base/clock.h"
-#include "gangkeeper/kube/client.h"
+#include "gangkeeper/httpc/backoff.h"
+#include "gangkeeper/httpc/pool.h"
+#include "gangkeeper/httpc/request.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
 #include "src/cli/flags.h"
@@ -57,53 +59,122 @@ void AddClientFlags(FlagSet& flags, ClientFlags* f) {
   flags.String("output", &f->output, "output: table, wide (more columns), json or yaml");
 }
 
+// gangkeeper's own API over the HTTP client layer: GET and POST with the
+// bearer token, JSON answers. A call is tried up to 3 times within 10 s on
+// connection errors, 429 and 5xx (and 409 for GET), waiting with full
+// jitter and at least the answer's Retry-After. A refusal's message is the
+// API's own ({"error":{"message":..}}).
+class ApiClient {
+ public:
+  ApiClient(std::unique_ptr<httpc::Pool> pool, std::string token) : pool_(std::move(pool)), token_(std::move(token)) {}
+
+  absl::StatusOr<json> Get(const std::string& path) { return Call("GET", path, "", "", /*retry_conflict=*/true); }
+  // Retried like a GET (the API's /v1/apply is all or nothing: a repeat
+  // applies the same bundle), except on 409.
+  absl::StatusOr<json> Post(const std::string& path, const std::string& body, const std::string& content_type) {
+    return Call("POST", path, body, content_type, /*retry_conflict=*/false);
+  }
+
+ private:
+  static constexpr int kMaxAttempts = 3;
+
+  // The API's message in an error answer, else the body's start.
+  static std::string ApiMessage(const std::string& body) {
+    const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) {
+      const auto error = j.find("error");
+      if (error != j.end() && error->is_object()) {
+        const auto m = error->find("message");
+        if (m != error->end() && m->is_string()) return m->get<std::string>();
+      }
+      const auto m = j.find("message");
+      if (m != j.end() && m->is_string()) return m->get<std::string>();
+    }
+    std::string text(absl::StripAsciiWhitespace(absl::string_view(body).substr(0, 200)));
+    return text.empty() ? "no message" : text;
+  }
+
+  absl::StatusOr<json> Call(const std::string& method, const std::string& path, const std::string& body,
+                            const std::string& content_type, bool retry_conflict) {
+    const std::string what = absl::StrCat(method, " ", path);
+    httpc::Request req;
+    req.method = method;
+    req.path = path;
+    req.headers = {{"Accept", "application/json"}, {"User-Agent", "gangkeeper"}};
+    if (!token_.empty()) req.headers.emplace_back("Authorization", absl::StrCat("Bearer ", token_));
+    req.body = body;
+    req.content_type = content_type;
+    httpc::RetryBudget budget(base::RealClock(), absl::Seconds(10));
+    absl::Status last;
+    for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+      httpc::Response r = pool_->Send(req, /*resend_if_stale=*/true);
+      const bool answered = r.failure == httpc::Failure::kNone;
+      if (answered && r.status >= 200 && r.status < 300) {
+        json j = json::parse(r.body, nullptr, false);
+        if (j.is_discarded()) return absl::DataLossError(absl::StrCat(what, ": the answer is not JSON"));
+        return j;
+      }
+      last = answered ? absl::UnavailableError(absl::StrCat(what, ": HTTP ", r.status, ": ", ApiMessage(r.body)))
+                      : absl::UnavailableError(absl::StrCat(what, ": ", r.error));
+      const bool retry = !answered || r.status == 429 || r.status >= 500 || (r.status == 409 && retry_conflict);
+      if (!retry || attempt + 1 >= kMaxAttempts) break;
+      const absl::Duration wait = backoff_.Delay(attempt, answered ? r.Header("Retry-After") : "");
+      if (!budget.Allows(wait)) break;
+      sleeper_.Sleep(wait);
+    }
+    return last;
+  }
+
+  const std::unique_ptr<httpc::Pool> pool_;
+  const std::string token_;
+  httpc::Backoff backoff_{httpc::BackoffPolicy{}};
+  httpc::Sleeper sleeper_;
+};
+
 // A client for the API listener; prints the problem and returns null.
-std::unique_ptr<kube::Client> Connect(const ClientFlags& f) {
+std::unique_ptr<ApiClient> Connect(const ClientFlags& f) {
   absl::string_view rest = f.server;
   if (!absl::ConsumePrefix(&rest, "https://")) {
     std::fprintf(stderr, "gangkeeper: --server %s: use https://HOST:PORT\n", f.server.c_str());
     return nullptr;
   }
   rest = absl::StripSuffix(rest, "/");
-  kube::ClusterConfig c;
-  c.source = "--server";
+  httpc::PoolOptions o;
   size_t colon = rest.rfind(':');
   if (absl::ConsumePrefix(&rest, "[")) {
     size_t close = rest.find(']');
-    c.host = std::string(rest.substr(0, close));
+    o.host = std::string(rest.substr(0, close));
     colon = rest.find(':', close);
   } else {
-    c.host = std::string(rest.substr(0, colon));
+    o.host = std::string(rest.substr(0, colon));
   }
-  c.port = 443;
-  if (colon != absl::string_view::npos && !absl::SimpleAtoi(rest.substr(colon + 1), &c.port)) {
+  o.port = 443;
+  if (colon != absl::string_view::npos && !absl::SimpleAtoi(rest.substr(colon + 1), &o.port)) {
     std::fprintf(stderr, "gangkeeper: --server %s: bad port\n", f.server.c_str());
     return nullptr;
   }
   std::ifstream in(f.ca, std::ios::binary);
   std::ostringstream pem;
   pem << in.rdbuf();
-  c.ca_pem = pem.str();
-  if (c.ca_pem.empty()) {
+  if (pem.str().empty()) {
     std::fprintf(stderr, "gangkeeper: --ca %s: cannot read it (the CA that signed the API's certificate)\n",
                  f.ca.c_str());
     return nullptr;
   }
-  c.token = f.token;
-  kube::ClientOptions o;
-  o.retry.max_attempts = 3;
-  o.retry.max_total = absl::Seconds(10);
+  o.tls.emplace();
+  o.tls->ca_pem = pem.str();
   o.timeout = absl::Seconds(10);
-  absl::StatusOr<std::unique_ptr<kube::Client>> client = kube::Client::Create(c, o);
-  if (!client.ok()) {
-    std::fprintf(stderr, "gangkeeper: %s\n", std::string(client.status().message()).c_str());
+  absl::StatusOr<std::unique_ptr<httpc::Pool>> pool = httpc::Pool::Create(std::move(o));
+  if (!pool.ok()) {
+    std::fprintf(stderr, "gangkeeper: --server %s --ca %s: %s\n", f.server.c_str(), f.ca.c_str(),
+                 std::string(pool.status().message()).c_str());
     return nullptr;
   }
-  return *std::move(client);
+  return std::make_unique<ApiClient>(*std::move(pool), f.token);
 }
 
 // GET `path`; prints the API's error and returns nullopt on failure.
-std::optional<json> Fetch(kube::Client& client, const std::string& path) {
+std::optional<json> Fetch(ApiClient& client, const std::string& path) {
   absl::StatusOr<json> j = client.Get(path);
   if (!j.ok()) {
     std::fprintf(stderr, "gangkeeper: %s\n", std::string(j.status().message()).c_str());
@@ -204,7 +275,7 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows) {
 }
 
 
-int GetClusterQueues(kube::Client& client, const ClientFlags& f) {
+int GetClusterQueues(ApiClient& client, const ClientFlags& f) {
   std::optional<json> j = Fetch(client, "/v1/clusterqueues");
   if (!j.has_value()) return 1;
   if (PrintStructured(*j, f)) return 0;
@@ -227,13 +298,13 @@ int GetClusterQueues(kube::Client& client, const ClientFlags& f) {
   return 0;
 }
 
-int GetWorkloads(kube::Client& client, const ClientFlags& f, const std::string& ns, const std::string& cq,
+int GetWorkloads(ApiClient& client, const ClientFlags& f, const std::string& ns, const std::string& cq,
                  const std::string& state) {
   std::string path = "/v1/workloads";
   std::vector<std::string> q;
-  if (!ns.empty()) q.push_back("namespace=" + kube::QueryEscape(ns));
-  if (!cq.empty()) q.push_back("clusterQueue=" + kube::QueryEscape(cq));
-  if (!state.empty()) q.push_back("state=" + kube::QueryEscape(state));
+  if (!ns.empty()) q.push_back("namespace=" + httpc::QueryEscape(ns));
+  if (!cq.empty()) q.push_back("clusterQueue=" + httpc::QueryEscape(cq));
+  if (!state.empty()) q.push_back("state=" + httpc::QueryEscape(state));
   if (!q.empty()) absl::StrAppend(&path, "?", absl::StrJoin(q, "&"));
   std::optional<json> j = Fetch(client, path);
   if (!j.has_value()) return 1;
@@ -281,11 +352,11 @@ std::string Pairs(const json& m) {
 }
 
 // Quota objects in Kueue's form, from the Kubernetes-style paths.
-int GetPolicyObjects(kube::Client& client, const ClientFlags& f, const std::string& kind, const std::string& ns) {
+int GetPolicyObjects(ApiClient& client, const ClientFlags& f, const std::string& kind, const std::string& ns) {
   std::string path;
   if (kind == "localqueues") {
     path = ns.empty() ? "/apis/kueue.x-k8s.io/v1beta1/localqueues"
-                      : absl::StrCat("/apis/kueue.x-k8s.io/v1beta1/namespaces/", kube::QueryEscape(ns), "/localqueues");
+                      : absl::StrCat("/apis/kueue.x-k8s.io/v1beta1/namespaces/", httpc::QueryEscape(ns), "/localqueues");
   } else if (kind == "priorityclasses") {
     path = "/apis/scheduling.k8s.io/v1/priorityclasses";
   } else if (kind == "gpunodepools") {
@@ -300,7 +371,7 @@ int GetPolicyObjects(kube::Client& client, const ClientFlags& f, const std::stri
   // LocalQueues in wide form count their workloads.
   std::map<std::pair<std::string, std::string>, std::pair<int, int>> counts;
   if (kind == "localqueues" && wide) {
-    std::optional<json> w = Fetch(client, ns.empty() ? "/v1/workloads" : "/v1/workloads?namespace=" + kube::QueryEscape(ns));
+    std::optional<json> w = Fetch(client, ns.empty() ? "/v1/workloads" : "/v1/workloads?namespace=" + httpc::QueryEscape(ns));
     if (!w.has_value()) return 1;
     for (const json& x : (*w)["items"]) {
       auto& c = counts[{S(x, "namespace"), S(x, "localQueue")}];
@@ -379,7 +450,7 @@ int GetPolicyObjects(kube::Client& client, const ClientFlags& f, const std::stri
   return 0;
 }
 
-int DescribeWorkload(kube::Client& client, const ClientFlags& f, const std::string& ref) {
+int DescribeWorkload(ApiClient& client, const ClientFlags& f, const std::string& ref) {
   std::vector<std::string> parts = absl::StrSplit(ref, '/');
   const bool ok = (parts.size() == 2 || parts.size() == 3) &&
                   std::none_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
@@ -390,7 +461,7 @@ int DescribeWorkload(kube::Client& client, const ClientFlags& f, const std::stri
     return 2;
   }
   std::string path = "/v1/workloads";
-  for (const std::string& p : parts) absl::StrAppend(&path, "/", kube::QueryEscape(p));
+  for (const std::string& p : parts) absl::StrAppend(&path, "/", httpc::QueryEscape(p));
   std::optional<json> w = Fetch(client, path);
   if (!w.has_value()) return 1;
   if (PrintStructured(*w, f)) return 0;
@@ -434,7 +505,7 @@ int DescribeWorkload(kube::Client& client, const ClientFlags& f, const std::stri
 // Prints the audit events matching `query` (a query string without limit
 // and cursor), page by page; with `follow`, keeps asking for new ones every
 // second until `follow_for` (0: until interrupted).
-int Audit(kube::Client& client, const ClientFlags& f, const std::string& query, int64_t limit, bool follow,
+int Audit(ApiClient& client, const ClientFlags& f, const std::string& query, int64_t limit, bool follow,
           absl::Duration follow_for) {
   std::string cursor;
   int64_t printed = 0;
@@ -527,9 +598,9 @@ int RunAudit(const std::vector<std::string>& args) {
            {"namespace", ns}, {"name", name}, {"kind", kind}, {"action", action}, {"actor", actor},
            {"clusterQueue", cq}, {"since", since}, {"until", until}}) {
     if (value.empty()) continue;
-    absl::StrAppend(&query, query.empty() ? "" : "&", key, "=", kube::QueryEscape(value));
+    absl::StrAppend(&query, query.empty() ? "" : "&", key, "=", httpc::QueryEscape(value));
   }
-  std::unique_ptr<kube::Client> client = Connect(f);
+  std::unique_ptr<ApiClient> client = Connect(f);
   if (client == nullptr) return 2;
   return Audit(*client, f, query, limit, follow, follow_for);
 }
@@ -578,7 +649,7 @@ int RunApply(const std::vector<std::string>& args) {
     std::fprintf(stderr, "gangkeeper: -f %s: no *.yaml, *.yml or *.json file in it\n", file.c_str());
     return 2;
   }
-  std::unique_ptr<kube::Client> client = Connect(f);
+  std::unique_ptr<ApiClient> client = Connect(f);
   if (client == nullptr) return 2;
   absl::StatusOr<json> answer = client->Post("/v1/apply", bundle, "application/yaml");
   if (!answer.ok()) {
@@ -637,7 +708,7 @@ int RunGet(const std::vector<std::string>& args) {
                  what[0].c_str());
     return 2;
   }
-  std::unique_ptr<kube::Client> client = Connect(f);
+  std::unique_ptr<ApiClient> client = Connect(f);
   if (client == nullptr) return 2;
   if (kind->second == "clusterqueues") return GetClusterQueues(*client, f);
   if (kind->second == "workloads") return GetWorkloads(*client, f, ns, cq, state);
@@ -657,7 +728,7 @@ int RunDescribe(const std::vector<std::string>& args) {
     std::fprintf(stderr, "gangkeeper: usage: gangkeeper describe workload [KIND/]NAMESPACE/NAME\n");
     return 2;
   }
-  std::unique_ptr<kube::Client> client = Connect(f);
+  std::unique_ptr<ApiClient> client = Connect(f);
   if (client == nullptr) return 2;
   return DescribeWorkload(*client, f, what[1]);
 }

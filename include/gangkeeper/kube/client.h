@@ -1,4 +1,4 @@
-// gangkeeper: a Kubernetes REST client on cpp-httplib and OpenSSL.
+// gangkeeper: a Kubernetes REST client on the HTTP client layer (httpc).
 //
 // What the actuator and the reconciler need and nothing more: GET, LIST
 // (selectors, pagination), WATCH (a streamed chunked response), PATCH
@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/kube/config.h"
 #include "gangkeeper/workload/workload.h"
 #include "nlohmann/json.hpp"
@@ -48,6 +49,9 @@ struct ClientOptions {
   RetryPolicy retry;
   std::string user_agent = "gangkeeper";
   size_t max_idle_connections = 4;
+  // Measures RetryPolicy::max_total (and how fast a pooled connection
+  // failed); nullptr = base::RealClock(). Must outlive the client.
+  const base::Clock* clock = nullptr;
 };
 
 enum class PatchType { kMerge, kJson };

@@ -2,7 +2,8 @@
 // endpoint parsing, option checks and Create(). The client is in pieces by
 // concern, all private to src/store/etcd/:
 //   gateway.{h,cc}    the gateway's JSON: base64, int64-as-string, errors
-//   transport.{h,cc}  endpoints, the connection pool, one POST, failover
+//   transport.{h,cc}  endpoints, a connection pool (httpc) per endpoint, one
+//                     JSON POST (JsonPost), failover
 //   http_client.h     HttpEtcdClient, the Client on a Transport
 //   kv.cc, lease.cc   its calls
 //   watch.{h,cc}      streamed watches on their own connection and thread
@@ -18,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gangkeeper/base/status_macros.h"
+#include "gangkeeper/httpc/pool.h"
 #include "src/store/etcd/http_client.h"
 #include "src/store/etcd/transport.h"
 #include "src/store/etcd/watch.h"
@@ -28,7 +30,7 @@ absl::StatusOr<std::unique_ptr<Watch>> HttpEtcdClient::StartWatch(
     const std::string& key, const WatchOptions& options,
     std::function<void(const std::vector<WatchEvent>& events, int64_t revision)> on_events,
     std::function<void(const absl::Status& why)> on_end) {
-  return StartHttpWatch(transport_, key, options, std::move(on_events), std::move(on_end));
+  return StartHttpWatch(*transport_, key, options, std::move(on_events), std::move(on_end));
 }
 
 absl::StatusOr<std::vector<std::string>> ParseEndpoints(absl::string_view url) {
@@ -89,10 +91,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (!options.cert_file.empty() && options.ca_file.empty()) {
     return absl::InvalidArgumentError("etcd client: cert_file: a client certificate needs TLS (set ca_file)");
   }
-  if (!options.ca_file.empty()) GK_RETURN_IF_ERROR(CheckPemFile(options.ca_file, "ca_file", false));
+  if (!options.ca_file.empty()) GK_RETURN_IF_ERROR(httpc::CheckPemFile(options.ca_file, "etcd client: ca_file", false));
   if (!options.cert_file.empty()) {
-    GK_RETURN_IF_ERROR(CheckPemFile(options.cert_file, "cert_file", false));
-    GK_RETURN_IF_ERROR(CheckPemFile(options.key_file, "key_file", true));
+    GK_RETURN_IF_ERROR(httpc::CheckPemFile(options.cert_file, "etcd client: cert_file", false));
+    GK_RETURN_IF_ERROR(httpc::CheckPemFile(options.key_file, "etcd client: key_file", true));
   }
   if (!options.ca_file.empty()) {
     // OpenSSL writes to the socket with write(), not send(MSG_NOSIGNAL): a
@@ -101,7 +103,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     struct sigaction current {};
     if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   }
-  return std::unique_ptr<Client>(new HttpEtcdClient(std::move(options), std::move(endpoints)));
+  GK_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, Transport::Create(std::move(options), std::move(endpoints)));
+  return std::unique_ptr<Client>(new HttpEtcdClient(std::move(transport)));
 }
 
 }  // namespace gangkeeper::etcd

@@ -22,8 +22,7 @@ namespace gangkeeper::etcd {
 
 class HttpEtcdClient final : public Client {
  public:
-  HttpEtcdClient(ClientOptions options, std::vector<Endpoint> endpoints)
-      : transport_(std::move(options), std::move(endpoints)) {}
+  explicit HttpEtcdClient(std::unique_ptr<Transport> transport) : transport_(std::move(transport)) {}
 
   // --- Client: kv.cc
   absl::StatusOr<RangeResult> Range(const std::string& key, const RangeOptions& options) override;
@@ -46,7 +45,7 @@ class HttpEtcdClient final : public Client {
       std::function<void(const absl::Status& why)> on_end) override;
 
  private:
-  Transport transport_;
+  const std::unique_ptr<Transport> transport_;
 };
 
 }  // namespace gangkeeper::etcd

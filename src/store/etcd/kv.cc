@@ -74,7 +74,7 @@ absl::StatusOr<RangeResult> HttpEtcdClient::Range(const std::string& key, const 
   if (options.revision > 0) req["revision"] = absl::StrCat(options.revision);
   if (options.keys_only) req["keys_only"] = true;
   if (options.count_only) req["count_only"] = true;
-  GK_ASSIGN_OR_RETURN(Json answer, transport_.Call(what, "/v3/kv/range", req, Retry::kSafe));
+  GK_ASSIGN_OR_RETURN(Json answer, transport_->Call(what, "/v3/kv/range", req, Retry::kSafe));
   RangeResult r;
   GK_ASSIGN_OR_RETURN(r.revision, HeaderRevision(what, answer));
   GK_ASSIGN_OR_RETURN(r.kvs, DecodeKvs(what, answer));
@@ -88,7 +88,7 @@ absl::StatusOr<int64_t> HttpEtcdClient::Put(const std::string& key, const std::s
   const std::string what = absl::StrCat("etcd put ", Quote(key));
   Json req = {{"key", B64(key)}, {"value", B64(value)}};
   if (lease != 0) req["lease"] = absl::StrCat(lease);
-  GK_ASSIGN_OR_RETURN(Json answer, transport_.Call(what, "/v3/kv/put", req, Retry::kSafe));
+  GK_ASSIGN_OR_RETURN(Json answer, transport_->Call(what, "/v3/kv/put", req, Retry::kSafe));
   return HeaderRevision(what, answer);
 }
 
@@ -97,7 +97,7 @@ absl::StatusOr<std::pair<int64_t, int64_t>> HttpEtcdClient::Delete(const std::st
   const std::string what = absl::StrCat("etcd delete ", Quote(key));
   Json req = {{"key", B64(key)}};
   if (!range_end.empty()) req["range_end"] = B64(range_end);
-  GK_ASSIGN_OR_RETURN(Json answer, transport_.Call(what, "/v3/kv/deleterange", req, Retry::kSafe));
+  GK_ASSIGN_OR_RETURN(Json answer, transport_->Call(what, "/v3/kv/deleterange", req, Retry::kSafe));
   std::pair<int64_t, int64_t> out;
   GK_ASSIGN_OR_RETURN(out.first, HeaderRevision(what, answer));
   if (!GetInt64(answer, "deleted", &out.second)) return NotGateway(what, "deleted has the wrong type");
@@ -112,7 +112,7 @@ absl::StatusOr<TxnResult> HttpEtcdClient::Txn(const std::vector<Compare>& compar
   for (const Compare& c : compares) req["compare"].push_back(CompareJson(c));
   for (const Op& op : success) req["success"].push_back(OpJson(op));
   for (const Op& op : failure) req["failure"].push_back(OpJson(op));
-  GK_ASSIGN_OR_RETURN(Json answer, transport_.Call(what, "/v3/kv/txn", req, Retry::kIfUnsent));
+  GK_ASSIGN_OR_RETURN(Json answer, transport_->Call(what, "/v3/kv/txn", req, Retry::kIfUnsent));
   TxnResult r;
   GK_ASSIGN_OR_RETURN(r.revision, HeaderRevision(what, answer));
   if (!GetBool(answer, "succeeded", &r.succeeded)) return NotGateway(what, "succeeded has the wrong type");
@@ -137,7 +137,7 @@ absl::StatusOr<TxnResult> HttpEtcdClient::Txn(const std::vector<Compare>& compar
 
 absl::Status HttpEtcdClient::Compact(int64_t revision) {
   const std::string what = absl::StrCat("etcd compact to ", revision);
-  return transport_.Call(what, "/v3/kv/compaction", {{"revision", absl::StrCat(revision)}}, Retry::kSafe).status();
+  return transport_->Call(what, "/v3/kv/compaction", {{"revision", absl::StrCat(revision)}}, Retry::kSafe).status();
 }
 
 }  // namespace gangkeeper::etcd

@@ -17,7 +17,7 @@ absl::StatusOr<LeaseGrant> HttpEtcdClient::Grant(absl::Duration ttl) {
   }
   const int64_t seconds = absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)));
   GK_ASSIGN_OR_RETURN(Json answer,
-                      transport_.Call(what, "/v3/lease/grant", {{"TTL", absl::StrCat(seconds)}}, Retry::kSafe));
+                      transport_->Call(what, "/v3/lease/grant", {{"TTL", absl::StrCat(seconds)}}, Retry::kSafe));
   if (std::string error = GetString(answer, "error"); !error.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", error));
   }
@@ -31,7 +31,7 @@ absl::StatusOr<LeaseGrant> HttpEtcdClient::Grant(absl::Duration ttl) {
 absl::StatusOr<int64_t> HttpEtcdClient::KeepAlive(int64_t lease) {
   const std::string what = absl::StrCat("etcd lease keepalive ", lease);
   GK_ASSIGN_OR_RETURN(Json answer,
-                      transport_.Call(what, "/v3/lease/keepalive", {{"ID", absl::StrCat(lease)}}, Retry::kSafe, true));
+                      transport_->Call(what, "/v3/lease/keepalive", {{"ID", absl::StrCat(lease)}}, Retry::kSafe, true));
   int64_t ttl = 0;
   if (!GetInt64(answer, "TTL", &ttl)) return NotGateway(what, "TTL has the wrong type");
   // An unknown (expired, revoked) lease answers without TTL.
@@ -41,13 +41,13 @@ absl::StatusOr<int64_t> HttpEtcdClient::KeepAlive(int64_t lease) {
 
 absl::Status HttpEtcdClient::Revoke(int64_t lease) {
   const std::string what = absl::StrCat("etcd lease revoke ", lease);
-  return transport_.Call(what, "/v3/lease/revoke", {{"ID", absl::StrCat(lease)}}, Retry::kSafe).status();
+  return transport_->Call(what, "/v3/lease/revoke", {{"ID", absl::StrCat(lease)}}, Retry::kSafe).status();
 }
 
 absl::StatusOr<int64_t> HttpEtcdClient::TimeToLive(int64_t lease) {
   const std::string what = absl::StrCat("etcd lease timetolive ", lease);
   GK_ASSIGN_OR_RETURN(Json answer,
-                      transport_.Call(what, "/v3/lease/timetolive", {{"ID", absl::StrCat(lease)}}, Retry::kSafe));
+                      transport_->Call(what, "/v3/lease/timetolive", {{"ID", absl::StrCat(lease)}}, Retry::kSafe));
   int64_t ttl = 0;
   if (!GetInt64(answer, "TTL", &ttl)) return NotGateway(what, "TTL has the wrong type");
   if (ttl < 0) return absl::NotFoundError(absl::StrCat(what, ": the lease expired or was revoked"));

@@ -1,25 +1,26 @@
 // gangkeeper store/etcd: the client's HTTP side (client.h): the endpoints,
-// a small pool of keep-alive connections per endpoint (a watch opens its
-// own and keeps it for its whole life), one POST per attempt, and failover
-// with backoff over the endpoints, answering the gateway's JSON.
+// one httpc::Pool of keep-alive connections per endpoint (a watch opens its
+// own and keeps it for its whole life), one JSON POST per attempt, and
+// failover with backoff (httpc::Backoff) over the endpoints, answering the
+// gateway's JSON.
 //
 // Thread-safe.
 #pragma once
 
-#include <httplib.h>
-
 #include <atomic>
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "gangkeeper/httpc/backoff.h"
+#include "gangkeeper/httpc/pool.h"
+#include "gangkeeper/httpc/request.h"
 #include "gangkeeper/store/etcd/client.h"
 #include "src/store/etcd/gateway.h"
 
@@ -34,12 +35,14 @@ struct Endpoint {
 // "host:port" or "[v6]:port"; `what` names it in messages.
 absl::StatusOr<Endpoint> SplitHostPort(absl::string_view text, absl::string_view what);
 
-// Reads a PEM file's first certificate or key to reject a bad file at
-// Create() rather than on every connection.
-absl::Status CheckPemFile(const std::string& path, const char* field, bool key);
+// One connection to an endpoint.
+using Connection = httpc::Connection;
 
-// The base of the HTTP client and its TLS variant (SSLClient derives from it).
-using Connection = httplib::ClientImpl;
+// The request every gateway call is: a POST of `body` (JSON) to `path`
+// that accepts JSON; a whole answer is read up to `max_body_bytes` (a
+// streamed one is bounded by its reader).
+httpc::Request JsonPost(const std::string& path, std::string body,
+                        size_t max_body_bytes = std::numeric_limits<size_t>::max());
 
 // How a call may be repeated after a failure.
 enum class Retry {
@@ -54,8 +57,11 @@ enum class Retry {
 
 class Transport {
  public:
-  // `endpoints` are options.endpoints, split (at least one).
-  Transport(ClientOptions options, std::vector<Endpoint> endpoints);
+  // `endpoints` are options.endpoints, split (at least one); the pools of
+  // connections to them, made from `options` (InvalidArgument: a TLS file
+  // that is not PEM).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Transport>> Create(ClientOptions options,
+                                                                        std::vector<Endpoint> endpoints);
 
   // One call with failover and retries. `stream`: the answer is a stream
   // of {"result":..} / {"error":..} objects of which the first counts.
@@ -76,15 +82,14 @@ class Transport {
   void set_preferred(size_t idx) { preferred_.store(idx); }
 
  private:
-  std::unique_ptr<Connection> Borrow(size_t idx);
-  void Return(size_t idx, std::unique_ptr<Connection> c);
+  Transport(ClientOptions options, std::vector<Endpoint> endpoints, std::vector<std::unique_ptr<httpc::Pool>> pools);
 
   const ClientOptions options_;
   const std::vector<Endpoint> endpoints_;
+  const std::vector<std::unique_ptr<httpc::Pool>> pools_;  // one per endpoint
+  httpc::Backoff backoff_;
+  httpc::Sleeper sleeper_;  // never cancelled: a call's waits are short
   std::atomic<size_t> preferred_{0};
-
-  absl::Mutex pool_mu_;
-  std::vector<std::vector<std::unique_ptr<Connection>>> idle_ ABSL_GUARDED_BY(pool_mu_);
 };
 
 }  // namespace gangkeeper::etcd

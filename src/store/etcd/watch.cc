@@ -6,8 +6,6 @@
 // error object {"error":{"grpc_code":..,"message":..}} (etcd stopping).
 #include "src/store/etcd/watch.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <thread>
 #include <utility>
@@ -17,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "gangkeeper/base/check.h"
+#include "gangkeeper/httpc/line_reader.h"
 #include "src/store/etcd/gateway.h"
 
 namespace gangkeeper::etcd {
@@ -51,7 +50,7 @@ class HttpWatch final : public Watch {
     cancelled_ = true;
     // Cuts a stream in flight at once (a shutdown of its socket), without
     // waiting for the read timeout.
-    conn_->stop();
+    conn_->Stop();
     // After Cancel() returns no callback runs, unless Cancel() came from a
     // callback (which then is the one running).
     if (std::this_thread::get_id() != thread_.get_id()) {
@@ -80,7 +79,7 @@ class HttpWatch final : public Watch {
           absl::StrCat(what_, ": etcd did not confirm the watch within ", absl::FormatDuration(timeout)));
     }
     cancelled_ = true;
-    conn_->stop();
+    conn_->Stop();
     return start_status_;
   }
 
@@ -111,7 +110,7 @@ class HttpWatch final : public Watch {
     for (int i = 0; i < 200; ++i) {
       absl::MutexLock lock(&mu_);
       if (done_) return;
-      conn_->stop();
+      conn_->Stop();
       mu_.AwaitWithTimeout(absl::Condition(this, &HttpWatch::Done), absl::Milliseconds(50));
     }
   }
@@ -237,44 +236,40 @@ class HttpWatch final : public Watch {
 
   void Run(const std::string& path, const std::string& body) {
     int http_status = 0;
-    std::string buffer;  // bytes of a line not yet complete
+    httpc::LineReader lines(kMaxWatchLineBytes);
     std::string error_body;
     bool stopped = false;  // a handler ended the stream (end_ says why)
-    httplib::Request req;
-    req.method = "POST";
-    req.path = path;
-    req.body = body;
-    req.headers = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
-    req.response_handler = [&](const httplib::Response& res) {
-      http_status = res.status;
-      return !IsCancelled();
-    };
-    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-      if (http_status != 200) {
-        if (error_body.size() < 65536) error_body.append(data, n);
-        return true;
-      }
-      buffer.append(data, n);
-      size_t start = 0;
-      for (size_t nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n', start)) {
-        const absl::string_view line = absl::StripAsciiWhitespace(absl::string_view(buffer).substr(start, nl - start));
-        start = nl + 1;
-        if (line.empty()) continue;
-        if (!HandleLine(line)) {
-          stopped = true;
-          return false;
-        }
-      }
-      buffer.erase(0, start);
-      if (buffer.size() > kMaxWatchLineBytes) {
-        end_ = absl::ResourceExhaustedError(
-            absl::StrCat(what_, ": a watch response over ", kMaxWatchLineBytes >> 20, " MiB"));
-        stopped = true;
-        return false;
-      }
-      return !IsCancelled();
-    };
-    httplib::Result r = IsCancelled() ? httplib::Result(nullptr, httplib::Error::Canceled) : conn_->send(req);
+    httpc::Response r;
+    if (IsCancelled()) {
+      r.failure = httpc::Failure::kCanceled;
+      r.error = "Canceled";
+    } else {
+      r = conn_->Stream(
+          JsonPost(path, body),
+          [&](int status, const httpc::Headers&) {
+            http_status = status;
+            return !IsCancelled();
+          },
+          [&](absl::string_view data) {
+            if (http_status != 200) {
+              if (error_body.size() < 65536) error_body.append(data.data(), data.size());
+              return true;
+            }
+            switch (lines.Feed(data, [&](absl::string_view line) { return HandleLine(line); })) {
+              case httpc::LineReader::Result::kStopped:
+                stopped = true;
+                return false;
+              case httpc::LineReader::Result::kTooLong:
+                end_ = absl::ResourceExhaustedError(
+                    absl::StrCat(what_, ": a watch response over ", kMaxWatchLineBytes >> 20, " MiB"));
+                stopped = true;
+                return false;
+              case httpc::LineReader::Result::kMore:
+                break;
+            }
+            return !IsCancelled();
+          });
+    }
 
     if (!created_) {
       absl::Status why = end_;
@@ -292,7 +287,7 @@ class HttpWatch final : public Watch {
             retryable = http_status >= 500;
           }
         } else {
-          why = absl::UnavailableError(absl::StrCat(what_, ": ", httplib::to_string(r.error())));
+          why = absl::UnavailableError(absl::StrCat(what_, ": ", r.error));
           retryable = true;
         }
       }
@@ -301,7 +296,8 @@ class HttpWatch final : public Watch {
       absl::Status why = end_;
       if (why.ok()) {
         why = absl::UnavailableError(
-            absl::StrCat(what_, ": the stream ended: ", r ? "etcd closed it" : httplib::to_string(r.error())));
+            absl::StrCat(what_, ": the stream ended: ",
+                         r.failure == httpc::Failure::kNone ? "etcd closed it" : r.error));
       }
       Deliver([&] { on_end_(why); });
     }
