@@ -8,6 +8,12 @@
 namespace gangkeeper::workload {
 namespace {
 
+// Where each kind keeps its hold (the one place that says so; hold.cc
+// implements the operations on it).
+constexpr HoldField kSpecSuspendFlag{HoldMethod::kSuspendFlag, "/spec/suspend"};
+constexpr HoldField kRunPolicySuspendFlag{HoldMethod::kSuspendFlag, "/spec/runPolicy/suspend"};
+constexpr HoldField kPodSchedulingGates{HoldMethod::kGate, "/spec/schedulingGates"};
+
 struct KindEntry {
   KindInfo info;
   KindExtractor extract;
@@ -15,22 +21,31 @@ struct KindEntry {
 
 // In the order of the Kind enum, which InfoFor relies on.
 constexpr KindEntry kKinds[] = {
-    {{Kind::kJob, "batch", "v1", "Job", "jobs", SuspendMechanism::kSpecSuspend}, &ExtractJob},
-    {{Kind::kPyTorchJob, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", SuspendMechanism::kRunPolicySuspend},
+    {{Kind::kJob, "batch", "v1", "Job", "jobs", SuspendMechanism::kSpecSuspend, kSpecSuspendFlag}, &ExtractJob},
+    {{Kind::kPyTorchJob, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
      &ExtractPyTorchJob},
-    {{Kind::kTFJob, "kubeflow.org", "v1", "TFJob", "tfjobs", SuspendMechanism::kRunPolicySuspend}, &ExtractTFJob},
-    {{Kind::kMPIJob, "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", SuspendMechanism::kRunPolicySuspend},
+    {{Kind::kTFJob, "kubeflow.org", "v1", "TFJob", "tfjobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
+     &ExtractTFJob},
+    {{Kind::kMPIJob, "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
      &ExtractMPIJob},
-    {{Kind::kXGBoostJob, "kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", SuspendMechanism::kRunPolicySuspend},
+    {{Kind::kXGBoostJob, "kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
      &ExtractXGBoostJob},
-    {{Kind::kPaddleJob, "kubeflow.org", "v1", "PaddleJob", "paddlejobs", SuspendMechanism::kRunPolicySuspend},
+    {{Kind::kPaddleJob, "kubeflow.org", "v1", "PaddleJob", "paddlejobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
      &ExtractPaddleJob},
-    {{Kind::kJobSet, "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", SuspendMechanism::kSpecSuspend},
+    {{Kind::kJobSet, "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", SuspendMechanism::kSpecSuspend,
+      kSpecSuspendFlag},
      &ExtractJobSet},
-    {{Kind::kRayJob, "ray.io", "v1", "RayJob", "rayjobs", SuspendMechanism::kSpecSuspend}, &ExtractRayJob},
-    {{Kind::kRayCluster, "ray.io", "v1", "RayCluster", "rayclusters", SuspendMechanism::kSpecSuspend},
+    {{Kind::kRayJob, "ray.io", "v1", "RayJob", "rayjobs", SuspendMechanism::kSpecSuspend, kSpecSuspendFlag},
+     &ExtractRayJob},
+    {{Kind::kRayCluster, "ray.io", "v1", "RayCluster", "rayclusters", SuspendMechanism::kSpecSuspend,
+      kSpecSuspendFlag},
      &ExtractRayCluster},
-    {{Kind::kPod, "", "v1", "Pod", "pods", SuspendMechanism::kSchedulingGate}, &ExtractPod},
+    {{Kind::kPod, "", "v1", "Pod", "pods", SuspendMechanism::kSchedulingGate, kPodSchedulingGates}, &ExtractPod},
 };
 
 constexpr bool TableMatchesEnum() {
@@ -40,6 +55,25 @@ constexpr bool TableMatchesEnum() {
   return true;
 }
 static_assert(TableMatchesEnum(), "kKinds must list the kinds in Kind enum order");
+
+constexpr bool HoldMatchesSuspend() {
+  for (const KindEntry& e : kKinds) {
+    const HoldField& h = e.info.hold;
+    switch (e.info.suspend) {
+      case SuspendMechanism::kSpecSuspend:
+        if (h.method != HoldMethod::kSuspendFlag || h.pointer != kSpecSuspendFlag.pointer) return false;
+        break;
+      case SuspendMechanism::kRunPolicySuspend:
+        if (h.method != HoldMethod::kSuspendFlag || h.pointer != kRunPolicySuspendFlag.pointer) return false;
+        break;
+      case SuspendMechanism::kSchedulingGate:
+        if (h.method != HoldMethod::kGate) return false;
+        break;
+    }
+  }
+  return true;
+}
+static_assert(HoldMatchesSuspend(), "a kind's hold field and its SuspendMechanism must agree");
 
 }  // namespace
 

@@ -63,6 +63,10 @@ using KindExtractor = KindResult (*)(const JsonNode& object, const Workload& met
 // The extractor for `kind` (from the table in kinds.cc).
 KindExtractor ExtractorFor(Kind kind);
 
+// Whether `root` (the object) is held, read as ExtractWorkload reads
+// everything: a hold field of the wrong type is an error (hold.cc).
+bool ReadHeld(const JsonNode& root, const KindInfo& kind, base::FieldErrors* errors);
+
 // The pod count of a batch/v1 JobSpec at `job_spec`: parallelism (default 1)
 // capped by completions when set. nullopt (errors added) when malformed.
 std::optional<int64_t> JobPodCount(const JsonNode& job_spec, base::FieldErrors* errors);
