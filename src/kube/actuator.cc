@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/check.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/base/status_macros.h"
@@ -299,7 +300,7 @@ struct KubeActuator::Impl {
     const std::shared_ptr<const workload::Workload>& w = o.release ? o.rel.workload : o.sus.workload;
     out.kind = w != nullptr ? std::string(workload::InfoFor(w->kind).name) : "other";
     out.ok = ok;
-    out.took = base::RealClock().Now() - o.given;
+    out.took = options.clock->Now() - o.given;
     options.observe(out);
   }
 
@@ -792,6 +793,7 @@ struct KubeActuator::Impl {
 };
 
 KubeActuator::KubeActuator(Client* client, ActuatorOptions options) : impl_(std::make_unique<Impl>()) {
+  GK_CHECK(options.clock != nullptr);
   impl_->client = client;
   impl_->options = options;
   if (client == nullptr) impl_->options.dry_run = true;
@@ -815,7 +817,7 @@ void KubeActuator::Bind(ActuatorCallbacks callbacks) { impl_->callbacks = std::m
 void KubeActuator::Release(const broker::ReleaseOrder& order) {
   Order o;
   o.release = true;
-  o.given = base::RealClock().Now();
+  o.given = impl_->options.clock->Now();
   o.rel = order;
   impl_->Enqueue(std::move(o));
 }
@@ -823,7 +825,7 @@ void KubeActuator::Release(const broker::ReleaseOrder& order) {
 void KubeActuator::Suspend(const broker::SuspendOrder& order) {
   Order o;
   o.release = false;
-  o.given = base::RealClock().Now();
+  o.given = impl_->options.clock->Now();
   o.sus = order;
   impl_->Enqueue(std::move(o));
 }

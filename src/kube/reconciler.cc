@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/check.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/workload/observe.h"
@@ -345,7 +346,7 @@ struct Reconciler::Impl {
       const std::string path = ResourcePath(kind, "");
       ListOptions lo;
       lo.label_selector = selector;
-      const absl::Time listed_at = base::RealClock().Now();
+      const absl::Time listed_at = options.clock->Now();
       absl::StatusOr<ListResult> list = client->List(path, lo);
       if (!list.ok()) {
         if (stopping.load()) return;
@@ -390,7 +391,7 @@ struct Reconciler::Impl {
 // GET each: a flood of forged reviews must not become a flood of calls to
 // the API server). Found, the object confirms it; not found, it is gone.
 void Reconciler::Impl::Confirm() {
-  const absl::Time now = base::RealClock().Now();
+  const absl::Time now = options.clock->Now();
   std::shared_ptr<const broker::Snapshot> snap = broker->snapshot();
   std::map<broker::InstanceKey, absl::Time> still;
   std::map<workload::Kind, std::vector<broker::InstanceKey>> stale;
@@ -456,6 +457,7 @@ Reconciler::Reconciler(Client* client, broker::Broker* broker, ReconcilerOptions
   impl_->client = client;
   impl_->broker = broker;
   impl_->options = options;
+  GK_CHECK(options.clock != nullptr);
 }
 
 Reconciler::~Reconciler() { Stop(); }
