@@ -165,6 +165,7 @@ server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m, con
     m.reviews->WithLabels({name, result.kind, result.operation, result.outcome}).Increment();
     m.durations->WithLabels({name, result.kind, result.operation})
         .Observe(absl::ToDoubleSeconds(clock->Now() - start));
+    if (!result.error.ok()) return server::ErrorResponse(result.error);
     server::HttpResponse out;
     out.status = result.http_status;
     out.body = std::move(result.body);

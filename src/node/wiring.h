@@ -41,7 +41,8 @@ using DenialRecorder = std::function<absl::Status(const audit::Event&, const std
 
 // A webhook listener route: the body goes to `handle`, the outcome is
 // counted, and a denial is recorded (when `record` is set) before the
-// answer goes out.
+// answer goes out. A request the webhook refused (WebhookResult::error) is
+// answered by server::ErrorResponse, like every other HTTP-level error.
 // `clock` times the reviews and stamps denials; it must outlive the route.
 server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m, const base::Clock* clock,
                            std::function<admission::WebhookResult(absl::string_view)> handle,
