@@ -45,26 +45,26 @@ struct PatchOp {
   std::string path;  // a JSON pointer
   std::string value_json;
 
-  friend bool operator==(const PatchOp &, const PatchOp &) = default;
+  friend bool operator==(const PatchOp&, const PatchOp&) = default;
 };
 
 // True when `object` of kind `kind` is held: its suspend flag is true, or
 // (gate) gangkeeper's scheduling gate is in the list.
-bool IsHeld(const JsonProbe &object, const KindInfo &kind);
+bool IsHeld(const JsonProbe& object, const KindInfo& kind);
 
 // The operations that hold `object`; none when it is held already. Only
 // `add`, on paths whose parent exists: a missing or malformed parent is
 // added (replaced) whole, e.g. {"op":"add","path":"/spec/runPolicy",
 // "value":{"suspend":true}}. A gate is appended to an existing list.
-std::vector<PatchOp> HoldOps(const JsonProbe &object, const KindInfo &kind);
+std::vector<PatchOp> HoldOps(const JsonProbe& object, const KindInfo& kind);
 
 // The operations that release `object`; none when it is not held. A flag is
 // set false (`add`); a gate is taken out with a `test` of its name before
 // the `remove`, so a list that changed in between fails the patch (422).
-std::vector<PatchOp> ReleaseOps(const JsonProbe &object, const KindInfo &kind);
+std::vector<PatchOp> ReleaseOps(const JsonProbe& object, const KindInfo& kind);
 
 // The pointer of the PodSpec of `pod_set`'s template (its template_pointer,
 // "" for a Pod, + "/spec"): where release adds nodeSelector and tolerations.
-std::string PodSpecPointer(const PodSet &pod_set);
+std::string PodSpecPointer(const PodSet& pod_set);
 
 }  // namespace gangkeeper::workload

@@ -44,7 +44,7 @@ std::string JsonText(absl::string_view s) { return absl::StrCat("\"", base::Json
 std::string GateJson() { return absl::StrCat(R"({"name":)", JsonText(kSchedulingGate), "}"); }
 
 // The index of gangkeeper's gate in the list at `gates`, if it is there.
-std::optional<size_t> GateIndex(const JsonProbe &object, absl::string_view gates) {
+std::optional<size_t> GateIndex(const JsonProbe& object, absl::string_view gates) {
   if (object.TypeAt(gates) != JsonProbe::Type::kArray) return std::nullopt;
   const size_t n = object.SizeAt(gates);
   for (size_t i = 0; i < n; ++i) {
@@ -55,7 +55,7 @@ std::optional<size_t> GateIndex(const JsonProbe &object, absl::string_view gates
 
 // One `add` that puts `leaf_json` at `pointer`: at the first parent on the
 // way that is not an object, as nested objects holding the rest of the path.
-PatchOp AddAlongPath(const JsonProbe &object, absl::string_view pointer, const std::string &leaf_json) {
+PatchOp AddAlongPath(const JsonProbe& object, absl::string_view pointer, const std::string& leaf_json) {
   const std::vector<std::string> tokens = PointerTokens(pointer);
   std::string path;
   for (size_t i = 0; i + 1 < tokens.size(); ++i) {
@@ -71,10 +71,10 @@ PatchOp AddAlongPath(const JsonProbe &object, absl::string_view pointer, const s
 // JsonProbe over a RapidJSON value.
 class RapidJsonProbe final : public JsonProbe {
  public:
-  explicit RapidJsonProbe(const rapidjson::Value &root) : root_(root) {}
+  explicit RapidJsonProbe(const rapidjson::Value& root) : root_(root) {}
 
   Type TypeAt(absl::string_view pointer) const override {
-    const rapidjson::Value *v = Find(pointer);
+    const rapidjson::Value* v = Find(pointer);
     if (v == nullptr) return Type::kAbsent;
     if (v->IsObject()) return Type::kObject;
     if (v->IsArray()) return Type::kArray;
@@ -84,22 +84,22 @@ class RapidJsonProbe final : public JsonProbe {
     return Type::kNull;
   }
   bool BoolAt(absl::string_view pointer) const override {
-    const rapidjson::Value *v = Find(pointer);
+    const rapidjson::Value* v = Find(pointer);
     return v != nullptr && v->IsBool() && v->GetBool();
   }
   std::string StringAt(absl::string_view pointer) const override {
-    const rapidjson::Value *v = Find(pointer);
+    const rapidjson::Value* v = Find(pointer);
     return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : std::string();
   }
   size_t SizeAt(absl::string_view pointer) const override {
-    const rapidjson::Value *v = Find(pointer);
+    const rapidjson::Value* v = Find(pointer);
     return v != nullptr && v->IsArray() ? v->Size() : 0;
   }
 
  private:
-  const rapidjson::Value *Find(absl::string_view pointer) const {
-    const rapidjson::Value *cur = &root_;
-    for (const std::string &token : PointerTokens(pointer)) {
+  const rapidjson::Value* Find(absl::string_view pointer) const {
+    const rapidjson::Value* cur = &root_;
+    for (const std::string& token : PointerTokens(pointer)) {
       if (cur->IsObject()) {
         auto it = cur->FindMember(rapidjson::Value(rapidjson::StringRef(token.data(), token.size())));
         if (it == cur->MemberEnd()) return nullptr;
@@ -115,12 +115,12 @@ class RapidJsonProbe final : public JsonProbe {
     return cur;
   }
 
-  const rapidjson::Value &root_;
+  const rapidjson::Value& root_;
 };
 
 }  // namespace
 
-bool IsHeld(const JsonProbe &object, const KindInfo &kind) {
+bool IsHeld(const JsonProbe& object, const KindInfo& kind) {
   switch (kind.hold.method) {
     case HoldMethod::kSuspendFlag: return object.BoolAt(kind.hold.pointer);
     case HoldMethod::kGate: return GateIndex(object, kind.hold.pointer).has_value();
@@ -128,7 +128,7 @@ bool IsHeld(const JsonProbe &object, const KindInfo &kind) {
   return false;
 }
 
-std::vector<PatchOp> HoldOps(const JsonProbe &object, const KindInfo &kind) {
+std::vector<PatchOp> HoldOps(const JsonProbe& object, const KindInfo& kind) {
   if (IsHeld(object, kind)) return {};
   switch (kind.hold.method) {
     case HoldMethod::kSuspendFlag: return {AddAlongPath(object, kind.hold.pointer, "true")};
@@ -141,7 +141,7 @@ std::vector<PatchOp> HoldOps(const JsonProbe &object, const KindInfo &kind) {
   return {};
 }
 
-std::vector<PatchOp> ReleaseOps(const JsonProbe &object, const KindInfo &kind) {
+std::vector<PatchOp> ReleaseOps(const JsonProbe& object, const KindInfo& kind) {
   switch (kind.hold.method) {
     case HoldMethod::kSuspendFlag:
       if (!IsHeld(object, kind)) return {};
@@ -157,11 +157,11 @@ std::vector<PatchOp> ReleaseOps(const JsonProbe &object, const KindInfo &kind) {
   return {};
 }
 
-std::string PodSpecPointer(const PodSet &pod_set) { return absl::StrCat(pod_set.template_pointer, "/spec"); }
+std::string PodSpecPointer(const PodSet& pod_set) { return absl::StrCat(pod_set.template_pointer, "/spec"); }
 
-bool IsHeld(const rapidjson::Value &object, const KindInfo &kind) { return IsHeld(RapidJsonProbe(object), kind); }
+bool IsHeld(const rapidjson::Value& object, const KindInfo& kind) { return IsHeld(RapidJsonProbe(object), kind); }
 
-std::vector<PatchOp> HoldOps(const rapidjson::Value &object, const KindInfo &kind) {
+std::vector<PatchOp> HoldOps(const rapidjson::Value& object, const KindInfo& kind) {
   return HoldOps(RapidJsonProbe(object), kind);
 }
 
@@ -169,7 +169,7 @@ std::vector<PatchOp> ReleaseOps(const rapidjson::Value& object, const KindInfo& 
   return ReleaseOps(RapidJsonProbe(object), kind);
 }
 
-bool ReadHeld(const JsonNode &root, const KindInfo &kind, base::FieldErrors *errors) {
+bool ReadHeld(const JsonNode& root, const KindInfo& kind, base::FieldErrors* errors) {
   const std::vector<std::string> tokens = PointerTokens(kind.hold.pointer);
   if (tokens.empty()) return false;
   std::optional<JsonNode> parent = root;
@@ -183,7 +183,7 @@ bool ReadHeld(const JsonNode &root, const KindInfo &kind, base::FieldErrors *err
       std::optional<JsonNode> gates = ListField(*parent, tokens.back(), errors);
       if (!gates.has_value()) return false;
       bool gated = false;
-      for (const JsonNode &gate : Items(*gates)) {
+      for (const JsonNode& gate : Items(*gates)) {
         if (!ExpectObject(gate, errors)) continue;
         if (StringField(gate, "name", errors) == kSchedulingGate) gated = true;
       }
