@@ -196,6 +196,53 @@ TEST(HoldTest, WhatHoldOpsAddsIsHeld) {
   }
 }
 
+// Every kind's pod sets point at their templates as the kinds table says.
+TEST(HoldTest, PodSetsPointAtTheirTemplatesPerKind) {
+  const std::string t = R"({"spec": {"containers": [{"name": "c"}]}})";
+  const std::string ray = absl::StrCat(R"({"headGroupSpec": {"template": )", t,
+                                       R"(}, "workerGroupSpecs": [{"groupName": "g", "template": )", t, "}]}");
+  struct Case {
+    Kind kind;
+    std::string object;
+    std::vector<std::string> pointers;
+  };
+  const std::vector<Case> cases = {
+      {Kind::kJob, absl::StrCat(R"({"spec": {"template": )", t, "}}"), {"/spec/template"}},
+      {Kind::kPyTorchJob,
+       absl::StrCat(R"({"spec": {"pytorchReplicaSpecs": {"Master": {"template": )", t, R"(}, "worker": {"template": )",
+                    t, "}}}}"),
+       {"/spec/pytorchReplicaSpecs/Master/template", "/spec/pytorchReplicaSpecs/worker/template"}},
+      {Kind::kTFJob,
+       absl::StrCat(R"({"spec": {"tfReplicaSpecs": {"Worker": {"template": )", t, R"(}, "PS": {"template": )", t,
+                    "}}}}"),
+       {"/spec/tfReplicaSpecs/PS/template", "/spec/tfReplicaSpecs/Worker/template"}},
+      {Kind::kMPIJob, absl::StrCat(R"({"spec": {"mpiReplicaSpecs": {"Launcher": {"template": )", t, "}}}}"),
+       {"/spec/mpiReplicaSpecs/Launcher/template"}},
+      {Kind::kXGBoostJob, absl::StrCat(R"({"spec": {"xgbReplicaSpecs": {"Master": {"template": )", t, "}}}}"),
+       {"/spec/xgbReplicaSpecs/Master/template"}},
+      {Kind::kPaddleJob, absl::StrCat(R"({"spec": {"paddleReplicaSpecs": {"Worker": {"template": )", t, "}}}}"),
+       {"/spec/paddleReplicaSpecs/Worker/template"}},
+      {Kind::kJobSet,
+       absl::StrCat(R"({"spec": {"replicatedJobs": [{"name": "a", "template": {"spec": {"template": )", t,
+                    R"(}}}, {"name": "b", "template": {"spec": {"template": )", t, "}}}]}}"),
+       {"/spec/replicatedJobs/0/template/spec/template", "/spec/replicatedJobs/1/template/spec/template"}},
+      {Kind::kRayJob, absl::StrCat(R"({"spec": {"rayClusterSpec": )", ray, "}}"),
+       {"/spec/rayClusterSpec/headGroupSpec/template", "/spec/rayClusterSpec/workerGroupSpecs/0/template"}},
+      {Kind::kRayCluster, absl::StrCat(R"({"spec": )", ray, "}"),
+       {"/spec/headGroupSpec/template", "/spec/workerGroupSpecs/0/template"}},
+      {Kind::kPod, R"({"spec": {"containers": [{"name": "c"}]}})", {""}},
+  };
+  ASSERT_EQ(cases.size(), ManagedKinds().size());
+  for (const Case& c : cases) {
+    SCOPED_TRACE(InfoFor(c.kind).name);
+    absl::StatusOr<Workload> w = Extract(c.object, c.kind);
+    ASSERT_TRUE(w.ok()) << w.status();
+    std::vector<std::string> pointers;
+    for (const PodSet& ps : w->pod_sets) pointers.push_back(ps.template_pointer);
+    EXPECT_EQ(pointers, c.pointers);
+  }
+}
+
 TEST(HoldTest, PodSpecPointerIsUnderTheTemplate) {
   PodSet job;
   job.template_pointer = "/spec/pytorchReplicaSpecs/Worker/template";

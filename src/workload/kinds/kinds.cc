@@ -3,6 +3,7 @@
 
 #include <iterator>
 
+#include "absl/strings/str_cat.h"
 #include "gangkeeper/base/check.h"
 
 namespace gangkeeper::workload {
@@ -17,35 +18,46 @@ constexpr HoldField kPodSchedulingGates{HoldMethod::kGate, "/spec/schedulingGate
 struct KindEntry {
   KindInfo info;
   KindExtractor extract;
+  PodTemplates templates;
 };
 
 // In the order of the Kind enum, which InfoFor relies on.
 constexpr KindEntry kKinds[] = {
-    {{Kind::kJob, "batch", "v1", "Job", "jobs", SuspendMechanism::kSpecSuspend, kSpecSuspendFlag}, &ExtractJob},
+    {{Kind::kJob, "batch", "v1", "Job", "jobs", SuspendMechanism::kSpecSuspend, kSpecSuspendFlag}, &ExtractJob,
+     {"/spec/template", ""}},
     {{Kind::kPyTorchJob, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
-     &ExtractPyTorchJob},
+     &ExtractPyTorchJob,
+     {"", "/spec/pytorchReplicaSpecs/{}/template"}},
     {{Kind::kTFJob, "kubeflow.org", "v1", "TFJob", "tfjobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
-     &ExtractTFJob},
+     &ExtractTFJob,
+     {"", "/spec/tfReplicaSpecs/{}/template"}},
     {{Kind::kMPIJob, "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
-     &ExtractMPIJob},
+     &ExtractMPIJob,
+     {"", "/spec/mpiReplicaSpecs/{}/template"}},
     {{Kind::kXGBoostJob, "kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
-     &ExtractXGBoostJob},
+     &ExtractXGBoostJob,
+     {"", "/spec/xgbReplicaSpecs/{}/template"}},
     {{Kind::kPaddleJob, "kubeflow.org", "v1", "PaddleJob", "paddlejobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
-     &ExtractPaddleJob},
+     &ExtractPaddleJob,
+     {"", "/spec/paddleReplicaSpecs/{}/template"}},
     {{Kind::kJobSet, "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", SuspendMechanism::kSpecSuspend,
       kSpecSuspendFlag},
-     &ExtractJobSet},
+     &ExtractJobSet,
+     {"", "/spec/replicatedJobs/{}/template/spec/template"}},
     {{Kind::kRayJob, "ray.io", "v1", "RayJob", "rayjobs", SuspendMechanism::kSpecSuspend, kSpecSuspendFlag},
-     &ExtractRayJob},
+     &ExtractRayJob,
+     {"/spec/rayClusterSpec/headGroupSpec/template", "/spec/rayClusterSpec/workerGroupSpecs/{}/template"}},
     {{Kind::kRayCluster, "ray.io", "v1", "RayCluster", "rayclusters", SuspendMechanism::kSpecSuspend,
       kSpecSuspendFlag},
-     &ExtractRayCluster},
-    {{Kind::kPod, "", "v1", "Pod", "pods", SuspendMechanism::kSchedulingGate, kPodSchedulingGates}, &ExtractPod},
+     &ExtractRayCluster,
+     {"/spec/headGroupSpec/template", "/spec/workerGroupSpecs/{}/template"}},
+    {{Kind::kPod, "", "v1", "Pod", "pods", SuspendMechanism::kSchedulingGate, kPodSchedulingGates}, &ExtractPod,
+     {"", ""}},
 };
 
 constexpr bool TableMatchesEnum() {
@@ -97,6 +109,18 @@ const KindInfo& InfoFor(Kind kind) {
   const size_t i = static_cast<size_t>(kind);
   GK_CHECK(i < std::size(kKinds));
   return kKinds[i].info;
+}
+
+const PodTemplates& TemplatesFor(Kind kind) {
+  const size_t i = static_cast<size_t>(kind);
+  GK_CHECK(i < std::size(kKinds));
+  return kKinds[i].templates;
+}
+
+std::string TemplatePointer(absl::string_view pattern, absl::string_view key) {
+  const size_t at = pattern.find("{}");
+  if (at == absl::string_view::npos) return std::string(pattern);
+  return absl::StrCat(pattern.substr(0, at), JsonPointerEscape(key), pattern.substr(at + 2));
 }
 
 KindExtractor ExtractorFor(Kind kind) {
