@@ -17,7 +17,6 @@
 namespace gangkeeper::workload {
 namespace {
 
-using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 // Where each kind's hold lives, written out independently of kinds.cc.
