@@ -1,15 +1,18 @@
 // gangkeeper admission: the suspend mutation (see mutate.h).
 //
 // Patches use only `add` (which also replaces an existing member) on paths
-// whose parent exists, creating parents when absent, so they apply with
+// whose parent exists, creating parents when absent (the suspend itself is
+// workload::HoldOps, from the kinds table), so they apply with
 // `kubectl patch --type=json` and an RFC-strict applier alike; applying the
 // mutation to its own output yields no further patch (reinvocation).
 #include "src/admission/mutate.h"
 
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gangkeeper/workload/workload.h"
+#include "gangkeeper/workload/extract.h"
+#include "gangkeeper/workload/hold.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "src/admission/json.h"
@@ -18,13 +21,7 @@ namespace gangkeeper::admission {
 namespace {
 
 using workload::KindInfo;
-using workload::SuspendMechanism;
-
-// One `add` operation with a JSON value given as text.
-struct AddOp {
-  std::string path;
-  std::string value_json;
-};
+using workload::PatchOp;
 
 std::string JsonString(absl::string_view s) {
   rapidjson::StringBuffer buf;
@@ -33,12 +30,14 @@ std::string JsonString(absl::string_view s) {
   return std::string(buf.GetString(), buf.GetSize());
 }
 
-std::string PatchText(const std::vector<AddOp>& ops) {
+std::string PatchText(const std::vector<PatchOp>& ops) {
   if (ops.empty()) return "";
   std::string out = "[";
   for (size_t i = 0; i < ops.size(); ++i) {
     if (i > 0) out += ",";
-    absl::StrAppend(&out, R"({"op":"add","path":)", JsonString(ops[i].path), R"(,"value":)", ops[i].value_json, "}");
+    absl::StrAppend(&out, R"({"op":)", JsonString(ops[i].op), R"(,"path":)", JsonString(ops[i].path));
+    if (!ops[i].value_json.empty()) absl::StrAppend(&out, R"(,"value":)", ops[i].value_json);
+    out += "}";
   }
   out += "]";
   return out;
@@ -56,48 +55,6 @@ bool OwnedByManaged(const rapidjson::Value* object) {
     if (workload::FindKind(group, Str(Get(&ref, "kind"))) != nullptr) return true;
   }
   return false;
-}
-
-void AddSuspend(const KindInfo& info, const rapidjson::Value* object, std::vector<AddOp>* ops) {
-  const rapidjson::Value* spec = Get(object, "spec");
-  switch (info.suspend) {
-    case SuspendMechanism::kSpecSuspend:
-      if (!IsTrue(Get(spec, "suspend"))) {
-        if (spec == nullptr || !spec->IsObject()) {
-          ops->push_back({"/spec", R"({"suspend":true})"});
-        } else {
-          ops->push_back({"/spec/suspend", "true"});
-        }
-      }
-      return;
-    case SuspendMechanism::kRunPolicySuspend: {
-      const rapidjson::Value* run_policy = Get(spec, "runPolicy");
-      if (IsTrue(Get(run_policy, "suspend"))) return;
-      if (spec == nullptr || !spec->IsObject()) {
-        ops->push_back({"/spec", R"({"runPolicy":{"suspend":true}})"});
-      } else if (run_policy == nullptr || !run_policy->IsObject()) {
-        ops->push_back({"/spec/runPolicy", R"({"suspend":true})"});
-      } else {
-        ops->push_back({"/spec/runPolicy/suspend", "true"});
-      }
-      return;
-    }
-    case SuspendMechanism::kSchedulingGate: {
-      const std::string gate = absl::StrCat(R"({"name":)", JsonString(workload::kSchedulingGate), "}");
-      const rapidjson::Value* gates = Get(spec, "schedulingGates");
-      if (gates != nullptr && gates->IsArray()) {
-        for (const rapidjson::Value& g : gates->GetArray()) {
-          if (Str(Get(&g, "name")) == workload::kSchedulingGate) return;
-        }
-        ops->push_back({"/spec/schedulingGates/-", gate});
-      } else if (spec == nullptr || !spec->IsObject()) {
-        ops->push_back({"/spec", absl::StrCat(R"({"schedulingGates":[)", gate, "]}")});
-      } else {
-        ops->push_back({"/spec/schedulingGates", absl::StrCat("[", gate, "]")});
-      }
-      return;
-    }
-  }
 }
 
 }  // namespace
@@ -129,7 +86,7 @@ Response MutateReview(const Review& review, const model::PolicySet& policies, co
   if (info->kind == workload::Kind::kPod && OwnedByManaged(review.object)) return response;
   const rapidjson::Value* metadata = Get(review.object, "metadata");
   const rapidjson::Value* labels = Get(metadata, "labels");
-  std::vector<AddOp> ops;
+  std::vector<PatchOp> ops;
   std::string queue = Str(Get(labels, workload::kQueueNameLabel.data()));
   if (queue.empty()) {
     std::string ns = review.namespace_name.empty() ? Str(Get(metadata, "namespace")) : review.namespace_name;
@@ -138,15 +95,16 @@ Response MutateReview(const Review& review, const model::PolicySet& policies, co
     }
     const std::string label_path = absl::StrCat("/metadata/labels/", EscapePointer(workload::kQueueNameLabel));
     if (metadata == nullptr || !metadata->IsObject()) {
-      ops.push_back({"/metadata", absl::StrCat(R"({"labels":{)", JsonString(workload::kQueueNameLabel),
-                                               R"(:"default"}})")});
+      ops.push_back({"add", "/metadata",
+                     absl::StrCat(R"({"labels":{)", JsonString(workload::kQueueNameLabel), R"(:"default"}})")});
     } else if (labels == nullptr || !labels->IsObject()) {
-      ops.push_back({"/metadata/labels", absl::StrCat("{", JsonString(workload::kQueueNameLabel), R"(:"default"})")});
+      ops.push_back(
+          {"add", "/metadata/labels", absl::StrCat("{", JsonString(workload::kQueueNameLabel), R"(:"default"})")});
     } else {
-      ops.push_back({label_path, R"("default")"});
+      ops.push_back({"add", label_path, R"("default")"});
     }
   }
-  AddSuspend(*info, review.object, &ops);
+  for (PatchOp& op : workload::HoldOps(*review.object, *info)) ops.push_back(std::move(op));
   response.patch = PatchText(ops);
   return response;
 }

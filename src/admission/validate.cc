@@ -452,7 +452,7 @@ Response ValidateUpdate(const Review& review, const workload::KindInfo& info, co
                                                                " in ClusterQueue ", record->cluster_queue)
                                                 : std::string("gangkeeper does not know it"),
                              "); leave it ",
-                             info.suspend == workload::SuspendMechanism::kSchedulingGate
+                             info.hold.method == workload::HoldMethod::kGate
                                  ? absl::StrCat("gated (", workload::kSchedulingGate, ")")
                                  : std::string("suspended"),
                              ": gangkeeper releases the whole gang when it fits"));

@@ -12,11 +12,16 @@
 namespace gangkeeper::admission {
 namespace {
 
+// A request that is not an AdmissionReview: the error is the value; the
+// HTTP answer is the route adapter's (server::ErrorResponse of `error`).
 WebhookResult BadRequest(const absl::Status& status) {
-  return WebhookResult{400,
-                       absl::StrCat(R"({"error":{"code":"InvalidArgument","message":")",
-                                    base::JsonEscape(status.message()), "\"}}"),
-                       "bad_request"};
+  WebhookResult out;
+  out.error = absl::InvalidArgumentError(status.message());
+  out.http_status = 400;
+  out.body = absl::StrCat(R"({"error":{"code":"InvalidArgument","message":")", base::JsonEscape(status.message()),
+                          "\"}}");
+  out.outcome = "bad_request";
+  return out;
 }
 
 // The review's kind and operation as metric labels (never free text).
@@ -38,7 +43,7 @@ WebhookResult Webhook::Mutate(absl::string_view body) const {
   std::shared_ptr<const model::PolicySet> policies = policies_();
   static const model::PolicySet kEmpty;
   Response r = MutateReview(**review, policies ? *policies : kEmpty, options_);
-  WebhookResult out{200, EncodeResponse(r), r.patch.empty() ? "allowed" : "patched"};
+  WebhookResult out{absl::OkStatus(), 200, EncodeResponse(r), r.patch.empty() ? "allowed" : "patched"};
   Label(**review, &out);
   return out;
 }
@@ -49,7 +54,7 @@ WebhookResult Webhook::Validate(absl::string_view body) const {
   std::shared_ptr<const model::PolicySet> policies = policies_();
   static const model::PolicySet kEmpty;
   Response r = ValidateReview(**review, policies ? *policies : kEmpty, registry_, options_);
-  WebhookResult out{200, EncodeResponse(r), r.allowed ? "allowed" : "denied", std::nullopt};
+  WebhookResult out{absl::OkStatus(), 200, EncodeResponse(r), r.allowed ? "allowed" : "denied", std::nullopt};
   Label(**review, &out);
   if (!r.allowed) {
     const Review& rv = **review;

@@ -237,7 +237,7 @@ absl::Status RegisterJournalMetrics(metrics::Registry& registry, const store::Jo
 }
 
 absl::Status RegisterAuditMetrics(metrics::Registry& registry, const audit::AuditLog* audit_log,
-                                  const audit::DenialAggregator* denials) {
+                                  const base::Clock* clock, const audit::DenialAggregator* denials) {
   absl::Status s;
   // One unlabelled sample, counter or gauge.
   auto add = [&](bool counter, const char* name, const char* help, std::function<double()> value) {
@@ -262,9 +262,9 @@ absl::Status RegisterAuditMetrics(metrics::Registry& registry, const audit::Audi
       "Audit events younger than --audit-min-retention that the size cap removed.",
       [audit_log] { return static_cast<double>(audit_log->stats().retention_forced_events); });
   add(false, "gangkeeper_audit_oldest_event_age_seconds",
-      "Age of the oldest audit event kept: how far back the history reaches (0 when empty).", [audit_log] {
+      "Age of the oldest audit event kept: how far back the history reaches (0 when empty).", [audit_log, clock] {
         const std::optional<absl::Time> oldest = audit_log->stats().oldest_event;
-        return oldest.has_value() ? absl::ToDoubleSeconds(base::RealClock().Now() - *oldest) : 0.0;
+        return oldest.has_value() ? absl::ToDoubleSeconds(clock->Now() - *oldest) : 0.0;
       });
   if (denials == nullptr) return s;
   add(true, "gangkeeper_audit_denials_suppressed_total",

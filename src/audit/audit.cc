@@ -54,7 +54,7 @@ std::optional<Event> TailMissing(const AuditOptions& options, const Anchor& last
       "audit: {} ends at record {} but its HEAD says record {} was written: {} record(s) are missing (cut off "
       "or lost); recorded as an {} event. Restore {} from a backup if you have one",
       options.dir, last.seq, head->seq, missing, kTailMissing, options.dir);
-  return LogEvent((options.clock != nullptr ? *options.clock : base::RealClock()).Now(), kTailMissing, "TailMissing",
+  return LogEvent(options.clock->Now(), kTailMissing, "TailMissing",
                   {{"from", last.seq + 1},
                    {"to", head->seq},
                    {"count", missing},
@@ -83,6 +83,7 @@ void CheckHmacKey(const AuditOptions& options, const Anchor& last) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options, store::LogRecovery* recovery) {
+  if (options.clock == nullptr) return absl::InvalidArgumentError("audit log: AuditOptions.clock is required");
   store::LogOptions lo;
   lo.kind = "audit";
   lo.segment_bytes = options.segment_bytes;

@@ -71,7 +71,7 @@ void AuditLog::Retain() {
     absl::MutexLock lock(&mu_);
     retained_segments_ = segments.size();
   }
-  const absl::Time now = (options_.clock != nullptr ? *options_.clock : base::RealClock()).Now();
+  const absl::Time now = options_.clock->Now();
   size_t by_size = 0;
   size_t drop = SegmentsPastLimits(segments, now, &by_size);
   const size_t young = FirstYoungSegment(segments, by_size, now);

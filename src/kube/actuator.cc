@@ -17,9 +17,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/check.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/base/status_macros.h"
+#include "gangkeeper/workload/hold.h"
 #include "gangkeeper/workload/observe.h"
 
 namespace gangkeeper::kube {
@@ -92,37 +94,47 @@ std::string AnnotationPath() {
   return absl::StrCat("/metadata/annotations/", workload::JsonPointerEscape(workload::kAdmittedFlavorsAnnotation));
 }
 
-bool Held(const json& obj, const workload::KindInfo& kind) {
-  switch (kind.suspend) {
-    case workload::SuspendMechanism::kSpecSuspend: {
-      const json* s = At(obj, "/spec/suspend");
-      return s != nullptr && s->is_boolean() && s->get<bool>();
-    }
-    case workload::SuspendMechanism::kRunPolicySuspend: {
-      const json* s = At(obj, "/spec/runPolicy/suspend");
-      return s != nullptr && s->is_boolean() && s->get<bool>();
-    }
-    case workload::SuspendMechanism::kSchedulingGate: {
-      const json* gates = At(obj, "/spec/schedulingGates");
-      if (gates == nullptr || !gates->is_array()) return false;
-      for (const json& g : *gates) {
-        if (Str(At(g, "/name")) == workload::kSchedulingGate) return true;
-      }
-      return false;
-    }
-  }
-  return false;
-}
+// The kinds table's hold operations (workload/hold.h) read a json through this.
+class JsonDocProbe final : public workload::JsonProbe {
+ public:
+  explicit JsonDocProbe(const json& doc) : doc_(doc) {}
 
-// The op that sets the suspend switch of a job kind.
-json SuspendOp(const json& obj, const workload::KindInfo& kind, bool value) {
-  if (kind.suspend == workload::SuspendMechanism::kRunPolicySuspend) {
-    if (At(obj, "/spec/runPolicy") == nullptr || !At(obj, "/spec/runPolicy")->is_object()) {
-      return Op("add", "/spec/runPolicy", json{{"suspend", value}});
-    }
-    return Op("add", "/spec/runPolicy/suspend", value);
+  Type TypeAt(absl::string_view pointer) const override {
+    const json* v = At(doc_, std::string(pointer));
+    if (v == nullptr) return Type::kAbsent;
+    if (v->is_object()) return Type::kObject;
+    if (v->is_array()) return Type::kArray;
+    if (v->is_string()) return Type::kString;
+    if (v->is_boolean()) return Type::kBool;
+    if (v->is_number()) return Type::kNumber;
+    return Type::kNull;
   }
-  return Op("add", "/spec/suspend", value);
+  bool BoolAt(absl::string_view pointer) const override {
+    const json* v = At(doc_, std::string(pointer));
+    return v != nullptr && v->is_boolean() && v->get<bool>();
+  }
+  std::string StringAt(absl::string_view pointer) const override { return Str(At(doc_, std::string(pointer))); }
+  size_t SizeAt(absl::string_view pointer) const override {
+    const json* v = At(doc_, std::string(pointer));
+    return v != nullptr && v->is_array() ? v->size() : 0;
+  }
+
+ private:
+  const json& doc_;
+};
+
+bool Held(const json& obj, const workload::KindInfo& kind) { return workload::IsHeld(JsonDocProbe(obj), kind); }
+
+// The table's operations as JSON patch entries (their values are JSON text
+// the table wrote, so they parse).
+void AppendOps(const std::vector<workload::PatchOp>& from, json* ops) {
+  for (const workload::PatchOp& op : from) {
+    if (op.value_json.empty()) {
+      ops->push_back(Remove(op.path));
+    } else {
+      ops->push_back(Op(op.op.c_str(), op.path, json::parse(op.value_json, nullptr, false)));
+    }
+  }
 }
 
 // What release adds to one pod template (spec at `spec_pointer`): ops, and
@@ -288,7 +300,7 @@ struct KubeActuator::Impl {
     const std::shared_ptr<const workload::Workload>& w = o.release ? o.rel.workload : o.sus.workload;
     out.kind = w != nullptr ? std::string(workload::InfoFor(w->kind).name) : "other";
     out.ok = ok;
-    out.took = base::RealClock().Now() - o.given;
+    out.took = options.clock->Now() - o.given;
     options.observe(out);
   }
 
@@ -373,7 +385,7 @@ struct KubeActuator::Impl {
                              [&](const workload::PodSet& x) { return x.name == p.name; });
       if (ps == order.workload->pod_sets.end()) continue;
       json added_selector, added_tolerations;
-      if (absl::Status s = PlacementOps(obj, ps->template_pointer + "/spec", p, ops, &added_selector,
+      if (absl::Status s = PlacementOps(obj, workload::PodSpecPointer(*ps), p, ops, &added_selector,
                                         &added_tolerations);
           !s.ok()) {
         return s;
@@ -394,7 +406,7 @@ struct KubeActuator::Impl {
       ops->push_back(Op("add", "/metadata/annotations", json::object()));
     }
     ops->push_back(Op("add", AnnotationPath(), record.dump()));
-    ops->push_back(SuspendOp(obj, kind, false));
+    AppendOps(workload::ReleaseOps(JsonDocProbe(obj), kind), ops);
     return absl::OkStatus();
   }
 
@@ -464,7 +476,7 @@ struct KubeActuator::Impl {
         auto it = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
                                [&](const workload::PodSet& x) { return x.name == name; });
         if (it == order.workload->pod_sets.end()) continue;
-        RestoreOps(obj, it->template_pointer + "/spec", ps, ops);
+        RestoreOps(obj, workload::PodSpecPointer(*it), ps, ops);
       }
     }
     ops->push_back(Remove(AnnotationPath()));
@@ -599,6 +611,7 @@ struct KubeActuator::Impl {
                         const broker::ReleaseOrder::PodSetPlacement& placement, const broker::ReleaseOrder& order) {
     json ops = json::array({Op("test", "/metadata/uid", Str(At(pod, "/metadata/uid")))});
     json added_selector, added_tolerations;
+    // A Pod is its own template (workload::PodSpecPointer of its pod set).
     if (absl::Status s = PlacementOps(pod, "/spec", placement, &ops, &added_selector, &added_tolerations); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("pod ", name, ": ", s.message()));
     }
@@ -624,15 +637,8 @@ struct KubeActuator::Impl {
       absl::StatusOr<json> pod = client->Get(path);
       if (!pod.ok()) return pod.status();
       if (!Held(*pod, kind)) return absl::OkStatus();
-      const json& gates = *At(*pod, "/spec/schedulingGates");
       json ops = json::array({Op("test", "/metadata/uid", Str(At(*pod, "/metadata/uid")))});
-      for (size_t i = 0; i < gates.size(); ++i) {
-        if (Str(At(gates[i], "/name")) != workload::kSchedulingGate) continue;
-        const std::string gate_path = absl::StrCat("/spec/schedulingGates/", i);
-        ops.push_back(Op("test", gate_path + "/name", std::string(workload::kSchedulingGate)));
-        ops.push_back(Remove(gate_path));
-        break;
-      }
+      AppendOps(workload::ReleaseOps(JsonDocProbe(*pod), kind), &ops);
       absl::StatusOr<json> patched = JsonPatch(path, *pod, ops);
       failure = patched.status();
       if (patched.ok() || HttpCode(patched.status()) != 422) break;
@@ -738,7 +744,8 @@ struct KubeActuator::Impl {
       std::vector<std::string> steps;
       // 1. Suspend.
       if (!Held(*obj, *kind)) {
-        json ops = json::array({Op("test", "/metadata/uid", order.uid), SuspendOp(*obj, *kind, true)});
+        json ops = json::array({Op("test", "/metadata/uid", order.uid)});
+        AppendOps(workload::HoldOps(JsonDocProbe(*obj), *kind), &ops);
         absl::StatusOr<json> patched = JsonPatch(path, *obj, ops);
         if (!patched.ok()) {
           if (HttpCode(patched.status()) == 422) continue;
@@ -786,6 +793,7 @@ struct KubeActuator::Impl {
 };
 
 KubeActuator::KubeActuator(Client* client, ActuatorOptions options) : impl_(std::make_unique<Impl>()) {
+  GK_CHECK(options.clock != nullptr);
   impl_->client = client;
   impl_->options = options;
   if (client == nullptr) impl_->options.dry_run = true;
@@ -809,7 +817,7 @@ void KubeActuator::Bind(ActuatorCallbacks callbacks) { impl_->callbacks = std::m
 void KubeActuator::Release(const broker::ReleaseOrder& order) {
   Order o;
   o.release = true;
-  o.given = base::RealClock().Now();
+  o.given = impl_->options.clock->Now();
   o.rel = order;
   impl_->Enqueue(std::move(o));
 }
@@ -817,7 +825,7 @@ void KubeActuator::Release(const broker::ReleaseOrder& order) {
 void KubeActuator::Suspend(const broker::SuspendOrder& order) {
   Order o;
   o.release = false;
-  o.given = base::RealClock().Now();
+  o.given = impl_->options.clock->Now();
   o.sus = order;
   impl_->Enqueue(std::move(o));
 }

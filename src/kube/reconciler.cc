@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "gangkeeper/base/check.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
 #include "gangkeeper/workload/observe.h"
@@ -346,7 +347,7 @@ struct Reconciler::Impl {
       const std::string path = ResourcePath(kind, "");
       ListOptions lo;
       lo.label_selector = selector;
-      const absl::Time listed_at = base::RealClock().Now();
+      const absl::Time listed_at = options.clock->Now();
       absl::StatusOr<ListResult> list = client->List(path, lo);
       if (!list.ok()) {
         if (stopping.load()) return;
@@ -391,7 +392,7 @@ struct Reconciler::Impl {
 // GET each: a flood of forged reviews must not become a flood of calls to
 // the API server). Found, the object confirms it; not found, it is gone.
 void Reconciler::Impl::Confirm() {
-  const absl::Time now = base::RealClock().Now();
+  const absl::Time now = options.clock->Now();
   std::shared_ptr<const broker::Snapshot> snap = view->snapshot();
   std::map<broker::InstanceKey, absl::Time> still;
   std::map<workload::Kind, std::vector<broker::InstanceKey>> stale;
@@ -459,6 +460,7 @@ Reconciler::Reconciler(Client* client, broker::EventQueue* events, const broker:
   impl_->events = events;
   impl_->view = view;
   impl_->options = options;
+  GK_CHECK(options.clock != nullptr);
 }
 
 Reconciler::~Reconciler() { Stop(); }

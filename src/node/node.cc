@@ -226,6 +226,7 @@ absl::Status Node::Impl::ConnectEtcd(const std::vector<std::string>& endpoints) 
 absl::Status Node::Impl::OpenAudit() {
   audit::AuditOptions ao;
   ao.dir = o.data_dir + "/audit";
+  ao.clock = clock;
   ao.truncate_corruption = o.recover == "truncate";
   ao.max_bytes = static_cast<uint64_t>(std::max<size_t>(o.audit_max_mib, 1)) << 20;
   ao.segment_bytes = std::clamp<uint64_t>(ao.max_bytes / 8, 64 << 10, 16 << 20);
@@ -273,6 +274,7 @@ absl::Status Node::Impl::ConnectKube() {
     log->info("kube: none: releases and suspensions are recorded and shown, not sent");
   }
   kube::ActuatorOptions ao;
+  ao.clock = clock;
   ao.dry_run = kube_client == nullptr;
   broker::WorkloadCounters::OnAdmitted on_admitted;
   if (absl::Status m = RegisterFlowMetrics(registry, &ao, &on_admitted); !m.ok()) return RunTime(m.message());
@@ -329,7 +331,8 @@ absl::Status Node::Impl::BuildBroker() {
 // auditing and both listeners' routes.
 absl::Status Node::Impl::BuildFrontEnds() {
   if (replicated) {
-    intake = std::make_unique<replica::IntakeRegistry>(etcd_client.get(), o.etcd_prefix, o.replica_id, broker.get());
+    intake = std::make_unique<replica::IntakeRegistry>(etcd_client.get(), o.etcd_prefix, o.replica_id, broker.get(),
+                                                       clock);
   }
   broker::WorkloadRegistry& registrations = intake != nullptr ? static_cast<broker::WorkloadRegistry&>(*intake)
                                                               : *broker_registry;
@@ -374,9 +377,9 @@ absl::Status Node::Impl::BuildFrontEnds() {
   }
   if (!o.metrics_public) so.routes.push_back(api::MetricsRoute(&registry, tokens.get(), clock));
   admission::Webhook* w = webhook.get();
-  so.routes.push_back(WebhookRoute("/mutate", *wm, [w](absl::string_view body) { return w->Mutate(body); }));
+  so.routes.push_back(WebhookRoute("/mutate", *wm, clock, [w](absl::string_view body) { return w->Mutate(body); }));
   so.routes.push_back(WebhookRoute(
-      "/validate", *wm, [w](absl::string_view body) { return w->Validate(body); },
+      "/validate", *wm, clock, [w](absl::string_view body) { return w->Validate(body); },
       [d = denials.get()](const audit::Event& e, const std::string& source) { return d->Record(e, source); }));
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Create(std::move(so), registry);
   if (!s.ok()) return Setting(s.status().message());
@@ -385,7 +388,7 @@ absl::Status Node::Impl::BuildFrontEnds() {
 }
 
 absl::Status Node::Impl::RegisterMetrics() {
-  if (absl::Status m = api::RegisterAuditMetrics(registry, audit_log.get(), denials.get()); !m.ok()) {
+  if (absl::Status m = api::RegisterAuditMetrics(registry, audit_log.get(), clock, denials.get()); !m.ok()) {
     return RunTime(m.message());
   }
   if (journal != nullptr) {
@@ -440,6 +443,7 @@ void Node::Impl::StartReconciler() {
   if (kube_client == nullptr) return;
   absl::MutexLock lock(&reconciler_mu);
   kube::ReconcilerOptions ro;
+  ro.clock = clock;
   ro.manage_jobs_without_queue_name = o.webhook.manage_jobs_without_queue_name;
   ro.confirm_grace = o.confirm_grace;
   ro.confirm_check = std::clamp(o.confirm_grace / 2, absl::Milliseconds(100), absl::Seconds(5));

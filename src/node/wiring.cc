@@ -143,7 +143,7 @@ std::string EtcdTlsHint(absl::string_view error, const std::string& ca, const st
                             " signed by the CA etcd trusts (its --trusted-ca-file) and meant for client auth?");
 }
 
-server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
+server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m, const base::Clock* clock,
                            std::function<admission::WebhookResult(absl::string_view)> handle,
                            DenialRecorder record) {
   server::Route route;
@@ -151,11 +151,12 @@ server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
   route.method = "POST";
   route.path = path;
   const std::string name = path.substr(1);
-  route.handler = [handle = std::move(handle), m, name, record = std::move(record)](const server::HttpRequest& req) {
-    const absl::Time start = base::RealClock().Now();
+  route.handler = [handle = std::move(handle), m, clock, name,
+                   record = std::move(record)](const server::HttpRequest& req) {
+    const absl::Time start = clock->Now();
     admission::WebhookResult result = handle(req.body);
     if (result.denial.has_value() && record) {
-      absl::Status written = record(DenialEvent(*result.denial, base::RealClock().Now()), req.remote_addr);
+      absl::Status written = record(DenialEvent(*result.denial, clock->Now()), req.remote_addr);
       if (!written.ok()) {
         base::GetLogger("audit")->error("audit: a denial of {}/{} was not recorded: {}", result.denial->namespace_name,
                                         result.denial->name, written.message());
@@ -163,7 +164,8 @@ server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
     }
     m.reviews->WithLabels({name, result.kind, result.operation, result.outcome}).Increment();
     m.durations->WithLabels({name, result.kind, result.operation})
-        .Observe(absl::ToDoubleSeconds(base::RealClock().Now() - start));
+        .Observe(absl::ToDoubleSeconds(clock->Now() - start));
+    if (!result.error.ok()) return server::ErrorResponse(result.error);
     server::HttpResponse out;
     out.status = result.http_status;
     out.body = std::move(result.body);

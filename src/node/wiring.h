@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "gangkeeper/admission/webhook.h"
 #include "gangkeeper/audit/audit.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/counters.h"
 #include "gangkeeper/kube/actuator.h"
@@ -42,8 +43,10 @@ using DenialRecorder = std::function<absl::Status(const audit::Event&, const std
 
 // A webhook listener route: the body goes to `handle`, the outcome is
 // counted, and a denial is recorded (when `record` is set) before the
-// answer goes out.
-server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m,
+// answer goes out. A request the webhook refused (WebhookResult::error) is
+// answered by server::ErrorResponse, like every other HTTP-level error.
+// `clock` times the reviews and stamps denials; it must outlive the route.
+server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m, const base::Clock* clock,
                            std::function<admission::WebhookResult(absl::string_view)> handle,
                            DenialRecorder record = nullptr);
 

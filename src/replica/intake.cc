@@ -181,13 +181,13 @@ struct IntakeRegistry::Waiter {
 };
 
 IntakeRegistry::IntakeRegistry(etcd::Client* client, std::string prefix, std::string replica_id,
-                               const broker::SnapshotSource* view)
+                               const broker::SnapshotSource* view, const base::Clock* clock)
     : client_(client),
       prefix_(std::move(prefix)),
       replica_id_(std::move(replica_id)),
       // A replica started again under the same id must not reuse a key the
       // leader has not applied yet: keys carry the start time.
-      session_(absl::StrCat(absl::ToUnixNanos(base::RealClock().Now()))),
+      session_(absl::StrCat(absl::ToUnixNanos(clock->Now()))),
       view_(view) {}
 
 absl::Status IntakeRegistry::Put(const IntakeEvent& e) {

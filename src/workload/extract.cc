@@ -86,30 +86,6 @@ void ReadObjectMeta(const JsonNode& root, Workload* w, FieldErrors* errors) {
   w->annotations = StringMapField(*metadata, "annotations", errors);
 }
 
-bool ReadSuspended(const JsonNode& root, SuspendMechanism mechanism, FieldErrors* errors) {
-  std::optional<JsonNode> spec = ObjectField(root, "spec", errors);
-  if (!spec.has_value()) return false;
-  switch (mechanism) {
-    case SuspendMechanism::kSpecSuspend:
-      return BoolField(*spec, "suspend", errors).value_or(false);
-    case SuspendMechanism::kRunPolicySuspend: {
-      std::optional<JsonNode> run_policy = ObjectField(*spec, "runPolicy", errors);
-      return run_policy.has_value() && BoolField(*run_policy, "suspend", errors).value_or(false);
-    }
-    case SuspendMechanism::kSchedulingGate: {
-      std::optional<JsonNode> gates = ListField(*spec, "schedulingGates", errors);
-      if (!gates.has_value()) return false;
-      bool gated = false;
-      for (const JsonNode& gate : Items(*gates)) {
-        if (!ExpectObject(gate, errors)) continue;
-        if (StringField(gate, "name", errors) == kSchedulingGate) gated = true;
-      }
-      return gated;
-    }
-  }
-  return false;
-}
-
 void CheckPodSets(const KindResult& result, FieldErrors* errors) {
   if (result.pod_sets.size() > kMaxPodSets) {
     errors->Add(FieldPath("spec"), FieldErrorType::kTooMany,
@@ -148,7 +124,7 @@ absl::StatusOr<Workload> ExtractWorkload(const rapidjson::Value& object, const K
   KindResult result = ExtractorFor(info.kind)(root, w, &errors);
 
   // 3. Suspension.
-  w.suspended = ReadSuspended(root, info.suspend, &errors);
+  w.suspended = ReadHeld(root, info, &errors);
 
   // 4. Pod-set checks.
   CheckPodSets(result, &errors);

@@ -21,8 +21,6 @@ std::string Str(const rapidjson::Value* v) {
   return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : std::string();
 }
 
-bool True(const rapidjson::Value* v) { return v != nullptr && v->IsBool() && v->GetBool(); }
-
 std::map<std::string, std::string> StringMap(const rapidjson::Value* v) {
   std::map<std::string, std::string> out;
   if (v == nullptr || !v->IsObject()) return out;
@@ -30,23 +28,6 @@ std::map<std::string, std::string> StringMap(const rapidjson::Value* v) {
     if (m.value.IsString()) out.emplace(m.name.GetString(), Str(&m.value));
   }
   return out;
-}
-
-bool Held(const rapidjson::Value& object, const KindInfo& kind) {
-  const rapidjson::Value* spec = Member(&object, "spec");
-  switch (kind.suspend) {
-    case SuspendMechanism::kSpecSuspend: return True(Member(spec, "suspend"));
-    case SuspendMechanism::kRunPolicySuspend: return True(Member(Member(spec, "runPolicy"), "suspend"));
-    case SuspendMechanism::kSchedulingGate: {
-      const rapidjson::Value* gates = Member(spec, "schedulingGates");
-      if (gates == nullptr || !gates->IsArray()) return false;
-      for (const rapidjson::Value& g : gates->GetArray()) {
-        if (Str(Member(&g, "name")) == kSchedulingGate) return true;
-      }
-      return false;
-    }
-  }
-  return false;
 }
 
 }  // namespace
@@ -88,7 +69,7 @@ absl::StatusOr<ObservedObject> ObserveObject(absl::string_view json, const KindI
   o.deleting = Member(meta, "deletionTimestamp") != nullptr && !Member(meta, "deletionTimestamp")->IsNull();
   o.labels = StringMap(Member(meta, "labels"));
   o.annotations = StringMap(Member(meta, "annotations"));
-  o.held = Held(doc, kind);
+  o.held = IsHeld(doc, kind);
   o.finished = IsFinishedObject(doc);
   o.pod_phase = Str(Member(Member(&doc, "status"), "phase"));
   absl::StatusOr<Workload> w = ExtractWorkload(doc, kind, policies, options);

@@ -62,6 +62,7 @@ class AuditIndexTest : public ::testing::TestWithParam<size_t> {
  protected:
   std::unique_ptr<AuditLog> Open(size_t index_events, uint64_t max_bytes = 1ull << 30) {
     AuditOptions o;
+    o.clock = &base::RealClock();
     o.dir = "/audit";
     o.fs = &fs_;
     o.segment_bytes = 64 << 10;

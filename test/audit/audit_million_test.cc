@@ -29,6 +29,7 @@ TEST(AuditMillionTest, AMillionEventsRotateAndAFilteredTimeRangeIsExact) {
   TempDir dir;
   constexpr uint64_t kEvents = 1'000'000;
   AuditOptions o;
+  o.clock = &base::RealClock();
   o.dir = dir.File("audit");
   o.segment_bytes = 8 << 20;
   o.index_events = 250'000;

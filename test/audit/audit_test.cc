@@ -61,6 +61,13 @@ TEST(AuditEventTest, EncodesDesignFieldsInOrderAndDecodesBack) {
   EXPECT_FALSE(DecodeEvent("not json", 1).ok());
 }
 
+TEST(AuditOpenTest, AClockIsRequired) {
+  AuditOptions ao;
+  ao.dir = "/audit";
+  EXPECT_THAT(AuditLog::Open(ao, nullptr),
+              ::gangkeeper::testing::StatusIs(absl::StatusCode::kInvalidArgument, "clock"));
+}
+
 class AuditTest : public ::testing::Test {
  protected:
   void Open() {

@@ -66,6 +66,7 @@ Event MakeEvent(uint64_t i) {
 // limit).
 std::unique_ptr<AuditLog> OpenLog(const std::string& dir, size_t index_events, const std::string& hmac_key = "") {
   AuditOptions o;
+  o.clock = &base::RealClock();
   o.max_age = absl::ZeroDuration();
   o.dir = dir;
   o.index_events = index_events;

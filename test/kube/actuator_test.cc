@@ -317,6 +317,7 @@ class ActuatorTest : public ::testing::Test {
   }
 
   KubeActuator& StartActuator(ActuatorOptions options = {}) {
+    if (options.clock == nullptr) options.clock = &base::RealClock();
     actuator_ = std::make_unique<KubeActuator>(client_.get(), options);
     actuator_->Bind(recorder_.Callbacks());
     return *actuator_;
@@ -1223,7 +1224,7 @@ TEST_F(ActuatorTest, AReplicaThatDoesNotLeadSendsNothingAndAnswersNothing) {
 TEST_F(ActuatorTest, DryRunSendsNothing) {
   const std::string uid = MustCreate(kJobs, JobObject("train"))["metadata"]["uid"];
   api_->ClearCalls();
-  actuator_ = std::make_unique<KubeActuator>(nullptr, ActuatorOptions{.dry_run = true});
+  actuator_ = std::make_unique<KubeActuator>(nullptr, ActuatorOptions{.dry_run = true, .clock = &base::RealClock()});
   actuator_->Bind(recorder_.Callbacks());
 
   const broker::ReleaseOrder release = JobRelease("train", uid);

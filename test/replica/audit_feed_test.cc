@@ -87,6 +87,7 @@ class AuditFeedTest : public EtcdFixture {
   Replica Start(const testing::TempDir& dir) {
     Replica r;
     audit::AuditOptions o;
+    o.clock = &base::RealClock();
     o.dir = dir.File("audit");
     store::LogRecovery recovery;
     absl::StatusOr<std::unique_ptr<audit::AuditLog>> log = audit::AuditLog::Open(o, &recovery);

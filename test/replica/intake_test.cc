@@ -138,8 +138,8 @@ class IntakeTest : public EtcdFixture {
 
 TEST_F(IntakeTest, RegistrationsFromEveryReplicaReachTheLeaderAndAreCleanedUp) {
   Leader leader = StartLeader();
-  IntakeRegistry one(client_.get(), prefix_, "replica-1", leader.broker.get());
-  IntakeRegistry two(client_.get(), prefix_, "replica-2", leader.broker.get());
+  IntakeRegistry one(client_.get(), prefix_, "replica-1", leader.broker.get(), &base::RealClock());
+  IntakeRegistry two(client_.get(), prefix_, "replica-2", leader.broker.get(), &base::RealClock());
   ASSERT_THAT(one.Register(GpuGang("first", 2, 2), "team-a"), IsOk());
   ASSERT_THAT(two.Register(GpuGang("second", 1, 2), "team-a"), IsOk());
   ASSERT_THAT(one.Register(GpuGang("first", 2, 2), "team-a"), IsOk());  // a retried review
@@ -177,7 +177,7 @@ TEST_F(IntakeTest, RegistrationsFromEveryReplicaReachTheLeaderAndAreCleanedUp) {
 TEST_F(IntakeTest, ANewLeaderAppliesExactlyWhatItsPredecessorHadNot) {
   {
     Leader old = StartLeader();
-    IntakeRegistry r(client_.get(), prefix_, "replica-1", old.broker.get());
+    IntakeRegistry r(client_.get(), prefix_, "replica-1", old.broker.get(), &base::RealClock());
     for (int i = 0; i < 5; ++i) ASSERT_THAT(r.Register(GpuGang(absl::StrCat("early", i), 1, 1), ""), IsOk());
     ASSERT_TRUE(Tracks(*old.broker, {"early0", "early1", "early2", "early3", "early4"}));
     // The old leader dies: its feeder and broker stop where they are.
@@ -187,7 +187,7 @@ TEST_F(IntakeTest, ANewLeaderAppliesExactlyWhatItsPredecessorHadNot) {
   // Replicas keep taking registrations while nobody leads.
   auto view = broker::Broker::Create(policies_, {}, nullptr, nullptr, &clock_);
   ASSERT_THAT(view.status(), IsOk());
-  IntakeRegistry r(client_.get(), prefix_, "replica-2", view->get());
+  IntakeRegistry r(client_.get(), prefix_, "replica-2", view->get(), &base::RealClock());
   for (int i = 0; i < 5; ++i) ASSERT_THAT(r.Register(GpuGang(absl::StrCat("late", i), 1, 1), ""), IsOk());
 
   Leader next = StartLeader();
@@ -204,7 +204,7 @@ TEST_F(IntakeTest, ABacklogOfMoreThanOnePageIsAppliedWhole) {
   // feeder's range (1,000 keys).
   auto view = broker::Broker::Create(policies_, {}, nullptr, nullptr, &clock_);
   ASSERT_THAT(view.status(), IsOk());
-  IntakeRegistry r(client_.get(), prefix_, "replica-1", view->get());
+  IntakeRegistry r(client_.get(), prefix_, "replica-1", view->get(), &base::RealClock());
   constexpr int kBacklog = 1200;
   for (int i = 0; i < kBacklog; ++i) {
     ASSERT_THAT(r.Register(GpuGang(absl::StrCat("w", i), 1, 1), ""), IsOk());
@@ -244,7 +244,7 @@ TEST(IntakeCodecTest, APutsEventsRoundTripInOrderAndASingleEventStillReads) {
 
 TEST_F(IntakeTest, ConcurrentChangesOnOneReplicaShareItsPutsAndEveryOneArrivesOnce) {
   Leader leader = StartLeader();
-  IntakeRegistry r(client_.get(), prefix_, "replica-1", leader.broker.get());
+  IntakeRegistry r(client_.get(), prefix_, "replica-1", leader.broker.get(), &base::RealClock());
   constexpr int kThreads = 16, kEach = 20;
   std::vector<std::thread> threads;
   std::atomic<int> failed{0};
@@ -292,7 +292,7 @@ TEST_F(IntakeTest, ALeaderThatStoppedInsideAPutsEventsIsFollowedByOneThatApplies
 TEST_F(IntakeTest, AWriteWithoutEtcdIsUnavailableAndNotAcknowledged) {
   auto view = broker::Broker::Create(policies_, {}, nullptr, nullptr, &clock_);
   ASSERT_THAT(view.status(), IsOk());
-  IntakeRegistry r(client_.get(), prefix_, "replica-1", view->get());
+  IntakeRegistry r(client_.get(), prefix_, "replica-1", view->get(), &base::RealClock());
   etcd_->Kill();
   EXPECT_THAT(r.Register(GpuGang("lost", 1, 1), ""), StatusIs(absl::StatusCode::kUnavailable, "etcd"));
 }

@@ -108,8 +108,9 @@ class ReplicaTest : public ::testing::Test {
     n->broker = *std::move(b);
     n->broker->Start();
     const std::string id = absl::StrCat("replica-", i);
-    n->registry = std::make_unique<IntakeRegistry>(n->client.get(), prefix_, id, n->broker.get());
+    n->registry = std::make_unique<IntakeRegistry>(n->client.get(), prefix_, id, n->broker.get(), &base::RealClock());
     audit::AuditOptions ao;
+    ao.clock = &base::RealClock();
     ao.dir = n->dir.File("audit");
     store::LogRecovery recovery;
     auto a = audit::AuditLog::Open(ao, &recovery);

@@ -6,8 +6,10 @@
 // the review and the policies. Validate() denies what can never run, with
 // the numbers and the fix, warns about what will happen, and tells the
 // registry about created, changed, deleted and finished workloads (never
-// for dryRun). Both answer HTTP 400 with a JSON error for a body that is not
-// an AdmissionReview v1, and otherwise HTTP 200 with an AdmissionReview.
+// for dryRun). A body that is not an AdmissionReview v1 is an error value
+// (WebhookResult::error, InvalidArgument) that the route adapter answers
+// through server::ErrorResponse, the one Status -> HTTP table (400); every
+// other answer is HTTP 200 with an AdmissionReview.
 // Thread-safe: handlers run on many server threads at once.
 #pragma once
 
@@ -16,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "gangkeeper/broker/registry.h"
 #include "gangkeeper/model/objects.h"
@@ -63,6 +66,11 @@ struct Denial {
 };
 
 struct WebhookResult {
+  // Not OK (InvalidArgument) when the request is not an AdmissionReview v1:
+  // the HTTP answer is then this status, mapped by the route adapter
+  // (node/wiring.cc: server::ErrorResponse). http_status and body repeat it
+  // (400, {"error":{"code":...,"message":...}}) for callers without a server.
+  absl::Status error;
   int http_status = 200;
   std::string body;  // AdmissionReview v1, or {"error":{...}} with 400
   // For metrics: "allowed", "patched", "denied" or "bad_request".

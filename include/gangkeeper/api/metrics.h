@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/audit/denials.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/counters.h"
 #include "gangkeeper/broker/snapshot.h"
 #include "gangkeeper/metrics/registry.h"
@@ -28,8 +29,10 @@ namespace gangkeeper::api {
 // gangkeeper_audit_*: events written, failed appends, whether the audit log
 // accepts writes, retention that removed events younger than the minimum,
 // the oldest event's age; with `denials`, the review denials only counted
-// or aggregated. Both outlive the registry's scrapes.
+// or aggregated. All three (and `clock`, which ages the oldest event)
+// outlive the registry's scrapes.
 [[nodiscard]] absl::Status RegisterAuditMetrics(metrics::Registry& registry, const audit::AuditLog* audit_log,
+                                                const base::Clock* clock,
                                                 const audit::DenialAggregator* denials = nullptr);
 
 }  // namespace gangkeeper::api

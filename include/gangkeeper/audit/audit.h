@@ -103,7 +103,9 @@ struct AuditOptions {
   // The HMAC-SHA256 key of the records' seals and the anchors; "" for a
   // plain hash chain (LoadHmacKey reads one from a file).
   std::string hmac_key;
-  const base::Clock* clock = nullptr;  // nullptr: the real clock
+  // Required (Open refuses nullptr): stamps retention and recovery events
+  // and ages segments. Must outlive the log.
+  const base::Clock* clock = nullptr;
   bool truncate_corruption = false;
   // The newest this many events are indexed in memory (48 bytes each plus
   // their distinct strings); 0 turns the index off.

@@ -36,6 +36,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/event.h"
 #include "gangkeeper/broker/ports.h"
 #include "gangkeeper/kube/client.h"
@@ -69,6 +70,8 @@ struct ActuatorOptions {
   // unanswered (this replica no longer leads; the new leader sends again
   // what was not confirmed). Empty: always send.
   std::function<bool()> may_send;
+  // Required: times each order for `observe`. Must outlive the actuator.
+  const base::Clock* clock = nullptr;
 };
 
 // Where the actuator's answers go (Bind(Broker*) wires them to the broker).

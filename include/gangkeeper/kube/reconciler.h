@@ -34,6 +34,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/event.h"
 #include "gangkeeper/broker/snapshot.h"
 #include "gangkeeper/kube/client.h"
@@ -57,6 +58,9 @@ struct ReconcilerOptions {
   // (checked every confirm_check).
   absl::Duration confirm_grace = absl::Seconds(30);
   absl::Duration confirm_check = absl::Seconds(5);
+  // Required: when a list was taken and how long reviews wait. Must
+  // outlive the reconciler.
+  const base::Clock* clock = nullptr;
 };
 
 class Reconciler {

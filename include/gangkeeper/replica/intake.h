@@ -35,6 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/event.h"
 #include "gangkeeper/broker/registry.h"
 #include "gangkeeper/broker/snapshot.h"
@@ -89,7 +90,9 @@ class IntakeRegistry final : public broker::WorkloadRegistry {
  public:
   // `client` and `view` must outlive the registry; `replica_id` must be
   // unique among the replicas (and across restarts: host, pid, start time).
-  IntakeRegistry(etcd::Client* client, std::string prefix, std::string replica_id, const broker::SnapshotSource* view);
+  // `clock` dates this session's keys.
+  IntakeRegistry(etcd::Client* client, std::string prefix, std::string replica_id, const broker::SnapshotSource* view,
+                 const base::Clock* clock);
 
   absl::Status Register(const workload::Workload& w, const std::string& cluster_queue) override;
   absl::Status Update(const workload::Workload& w) override;

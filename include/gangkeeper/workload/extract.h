@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "gangkeeper/model/objects.h"
+#include "gangkeeper/workload/hold.h"
 #include "gangkeeper/workload/workload.h"
 #include "rapidjson/document.h"
 
@@ -29,5 +30,10 @@ struct ExtractOptions {
 [[nodiscard]] absl::StatusOr<Workload> ExtractWorkload(const rapidjson::Value& object, const KindInfo& info,
                                                        const model::PolicySet& policies,
                                                        const ExtractOptions& options = {});
+
+// The hold operations of hold.h on a RapidJSON object (the admission side).
+bool IsHeld(const rapidjson::Value& object, const KindInfo& kind);
+std::vector<PatchOp> HoldOps(const rapidjson::Value& object, const KindInfo& kind);
+std::vector<PatchOp> ReleaseOps(const rapidjson::Value& object, const KindInfo& kind);
 
 }  // namespace gangkeeper::workload

@@ -51,13 +51,30 @@ enum class SuspendMechanism {
 };
 #pragma GCC diagnostic pop
 
+// How gangkeeper holds a kind back until its gang is admitted, and lets it go.
+enum class HoldMethod {
+  kSuspendFlag,  // a boolean set true at creation, false on release
+  kGate,         // gangkeeper's scheduling gate in a list, removed on release
+};
+
+// Where a kind's hold lives: the method and the RFC 6901 pointer of the
+// field from the object's root ("/spec/suspend", "/spec/runPolicy/suspend",
+// "/spec/schedulingGates"). The operations on it are in hold.h.
+struct HoldField {
+  HoldMethod method;
+  absl::string_view pointer;
+};
+
 struct KindInfo {
   Kind kind;
   absl::string_view group;     // "" for core
   absl::string_view version;   // "v1", "v1alpha2"
   absl::string_view name;      // "Job"
   absl::string_view resource;  // "jobs"
+  // The same fact as `hold`, named by the shape the kinds share (kinds.cc
+  // checks at compile time that the two agree).
   SuspendMechanism suspend;
+  HoldField hold;
 };
 
 // The managed kinds, in a fixed order (an explicit table; no registration).

@@ -42,7 +42,7 @@ KindResult ExtractJob(const JsonNode& object, const Workload& /*meta*/, base::Fi
   if (!count.has_value() || !pod_set.has_value()) return result;
   pod_set->name = "main";
   pod_set->count = *count;
-  pod_set->template_pointer = "/spec/template";
+  pod_set->template_pointer = std::string(TemplatesFor(Kind::kJob).fixed);
   result.Add(std::move(*pod_set), spec->path(), spec->path().Child("template").Child("spec"));
   return result;
 }

@@ -46,7 +46,7 @@ KindResult ExtractJobSet(const JsonNode& object, const Workload& /*meta*/, base:
     if (!count.has_value()) continue;
     pod_set->name = *name;
     pod_set->count = *count;
-    pod_set->template_pointer = absl::StrCat("/spec/replicatedJobs/", job_index, "/template/spec/template");
+    pod_set->template_pointer = TemplatePointer(TemplatesFor(Kind::kJobSet).each, absl::StrCat(job_index));
     result.Add(std::move(*pod_set), job.path().Child("name"),
                job_spec->path().Child("template").Child("spec"));
   }

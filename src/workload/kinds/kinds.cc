@@ -3,34 +3,61 @@
 
 #include <iterator>
 
+#include "absl/strings/str_cat.h"
 #include "gangkeeper/base/check.h"
 
 namespace gangkeeper::workload {
 namespace {
 
+// Where each kind keeps its hold (the one place that says so; hold.cc
+// implements the operations on it).
+constexpr HoldField kSpecSuspendFlag{HoldMethod::kSuspendFlag, "/spec/suspend"};
+constexpr HoldField kRunPolicySuspendFlag{HoldMethod::kSuspendFlag, "/spec/runPolicy/suspend"};
+constexpr HoldField kPodSchedulingGates{HoldMethod::kGate, "/spec/schedulingGates"};
+
 struct KindEntry {
   KindInfo info;
   KindExtractor extract;
+  PodTemplates templates;
 };
 
 // In the order of the Kind enum, which InfoFor relies on.
 constexpr KindEntry kKinds[] = {
-    {{Kind::kJob, "batch", "v1", "Job", "jobs", SuspendMechanism::kSpecSuspend}, &ExtractJob},
-    {{Kind::kPyTorchJob, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", SuspendMechanism::kRunPolicySuspend},
-     &ExtractPyTorchJob},
-    {{Kind::kTFJob, "kubeflow.org", "v1", "TFJob", "tfjobs", SuspendMechanism::kRunPolicySuspend}, &ExtractTFJob},
-    {{Kind::kMPIJob, "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", SuspendMechanism::kRunPolicySuspend},
-     &ExtractMPIJob},
-    {{Kind::kXGBoostJob, "kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", SuspendMechanism::kRunPolicySuspend},
-     &ExtractXGBoostJob},
-    {{Kind::kPaddleJob, "kubeflow.org", "v1", "PaddleJob", "paddlejobs", SuspendMechanism::kRunPolicySuspend},
-     &ExtractPaddleJob},
-    {{Kind::kJobSet, "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", SuspendMechanism::kSpecSuspend},
-     &ExtractJobSet},
-    {{Kind::kRayJob, "ray.io", "v1", "RayJob", "rayjobs", SuspendMechanism::kSpecSuspend}, &ExtractRayJob},
-    {{Kind::kRayCluster, "ray.io", "v1", "RayCluster", "rayclusters", SuspendMechanism::kSpecSuspend},
-     &ExtractRayCluster},
-    {{Kind::kPod, "", "v1", "Pod", "pods", SuspendMechanism::kSchedulingGate}, &ExtractPod},
+    {{Kind::kJob, "batch", "v1", "Job", "jobs", SuspendMechanism::kSpecSuspend, kSpecSuspendFlag}, &ExtractJob,
+     {"/spec/template", ""}},
+    {{Kind::kPyTorchJob, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
+     &ExtractPyTorchJob,
+     {"", "/spec/pytorchReplicaSpecs/{}/template"}},
+    {{Kind::kTFJob, "kubeflow.org", "v1", "TFJob", "tfjobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
+     &ExtractTFJob,
+     {"", "/spec/tfReplicaSpecs/{}/template"}},
+    {{Kind::kMPIJob, "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
+     &ExtractMPIJob,
+     {"", "/spec/mpiReplicaSpecs/{}/template"}},
+    {{Kind::kXGBoostJob, "kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
+     &ExtractXGBoostJob,
+     {"", "/spec/xgbReplicaSpecs/{}/template"}},
+    {{Kind::kPaddleJob, "kubeflow.org", "v1", "PaddleJob", "paddlejobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
+     &ExtractPaddleJob,
+     {"", "/spec/paddleReplicaSpecs/{}/template"}},
+    {{Kind::kJobSet, "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", SuspendMechanism::kSpecSuspend,
+      kSpecSuspendFlag},
+     &ExtractJobSet,
+     {"", "/spec/replicatedJobs/{}/template/spec/template"}},
+    {{Kind::kRayJob, "ray.io", "v1", "RayJob", "rayjobs", SuspendMechanism::kSpecSuspend, kSpecSuspendFlag},
+     &ExtractRayJob,
+     {"/spec/rayClusterSpec/headGroupSpec/template", "/spec/rayClusterSpec/workerGroupSpecs/{}/template"}},
+    {{Kind::kRayCluster, "ray.io", "v1", "RayCluster", "rayclusters", SuspendMechanism::kSpecSuspend,
+      kSpecSuspendFlag},
+     &ExtractRayCluster,
+     {"/spec/headGroupSpec/template", "/spec/workerGroupSpecs/{}/template"}},
+    {{Kind::kPod, "", "v1", "Pod", "pods", SuspendMechanism::kSchedulingGate, kPodSchedulingGates}, &ExtractPod,
+     {"", ""}},
 };
 
 constexpr bool TableMatchesEnum() {
@@ -40,6 +67,25 @@ constexpr bool TableMatchesEnum() {
   return true;
 }
 static_assert(TableMatchesEnum(), "kKinds must list the kinds in Kind enum order");
+
+constexpr bool HoldMatchesSuspend() {
+  for (const KindEntry& e : kKinds) {
+    const HoldField& h = e.info.hold;
+    switch (e.info.suspend) {
+      case SuspendMechanism::kSpecSuspend:
+        if (h.method != HoldMethod::kSuspendFlag || h.pointer != kSpecSuspendFlag.pointer) return false;
+        break;
+      case SuspendMechanism::kRunPolicySuspend:
+        if (h.method != HoldMethod::kSuspendFlag || h.pointer != kRunPolicySuspendFlag.pointer) return false;
+        break;
+      case SuspendMechanism::kSchedulingGate:
+        if (h.method != HoldMethod::kGate) return false;
+        break;
+    }
+  }
+  return true;
+}
+static_assert(HoldMatchesSuspend(), "a kind's hold field and its SuspendMechanism must agree");
 
 }  // namespace
 
@@ -63,6 +109,18 @@ const KindInfo& InfoFor(Kind kind) {
   const size_t i = static_cast<size_t>(kind);
   GK_CHECK(i < std::size(kKinds));
   return kKinds[i].info;
+}
+
+const PodTemplates& TemplatesFor(Kind kind) {
+  const size_t i = static_cast<size_t>(kind);
+  GK_CHECK(i < std::size(kKinds));
+  return kKinds[i].templates;
+}
+
+std::string TemplatePointer(absl::string_view pattern, absl::string_view key) {
+  const size_t at = pattern.find("{}");
+  if (at == absl::string_view::npos) return std::string(pattern);
+  return absl::StrCat(pattern.substr(0, at), JsonPointerEscape(key), pattern.substr(at + 2));
 }
 
 KindExtractor ExtractorFor(Kind kind) {

@@ -55,6 +55,23 @@ struct KindResult {
   }
 };
 
+// Where a kind's pod templates are, as RFC 6901 pointers (the kinds table's
+// column; PodSet::template_pointer is filled from it). `fixed`: the one pod
+// set whose template has a fixed place (a Job's "main", a Ray head; "" for a
+// Pod, its own template). `each`: the template of each further pod set,
+// "{}" standing for its key (a Kubeflow replica type as the object spells
+// it, a JobSet replicatedJob's or a Ray worker group's list index).
+struct PodTemplates {
+  absl::string_view fixed;
+  absl::string_view each;
+};
+
+// The kinds table's template pointers for `kind`.
+const PodTemplates& TemplatesFor(Kind kind);
+
+// `pattern` with "{}" replaced by `key`, escaped for a JSON pointer.
+std::string TemplatePointer(absl::string_view pattern, absl::string_view key);
+
 // Reads the pod sets of `object` (already checked to be a JSON object).
 // `meta` carries the object's metadata, read by the caller (labels and
 // annotations for pod groups). Problems go to `errors`.
@@ -62,6 +79,10 @@ using KindExtractor = KindResult (*)(const JsonNode& object, const Workload& met
 
 // The extractor for `kind` (from the table in kinds.cc).
 KindExtractor ExtractorFor(Kind kind);
+
+// Whether `root` (the object) is held, read as ExtractWorkload reads
+// everything: a hold field of the wrong type is an error (hold.cc).
+bool ReadHeld(const JsonNode& root, const KindInfo& kind, base::FieldErrors* errors);
 
 // The pod count of a batch/v1 JobSpec at `job_spec`: parallelism (default 1)
 // capped by completions when set. nullopt (errors added) when malformed.

@@ -25,6 +25,7 @@ namespace gangkeeper::workload {
 namespace {
 
 struct KubeflowShape {
+  Kind id;
   absl::string_view kind;
   absl::string_view replica_specs_field;
   std::vector<absl::string_view> replica_types;  // pod-set order
@@ -88,8 +89,7 @@ KindResult ExtractKubeflow(const JsonNode& object, const KubeflowShape& shape, b
     if (!replicas_ok || !pod_set.has_value()) continue;
     pod_set->name = absl::AsciiStrToLower(shape.replica_types[i]);
     pod_set->count = replicas.value_or(1);
-    pod_set->template_pointer = absl::StrCat("/spec/", JsonPointerEscape(shape.replica_specs_field), "/",
-                                             JsonPointerEscape(entry_for[i]->first), "/template");
+    pod_set->template_pointer = TemplatePointer(TemplatesFor(shape.id).each, entry_for[i]->first);
     result.Add(std::move(*pod_set), replica.path(), replica.path().Child("template").Child("spec"));
   }
   return result;
@@ -98,24 +98,25 @@ KindResult ExtractKubeflow(const JsonNode& object, const KubeflowShape& shape, b
 }  // namespace
 
 KindResult ExtractPyTorchJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
-  return ExtractKubeflow(object, {"PyTorchJob", "pytorchReplicaSpecs", {"Master", "Worker"}}, errors);
-}
-
-KindResult ExtractTFJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
-  return ExtractKubeflow(object, {"TFJob", "tfReplicaSpecs", {"Chief", "Master", "PS", "Worker", "Evaluator"}},
+  return ExtractKubeflow(object, {Kind::kPyTorchJob, "PyTorchJob", "pytorchReplicaSpecs", {"Master", "Worker"}},
                          errors);
 }
 
+KindResult ExtractTFJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
+  return ExtractKubeflow(
+      object, {Kind::kTFJob, "TFJob", "tfReplicaSpecs", {"Chief", "Master", "PS", "Worker", "Evaluator"}}, errors);
+}
+
 KindResult ExtractMPIJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
-  return ExtractKubeflow(object, {"MPIJob", "mpiReplicaSpecs", {"Launcher", "Worker"}}, errors);
+  return ExtractKubeflow(object, {Kind::kMPIJob, "MPIJob", "mpiReplicaSpecs", {"Launcher", "Worker"}}, errors);
 }
 
 KindResult ExtractXGBoostJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
-  return ExtractKubeflow(object, {"XGBoostJob", "xgbReplicaSpecs", {"Master", "Worker"}}, errors);
+  return ExtractKubeflow(object, {Kind::kXGBoostJob, "XGBoostJob", "xgbReplicaSpecs", {"Master", "Worker"}}, errors);
 }
 
 KindResult ExtractPaddleJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
-  return ExtractKubeflow(object, {"PaddleJob", "paddleReplicaSpecs", {"Master", "Worker"}}, errors);
+  return ExtractKubeflow(object, {Kind::kPaddleJob, "PaddleJob", "paddleReplicaSpecs", {"Master", "Worker"}}, errors);
 }
 
 }  // namespace gangkeeper::workload

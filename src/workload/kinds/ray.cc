@@ -52,9 +52,10 @@ std::optional<int64_t> WorkerCount(const JsonNode& group, base::FieldErrors* err
   return count;
 }
 
-// `pointer`: where cluster_spec sits in the object ("/spec" for a
-// RayCluster, "/spec/rayClusterSpec" for a RayJob).
-KindResult ExtractRayClusterSpec(const JsonNode& cluster_spec, absl::string_view pointer, base::FieldErrors* errors) {
+// `templates`: the kind's template pointers (under "/spec" for a RayCluster,
+// "/spec/rayClusterSpec" for a RayJob).
+KindResult ExtractRayClusterSpec(const JsonNode& cluster_spec, const PodTemplates& templates,
+                                 base::FieldErrors* errors) {
   KindResult result;
   std::vector<ContainerResources> head_extra;
   if (BoolField(cluster_spec, "enableInTreeAutoscaling", errors).value_or(false)) {
@@ -66,7 +67,7 @@ KindResult ExtractRayClusterSpec(const JsonNode& cluster_spec, absl::string_view
     if (pod_set.has_value()) {
       pod_set->name = std::string(kHeadPodSet);
       pod_set->count = 1;
-      pod_set->template_pointer = absl::StrCat(pointer, "/headGroupSpec/template");
+      pod_set->template_pointer = std::string(templates.fixed);
       result.Add(std::move(*pod_set), head->path(), head->path().Child("template").Child("spec"));
     }
   }
@@ -86,7 +87,7 @@ KindResult ExtractRayClusterSpec(const JsonNode& cluster_spec, absl::string_view
     if (!name.has_value() || name->empty() || !count.has_value() || !pod_set.has_value()) continue;
     pod_set->name = *name;
     pod_set->count = *count;
-    pod_set->template_pointer = absl::StrCat(pointer, "/workerGroupSpecs/", group_index, "/template");
+    pod_set->template_pointer = TemplatePointer(templates.each, absl::StrCat(group_index));
     result.Add(std::move(*pod_set), group.path().Child("groupName"), group.path().Child("template").Child("spec"));
   }
   return result;
@@ -97,7 +98,7 @@ KindResult ExtractRayClusterSpec(const JsonNode& cluster_spec, absl::string_view
 KindResult ExtractRayCluster(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
   std::optional<JsonNode> spec = ObjectField(object, "spec", errors, Presence::kRequired);
   if (!spec.has_value()) return KindResult();
-  return ExtractRayClusterSpec(*spec, "/spec", errors);
+  return ExtractRayClusterSpec(*spec, TemplatesFor(Kind::kRayCluster), errors);
 }
 
 KindResult ExtractRayJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
@@ -111,7 +112,7 @@ KindResult ExtractRayJob(const JsonNode& object, const Workload& /*meta*/, base:
     }
     return KindResult();
   }
-  return ExtractRayClusterSpec(*cluster_spec, "/spec/rayClusterSpec", errors);
+  return ExtractRayClusterSpec(*cluster_spec, TemplatesFor(Kind::kRayJob), errors);
 }
 
 }  // namespace gangkeeper::workload

@@ -1,0 +1,70 @@
+// gangkeeper: holding a workload back and letting it go, per kind.
+//
+// Every managed kind is held until its gang is admitted: the webhook
+// suspends it at CREATE, the reconciler reads whether it still is, the
+// actuator releases it (and suspends it again on preemption). Where the hold
+// lives is a row of the kinds table (KindInfo::hold); this header is the one
+// set of operations on it, so that no caller knows "spec.suspend" or
+// "spec.runPolicy.suspend" or the scheduling gate by itself.
+//
+// The operations read the object through JsonProbe, so that the admission
+// side (RapidJSON, see extract.h for the overloads on a rapidjson::Value) and
+// the actuator (nlohmann::json) share them; they return RFC 6902 operations
+// as values for the caller to send. Pure functions; thread-compatible.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "gangkeeper/workload/workload.h"
+
+namespace gangkeeper::workload {
+
+// A read-only view of a parsed JSON object, addressed by RFC 6901 pointers
+// ("" is the root). An implementation wraps one JSON library's value.
+class JsonProbe {
+ public:
+  enum class Type { kAbsent, kNull, kBool, kNumber, kString, kArray, kObject };
+
+  virtual ~JsonProbe() = default;
+  virtual Type TypeAt(absl::string_view pointer) const = 0;
+  // The boolean at `pointer`; false when absent or not a boolean.
+  virtual bool BoolAt(absl::string_view pointer) const = 0;
+  // The string at `pointer`; "" when absent or not a string.
+  virtual std::string StringAt(absl::string_view pointer) const = 0;
+  // The length of the array at `pointer`; 0 when absent or not an array.
+  virtual size_t SizeAt(absl::string_view pointer) const = 0;
+};
+
+// One RFC 6902 operation. `value_json` is the value as compact JSON text;
+// empty for "remove".
+struct PatchOp {
+  std::string op;    // "add", "test", "remove"
+  std::string path;  // a JSON pointer
+  std::string value_json;
+
+  friend bool operator==(const PatchOp&, const PatchOp&) = default;
+};
+
+// True when `object` of kind `kind` is held: its suspend flag is true, or
+// (gate) gangkeeper's scheduling gate is in the list.
+bool IsHeld(const JsonProbe& object, const KindInfo& kind);
+
+// The operations that hold `object`; none when it is held already. Only
+// `add`, on paths whose parent exists: a missing or malformed parent is
+// added (replaced) whole, e.g. {"op":"add","path":"/spec/runPolicy",
+// "value":{"suspend":true}}. A gate is appended to an existing list.
+std::vector<PatchOp> HoldOps(const JsonProbe& object, const KindInfo& kind);
+
+// The operations that release `object`; none when it is not held. A flag is
+// set false (`add`); a gate is taken out with a `test` of its name before
+// the `remove`, so a list that changed in between fails the patch (422).
+std::vector<PatchOp> ReleaseOps(const JsonProbe& object, const KindInfo& kind);
+
+// The pointer of the PodSpec of `pod_set`'s template (its template_pointer,
+// "" for a Pod, + "/spec"): where release adds nodeSelector and tolerations.
+std::string PodSpecPointer(const PodSet& pod_set);
+
+}  // namespace gangkeeper::workload

@@ -1,0 +1,196 @@
+// gangkeeper: the hold operations on the kinds table's HoldField (see hold.h).
+//
+// The only code that knows how a hold is read, set and lifted; the table in
+// kinds.cc says where each kind keeps it. Pointers in the table are
+// followed token by token, so a kind whose flag sits deeper needs only a
+// new row.
+#include "gangkeeper/workload/hold.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gangkeeper/base/log.h"
+#include "gangkeeper/workload/extract.h"
+#include "src/workload/kinds/kinds.h"
+
+namespace gangkeeper::workload {
+namespace {
+
+// The unescaped tokens of an RFC 6901 pointer ("/a/b~1c" -> a, b/c).
+std::vector<std::string> PointerTokens(absl::string_view pointer) {
+  std::vector<std::string> out;
+  if (pointer.empty()) return out;
+  for (absl::string_view raw : absl::StrSplit(pointer.substr(1), '/')) {
+    std::string token;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '~' && i + 1 < raw.size()) {
+        token += raw[i + 1] == '1' ? '/' : '~';
+        ++i;
+      } else {
+        token += raw[i];
+      }
+    }
+    out.push_back(std::move(token));
+  }
+  return out;
+}
+
+std::string JsonText(absl::string_view s) { return absl::StrCat("\"", base::JsonEscape(s), "\""); }
+
+std::string GateJson() { return absl::StrCat(R"({"name":)", JsonText(kSchedulingGate), "}"); }
+
+// The index of gangkeeper's gate in the list at `gates`, if it is there.
+std::optional<size_t> GateIndex(const JsonProbe& object, absl::string_view gates) {
+  if (object.TypeAt(gates) != JsonProbe::Type::kArray) return std::nullopt;
+  const size_t n = object.SizeAt(gates);
+  for (size_t i = 0; i < n; ++i) {
+    if (object.StringAt(absl::StrCat(gates, "/", i, "/name")) == kSchedulingGate) return i;
+  }
+  return std::nullopt;
+}
+
+// One `add` that puts `leaf_json` at `pointer`: at the first parent on the
+// way that is not an object, as nested objects holding the rest of the path.
+PatchOp AddAlongPath(const JsonProbe& object, absl::string_view pointer, const std::string& leaf_json) {
+  const std::vector<std::string> tokens = PointerTokens(pointer);
+  std::string path;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    absl::StrAppend(&path, "/", JsonPointerEscape(tokens[i]));
+    if (object.TypeAt(path) == JsonProbe::Type::kObject) continue;
+    std::string value = leaf_json;
+    for (size_t j = tokens.size(); j-- > i + 1;) value = absl::StrCat("{", JsonText(tokens[j]), ":", value, "}");
+    return PatchOp{"add", path, value};
+  }
+  return PatchOp{"add", std::string(pointer), leaf_json};
+}
+
+// JsonProbe over a RapidJSON value.
+class RapidJsonProbe final : public JsonProbe {
+ public:
+  explicit RapidJsonProbe(const rapidjson::Value& root) : root_(root) {}
+
+  Type TypeAt(absl::string_view pointer) const override {
+    const rapidjson::Value* v = Find(pointer);
+    if (v == nullptr) return Type::kAbsent;
+    if (v->IsObject()) return Type::kObject;
+    if (v->IsArray()) return Type::kArray;
+    if (v->IsString()) return Type::kString;
+    if (v->IsBool()) return Type::kBool;
+    if (v->IsNumber()) return Type::kNumber;
+    return Type::kNull;
+  }
+  bool BoolAt(absl::string_view pointer) const override {
+    const rapidjson::Value* v = Find(pointer);
+    return v != nullptr && v->IsBool() && v->GetBool();
+  }
+  std::string StringAt(absl::string_view pointer) const override {
+    const rapidjson::Value* v = Find(pointer);
+    return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : std::string();
+  }
+  size_t SizeAt(absl::string_view pointer) const override {
+    const rapidjson::Value* v = Find(pointer);
+    return v != nullptr && v->IsArray() ? v->Size() : 0;
+  }
+
+ private:
+  const rapidjson::Value* Find(absl::string_view pointer) const {
+    const rapidjson::Value* cur = &root_;
+    for (const std::string& token : PointerTokens(pointer)) {
+      if (cur->IsObject()) {
+        auto it = cur->FindMember(rapidjson::Value(rapidjson::StringRef(token.data(), token.size())));
+        if (it == cur->MemberEnd()) return nullptr;
+        cur = &it->value;
+      } else if (cur->IsArray()) {
+        size_t index = 0;
+        if (!absl::SimpleAtoi(token, &index) || index >= cur->Size()) return nullptr;
+        cur = &(*cur)[static_cast<rapidjson::SizeType>(index)];
+      } else {
+        return nullptr;
+      }
+    }
+    return cur;
+  }
+
+  const rapidjson::Value& root_;
+};
+
+}  // namespace
+
+bool IsHeld(const JsonProbe& object, const KindInfo& kind) {
+  switch (kind.hold.method) {
+    case HoldMethod::kSuspendFlag: return object.BoolAt(kind.hold.pointer);
+    case HoldMethod::kGate: return GateIndex(object, kind.hold.pointer).has_value();
+  }
+  return false;
+}
+
+std::vector<PatchOp> HoldOps(const JsonProbe& object, const KindInfo& kind) {
+  if (IsHeld(object, kind)) return {};
+  switch (kind.hold.method) {
+    case HoldMethod::kSuspendFlag: return {AddAlongPath(object, kind.hold.pointer, "true")};
+    case HoldMethod::kGate:
+      if (object.TypeAt(kind.hold.pointer) == JsonProbe::Type::kArray) {
+        return {PatchOp{"add", absl::StrCat(kind.hold.pointer, "/-"), GateJson()}};
+      }
+      return {AddAlongPath(object, kind.hold.pointer, absl::StrCat("[", GateJson(), "]"))};
+  }
+  return {};
+}
+
+std::vector<PatchOp> ReleaseOps(const JsonProbe& object, const KindInfo& kind) {
+  switch (kind.hold.method) {
+    case HoldMethod::kSuspendFlag:
+      if (!IsHeld(object, kind)) return {};
+      return {AddAlongPath(object, kind.hold.pointer, "false")};
+    case HoldMethod::kGate: {
+      const std::optional<size_t> index = GateIndex(object, kind.hold.pointer);
+      if (!index.has_value()) return {};
+      const std::string gate_path = absl::StrCat(kind.hold.pointer, "/", *index);
+      return {PatchOp{"test", absl::StrCat(gate_path, "/name"), JsonText(kSchedulingGate)},
+              PatchOp{"remove", gate_path, ""}};
+    }
+  }
+  return {};
+}
+
+std::string PodSpecPointer(const PodSet& pod_set) { return absl::StrCat(pod_set.template_pointer, "/spec"); }
+
+bool IsHeld(const rapidjson::Value& object, const KindInfo& kind) { return IsHeld(RapidJsonProbe(object), kind); }
+
+std::vector<PatchOp> HoldOps(const rapidjson::Value& object, const KindInfo& kind) {
+  return HoldOps(RapidJsonProbe(object), kind);
+}
+
+std::vector<PatchOp> ReleaseOps(const rapidjson::Value& object, const KindInfo& kind) {
+  return ReleaseOps(RapidJsonProbe(object), kind);
+}
+
+bool ReadHeld(const JsonNode& root, const KindInfo& kind, base::FieldErrors* errors) {
+  const std::vector<std::string> tokens = PointerTokens(kind.hold.pointer);
+  if (tokens.empty()) return false;
+  std::optional<JsonNode> parent = root;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    parent = ObjectField(*parent, tokens[i], errors);
+    if (!parent.has_value()) return false;
+  }
+  switch (kind.hold.method) {
+    case HoldMethod::kSuspendFlag: return BoolField(*parent, tokens.back(), errors).value_or(false);
+    case HoldMethod::kGate: {
+      std::optional<JsonNode> gates = ListField(*parent, tokens.back(), errors);
+      if (!gates.has_value()) return false;
+      bool gated = false;
+      for (const JsonNode& gate : Items(*gates)) {
+        if (!ExpectObject(gate, errors)) continue;
+        if (StringField(gate, "name", errors) == kSchedulingGate) gated = true;
+      }
+      return gated;
+    }
+  }
+  return false;
+}
+
+}  // namespace gangkeeper::workload

@@ -1,0 +1,253 @@
+// gangkeeper: the kinds table's hold operations (hold.h), over every kind.
+//
+// Each managed kind is held, tested and released through the same three
+// operations; these tables pin, per kind, the exact JSON patch operations
+// the webhook and the actuator send, for every shape of object they meet.
+#include "gangkeeper/workload/hold.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/workload/extract.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/workload/test_util.h"
+
+namespace gangkeeper::workload {
+namespace {
+
+using ::testing::IsEmpty;
+
+// Where each kind's hold lives, written out independently of kinds.cc.
+struct HoldRow {
+  Kind kind;
+  const char* pointer;
+  HoldMethod method;
+};
+
+const std::vector<HoldRow>& ExpectedHolds() {
+  static const auto* rows = new std::vector<HoldRow>{
+      {Kind::kJob, "/spec/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kPyTorchJob, "/spec/runPolicy/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kTFJob, "/spec/runPolicy/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kMPIJob, "/spec/runPolicy/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kXGBoostJob, "/spec/runPolicy/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kPaddleJob, "/spec/runPolicy/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kJobSet, "/spec/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kRayJob, "/spec/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kRayCluster, "/spec/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kPod, "/spec/schedulingGates", HoldMethod::kGate},
+  };
+  return *rows;
+}
+
+TEST(HoldTest, EveryKindSaysWhereItsHoldLives) {
+  ASSERT_EQ(ExpectedHolds().size(), ManagedKinds().size());
+  for (const HoldRow& row : ExpectedHolds()) {
+    const KindInfo& info = InfoFor(row.kind);
+    EXPECT_EQ(info.hold.pointer, row.pointer) << info.name;
+    EXPECT_EQ(info.hold.method, row.method) << info.name;
+  }
+}
+
+PatchOp Add(const std::string& path, const std::string& value) { return PatchOp{"add", path, value}; }
+
+// One object shape and what each operation makes of it, for the flag kinds
+// at spec.suspend, at spec.runPolicy.suspend, and for the gate.
+struct OpsCase {
+  const char* name;
+  const char* spec_suspend;  // the object for a kind with /spec/suspend
+  const char* run_policy;    // ... with /spec/runPolicy/suspend
+  bool held;
+  std::vector<PatchOp> hold_spec, hold_run_policy;
+  std::vector<PatchOp> release_spec, release_run_policy;
+};
+
+std::vector<OpsCase> FlagCases() {
+  return {
+      {"no spec",
+       R"({"metadata": {}})",
+       R"({"metadata": {}})",
+       false,
+       {Add("/spec", R"({"suspend":true})")},
+       {Add("/spec", R"({"runPolicy":{"suspend":true}})")},
+       {},
+       {}},
+      {"spec is not an object",
+       R"({"spec": 3})",
+       R"({"spec": []})",
+       false,
+       {Add("/spec", R"({"suspend":true})")},
+       {Add("/spec", R"({"runPolicy":{"suspend":true}})")},
+       {},
+       {}},
+      {"flag absent",
+       R"({"spec": {}})",
+       R"({"spec": {"runPolicy": {"cleanPodPolicy": "None"}}})",
+       false,
+       {Add("/spec/suspend", "true")},
+       {Add("/spec/runPolicy/suspend", "true")},
+       {},
+       {}},
+      {"run policy absent",
+       R"({"spec": {"suspend": false}})",
+       R"({"spec": {}})",
+       false,
+       {Add("/spec/suspend", "true")},
+       {Add("/spec/runPolicy", R"({"suspend":true})")},
+       {},
+       {}},
+      {"run policy malformed",
+       R"({"spec": {"suspend": "true"}})",
+       R"({"spec": {"runPolicy": "x"}})",
+       false,
+       {Add("/spec/suspend", "true")},
+       {Add("/spec/runPolicy", R"({"suspend":true})")},
+       {},
+       {}},
+      {"held",
+       R"({"spec": {"suspend": true}})",
+       R"({"spec": {"runPolicy": {"suspend": true}}})",
+       true,
+       {},
+       {},
+       {Add("/spec/suspend", "false")},
+       {Add("/spec/runPolicy/suspend", "false")}},
+  };
+}
+
+TEST(HoldTest, FlagKindsHoldAndReleaseWhereTheTableSays) {
+  for (const HoldRow& row : ExpectedHolds()) {
+    if (row.method != HoldMethod::kSuspendFlag) continue;
+    const KindInfo& info = InfoFor(row.kind);
+    const bool run_policy = std::string(row.pointer) == "/spec/runPolicy/suspend";
+    for (const OpsCase& c : FlagCases()) {
+      SCOPED_TRACE(absl::StrCat(info.name, ": ", c.name));
+      rapidjson::Document doc = ParseJson(run_policy ? c.run_policy : c.spec_suspend);
+      EXPECT_EQ(IsHeld(doc, info), c.held);
+      EXPECT_EQ(HoldOps(doc, info), run_policy ? c.hold_run_policy : c.hold_spec);
+      EXPECT_EQ(ReleaseOps(doc, info), run_policy ? c.release_run_policy : c.release_spec);
+    }
+  }
+}
+
+TEST(HoldTest, PodsAreHeldByGangkeepersSchedulingGate) {
+  const KindInfo& pod = InfoFor(Kind::kPod);
+  const std::string gate = R"({"name":"gangkeeper.io/admission"})";
+  struct Case {
+    const char* name;
+    const char* object;
+    bool held;
+    std::vector<PatchOp> hold, release;
+  };
+  const std::vector<Case> cases = {
+      {"no spec", R"({})", false, {Add("/spec", absl::StrCat(R"({"schedulingGates":[)", gate, "]}"))}, {}},
+      {"no gates", R"({"spec": {}})", false, {Add("/spec/schedulingGates", absl::StrCat("[", gate, "]"))}, {}},
+      {"gates not a list",
+       R"({"spec": {"schedulingGates": {}}})",
+       false,
+       {Add("/spec/schedulingGates", absl::StrCat("[", gate, "]"))},
+       {}},
+      {"another gate",
+       R"({"spec": {"schedulingGates": [{"name": "example.com/other"}]}})",
+       false,
+       {Add("/spec/schedulingGates/-", gate)},
+       {}},
+      {"gated second",
+       R"({"spec": {"schedulingGates": [{"name": "x"}, {"name": "gangkeeper.io/admission"}]}})",
+       true,
+       {},
+       {PatchOp{"test", "/spec/schedulingGates/1/name", R"("gangkeeper.io/admission")"},
+        PatchOp{"remove", "/spec/schedulingGates/1", ""}}},
+      {"gated",
+       R"({"spec": {"schedulingGates": [{"name": "gangkeeper.io/admission"}]}})",
+       true,
+       {},
+       {PatchOp{"test", "/spec/schedulingGates/0/name", R"("gangkeeper.io/admission")"},
+        PatchOp{"remove", "/spec/schedulingGates/0", ""}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    rapidjson::Document doc = ParseJson(c.object);
+    EXPECT_EQ(IsHeld(doc, pod), c.held);
+    EXPECT_EQ(HoldOps(doc, pod), c.hold);
+    EXPECT_EQ(ReleaseOps(doc, pod), c.release);
+  }
+}
+
+TEST(HoldTest, WhatHoldOpsAddsIsHeld) {
+  // The object as the webhook left it is held, for every kind.
+  for (const KindInfo& info : ManagedKinds()) {
+    SCOPED_TRACE(info.name);
+    rapidjson::Document doc = ParseJson(R"({"spec": {}})");
+    ASSERT_FALSE(IsHeld(doc, info));
+    std::vector<PatchOp> ops = HoldOps(doc, info);
+    ASSERT_EQ(ops.size(), 1u);
+    // Apply the single `add` under spec by hand.
+    rapidjson::Document value = ParseJson(ops[0].value_json);
+    const std::string under_spec = ops[0].path.substr(std::string("/spec/").size());
+    rapidjson::Value& spec = doc["spec"];
+    spec.AddMember(rapidjson::Value(under_spec.c_str(), doc.GetAllocator()),
+                   rapidjson::Value(value, doc.GetAllocator()), doc.GetAllocator());
+    EXPECT_TRUE(IsHeld(doc, info));
+    EXPECT_THAT(HoldOps(doc, info), IsEmpty()) << "holding twice changes nothing";
+  }
+}
+
+// Every kind's pod sets point at their templates as the kinds table says.
+TEST(HoldTest, PodSetsPointAtTheirTemplatesPerKind) {
+  const std::string t = R"({"spec": {"containers": [{"name": "c"}]}})";
+  const std::string ray = absl::StrCat(R"({"headGroupSpec": {"template": )", t,
+                                       R"(}, "workerGroupSpecs": [{"groupName": "g", "template": )", t, "}]}");
+  struct Case {
+    Kind kind;
+    std::string object;
+    std::vector<std::string> pointers;
+  };
+  const std::vector<Case> cases = {
+      {Kind::kJob, absl::StrCat(R"({"spec": {"template": )", t, "}}"), {"/spec/template"}},
+      {Kind::kPyTorchJob,
+       absl::StrCat(R"({"spec": {"pytorchReplicaSpecs": {"Master": {"template": )", t, R"(}, "worker": {"template": )",
+                    t, "}}}}"),
+       {"/spec/pytorchReplicaSpecs/Master/template", "/spec/pytorchReplicaSpecs/worker/template"}},
+      {Kind::kTFJob,
+       absl::StrCat(R"({"spec": {"tfReplicaSpecs": {"Worker": {"template": )", t, R"(}, "PS": {"template": )", t,
+                    "}}}}"),
+       {"/spec/tfReplicaSpecs/PS/template", "/spec/tfReplicaSpecs/Worker/template"}},
+      {Kind::kMPIJob, absl::StrCat(R"({"spec": {"mpiReplicaSpecs": {"Launcher": {"template": )", t, "}}}}"),
+       {"/spec/mpiReplicaSpecs/Launcher/template"}},
+      {Kind::kXGBoostJob, absl::StrCat(R"({"spec": {"xgbReplicaSpecs": {"Master": {"template": )", t, "}}}}"),
+       {"/spec/xgbReplicaSpecs/Master/template"}},
+      {Kind::kPaddleJob, absl::StrCat(R"({"spec": {"paddleReplicaSpecs": {"Worker": {"template": )", t, "}}}}"),
+       {"/spec/paddleReplicaSpecs/Worker/template"}},
+      {Kind::kJobSet,
+       absl::StrCat(R"({"spec": {"replicatedJobs": [{"name": "a", "template": {"spec": {"template": )", t,
+                    R"(}}}, {"name": "b", "template": {"spec": {"template": )", t, "}}}]}}"),
+       {"/spec/replicatedJobs/0/template/spec/template", "/spec/replicatedJobs/1/template/spec/template"}},
+      {Kind::kRayJob, absl::StrCat(R"({"spec": {"rayClusterSpec": )", ray, "}}"),
+       {"/spec/rayClusterSpec/headGroupSpec/template", "/spec/rayClusterSpec/workerGroupSpecs/0/template"}},
+      {Kind::kRayCluster, absl::StrCat(R"({"spec": )", ray, "}"),
+       {"/spec/headGroupSpec/template", "/spec/workerGroupSpecs/0/template"}},
+      {Kind::kPod, R"({"spec": {"containers": [{"name": "c"}]}})", {""}},
+  };
+  ASSERT_EQ(cases.size(), ManagedKinds().size());
+  for (const Case& c : cases) {
+    SCOPED_TRACE(InfoFor(c.kind).name);
+    absl::StatusOr<Workload> w = Extract(c.object, c.kind);
+    ASSERT_TRUE(w.ok()) << w.status();
+    std::vector<std::string> pointers;
+    for (const PodSet& ps : w->pod_sets) pointers.push_back(ps.template_pointer);
+    EXPECT_EQ(pointers, c.pointers);
+  }
+}
+
+TEST(HoldTest, PodSpecPointerIsUnderTheTemplate) {
+  PodSet job;
+  job.template_pointer = "/spec/pytorchReplicaSpecs/Worker/template";
+  EXPECT_EQ(PodSpecPointer(job), "/spec/pytorchReplicaSpecs/Worker/template/spec");
+  EXPECT_EQ(PodSpecPointer(PodSet{}), "/spec") << "a Pod is its own template";
+}
+
+}  // namespace
+}  // namespace gangkeeper::workload
