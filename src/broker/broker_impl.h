@@ -109,6 +109,7 @@ struct Broker::Impl {
   DurableBatch MakeDurableBatch(const std::vector<StateChange>& changes) const;
 
   void Publish(absl::Time now);
+  void PublishWorkloads(const std::vector<WorkloadKey>& keys, Snapshot* snap) const;
 
   void Run();
 

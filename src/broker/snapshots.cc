@@ -37,12 +37,14 @@ const WorkloadInfo* Snapshot::Find(const WorkloadKey& key) const {
   auto it = shard.find(k);
   if (it == shard.end()) return nullptr;
   // The newest the API server confirmed, as Scheduler::Find.
-  if (it->second.newest->workload->unconfirmed && it->second.older != nullptr) {
-    for (auto w = it->second.older->rbegin(); w != it->second.older->rend(); ++w) {
-      if (!(*w)->workload->unconfirmed) return w->get();
+  if (it->second->workload->unconfirmed && !older_->empty()) {
+    if (auto o = older_->find(k); o != older_->end()) {
+      for (auto w = o->second.rbegin(); w != o->second.rend(); ++w) {
+        if (!(*w)->workload->unconfirmed) return w->get();
+      }
     }
   }
-  return it->second.newest.get();
+  return it->second.get();
 }
 
 std::vector<const WorkloadInfo*> Snapshot::Instances(const WorkloadKey& key) const {
@@ -52,10 +54,10 @@ std::vector<const WorkloadInfo*> Snapshot::Instances(const WorkloadKey& key) con
   const Shard& shard = *shards_[ShardOf(k)];
   auto it = shard.find(k);
   if (it == shard.end()) return out;
-  if (it->second.older != nullptr) {
-    for (const auto& w : *it->second.older) out.push_back(w.get());
+  if (auto o = older_->find(k); o != older_->end()) {
+    for (const auto& w : o->second) out.push_back(w.get());
   }
-  out.push_back(it->second.newest.get());
+  out.push_back(it->second.get());
   return out;
 }
 
@@ -123,13 +125,11 @@ void Snapshot::ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f
 }
 
 void Snapshot::ForEachShared(const std::function<void(const std::shared_ptr<const WorkloadInfo>&)>& f) const {
+  for (const auto& [key, instances] : *older_) {
+    for (const auto& w : instances) f(w);
+  }
   for (const auto& shard : shards_) {
-    for (const auto& [key, slot] : *shard) {
-      if (slot.older != nullptr) {
-        for (const auto& w : *slot.older) f(w);
-      }
-      f(slot.newest);
-    }
+    for (const auto& [key, newest] : *shard) f(newest);
   }
 }
 
@@ -165,6 +165,38 @@ DurableBatch Broker::Impl::MakeDurableBatch(const std::vector<StateChange>& chan
   return batch;
 }
 
+// The snapshot's workloads after the changes to `keys`: copy-on-write per
+// shard, and of the side table of older instances.
+void Broker::Impl::PublishWorkloads(const std::vector<WorkloadKey>& keys, Snapshot* snap) const {
+  std::map<size_t, std::shared_ptr<Snapshot::Shard>> copies;
+  std::shared_ptr<Snapshot::Older> older;  // a copy, once one changes
+  for (const WorkloadKey& key : keys) {
+    const std::string k = SnapshotKey(key);
+    const size_t shard = ShardOf(k);
+    auto& copy = copies[shard];
+    if (copy == nullptr) copy = std::make_shared<Snapshot::Shard>(*snap->shards_[shard]);
+    std::vector<std::shared_ptr<const WorkloadInfo>> instances = scheduler->Instances(key);
+    if (instances.empty()) {
+      copy->erase(k);
+    } else {
+      (*copy)[k] = std::move(instances.back());
+      instances.pop_back();
+    }
+    // The older instances: the side table changes only when this key has
+    // or had more than one.
+    if (!instances.empty() || snap->older_->contains(k)) {
+      if (older == nullptr) older = std::make_shared<Snapshot::Older>(*snap->older_);
+      if (instances.empty()) {
+        older->erase(k);
+      } else {
+        (*older)[k] = std::move(instances);
+      }
+    }
+  }
+  for (auto& [shard, copy] : copies) snap->shards_[shard] = std::move(copy);
+  if (older != nullptr) snap->older_ = std::move(older);
+}
+
 void Broker::Impl::Publish(absl::Time now) {
   std::shared_ptr<const Snapshot> old = current.load();
   auto snap = std::make_shared<Snapshot>();
@@ -177,32 +209,13 @@ void Broker::Impl::Publish(absl::Time now) {
   snap->overlay_ = overlay;
   snap->policies_ = scheduler->shared_policies();
   snap->shards_ = old->shards_;
+  snap->older_ = old->older_;
   snap->queues_ = old->queues_;
   std::vector<WorkloadKey> keys;
   std::vector<model::ClusterQueueName> dirty_queues;
   bool all = false;
   scheduler->TakeDirty(&keys, &dirty_queues, &all);
-  // Workloads: copy-on-write per shard.
-  std::map<size_t, std::shared_ptr<Snapshot::Shard>> copies;
-  for (const WorkloadKey& key : keys) {
-    const std::string k = SnapshotKey(key);
-    const size_t shard = ShardOf(k);
-    auto& copy = copies[shard];
-    if (copy == nullptr) copy = std::make_shared<Snapshot::Shard>(*snap->shards_[shard]);
-    std::vector<std::shared_ptr<const WorkloadInfo>> instances = scheduler->Instances(key);
-    if (instances.empty()) {
-      copy->erase(k);
-      continue;
-    }
-    Snapshot::Slot slot;
-    slot.newest = std::move(instances.back());
-    instances.pop_back();
-    if (!instances.empty()) {
-      slot.older = std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>(std::move(instances));
-    }
-    (*copy)[k] = std::move(slot);
-  }
-  for (auto& [shard, copy] : copies) snap->shards_[shard] = std::move(copy);
+  PublishWorkloads(keys, snap.get());
   snap->workload_count_ = scheduler->size();
   snap->unconfirmed_count_ = scheduler->unconfirmed();
   // Finished workloads: the newest, bounded by count and age.

@@ -118,13 +118,12 @@ class Snapshot {
 
  private:
   friend class Broker;
-  // The instances of one key: the newest, and the older ones (null in the
-  // common case of one).
-  struct Slot {
-    std::shared_ptr<const WorkloadInfo> newest;
-    std::shared_ptr<const std::vector<std::shared_ptr<const WorkloadInfo>>> older;
-  };
-  using Shard = absl::flat_hash_map<std::string, Slot>;  // by kind and ns/name
+  // The newest instance of each key, by kind and ns/name (one pointer a
+  // workload: a snapshot of 100,000 holds 100,000 of them).
+  using Shard = absl::flat_hash_map<std::string, std::shared_ptr<const WorkloadInfo>>;
+  // The older instances of the few keys that have more than one, oldest
+  // first (copied only when one of them changes).
+  using Older = absl::flat_hash_map<std::string, std::vector<std::shared_ptr<const WorkloadInfo>>>;
   uint64_t version_ = 0;
   absl::Time time_;
   uint64_t durable_position_ = 0;
@@ -133,6 +132,7 @@ class Snapshot {
   std::shared_ptr<const model::PolicyOverlay> overlay_;
   std::shared_ptr<const model::PolicySet> policies_;
   std::vector<std::shared_ptr<const Shard>> shards_;
+  std::shared_ptr<const Older> older_ = std::make_shared<const Older>();
   std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues_;
   size_t workload_count_ = 0;
   size_t unconfirmed_count_ = 0;
