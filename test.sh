@@ -23,6 +23,9 @@ builds="${TEST_BUILDS:-release asan}"
 # the CI's two cores. GK_UNITY=OFF builds file by file (what a developer's
 # incremental build wants).
 unity=(-DCMAKE_UNITY_BUILD="${GK_UNITY:-ON}" -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
+# GNU gold (binutils, always there with g++) links the ~50 test binaries
+# about twice as fast as the default linker: about 1.5 minutes of a CI run.
+unity+=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=gold)
 for b in $builds; do
   case "$b" in
     # -g1 (line tables, enough for sanitizer and crash stack traces) instead
@@ -34,13 +37,18 @@ for b in $builds; do
     # sanitizers (the SIGTERM crash test, the journal's fault injection):
     # once, in the release build, is enough.
     asan)    flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1" -DGK_SANITIZE=ON)
-             skip=(-LE "tls-scan|scale" -E "^CrashTest\.EveryAcknowledgedChangeSurvivesTwentyKills$") ;;
+             skip=(-LE "tls-scan|scale"
+                   -E "^(CrashTest\.EveryAcknowledgedChangeSurvivesTwentyKills|ReplicatedServeTest\.KillingTheLeaderAgainAndAgainLosesNothing)$") ;;
     *) echo "test.sh: unknown build '$b' (release, asan)" >&2; exit 2 ;;
   esac
   phase "build: $b"
   cmake -S . -B "build/$b" -G Ninja -DGK_BUILD_TESTS=ON "${unity[@]}" "${flags[@]}" >/dev/null
   cmake --build "build/$b" -j "$jobs"
   phase "test: $b"
+  # Under the sanitizers the kill loops and the largest audit-index sizes
+  # only repeat, ten times slower, what the release run proves (their
+  # smaller siblings still run there).
+  [[ "$b" == asan ]] && export GTEST_FILTER="-IndexSizes/AuditIndexTest.*/3000:IndexSizes/AuditIndexTest.*/1000000"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "build/$b" -j "$jobs" --output-on-failure --no-tests=error --timeout 300 "${skip[@]}" \
     | tee "build/$b/ctest.log"

@@ -43,7 +43,10 @@ TEST_F(KubeIntegrationTest, SeedJobIsAdmittedAndReleasedWithTheFlavorsPlacement)
   EXPECT_EQ(record["clusterQueue"], "team-a-gpu");
   EXPECT_EQ(record["podSets"][0]["flavors"]["nvidia.com/gpu"], "nvidia-gpu");
 
-  // Every request gangkeeper sent is a well-formed one.
+  // Every request gangkeeper sent is a well-formed one. (The fake records a
+  // call after it has applied it: the release can be seen a moment before
+  // its PATCH is in the record, so wait for that too.)
+  ASSERT_TRUE(WaitFor([&] { return PatchesUnder(kJobs) >= 1; }));
   int patches = 0;
   for (const testing::RecordedCall& c : fake_->Calls()) {
     EXPECT_EQ(c.authorization, "Bearer fake-token");
