@@ -49,7 +49,11 @@ for b in $builds; do
   # only repeat, ten times slower, what the release run proves (their
   # smaller siblings still run there).
   [[ "$b" == asan ]] && export GTEST_FILTER="-IndexSizes/AuditIndexTest.*/3000:IndexSizes/AuditIndexTest.*/1000000"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  # A 16 MB quarantine (ASan's default is 256 MB) and 8-frame allocation
+  # stacks: each short-lived server then touches half the fresh pages, and
+  # the ASan tests take about 40 % less CPU; a use after free is still caught
+  # while the freed block is among the last 16 MB released.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=16:malloc_context_size=8 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "build/$b" -j "$jobs" --output-on-failure --no-tests=error --timeout 300 "${skip[@]}" \
     | tee "build/$b/ctest.log"
   echo "slowest tests ($b):"
