@@ -261,7 +261,11 @@ void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
     }
     return;
   }
+  const base::Stopwatch schedule_watch;
   const ScheduleStats sched = scheduler->Schedule(now);
+  if (options.on_schedule && (sched.nominated > 0 || sched.admitted > 0)) {
+    options.on_schedule(sched, schedule_watch.Elapsed());
+  }
   {
     absl::MutexLock lock(&mu);
     more_work = sched.more;

@@ -9,43 +9,59 @@
 namespace gangkeeper::broker {
 namespace {
 
-// The priority classes of a batch's workloads: tracked ones from the
-// snapshot, finished ones (no longer tracked) from its finished list.
-class PriorityClasses {
+// What the counters need of a batch's workloads (priority class and
+// LocalQueue): tracked ones from the snapshot, finished ones (no longer
+// tracked) from its finished list.
+class Lookup {
  public:
-  PriorityClasses(const std::vector<StateChange>& changes, const Snapshot& after) : after_(after) {
+  struct Of {
+    std::string priority_class;
+    std::string local_queue;
+  };
+  Lookup(const std::vector<StateChange>& changes, const Snapshot& after) : after_(after) {
     for (const StateChange& c : changes) {
       if (c.type == StateChange::Type::kFinished) finished_[c.key];
     }
     if (finished_.empty()) return;
     for (const auto& w : after.finished()) {
       auto it = finished_.find(w->key);
-      if (it != finished_.end() && w->workload != nullptr) it->second = w->workload->priority_class;
+      if (it != finished_.end() && w->workload != nullptr) it->second = {w->workload->priority_class, w->local_queue};
     }
   }
-  std::string Of(const WorkloadKey& key) const {
+  Of Find(const WorkloadKey& key) const {
     if (const WorkloadInfo* info = after_.Find(key); info != nullptr && info->workload != nullptr) {
-      return info->workload->priority_class;
+      return {info->workload->priority_class, info->local_queue};
     }
     auto it = finished_.find(key);
-    return it != finished_.end() ? it->second : "";
+    return it != finished_.end() ? it->second : Of{};
   }
 
  private:
   const Snapshot& after_;
-  std::map<WorkloadKey, std::string> finished_;
+  std::map<WorkloadKey, Of> finished_;
 };
+
+// The cohorts above `cq`, nearest first (bounded: a cycle in the parents
+// ends the walk).
+std::vector<std::string> CohortsAbove(const model::PolicySet& policies, const model::ClusterQueueName& cq) {
+  std::vector<std::string> out;
+  auto it = policies.cluster_queues.find(cq);
+  if (it == policies.cluster_queues.end()) return out;
+  std::string cohort = it->second.cohort;
+  while (!cohort.empty() && out.size() <= policies.cohorts.size() &&
+         std::find(out.begin(), out.end(), cohort) == out.end()) {
+    out.push_back(cohort);
+    auto c = policies.cohorts.find(cohort);
+    cohort = c != policies.cohorts.end() ? c->second.parent : "";
+  }
+  return out;
+}
 
 }  // namespace
 
 void WorkloadCounters::OnDurable(const std::vector<StateChange>& changes, const Snapshot& after) {
-  const PriorityClasses classes(changes, after);
-  struct Waited {
-    const StateChange* c;
-    std::string priority_class;
-    absl::Duration waited;
-  };
-  std::vector<Waited> admissions;
+  const Lookup lookup(changes, after);
+  std::vector<AdmittedGang> admissions;
   for (const StateChange& c : changes) {
     if (c.type == StateChange::Type::kRequeued || c.type == StateChange::Type::kReleaseFailed) {
       requeued_at_[c.key] = c.time;
@@ -59,33 +75,49 @@ void WorkloadCounters::OnDurable(const std::vector<StateChange>& changes, const 
       } else if (const WorkloadInfo* info = after.Find(c.key)) {
         since = info->created_at;
       }
-      admissions.push_back({&c, classes.Of(c.key), std::max(absl::ZeroDuration(), c.time - since)});
+      Lookup::Of of = lookup.Find(c.key);
+      admissions.push_back({c.cluster_queue, c.key.namespace_name, std::move(of.local_queue),
+                            std::move(of.priority_class), std::max(absl::ZeroDuration(), c.time - since)});
     }
   }
-  for (const Waited& w : admissions) on_admitted_(w.c->cluster_queue, w.priority_class, w.waited);
+  for (const AdmittedGang& gang : admissions) on_admitted_(gang);
   absl::MutexLock lock(&mu_);
   for (const StateChange& c : changes) {
-    switch (c.type) {
-      case StateChange::Type::kAdmitted:
-        ++counters_.admitted[{c.cluster_queue, classes.Of(c.key)}];
-        break;
-      case StateChange::Type::kFinished:
-        ++counters_.finished[{c.cluster_queue, classes.Of(c.key)}];
-        break;
-      case StateChange::Type::kEvicted: {
-        const bool preempted = !c.preemptor.name.empty();
-        ++counters_.evicted[{c.cluster_queue, preempted ? "Preempted" : c.reason, preempted ? c.reason : "",
-                             classes.Of(c.key)}];
-        if (preempted) {
-          const WorkloadInfo* by =
-              c.preemptor_uid.empty() ? after.Find(c.preemptor) : after.FindInstance(c.preemptor, c.preemptor_uid);
-          ++counters_.preempted[{by != nullptr ? by->cluster_queue : "", c.reason}];
-        }
-        break;
+    const Lookup::Of of = lookup.Find(c.key);
+    Count(c, of.priority_class, of.local_queue, after);
+  }
+}
+
+void WorkloadCounters::Count(const StateChange& c, const std::string& pc, const std::string& local_queue,
+                             const Snapshot& after) {
+  const std::string& ns = c.key.namespace_name;
+  switch (c.type) {
+    case StateChange::Type::kAdmitted:
+      ++counters_.admitted[{c.cluster_queue, pc}];
+      if (!local_queue.empty()) ++counters_.local_admitted[{local_queue, ns, pc}];
+      for (const std::string& cohort : CohortsAbove(after.policies(), c.cluster_queue)) {
+        ++counters_.cohort_admitted[{cohort, pc}];
       }
-      default:
-        break;
+      break;
+    case StateChange::Type::kFinished:
+      ++counters_.finished[{c.cluster_queue, pc}];
+      if (!local_queue.empty()) ++counters_.local_finished[{local_queue, ns, pc}];
+      break;
+    case StateChange::Type::kEvicted: {
+      const bool preempted = !c.preemptor.name.empty();
+      const std::string reason = preempted ? "Preempted" : c.reason;
+      const std::string cause = preempted ? c.reason : "";
+      ++counters_.evicted[{c.cluster_queue, reason, cause, pc}];
+      if (!local_queue.empty()) ++counters_.local_evicted[{local_queue, ns, reason, cause, pc}];
+      if (preempted) {
+        const WorkloadInfo* by =
+            c.preemptor_uid.empty() ? after.Find(c.preemptor) : after.FindInstance(c.preemptor, c.preemptor_uid);
+        ++counters_.preempted[{by != nullptr ? by->cluster_queue : "", c.reason}];
+      }
+      break;
     }
+    default:
+      break;
   }
 }
 

@@ -105,6 +105,8 @@ struct Node::Impl {
   absl::Status BuildBroker();
   absl::Status BuildFrontEnds();
   absl::Status RegisterMetrics();
+  // Kueue's replica_role: "leader" / "follower" with replicas, else "standalone".
+  api::ReplicaRole Role();
   void DeclareReadiness();
   void StartReconciler();
   void StopReconciler();
@@ -277,7 +279,9 @@ absl::Status Node::Impl::ConnectKube() {
   ao.clock = clock;
   ao.dry_run = kube_client == nullptr;
   broker::WorkloadCounters::OnAdmitted on_admitted;
-  if (absl::Status m = RegisterFlowMetrics(registry, &ao, &on_admitted); !m.ok()) return RunTime(m.message());
+  if (absl::Status m = RegisterFlowMetrics(registry, &ao, &o.broker, &on_admitted, Role()); !m.ok()) {
+    return RunTime(m.message());
+  }
   counters = std::make_unique<broker::WorkloadCounters>(std::move(on_admitted));
   o.broker.observers.push_back(counters.get());
   if (replicated) {
@@ -387,6 +391,14 @@ absl::Status Node::Impl::BuildFrontEnds() {
   return absl::OkStatus();
 }
 
+api::ReplicaRole Node::Impl::Role() {
+  return [this]() -> std::string {
+    if (!replicated) return "standalone";
+    replica::Replica* r = leader_gate.load();
+    return r != nullptr && r->MaySend() ? "leader" : "follower";
+  };
+}
+
 absl::Status Node::Impl::RegisterMetrics() {
   if (absl::Status m = api::RegisterAuditMetrics(registry, audit_log.get(), clock, denials.get()); !m.ok()) {
     return RunTime(m.message());
@@ -394,7 +406,10 @@ absl::Status Node::Impl::RegisterMetrics() {
   if (journal != nullptr) {
     if (absl::Status m = api::RegisterJournalMetrics(registry, journal.get()); !m.ok()) return RunTime(m.message());
   }
-  if (absl::Status m = api::RegisterBrokerMetrics(registry, broker.get(), counters.get()); !m.ok()) return RunTime(m.message());
+  if (absl::Status m = api::RegisterBrokerMetrics(registry, broker.get(), counters.get(), Role()); !m.ok()) {
+    return RunTime(m.message());
+  }
+  if (absl::Status m = api::RegisterBuildInfo(registry, BuildInfo()); !m.ok()) return RunTime(m.message());
   if (!replicated) return absl::OkStatus();
   absl::Status m = registry.AddCallbackGauge(
       "gangkeeper_replica_leader", "1 while this replica leads (holds the lease, schedules and actuates), else 0.",

@@ -34,6 +34,10 @@ absl::StatusOr<std::optional<kube::ClusterConfig>> KubeConfigFor(const std::stri
   return std::optional<kube::ClusterConfig>(*std::move(c));
 }
 
+api::BuildInfo BuildInfo() {
+  return api::BuildInfo{GK_VERSION, GK_GIT_COMMIT, GK_BUILD_DATE, GK_COMPILER, GK_PLATFORM};
+}
+
 absl::StatusOr<WebhookMetrics> RegisterWebhookMetrics(metrics::Registry& registry) {
   absl::StatusOr<metrics::CounterFamily*> reviews = registry.AddCounter(
       "gangkeeper_webhook_reviews_total",
@@ -51,7 +55,8 @@ absl::StatusOr<WebhookMetrics> RegisterWebhookMetrics(metrics::Registry& registr
 }
 
 absl::Status RegisterFlowMetrics(metrics::Registry& registry, kube::ActuatorOptions* actuator,
-                                 broker::WorkloadCounters::OnAdmitted* on_admitted) {
+                                 broker::BrokerOptions* broker, broker::WorkloadCounters::OnAdmitted* on_admitted,
+                                 api::ReplicaRole role) {
   absl::StatusOr<metrics::CounterFamily*> actuations = registry.AddCounter(
       "gangkeeper_release_actuations_total",
       "Releases (unsuspend, gate removal) and suspensions carried out or attempted, by action and workload kind.",
@@ -72,24 +77,63 @@ absl::Status RegisterFlowMetrics(metrics::Registry& registry, kube::ActuatorOpti
     if (!o.ok) fl->WithLabels({o.action, o.kind}).Increment();
     t->WithLabels({o.action, o.kind}).Observe(absl::ToDoubleSeconds(o.took));
   };
-  // 5 ms to about 3 hours.
+  // 5 ms to about 3 hours. Kueue's names and labels, replica_role included.
   const std::vector<double> wait_buckets = metrics::ExponentialBuckets(0.005, 2, 22);
-  absl::StatusOr<metrics::HistogramFamily*> wait = registry.AddHistogram(
-      "kueue_admission_wait_time_seconds",
-      "Time from a workload's creation or last requeue to its admission, by ClusterQueue and priority class.",
-      {"cluster_queue", "priority_class"}, wait_buckets);
-  if (!wait.ok()) return wait.status();
-  absl::StatusOr<metrics::HistogramFamily*> reserved = registry.AddHistogram(
-      "kueue_quota_reserved_wait_time_seconds",
-      "Time from a workload's creation or last requeue to its quota reservation (gangkeeper reserves and admits "
-      "at once), by ClusterQueue and priority class.",
-      {"cluster_queue", "priority_class"}, wait_buckets);
-  if (!reserved.ok()) return reserved.status();
-  *on_admitted = [w = *wait, r = *reserved](const model::ClusterQueueName& cq,
-                                                           const std::string& priority_class, absl::Duration waited) {
-    const double seconds = absl::ToDoubleSeconds(waited);
-    w->WithLabels({cq, priority_class}).Observe(seconds);
-    r->WithLabels({cq, priority_class}).Observe(seconds);
+  const std::vector<std::string> cq = {"cluster_queue", "priority_class", "replica_role"};
+  const std::vector<std::string> lq = {"name", "namespace", "priority_class", "replica_role"};
+  struct Wait {
+    const char* name;
+    const char* help;
+    bool local;
+  };
+  static constexpr Wait kWaits[] = {
+      {"kueue_admission_wait_time_seconds",
+       "Time from a workload's creation or last requeue to its admission, by ClusterQueue and priority class.", false},
+      {"kueue_quota_reserved_wait_time_seconds",
+       "Time from a workload's creation or last requeue to its quota reservation (gangkeeper reserves and admits "
+       "at once), by ClusterQueue and priority class.",
+       false},
+      {"kueue_local_queue_admission_wait_time_seconds",
+       "Time from a workload's creation or last requeue to its admission, by LocalQueue and priority class.", true},
+      {"kueue_local_queue_quota_reserved_wait_time_seconds",
+       "Time from a workload's creation or last requeue to its quota reservation, by LocalQueue and priority class.",
+       true},
+  };
+  std::vector<std::pair<metrics::HistogramFamily*, bool>> families;
+  for (const Wait& w : kWaits) {
+    absl::StatusOr<metrics::HistogramFamily*> f = registry.AddHistogram(w.name, w.help, w.local ? lq : cq, wait_buckets);
+    if (!f.ok()) return f.status();
+    families.emplace_back(*f, w.local);
+  }
+  // Kueue's admission attempts: scheduling passes that had something to
+  // decide; "success" when one admitted at least one gang.
+  absl::StatusOr<metrics::CounterFamily*> attempts = registry.AddCounter(
+      "kueue_admission_attempts_total",
+      "Scheduling passes that had pending gangs to try, by result (success: at least one admitted; inadmissible: "
+      "none).",
+      {"result", "replica_role"});
+  if (!attempts.ok()) return attempts.status();
+  absl::StatusOr<metrics::HistogramFamily*> attempt_took = registry.AddHistogram(
+      "kueue_admission_attempt_duration_seconds", "Time a scheduling pass with pending gangs took, by result.",
+      {"result", "replica_role"}, metrics::LatencyBuckets());
+  if (!attempt_took.ok()) return attempt_took.status();
+  broker->on_schedule = [a = *attempts, t = *attempt_took, role](const broker::ScheduleStats& stats,
+                                                                 absl::Duration elapsed) {
+    const std::string result = stats.admitted > 0 ? "success" : "inadmissible";
+    const std::string r = role ? role() : "standalone";
+    a->WithLabels({result, r}).Increment();
+    t->WithLabels({result, r}).Observe(absl::ToDoubleSeconds(elapsed));
+  };
+  *on_admitted = [families, role = std::move(role)](const broker::AdmittedGang& gang) {
+    const double seconds = absl::ToDoubleSeconds(gang.waited);
+    const std::string r = role ? role() : "standalone";
+    for (const auto& [family, local] : families) {
+      if (!local) {
+        family->WithLabels({gang.cluster_queue, gang.priority_class, r}).Observe(seconds);
+      } else if (!gang.local_queue.empty()) {
+        family->WithLabels({gang.local_queue, gang.namespace_name, gang.priority_class, r}).Observe(seconds);
+      }
+    }
   };
   return absl::OkStatus();
 }

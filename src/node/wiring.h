@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "gangkeeper/admission/webhook.h"
+#include "gangkeeper/api/metrics.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
@@ -31,12 +32,17 @@ struct WebhookMetrics {
 };
 absl::StatusOr<WebhookMetrics> RegisterWebhookMetrics(metrics::Registry& registry);
 
-// gangkeeper_release_* from the actuator's outcomes (sets actuator->observe)
-// and Kueue's admission wait histograms from the broker's admissions (sets
-// *on_admitted, for broker::WorkloadCounters). Labels are bounded: never
-// workload names.
+// gangkeeper_release_* from the actuator's outcomes (sets actuator->observe),
+// Kueue's admission attempts from the broker's scheduling passes (sets
+// broker->on_schedule) and its admission wait histograms from the broker's
+// admissions (sets *on_admitted, for broker::WorkloadCounters), labelled
+// with `role` at the time. Labels are bounded: never workload names.
 absl::Status RegisterFlowMetrics(metrics::Registry& registry, kube::ActuatorOptions* actuator,
-                                 broker::WorkloadCounters::OnAdmitted* on_admitted);
+                                 broker::BrokerOptions* broker, broker::WorkloadCounters::OnAdmitted* on_admitted,
+                                 api::ReplicaRole role);
+
+// What this binary is, for kueue_build_info (set by the build).
+api::BuildInfo BuildInfo();
 
 // Where a webhook's denials are audited, with the caller's address.
 using DenialRecorder = std::function<absl::Status(const audit::Event&, const std::string& source)>;

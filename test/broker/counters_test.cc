@@ -50,8 +50,10 @@ class WorkloadCountersTest : public ::testing::Test {
 
   base::SimulatedClock clock_{absl::FromUnixSeconds(1'800'000'000)};
   std::vector<Wait> waits_;
-  WorkloadCounters counters_{[this](const model::ClusterQueueName& cq, const std::string& pc, absl::Duration d) {
-    waits_.emplace_back(cq, pc, d);
+  std::vector<AdmittedGang> gangs_;
+  WorkloadCounters counters_{[this](const AdmittedGang& g) {
+    waits_.emplace_back(g.cluster_queue, g.priority_class, g.waited);
+    gangs_.push_back(g);
   }};
   std::unique_ptr<Broker> broker_;
 };
@@ -72,6 +74,13 @@ TEST_F(WorkloadCountersTest, AdmissionsAndFinishesCountByQueueAndPriorityClass) 
   EXPECT_THAT(waits_, ElementsAre(Wait{"team-a", "training", absl::ZeroDuration()},
                                   Wait{"team-a", "training", absl::Seconds(7)}));
   EXPECT_EQ(broker_->snapshot()->stats().admitted, 2u);
+  // The same per LocalQueue (name, namespace, priority class).
+  const std::vector<std::string> lq = {broker_->snapshot()->Find({"a", "next"})->local_queue, "a", "training"};
+  EXPECT_THAT(c.local_admitted, ElementsAre(Pair(lq, 2u)));
+  EXPECT_THAT(c.local_finished, ElementsAre(Pair(lq, 1u)));
+  ASSERT_EQ(gangs_.size(), 2u);
+  EXPECT_EQ(gangs_[1].namespace_name, "a");
+  EXPECT_EQ(gangs_[1].local_queue, lq[0]);
 }
 
 TEST_F(WorkloadCountersTest, APreemptionCountsTheVictimsEvictionAndThePreemptorsQueue) {

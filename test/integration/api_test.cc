@@ -12,6 +12,7 @@
 #include <sstream>
 #include <atomic>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
@@ -198,17 +199,17 @@ TEST_F(ApiIntegrationTest, WorkloadsAndQueuesAreVisiblePerRole) {
     ASSERT_THAT(c, IsOk());
     auto m = (*c)->Request("GET", "/metrics", "", "Authorization: Bearer metrics-secret\r\n");
     ASSERT_THAT(m, IsOk());
-    EXPECT_THAT(m->body, HasSubstr("kueue_admitted_active_workloads{cluster_queue=\"team-a-gpu\"} 1\n"));
+    EXPECT_THAT(m->body, HasSubstr("kueue_admitted_active_workloads{cluster_queue=\"team-a-gpu\",replica_role=\"standalone\"} 1\n"));
     // "second" waits until the cohort changes: Kueue's inadmissible.
-    EXPECT_THAT(m->body, HasSubstr("kueue_pending_workloads{cluster_queue=\"team-a-gpu\",status=\"active\"} 0\n"));
+    EXPECT_THAT(m->body, HasSubstr("kueue_pending_workloads{cluster_queue=\"team-a-gpu\",status=\"active\",replica_role=\"standalone\"} 0\n"));
     EXPECT_THAT(m->body,
-                HasSubstr("kueue_pending_workloads{cluster_queue=\"team-a-gpu\",status=\"inadmissible\"} 1\n"));
+                HasSubstr("kueue_pending_workloads{cluster_queue=\"team-a-gpu\",status=\"inadmissible\",replica_role=\"standalone\"} 1\n"));
     EXPECT_THAT(m->body, HasSubstr("kueue_cluster_queue_resource_pending{cluster_queue=\"team-a-gpu\","
-                                   "resource=\"nvidia.com/gpu\"} 4\n"));
+                                   "resource=\"nvidia.com/gpu\",replica_role=\"standalone\"} 4\n"));
     EXPECT_THAT(m->body, HasSubstr("kueue_cluster_queue_resource_usage{cohort=\"gpu-shared\",cluster_queue=\"team-a-gpu\","
-                                   "flavor=\"nvidia-gpu\",resource=\"nvidia.com/gpu\"} 4\n"));
+                                   "flavor=\"nvidia-gpu\",resource=\"nvidia.com/gpu\",replica_role=\"standalone\"} 4\n"));
     EXPECT_THAT(m->body, HasSubstr("kueue_cluster_queue_nominal_quota{cohort=\"gpu-shared\",cluster_queue=\"team-a-gpu\","
-                                   "flavor=\"nvidia-gpu\",resource=\"nvidia.com/gpu\"} 4\n"));
+                                   "flavor=\"nvidia-gpu\",resource=\"nvidia.com/gpu\",replica_role=\"standalone\"} 4\n"));
   }
   // Auditors read the audit log, not workloads.
   auto [a_status, a] = Get("/v1/workloads", "audit-secret");
@@ -604,7 +605,9 @@ TEST_F(ApiIntegrationTest, MetricsParseStrictlyAndAgreeWithTheStatus) {
   ASSERT_THAT(m, IsOk());
   absl::StatusOr<std::vector<testing::PromFamily>> fams = testing::ParsePromText(m->body);
   ASSERT_THAT(fams, IsOk()) << m->body;
-  auto value = [&](const std::string& name, const std::map<std::string, std::string>& labels) {
+  // Kueue's families carry replica_role: "standalone" without replicas.
+  auto value = [&](const std::string& name, std::map<std::string, std::string> labels) {
+    if (absl::StartsWith(name, "kueue_") && name != "kueue_build_info") labels["replica_role"] = "standalone";
     absl::StatusOr<double> v = testing::PromValue(*fams, name, labels);
     EXPECT_THAT(v, IsOk()) << name;
     return v.ok() ? *v : -1;
@@ -639,6 +642,18 @@ TEST_F(ApiIntegrationTest, MetricsParseStrictlyAndAgreeWithTheStatus) {
             1);
   EXPECT_EQ(value("gangkeeper_release_actuations_total", {{"action", "release"}, {"kind", "Job"}}), 1);
   EXPECT_EQ(value("gangkeeper_audit_healthy", {}), 1);
+  // The pass that admitted "first" is an admission attempt that succeeded.
+  EXPECT_GE(value("kueue_admission_attempts_total", {{"result", "success"}}), 1);
+  EXPECT_GE(value("kueue_admission_attempt_duration_seconds_count", {{"result", "success"}}), 1);
+  // The binary says what it is.
+  bool build_info = false;
+  for (const testing::PromFamily& f : *fams) {
+    if (f.name != "kueue_build_info" || f.samples.size() != 1) continue;
+    const auto& labels = f.samples[0].labels;
+    build_info = f.samples[0].value == 1 && labels.count("git_version") == 1 && !labels.at("git_version").empty() &&
+                 labels.count("git_commit") == 1 && !labels.at("git_commit").empty();
+  }
+  EXPECT_TRUE(build_info) << m->body;
 }
 
 // The end-to-end story: the platform admin moves GPUs from team-b

@@ -116,11 +116,11 @@ TEST_F(KubeIntegrationTest, HigherPriorityPreemptsAndTheVictimIsRestoredThenRele
     auto m = (*api)->Request("GET", "/metrics");
     ASSERT_THAT(m, IsOk());
     EXPECT_THAT(m->body, HasSubstr("kueue_preempted_workloads_total{preempting_cluster_queue=\"team-a-gpu\","
-                                   "reason=\"InClusterQueue\"} 1\n"));
+                                   "reason=\"InClusterQueue\",replica_role=\"standalone\"} 1\n"));
     EXPECT_THAT(m->body, HasSubstr("kueue_evicted_workloads_total{cluster_queue=\"team-a-gpu\",reason=\"Preempted\","
-                                   "underlying_cause=\"InClusterQueue\",priority_class=\"training-batch\"} 1\n"));
+                                   "underlying_cause=\"InClusterQueue\",priority_class=\"training-batch\",replica_role=\"standalone\"} 1\n"));
     EXPECT_THAT(m->body, HasSubstr("kueue_admitted_workloads_total{cluster_queue=\"team-a-gpu\","
-                                   "priority_class=\"inference-critical\"} 1\n"));
+                                   "priority_class=\"inference-critical\",replica_role=\"standalone\"} 1\n"));
   }
   // The preemptor ends: the victim gets its quota back.
   Complete("urgent");

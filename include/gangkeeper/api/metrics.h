@@ -4,6 +4,9 @@
 // published snapshot at scrape time; labels never name workloads.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "absl/status/status.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/audit/denials.h"
@@ -15,11 +18,27 @@
 
 namespace gangkeeper::api {
 
-// Queue and quota gauges from `view`'s snapshots, Kueue's workload counters
-// from `counters` (which must observe the broker: BrokerOptions::observers).
-// Both must outlive `registry`'s scrapes.
+// The replica's role as Kueue's `replica_role` label says it: "leader",
+// "follower", or "standalone" (one instance, no election). Asked on every
+// scrape; must be thread-safe and quick. Null means "standalone".
+using ReplicaRole = std::function<std::string()>;
+
+// Kueue's families (ClusterQueue, LocalQueue and cohort gauges from `view`'s
+// snapshots, the workload counters from `counters`, which must observe the
+// broker: BrokerOptions::observers), each with `replica_role`, and
+// gangkeeper's broker totals. Both must outlive `registry`'s scrapes.
 [[nodiscard]] absl::Status RegisterBrokerMetrics(metrics::Registry& registry, const broker::SnapshotSource* view,
-                                                 const broker::WorkloadCounters* counters);
+                                                 const broker::WorkloadCounters* counters, ReplicaRole role = nullptr);
+
+// What kueue_build_info reports.
+struct BuildInfo {
+  std::string version;     // the project version
+  std::string commit;      // the git commit built, or "unknown"
+  std::string build_date;  // when the build was configured (UTC, RFC 3339)
+  std::string compiler;    // e.g. "GNU 12.2.0"
+  std::string platform;    // e.g. "linux/x86_64"
+};
+[[nodiscard]] absl::Status RegisterBuildInfo(metrics::Registry& registry, const BuildInfo& info);
 
 // gangkeeper_store_journal_*: appends, fsyncs (one per group commit), bytes,
 // snapshots, whether the journal accepts writes. `journal` outlives the

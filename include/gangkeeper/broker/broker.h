@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct BrokerOptions {
   // See every durable batch of changes (counters.h's WorkloadCounters,
   // ...), in this order; each must outlive the broker.
   std::vector<ChangeObserver*> observers;
+  // Called on the broker's thread after each scheduling pass that had
+  // something to decide (Kueue's admission attempt), with what it did and
+  // how long it took. Must not block. May be null.
+  std::function<void(const ScheduleStats& stats, absl::Duration took)> on_schedule;
 };
 
 // What a replica does (etcd store, DESIGN §9): a leader schedules, makes
