@@ -119,10 +119,14 @@ void DefineStoreAndOperationFlags(FlagSet& flags, ServeFlags& f) {
   flags.String("dev-certs-dir", &f.dev_certs_dir, "where --dev keeps its certificates");
   flags.String("log-format", &f.log_format, "text or json");
   flags.String("log-level", &f.log_level, "trace, debug, info, warn, error, critical or off");
-  flags.Int("threads", &f.node.server.threads, "worker threads kept per listener");
-  flags.Int("max-connections", &f.node.server.max_connections, "open connections served at once per listener");
+  flags.Int("threads", &f.node.server.threads, "event-loop threads serving both listeners (0: one per core)");
+  flags.Int("max-connections", &f.node.server.max_connections,
+            "open connections per listener; beyond it the oldest idle one is closed");
+  flags.Int("max-connections-per-source", &f.node.server.max_connections_per_source,
+            "open connections per listener from one source address; beyond it its oldest idle one is closed");
+  flags.Duration("handshake-timeout", &f.node.server.handshake_timeout, "cut a TLS handshake that takes longer");
   flags.Int("listen-backlog", &f.node.server.listen_backlog, "kernel accept queue length");
-  flags.Duration("read-timeout", &f.node.server.read_timeout, "cut a connection that sends nothing for this long");
+  flags.Duration("read-timeout", &f.node.server.read_timeout, "cut a request whose header (then body) takes longer to arrive");
   flags.Duration("write-timeout", &f.node.server.write_timeout, "cut a connection that reads nothing for this long");
   flags.Duration("keep-alive-timeout", &f.node.server.keep_alive_timeout, "close idle keep-alive connections after");
   flags.Int("keep-alive-max-requests", &f.node.server.keep_alive_max_requests, "requests per connection");

@@ -1,29 +1,20 @@
-// gangkeeper: TLS listeners on cpp-httplib (see server.h).
-//
-// Each listener is an httplib::SSLServer whose SSL_CTX gets gangkeeper's TLS
-// policy and a certificate callback (tls.h), an elastic worker pool
-// (task_queue.h), a larger accept backlog, SO_REUSEADDR without
-// SO_REUSEPORT (a second instance on the same port fails to start instead
-// of silently sharing it), TCP_NODELAY, and long keep-alive. Every request
-// goes through Dispatch(); httplib's own routing only forwards to it.
+// gangkeeper: the two TLS listeners (see server.h): options, routing,
+// readiness, certificate reload and shutdown. The wire side (event loops,
+// TLS, HTTP/1.1, deadlines and caps) is the Transport (transport.h); every
+// complete request comes to Handle(), which answers built-in paths on the
+// loop and runs routes that may block on the worker pool (task_queue.h),
+// whose answer goes back to the connection's loop.
 #include "gangkeeper/server/server.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
 #include <condition_variable>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <thread>
-
-#include <httplib.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
@@ -37,6 +28,7 @@
 #include "gangkeeper/base/status_macros.h"
 #include "src/server/task_queue.h"
 #include "src/server/tls.h"
+#include "src/server/transport.h"
 
 namespace gangkeeper::server {
 namespace {
@@ -78,56 +70,6 @@ class ReadinessImpl final : public Readiness {
   std::map<std::string, std::shared_ptr<std::function<std::string()>>> watched_;
 };
 
-// Gives access to the listening socket (protected in httplib::Server) to
-// raise the backlog after bind.
-class GkSslServer final : public httplib::SSLServer {
- public:
-  using httplib::SSLServer::SSLServer;
-  int listening_fd() const { return svr_sock_; }
-};
-
-// Per-thread request start time, set when routing begins and read by the
-// access logger on the same worker thread.
-thread_local bool tls_request_started = false;
-thread_local int64_t tls_request_start_us = 0;
-
-// Stops reading on every connection accepted on one of `ports` (sockets of
-// this process whose local port is ours, other than the listening ones):
-// a worker waiting on an idle keep-alive connection sees the end of it and
-// closes it; a response being written still goes out. httplib's stop()
-// alone leaves each idle connection's worker waiting out its keep-alive
-// timeout (the API server keeps such connections open all the time).
-int ShutDownReading(const std::vector<int>& ports, const std::vector<int>& listening) {
-  int n = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = -1;
-    if (!absl::SimpleAtoi(entry.path().filename().string(), &fd) || fd < 0) continue;
-    if (std::find(listening.begin(), listening.end(), fd) != listening.end()) continue;
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
-    int port = -1;
-    if (addr.ss_family == AF_INET) port = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-    if (addr.ss_family == AF_INET6) port = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
-    if (port <= 0 || std::find(ports.begin(), ports.end(), port) == ports.end()) continue;
-    if (::shutdown(fd, SHUT_RD) == 0) ++n;
-  }
-  return n;
-}
-
-int64_t NowMicros(const base::Stopwatch& epoch) { return absl::ToInt64Microseconds(epoch.Elapsed()); }
-
-std::string ClientSubject(const httplib::Request& req) {
-  if (req.ssl == nullptr) return "";
-  X509* peer = SSL_get1_peer_certificate(const_cast<SSL*>(req.ssl));
-  if (peer == nullptr) return "";
-  char buf[512];
-  X509_NAME_oneline(X509_get_subject_name(peer), buf, sizeof(buf));
-  X509_free(peer);
-  return buf;
-}
-
 // Metric handles resolved once at start-up (STYLE §6.9 rule 7).
 struct ServerMetrics {
   metrics::CounterFamily* requests;
@@ -155,11 +97,14 @@ absl::StatusOr<ServerMetrics> RegisterServerMetrics(metrics::Registry& registry)
   return m;
 }
 
-class ServerImpl final : public Server {
+class ServerImpl final : public Server, public RequestSink {
  public:
   ServerImpl(Options options, metrics::Registry& registry, const ServerMetrics& m,
              std::unique_ptr<CertificateSource> certs);
   ~ServerImpl() override;
+
+  // Builds the transport (its metrics go to `registry`).
+  absl::Status Init(metrics::Registry& registry);
 
   absl::Status Start() override;
   int webhook_port() const override { return ports_[0]; }
@@ -168,40 +113,30 @@ class ServerImpl final : public Server {
   absl::Status ReloadCertificates() override;
   absl::Status Shutdown(absl::Duration grace) override;
 
- private:
-  struct Listening {
-    Listener listener;
-    std::string host;
-    int port = 0;
-    std::unique_ptr<GkSslServer> http;
-    std::thread thread;
-    std::atomic<bool> done{false};
-  };
-  std::atomic<int64_t> in_flight_{0};  // routed, not yet logged
+  // RequestSink (loop threads).
+  void Handle(Listener listener, HttpRequest request, Respond respond) override;
+  void Done(Listener listener, const RequestRecord& record) override;
 
-  // Creates listener `l`'s server with its TLS context, handlers and bound
-  // socket (SetUp: ConfigureConnections, InstallHandlers, Bind).
-  absl::Status SetUp(Listening& l);
-  void ConfigureConnections(httplib::Server& http) const;
-  void InstallHandlers(httplib::Server& http, Listener listener);
-  absl::Status Bind(Listening& l);
-  // A routed request: adapted to an HttpRequest, dispatched, answered.
-  void Forward(Listener listener, const httplib::Request& req, httplib::Response& res) const;
-  // Errors httplib answers itself (413, 400, ...), in our JSON shape.
-  static httplib::Server::HandlerResponse AnswerHttplibError(const httplib::Request& req, httplib::Response& res);
-  // A handler threw (a bug): logged, 500.
-  void OnHandlerException(const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) const;
-  std::optional<HttpResponse> RefuseBeforeTheBody(const httplib::Request& req) const;
-  HttpResponse Dispatch(Listener listener, const HttpRequest& req) const;
+ private:
+  // What answers a request: a route's handler, the built-in /metrics
+  // (exposition can take a while: off the loop), or an answer at once.
+  struct Resolved {
+    const Route* route = nullptr;
+    bool metrics = false;
+    HttpResponse answer;
+  };
+  Resolved Resolve(Listener listener, const HttpRequest& req) const;
+  HttpResponse Call(const Route& route, const HttpRequest& req) const;
+  HttpResponse BuiltIn(const HttpRequest& req) const;
   std::string RouteLabel(Listener listener, const std::string& path) const;
-  void OnRequestDone(Listener listener, const httplib::Request& req, const httplib::Response& res);
   void CertWatchLoop();
+  // Ends connections during Shutdown; false when `grace` ran out first.
+  bool DrainConnections(absl::Duration grace, const base::Stopwatch& clock);
 
   Options options_;
   metrics::Registry& registry_;
   std::unique_ptr<CertificateSource> certs_;
   ReadinessImpl readiness_;
-  base::Stopwatch epoch_;
   std::shared_ptr<spdlog::logger> log_ = base::GetLogger("server");
   std::shared_ptr<spdlog::logger> access_log_ = base::GetLogger("access");
 
@@ -215,7 +150,10 @@ class ServerImpl final : public Server {
   metrics::CounterFamily* reloads_;
   metrics::Gauge* cert_expiry_;
 
-  Listening listeners_[2];
+  // The transport outlives the pool: a handler finishing on the pool posts
+  // its answer to the transport's loops.
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<ElasticTaskQueue> pool_;
   int ports_[2] = {0, 0};
   bool started_ = false;
 
@@ -247,222 +185,100 @@ ServerImpl::ServerImpl(Options options, metrics::Registry& registry, const Serve
   readiness_.Set("listeners", false, "not started");
 }
 
+int LoopThreads(const Options& o) {
+  if (o.threads > 0) return o.threads;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+absl::Status ServerImpl::Init(metrics::Registry& registry) {
+  TransportOptions t;
+  t.threads = LoopThreads(options_);
+  t.listen_backlog = options_.listen_backlog;
+  t.max_connections = options_.max_connections;
+  t.max_connections_per_source = options_.max_connections_per_source;
+  t.handshake_timeout = options_.handshake_timeout;
+  t.read_timeout = options_.read_timeout;
+  t.write_timeout = options_.write_timeout;
+  t.keep_alive_timeout = options_.keep_alive_timeout;
+  t.keep_alive_max_requests = options_.keep_alive_max_requests;
+  t.max_body_bytes = options_.max_body_bytes;
+  t.max_header_count = options_.max_header_count;
+  t.max_header_bytes = options_.max_header_bytes;
+  GK_ASSIGN_OR_RETURN(transport_, Transport::Create(t, this, certs_.get(), registry));
+  return absl::OkStatus();
+}
+
 ServerImpl::~ServerImpl() {
   if (started_) {
     absl::Status s = Shutdown(absl::Seconds(5));
     if (!s.ok()) log_->warn("shutdown in destructor: {}", s.ToString());
   }
+  pool_.reset();  // before the transport (see the members)
 }
 
-// The request header that carries a refused Content-Encoding from the
-// pre-routing handler to the route (see RefuseBeforeTheBody).
-constexpr char kRefusedEncoding[] = "X-Gangkeeper-Refused-Content-Encoding";
-
-// What is refused from the headers alone, before the body is read (#20):
-// more headers, or more header bytes, than any API server or client sends
-// (431). And a compressed body: httplib (built with zlib and brotli) would
-// inflate it while reading, before any limit or authentication (a 1 MB
-// gzip body grows to a gigabyte); the API server never compresses what it
-// sends. Its Content-Encoding header is taken away here, so that httplib
-// reads the body as it came (at most max_body_bytes on the wire, else 413)
-// without inflating it, and the route answers 415. (Closing without
-// reading it would reset the connection under the client's feet, and the
-// answer would be lost.) `req` is httplib's own, non-const request object,
-// handed to this hook as const.
-std::optional<HttpResponse> ServerImpl::RefuseBeforeTheBody(const httplib::Request& req) const {
-  size_t header_bytes = 0;
-  for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;  // "k: v\r\n"
-  if (req.headers.size() > options_.max_header_count || header_bytes > options_.max_header_bytes) {
-    return ErrorResponse(431, absl::StrCat("request headers too large: ", req.headers.size(), " headers, ",
-                                           header_bytes, " bytes (at most ", options_.max_header_count,
-                                           " headers and ", options_.max_header_bytes, " bytes)"));
+absl::Status ServerImpl::Start() {
+  if (started_) return absl::FailedPreconditionError("server already started");
+  if (!transport_) return absl::FailedPreconditionError("server already shut down");
+  const std::string* addrs[2] = {&options_.webhook_addr, &options_.api_addr};
+  std::string hosts[2];
+  for (int i = 0; i < 2; ++i) {
+    const Listener listener = i == 0 ? Listener::kWebhook : Listener::kApi;
+    int port = 0;
+    GK_RETURN_IF_ERROR(ParseListenAddress(*addrs[i], &hosts[i], &port));
+    absl::StatusOr<int> bound =
+        transport_->Bind(listener, hosts[i], port, listener == Listener::kWebhook ? options_.client_ca_file : "");
+    if (!bound.ok()) return bound.status();
+    ports_[i] = *bound;
   }
-  auto& mutable_req = const_cast<httplib::Request&>(req);  // NOLINT: see above
-  mutable_req.headers.erase(kRefusedEncoding);              // only we may set it
-  if (req.has_header("Content-Encoding")) {
-    const std::string encoding = req.get_header_value("Content-Encoding");
-    const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(encoding));
-    mutable_req.headers.erase("Content-Encoding");
-    if (!lower.empty() && lower != "identity") mutable_req.headers.emplace(kRefusedEncoding, encoding);
-  }
-  return std::nullopt;
+  // Handlers that may block (the webhook's registration waits for the
+  // broker and the journal's fsync) run here, never on a loop thread.
+  const size_t workers = static_cast<size_t>(std::max(2, LoopThreads(options_)));
+  pool_ = std::make_unique<ElasticTaskQueue>(workers, std::max<size_t>(workers, options_.max_handler_threads),
+                                             absl::Seconds(60));
+  transport_->Run();
+  started_ = true;
+  watcher_ = std::thread([this] { CertWatchLoop(); });
+  readiness_.Set("listeners", true, "");
+  log_->info("webhook listener on {}:{}, API listener on {}:{} ({} event-loop threads)", hosts[0], ports_[0],
+             hosts[1], ports_[1], LoopThreads(options_));
+  return absl::OkStatus();
 }
 
-absl::Status ServerImpl::SetUp(Listening& l) {
-  const bool webhook = l.listener == Listener::kWebhook;
-  std::string client_ca = webhook ? options_.client_ca_file : "";
-  CertificateSource* certs = certs_.get();
-  absl::Status tls_status;
-  l.http = std::make_unique<GkSslServer>([&](SSL_CTX& ctx) {
-    tls_status = ApplyTlsPolicy(&ctx, client_ca);
-    certs->Attach(&ctx);
-    return tls_status.ok();
-  });
-  if (!tls_status.ok()) return tls_status;
-  if (!l.http->is_valid()) return absl::InternalError("cannot create the TLS server context");
-  ConfigureConnections(*l.http);
-  InstallHandlers(*l.http, l.listener);
-  return Bind(l);
-}
-
-void ServerImpl::ConfigureConnections(httplib::Server& http) const {
-  const size_t min_threads = static_cast<size_t>(options_.threads);
-  const size_t max_threads = static_cast<size_t>(options_.max_connections);
-  http.new_task_queue = [min_threads, max_threads] {
-    return new ElasticTaskQueue(min_threads, max_threads, absl::Seconds(60));
-  };
-  http.set_socket_options([](socket_t fd) {
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  });
-  http.set_tcp_nodelay(true);
-  http.set_keep_alive_max_count(static_cast<size_t>(options_.keep_alive_max_requests));
-  http.set_keep_alive_timeout(absl::ToInt64Seconds(options_.keep_alive_timeout));
-  http.set_read_timeout(absl::ToChronoMicroseconds(options_.read_timeout));
-  http.set_write_timeout(absl::ToChronoMicroseconds(options_.write_timeout));
-  http.set_payload_max_length(options_.max_body_bytes);
-}
-
-void ServerImpl::InstallHandlers(httplib::Server& http, Listener listener) {
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    in_flight_.fetch_add(1);
-    tls_request_started = true;
-    tls_request_start_us = NowMicros(epoch_);
-    if (std::optional<HttpResponse> refused = RefuseBeforeTheBody(req)) {
-      res.status = refused->status;
-      res.set_header("Connection", "close");  // its unread body must not be taken for a next request
-      res.set_content(refused->body, refused->content_type);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  auto forward = [this, listener](const httplib::Request& req, httplib::Response& res) { Forward(listener, req, res); };
-  http.Get(".*", forward);
-  http.Post(".*", forward);
-  http.Put(".*", forward);
-  http.Delete(".*", forward);
-  http.Patch(".*", forward);
-  http.Options(".*", forward);
-  // Errors httplib produces itself (413, 400 for a broken request line)
-  // get the same JSON shape as ours.
-  http.set_error_handler(httplib::Server::HandlerWithResponse(AnswerHttplibError));
-  http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    OnHandlerException(req, res, ep);
-  });
-  http.set_logger([this, listener](const httplib::Request& req, const httplib::Response& res) {
-    OnRequestDone(listener, req, res);
-  });
-}
-
-void ServerImpl::Forward(Listener listener, const httplib::Request& req, httplib::Response& res) const {
-  if (req.has_header(kRefusedEncoding)) {  // its body was read as it came, not inflated
-    HttpResponse refused =
-        ErrorResponse(415, absl::StrCat("Content-Encoding \"", req.get_header_value(kRefusedEncoding),
-                                        "\" is not accepted: send the body uncompressed (at most ",
-                                        options_.max_body_bytes, " bytes)"));
-    res.status = refused.status;
-    res.set_content(std::move(refused.body), refused.content_type);
+void ServerImpl::Handle(Listener listener, HttpRequest request, Respond respond) {
+  Resolved r = Resolve(listener, request);
+  if (r.route == nullptr && !r.metrics) {
+    respond(std::move(r.answer));
     return;
   }
-  HttpRequest in;
-  in.method = req.method;
-  in.path = req.path;
-  in.body = req.body;
-  in.remote_addr = req.remote_addr;
-  for (const auto& [k, v] : req.params) in.query.emplace_back(k, v);
-  in.headers.reserve(req.headers.size());
-  for (const auto& [k, v] : req.headers) in.headers.emplace_back(absl::AsciiStrToLower(k), v);
-  if (listener == Listener::kWebhook && !options_.client_ca_file.empty()) in.client_subject = ClientSubject(req);
-  HttpResponse out = Dispatch(listener, in);
-  res.status = out.status;
-  for (const auto& [k, v] : out.headers) res.set_header(k, v);
-  res.set_content(std::move(out.body), out.content_type);
-}
-
-httplib::Server::HandlerResponse ServerImpl::AnswerHttplibError(const httplib::Request&, httplib::Response& res) {
-  if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // one of ours
-  // httplib could not read the request. For broken or timed-out headers
-  // (a slow client) the stream is in an unknown state and httplib would
-  // wait for another request on it: end the read side so its next read
-  // sees EOF and the connection closes after this answer. For a body
-  // over the limit, ask the client to close; shutting down here would
-  // discard the unread body and reset the connection before the 413
-  // reaches the client.
-  if (res.status == 400 || res.status == 413) res.set_header("Connection", "close");
-  if (res.status == 400) {
-    if (int fd = CurrentConnectionFd(); fd >= 0) ::shutdown(fd, SHUT_RD);
+  if (r.route != nullptr && !r.route->may_block) {
+    respond(Call(*r.route, request));
+    return;
   }
-  std::string message = res.status == 413   ? "request body too large"
-                        : res.status == 400 ? "malformed HTTP request"
-                                            : absl::StrCat("HTTP ", res.status);
-  HttpResponse err = ErrorResponse(res.status, message);
-  res.set_content(err.body, err.content_type);
-  return httplib::Server::HandlerResponse::Handled;
+  pool_->enqueue([this, route = r.route, req = std::move(request), respond = std::move(respond)] {
+    respond(route != nullptr ? Call(*route, req) : BuiltIn(req));
+  });
 }
 
-void ServerImpl::OnHandlerException(const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) const {
+HttpResponse ServerImpl::Call(const Route& route, const HttpRequest& req) const {
   std::string what = "unknown exception";
   try {
-    if (ep) std::rethrow_exception(ep);
+    return route.handler(req);
   } catch (const std::exception& e) {
     what = e.what();
   } catch (...) {
   }
   log_->error("bug: handler for {} {} threw: {}", req.method, req.path, what);
-  HttpResponse err = ErrorResponse(absl::InternalError("internal error; see the server log"));
-  res.status = err.status;
-  res.set_content(err.body, err.content_type);
+  return ErrorResponse(absl::InternalError("internal error; see the server log"));
 }
 
-// Binds now so that errors surface from Start().
-absl::Status ServerImpl::Bind(Listening& l) {
-  const bool webhook = l.listener == Listener::kWebhook;
-  const Listener listener = l.listener;
-  httplib::Server& http = *l.http;
-  if (l.port == 0) {
-    l.port = http.bind_to_any_port(l.host);
-    if (l.port <= 0) {
-      return absl::UnavailableError(absl::StrCat("cannot bind ", l.host, ":0 (", std::strerror(errno), ")"));
-    }
-  } else if (!http.bind_to_port(l.host, l.port)) {
-    return absl::UnavailableError(absl::StrCat("cannot bind ", ListenerName(listener), " listener on ", l.host, ":",
-                                               l.port, " (", std::strerror(errno),
-                                               "); is another gangkeeper running? Pick another port with --",
-                                               webhook ? "webhook-addr" : "api-addr"));
-  }
-  if (::listen(l.http->listening_fd(), options_.listen_backlog) != 0) {
-    log_->warn("listen backlog {} not applied: {}", options_.listen_backlog, std::strerror(errno));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ServerImpl::Start() {
-  if (started_) return absl::FailedPreconditionError("server already started");
-  const std::string* addrs[2] = {&options_.webhook_addr, &options_.api_addr};
-  for (int i = 0; i < 2; ++i) {
-    Listening& l = listeners_[i];
-    l.listener = i == 0 ? Listener::kWebhook : Listener::kApi;
-    absl::Status s = ParseListenAddress(*addrs[i], &l.host, &l.port);
-    if (!s.ok()) return s;
-    s = SetUp(l);
-    if (!s.ok()) {
-      for (int j = 0; j <= i; ++j) listeners_[j].http.reset();
-      return s;
-    }
-    ports_[i] = l.port;
-  }
-  for (Listening& l : listeners_) {
-    l.thread = std::thread([&l] {
-      l.http->listen_after_bind();
-      l.done.store(true);
-    });
-  }
-  started_ = true;
-  watcher_ = std::thread([this] { CertWatchLoop(); });
-  readiness_.Set("listeners", true, "");
-  log_->info("webhook listener on {}:{}, API listener on {}:{}", listeners_[0].host, ports_[0], listeners_[1].host,
-             ports_[1]);
-  return absl::OkStatus();
+void ServerImpl::Done(Listener listener, const RequestRecord& record) {
+  std::string label = RouteLabel(listener, record.path);
+  std::string l(ListenerName(listener));
+  requests_->WithLabels({l, label, absl::StrCat(record.status)}).Increment();
+  durations_->WithLabels({l, label}).Observe(static_cast<double>(record.micros) / 1e6);
+  access_log_->info("listener={} remote={} method={} path={} status={} bytes={} us={}", l, record.remote,
+                    record.method.empty() ? "-" : record.method, record.path.empty() ? "-" : record.path,
+                    record.status, record.bytes, record.micros);
 }
 
 absl::Status ServerImpl::ReloadCertificates() {
@@ -494,6 +310,21 @@ void ServerImpl::CertWatchLoop() {
   }
 }
 
+bool ServerImpl::DrainConnections(absl::Duration grace, const base::Stopwatch& clock) {
+  // Requests in flight finish (their answers say "Connection: close"); idle
+  // keep-alive connections are ended. A request may be on its way on an
+  // idle connection, so those are left alone for a moment first: clients
+  // send a request in one go.
+  const absl::Duration settle = std::min(absl::Seconds(1), grace / 4);
+  const absl::Duration stopped_at = clock.Elapsed();
+  for (int round = 0; clock.Elapsed() < grace && round < 1'000'000; ++round) {
+    if (clock.Elapsed() - stopped_at >= settle) transport_->CloseIdle();
+    absl::SleepFor(absl::Milliseconds(20));
+    if (transport_->open_connections() == 0) return true;
+  }
+  return transport_->open_connections() == 0;
+}
+
 absl::Status ServerImpl::Shutdown(absl::Duration grace) {
   if (!started_) return absl::OkStatus();
   started_ = false;
@@ -509,45 +340,24 @@ absl::Status ServerImpl::Shutdown(absl::Duration grace) {
   }
   watch_cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
-  // stop() closes the listening socket; httplib then finishes requests in
-  // flight and joins its workers, each once its connection ends.
-  std::vector<int> ports, listening;
-  for (Listening& l : listeners_) {
-    ports.push_back(l.port);
-    listening.push_back(l.http->listening_fd());
-  }
-  for (Listening& l : listeners_) l.http->stop();
-  // Requests in flight finish; then idle keep-alive connections are ended
-  // (again while workers remain: one may have been between requests). A
-  // request still arriving is not yet counted in flight, so connections are
-  // left alone for a moment first: clients send a request in one go.
-  const absl::Duration settle = std::min(absl::Seconds(1), grace / 4);
-  const absl::Duration stopped_at = clock.Elapsed();
-  int closed = 0;
-  for (Listening& l : listeners_) {
-    while (!l.done.load() && clock.Elapsed() < grace) {
-      if (in_flight_.load() == 0 && clock.Elapsed() - stopped_at >= settle) {
-        closed = std::max(closed, ShutDownReading(ports, listening));
-      }
-      absl::SleepFor(absl::Milliseconds(in_flight_.load() == 0 ? 50 : 5));
-    }
-  }
-  if (closed > 0) log_->info("shutdown: ended {} idle keep-alive connection(s)", closed);
-  bool all_done = true;
-  for (Listening& l : listeners_) {
-    if (l.done.load()) {
-      l.thread.join();
-    } else {
-      all_done = false;
-      l.thread.detach();  // the process is about to exit
-    }
+  transport_->StopAccepting();
+  const bool all_done = DrainConnections(grace, clock);
+  if (const int closed = transport_->idle_closed(); closed > 0) {
+    log_->info("shutdown: ended {} idle keep-alive connection(s)", closed);
   }
   base::FlushLogs();
   if (!all_done) {
+    // A handler still runs on the pool and will post its answer to a loop:
+    // both stay allocated (the process is about to exit).
+    transport_->Stop();
+    (void)pool_.release();
+    (void)transport_.release();
     return absl::DeadlineExceededError(
         absl::StrCat("requests still in flight after the shutdown grace of ", absl::FormatDuration(grace)));
   }
-  for (Listening& l : listeners_) l.http.reset();
+  pool_.reset();  // no task left: every connection has ended
+  transport_->Stop();
+  transport_.reset();
   return absl::OkStatus();
 }
 
@@ -561,56 +371,57 @@ std::string ServerImpl::RouteLabel(Listener listener, const std::string& path) c
   return std::string(kOtherPath);
 }
 
-HttpResponse ServerImpl::Dispatch(Listener listener, const HttpRequest& req) const {
+HttpResponse ServerImpl::BuiltIn(const HttpRequest& req) const {
+  HttpResponse r;
+  if (req.path == "/healthz") {
+    r.body = R"({"status":"ok"})";
+  } else if (req.path == "/readyz") {
+    std::string why;
+    if (readiness_.Ready(&why)) {
+      r.body = R"({"status":"ready"})";
+    } else {
+      r.status = 503;
+      r.body = absl::StrCat(R"({"status":"not ready","reason":")", base::JsonEscape(why), "\"}");
+    }
+  } else {
+    r.content_type = std::string(metrics::kPrometheusContentType);
+    r.body = registry_.ExposePrometheus();
+  }
+  return r;
+}
+
+ServerImpl::Resolved ServerImpl::Resolve(Listener listener, const HttpRequest& req) const {
   absl::string_view l = ListenerName(listener);
+  Resolved out;
   // A route of its own for a built-in path (the API's /metrics, which asks
   // for a token) comes first.
   auto it = exact_.find(absl::StrCat(l, " ", req.method, " ", req.path));
-  if (it != exact_.end()) return it->second->handler(req);
-  if (req.path == "/healthz" || req.path == "/readyz" ||
-      (listener == Listener::kApi && req.path == "/metrics")) {
-    if (req.method != "GET") return ErrorResponse(405, absl::StrCat(req.path, " supports GET only"));
-    HttpResponse r;
-    if (req.path == "/healthz") {
-      r.body = R"({"status":"ok"})";
-    } else if (req.path == "/readyz") {
-      std::string why;
-      if (readiness_.Ready(&why)) {
-        r.body = R"({"status":"ready"})";
-      } else {
-        r.status = 503;
-        r.body = absl::StrCat(R"({"status":"not ready","reason":")", base::JsonEscape(why), "\"}");
-      }
+  if (it != exact_.end()) {
+    out.route = it->second;
+    return out;
+  }
+  if (req.path == "/healthz" || req.path == "/readyz" || (listener == Listener::kApi && req.path == "/metrics")) {
+    if (req.method != "GET") {
+      out.answer = ErrorResponse(405, absl::StrCat(req.path, " supports GET only"));
+    } else if (req.path == "/metrics") {
+      out.metrics = true;
     } else {
-      r.content_type = std::string(metrics::kPrometheusContentType);
-      r.body = registry_.ExposePrometheus();
+      out.answer = BuiltIn(req);
     }
-    return r;
+    return out;
   }
   for (const Route* r : prefixes_) {
     if (r->listener == listener && r->method == req.method && absl::StartsWith(req.path, r->path)) {
-      return r->handler(req);
+      out.route = r;
+      return out;
     }
   }
   if (RouteLabel(listener, req.path) != kOtherPath) {
-    return ErrorResponse(405, absl::StrCat("method ", req.method, " is not allowed on ", req.path));
+    out.answer = ErrorResponse(405, absl::StrCat("method ", req.method, " is not allowed on ", req.path));
+  } else {
+    out.answer = ErrorResponse(404, absl::StrCat("no such path on the ", l, " listener: ", req.path));
   }
-  return ErrorResponse(404, absl::StrCat("no such path on the ", l, " listener: ", req.path));
-}
-
-void ServerImpl::OnRequestDone(Listener listener, const httplib::Request& req, const httplib::Response& res) {
-  if (tls_request_started) in_flight_.fetch_sub(1);
-  int64_t micros = 0;
-  if (tls_request_started) {
-    micros = NowMicros(epoch_) - tls_request_start_us;
-    tls_request_started = false;
-  }
-  std::string label = RouteLabel(listener, req.path);
-  std::string l(ListenerName(listener));
-  requests_->WithLabels({l, label, absl::StrCat(res.status)}).Increment();
-  durations_->WithLabels({l, label}).Observe(static_cast<double>(micros) / 1e6);
-  access_log_->info("listener={} remote={} method={} path={} status={} bytes={} us={}", l, req.remote_addr,
-                    req.method, req.path, res.status, res.body.size(), micros);
+  return out;
 }
 
 }  // namespace
@@ -643,11 +454,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(Options options, metrics:
   if (!s.ok()) return base::Annotate(s, "--webhook-addr");
   s = ParseListenAddress(options.api_addr, &host, &port);
   if (!s.ok()) return base::Annotate(s, "--api-addr");
-  if (options.threads < 1 || options.threads > 4096) {
-    return absl::InvalidArgumentError("--threads must be between 1 and 4096");
+  if (options.threads < 0 || options.threads > 4096) {
+    return absl::InvalidArgumentError("--threads must be between 0 (one per core) and 4096");
   }
-  if (options.max_connections < options.threads || options.max_connections > 65536) {
-    return absl::InvalidArgumentError("--max-connections must be at least --threads and at most 65536");
+  if (options.max_connections < 1 || options.max_connections > 1'000'000) {
+    return absl::InvalidArgumentError("--max-connections must be between 1 and 1000000");
+  }
+  if (options.max_connections_per_source < 1) {
+    return absl::InvalidArgumentError("--max-connections-per-source must be at least 1");
+  }
+  if (options.max_handler_threads < 1 || options.max_handler_threads > 4096) {
+    return absl::InvalidArgumentError("max_handler_threads must be between 1 and 4096");
+  }
+  if (options.handshake_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--handshake-timeout must be positive");
   }
   if (options.keep_alive_max_requests < 1) {
     return absl::InvalidArgumentError("--keep-alive-max-requests must be at least 1");
@@ -677,7 +497,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(Options options, metrics:
   }
   absl::StatusOr<ServerMetrics> m = RegisterServerMetrics(registry);
   if (!m.ok()) return m.status();
-  return std::unique_ptr<Server>(new ServerImpl(std::move(options), registry, *m, *std::move(certs)));
+  auto server = std::make_unique<ServerImpl>(std::move(options), registry, *m, *std::move(certs));
+  GK_RETURN_IF_ERROR(server->Init(registry));
+  return std::unique_ptr<Server>(std::move(server));
 }
 
 }  // namespace gangkeeper::server

@@ -3,8 +3,9 @@
 //
 // Server::Create() validates the options and loads the certificate;
 // Start() binds both listeners (port 0 picks a free port, for tests) and
-// serves on background threads; Shutdown() drains. Handlers run on the
-// listener's worker threads and must be thread-safe. `src/cli` wires the
+// serves on a few event-loop threads (a connection costs memory, not a
+// thread); Shutdown() drains. Handlers run on a worker pool (or, for a
+// route that never blocks, on a loop thread) and must be thread-safe. `src/cli` wires the
 // real routes in; integration tests build the same object with port 0.
 #pragma once
 
@@ -35,6 +36,12 @@ struct Route {
   std::string path;
   bool prefix = false;
   Handler handler;
+  // False for a handler that never blocks and is quick (no I/O, no lock
+  // held for long, microseconds of CPU): it then runs on the event loop,
+  // saving two thread hand-offs per request. A handler that may block (the
+  // webhook's /validate waits for the broker and the journal's fsync, the
+  // API's writes) keeps the default and runs on the worker pool.
+  bool may_block = true;
 };
 
 struct Options {
@@ -49,19 +56,31 @@ struct Options {
   // How often the certificate files are checked for changes.
   absl::Duration cert_reload_interval = absl::Seconds(5);
 
-  // Worker threads per listener kept alive when idle. Each open connection
-  // holds one worker for its keep-alive life (cpp-httplib's model), so the
-  // pool grows on demand up to `max_connections` and shrinks back after
-  // 60 s idle. Beyond `max_connections` new connections wait for a worker.
-  int threads = 8;
-  int max_connections = 1024;
+  // Event-loop threads, shared by both listeners; 0: one per core. Each
+  // open connection costs memory, not a thread.
+  int threads = 0;
+  // Open connections per listener, and per listener and source address.
+  // When one is reached the oldest idle connection (or one still in its
+  // handshake) is closed for the new one; with none idle the new one is
+  // closed. Either way a log line and
+  // gangkeeper_http_connection_limits_total say so.
+  int max_connections = 10000;
+  int max_connections_per_source = 1000;
+  // Most worker threads for handlers that may block (the pool keeps
+  // max(2, threads) and grows on demand; beyond this, requests queue).
+  int max_handler_threads = 128;
   // Kernel accept queue (cpp-httplib's own is 5: bursts lose SYNs).
   int listen_backlog = 1024;
-  // Per read/write on a connection: cuts slow clients (slowloris).
+  // The TLS handshake must end within this (half-open connections).
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  // A request's whole header must arrive within this, however slowly it
+  // trickles in (slowloris), and then its whole body within it again.
   absl::Duration read_timeout = absl::Seconds(10);
+  // Writing one answer must end within this (a client that stops reading).
   absl::Duration write_timeout = absl::Seconds(10);
-  // Idle keep-alive connections are kept this long: longer than the API
-  // server's 90 s so it, not we, closes idle connections (no reuse race).
+  // Idle keep-alive connections (nothing in flight) are kept this long:
+  // longer than the API server's 90 s so it, not we, closes idle
+  // connections (no reuse race).
   absl::Duration keep_alive_timeout = absl::Seconds(120);
   // Requests per connection before "Connection: close" (spreads load across
   // replicas now and then; a new handshake per 10k requests costs nothing).
