@@ -372,6 +372,7 @@ absl::Status Node::Impl::BuildFrontEnds() {
     policy_editor = std::make_unique<replica::EtcdPolicyEditor>(etcd_client.get(), broker.get(), effective_for, eo);
   }
   server::Options so = o.server;
+  so.clock = clock;
   for (server::Route& r : api::Routes(broker.get(), broker.get(), tokens.get(), clock, audit_log.get(), files, policy_editor.get())) {
     so.routes.push_back(std::move(r));
   }
@@ -499,7 +500,7 @@ absl::Status Node::Start() {
   };
   ro.on_follow = [&n] { n.StopReconciler(); };
   absl::StatusOr<std::unique_ptr<replica::Replica>> r =
-      replica::Replica::Start(n.etcd_client.get(), n.broker.get(), n.actuator.get(), ro);
+      replica::Replica::Start(n.etcd_client.get(), n.broker.get(), n.actuator.get(), ro, n.clock);
   if (!r.ok()) return Setting(absl::StrCat("--store ", n.o.store, ": ", r.status().message()));
   n.replica = *std::move(r);
   n.leader_gate.store(n.replica.get());

@@ -125,7 +125,7 @@ class ReplicaTest : public ::testing::Test {
     ro.election.retry = absl::Milliseconds(100);
     ro.follow_interval = absl::Milliseconds(50);
     ro.policies = Effective();
-    auto r = Replica::Start(n->client.get(), n->broker.get(), &n->actuator, ro);
+    auto r = Replica::Start(n->client.get(), n->broker.get(), &n->actuator, ro, &base::RealClock());
     EXPECT_THAT(r.status(), IsOk());
     n->replica = *std::move(r);
     Replica* gate = n->replica.get();
