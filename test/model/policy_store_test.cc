@@ -133,7 +133,12 @@ TEST(PolicyStoreTest, AnInvalidOverlayIsRefusedNamingTheFieldAndTheOldSetStays) 
   EXPECT_THAT(std::string(bad.status().message()),
               HasSubstr("ClusterQueue \"nope\" does not exist; define it or fix the name"));
   ASSERT_TRUE(problems.HasErrors());
-  EXPECT_EQ(problems.items[0].path, "spec.clusterQueue");
+  bool named = false;
+  for (const Diagnostic& d : problems.items) {
+    named = named || (d.severity == Diagnostic::Severity::kError && d.object == "LocalQueue b/qc" &&
+                      d.path == "spec.clusterQueue");
+  }
+  EXPECT_TRUE(named) << problems.ErrorSummary();
   EXPECT_EQ(store.current(), before);
   EXPECT_EQ(store.current()->version, 2u);
 
