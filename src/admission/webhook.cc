@@ -1,8 +1,6 @@
 // gangkeeper admission: the endpoints (see webhook.h).
 #include "gangkeeper/admission/webhook.h"
 
-#include "absl/strings/str_cat.h"
-#include "gangkeeper/base/log.h"
 #include "gangkeeper/workload/workload.h"
 #include "src/admission/json.h"
 #include "src/admission/mutate.h"
@@ -17,9 +15,6 @@ namespace {
 WebhookResult BadRequest(const absl::Status& status) {
   WebhookResult out;
   out.error = absl::InvalidArgumentError(status.message());
-  out.http_status = 400;
-  out.body = absl::StrCat(R"({"error":{"code":"InvalidArgument","message":")", base::JsonEscape(status.message()),
-                          "\"}}");
   out.outcome = "bad_request";
   return out;
 }
@@ -43,7 +38,7 @@ WebhookResult Webhook::Mutate(absl::string_view body) const {
   std::shared_ptr<const model::PolicySet> policies = policies_();
   static const model::PolicySet kEmpty;
   Response r = MutateReview(**review, policies ? *policies : kEmpty, options_);
-  WebhookResult out{absl::OkStatus(), 200, EncodeResponse(r), r.patch.empty() ? "allowed" : "patched"};
+  WebhookResult out{absl::OkStatus(), EncodeResponse(r), r.patch.empty() ? "allowed" : "patched"};
   Label(**review, &out);
   return out;
 }
@@ -54,7 +49,7 @@ WebhookResult Webhook::Validate(absl::string_view body) const {
   std::shared_ptr<const model::PolicySet> policies = policies_();
   static const model::PolicySet kEmpty;
   Response r = ValidateReview(**review, policies ? *policies : kEmpty, registry_, options_);
-  WebhookResult out{absl::OkStatus(), 200, EncodeResponse(r), r.allowed ? "allowed" : "denied", std::nullopt};
+  WebhookResult out{absl::OkStatus(), EncodeResponse(r), r.allowed ? "allowed" : "denied", std::nullopt};
   Label(**review, &out);
   if (!r.allowed) {
     const Review& rv = **review;

@@ -106,9 +106,12 @@ server::HttpResponse OneWorkload(Api& api, const Principal& who, const server::H
 }  // namespace
 
 Api::Api(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit,
-         std::shared_ptr<const model::PolicySet> base, PolicyEditor* editor)
-    : broker_(broker), tokens_(tokens), clock_(clock), audit_(audit), base_(std::move(base)), editor_(editor) {
-  if (base_ == nullptr) base_ = std::make_shared<const model::PolicySet>();
+         model::PolicyStore* policies, PolicyEditor* editor)
+    : broker_(broker), tokens_(tokens), clock_(clock), audit_(audit), policies_(policies), editor_(editor) {
+  if (policies_ == nullptr) {
+    own_policies_ = std::make_unique<model::PolicyStore>(nullptr);
+    policies_ = own_policies_.get();
+  }
   if (editor_ == nullptr) {
     local_editor_ = LocalPolicyEditor(events, broker_);
     editor_ = local_editor_.get();
@@ -122,9 +125,9 @@ server::HttpResponse Api::Guard(const server::HttpRequest& req,
 }
 
 std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens, const base::Clock* clock,
-                                  const audit::AuditLog* audit, std::shared_ptr<const model::PolicySet> base_policies,
+                                  const audit::AuditLog* audit, model::PolicyStore* policies,
                                   PolicyEditor* editor) {
-  auto api = std::make_shared<Api>(events, broker, tokens, clock, audit, std::move(base_policies), editor);
+  auto api = std::make_shared<Api>(events, broker, tokens, clock, audit, policies, editor);
   std::vector<server::Route> routes;
   for (const char* prefix : {"/apis/kueue.x-k8s.io/", "/apis/scheduling.k8s.io/", "/apis/gangkeeper.io/"}) {
     for (const char* method : {"GET", "PUT", "DELETE"}) {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gangkeeper/model/manifest.h"
-#include "gangkeeper/model/validate.h"
+#include "gangkeeper/model/policy_store.h"
 #include "src/api/handlers.h"
 #include "src/api/reply.h"
 
@@ -80,15 +80,17 @@ server::HttpResponse Api::Edit(
     ++overlay->generation;
     std::string what;
     if (std::optional<server::HttpResponse> early = change(*now->policies, overlay.get(), &what)) return *early;
-    auto effective = std::make_shared<const model::PolicySet>(model::ApplyOverlay(*base_, *overlay));
     model::Diagnostics problems;
-    model::ValidatePolicySet(*effective, &problems);
-    if (problems.HasErrors()) return Invalid(problems);
-    absl::Status set = editor_->Write(*now, overlay, effective, who.name, what);
+    absl::StatusOr<std::shared_ptr<const model::EffectiveSet>> next = policies_->Compose(overlay, &problems);
+    if (!next.ok()) return Invalid(problems);
+    absl::Status set = editor_->Write(*now, overlay, (*next)->policies, who.name, what);
     if (absl::IsAborted(set)) continue;  // another replica's change came first
     if (absl::IsInvalidArgument(set)) return server::ErrorResponse(422, set.message());
     if (!set.ok()) return Error(absl::UnavailableError(absl::StrCat(set.message(), "; retry")));
-    return answer(*effective);
+    // Durable: the store publishes it (no new version when this node's
+    // leader did already).
+    policies_->Adopt(overlay, nullptr);
+    return answer(*(*next)->policies);
   }
   return Error(absl::AbortedError(absl::StrCat("the quota objects changed ", kAttempts,
                                                " times while this change was being made; nothing changed, retry")));

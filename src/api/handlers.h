@@ -18,6 +18,7 @@
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/model/objects.h"
 #include "gangkeeper/model/overlay.h"
+#include "gangkeeper/model/policy_store.h"
 #include "gangkeeper/server/http.h"
 #include "nlohmann/json.hpp"
 #include "src/api/object_ref.h"
@@ -27,7 +28,7 @@ namespace gangkeeper::api {
 class Api {
  public:
   Api(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit,
-      std::shared_ptr<const model::PolicySet> base, PolicyEditor* editor);
+      model::PolicyStore* policies, PolicyEditor* editor);
 
   // Authenticates, then runs `f` with the principal.
   server::HttpResponse Guard(const server::HttpRequest& req,
@@ -89,7 +90,8 @@ class Api {
   TokenStore* tokens_;
   const base::Clock* clock_;
   const audit::AuditLog* audit_;
-  std::shared_ptr<const model::PolicySet> base_;  // the policy files
+  model::PolicyStore* policies_;  // the files + the overlay in effect
+  std::unique_ptr<model::PolicyStore> own_policies_;  // when none was given
   PolicyEditor* editor_;
   std::unique_ptr<PolicyEditor> local_editor_;  // when none was given
   absl::Mutex edit_mu_;  // one quota change at a time on this replica

@@ -15,7 +15,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "gangkeeper/base/check.h"
 #include "gangkeeper/base/clock.h"
@@ -29,20 +28,13 @@ namespace {
 
 using nlohmann::json;
 
-// The node at RFC 6901 `pointer` in `doc`, or nullptr. No exceptions.
+// The node at RFC 6901 `pointer` in `doc`, or nullptr (also for a malformed
+// pointer). No exceptions.
 const json* At(const json& doc, const std::string& pointer) {
+  absl::StatusOr<std::vector<std::string>> tokens = workload::PointerTokens(pointer);
+  if (!tokens.ok()) return nullptr;
   const json* cur = &doc;
-  if (pointer.empty()) return cur;
-  for (absl::string_view raw : absl::StrSplit(pointer.substr(1), '/')) {
-    std::string token;
-    for (size_t i = 0; i < raw.size(); ++i) {
-      if (raw[i] == '~' && i + 1 < raw.size()) {
-        token += raw[i + 1] == '1' ? '/' : '~';
-        ++i;
-      } else {
-        token += raw[i];
-      }
-    }
+  for (const std::string& token : *tokens) {
     if (cur->is_object()) {
       auto it = cur->find(token);
       if (it == cur->end()) return nullptr;

@@ -28,6 +28,7 @@
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/overlay.h"
+#include "gangkeeper/model/policy_store.h"
 #include "gangkeeper/replica/audit_feed.h"
 #include "gangkeeper/replica/intake.h"
 #include "gangkeeper/replica/overlay.h"
@@ -45,9 +46,6 @@ namespace {
 absl::Status RunTime(absl::string_view message) { return absl::FailedPreconditionError(message); }
 absl::Status Setting(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
-using PolicyFn = std::function<std::shared_ptr<const model::PolicySet>(
-    const std::shared_ptr<const model::PolicyOverlay>&)>;
-
 }  // namespace
 
 // Members in construction order: they are destroyed in reverse, so every
@@ -58,7 +56,8 @@ struct Node::Impl {
   std::shared_ptr<spdlog::logger> log = base::GetLogger("serve");
   bool replicated = false;
   std::shared_ptr<const model::PolicySet> files = std::make_shared<model::PolicySet>();
-  PolicyFn effective_for;
+  // The files with the API's overlay: the one place they are combined.
+  std::unique_ptr<model::PolicyStore> policy_store;
   // The durable state: the journal in --data-dir, or etcd.
   std::unique_ptr<store::FileLock> data_dir_lock;
   std::unique_ptr<store::Journal> journal;
@@ -298,10 +297,13 @@ absl::Status Node::Impl::ConnectKube() {
 // state from etcd (replicas). Quota changes made through the API are kept
 // over the policy files.
 absl::Status Node::Impl::BuildBroker() {
-  effective_for = [f = files](const std::shared_ptr<const model::PolicyOverlay>& overlay) {
-    return overlay == nullptr ? f : std::make_shared<const model::PolicySet>(model::ApplyOverlay(*f, *overlay));
-  };
-  std::shared_ptr<const model::PolicySet> effective = effective_for(recovered.overlay);
+  policy_store = std::make_unique<model::PolicyStore>(files);
+  model::Diagnostics problems;
+  const std::shared_ptr<const model::EffectiveSet> effective = policy_store->Adopt(recovered.overlay, &problems);
+  if (problems.HasErrors()) {
+    log->warn("policies: the files with the API's recorded changes have errors (kept, as recorded): {}",
+              problems.ErrorSummary());
+  }
   if (const auto& ov = recovered.overlay; ov != nullptr) {
     log->info("policies: {} object(s) changed and {} deleted through the API are kept over the files",
               ov->put.flavors.size() + ov->put.cluster_queues.size() + ov->put.local_queues.size() +
@@ -309,7 +311,7 @@ absl::Status Node::Impl::BuildBroker() {
               ov->deleted.size());
   }
   absl::StatusOr<std::unique_ptr<broker::Broker>> b = broker::Broker::Create(
-      effective, o.broker, actuator.get(), audited.get(), clock, journal != nullptr ? &recovered : nullptr);
+      effective->policies, o.broker, actuator.get(), audited.get(), clock, journal != nullptr ? &recovered : nullptr);
   recovered = broker::DurableState{};
   if (!b.ok()) return RunTime(absl::StrCat("--policies ", o.policies_dir, ": ", b.status().message()));
   broker = *std::move(b);
@@ -373,10 +375,13 @@ absl::Status Node::Impl::BuildFrontEnds() {
   if (replicated) {
     replica::EtcdPolicyEditorOptions eo;
     eo.prefix = o.etcd_prefix;
-    policy_editor = std::make_unique<replica::EtcdPolicyEditor>(etcd_client.get(), broker.get(), effective_for, eo);
+    policy_editor =
+        std::make_unique<replica::EtcdPolicyEditor>(etcd_client.get(), broker.get(), policy_store.get(), eo);
   }
   server::Options so = o.server;
-  for (server::Route& r : api::Routes(broker.get(), broker.get(), tokens.get(), clock, audit_log.get(), files, policy_editor.get())) {
+  so.clock = clock;
+  for (server::Route& r : api::Routes(broker.get(), broker.get(), tokens.get(), clock, audit_log.get(),
+                                      policy_store.get(), policy_editor.get())) {
     so.routes.push_back(std::move(r));
   }
   if (!o.metrics_public) so.routes.push_back(api::MetricsRoute(&registry, tokens.get(), clock));
@@ -507,14 +512,14 @@ absl::Status Node::Start() {
   ro.election.renew = n.o.lease_renew;
   ro.snapshot_every_records = n.o.journal.snapshot_every_records;
   ro.snapshot_every = n.o.journal.snapshot_every;
-  ro.policies = n.effective_for;
+  ro.policies = replica::PolicyStoreFeed(n.policy_store.get());
   ro.on_lead = [&n] {
     n.StartReconciler();
     n.log->info("replica: leading: scheduling and actuating");
   };
   ro.on_follow = [&n] { n.StopReconciler(); };
   absl::StatusOr<std::unique_ptr<replica::Replica>> r =
-      replica::Replica::Start(n.etcd_client.get(), n.broker.get(), n.actuator.get(), ro);
+      replica::Replica::Start(n.etcd_client.get(), n.broker.get(), n.actuator.get(), ro, n.clock);
   if (!r.ok()) return Setting(absl::StrCat("--store ", n.o.store, ": ", r.status().message()));
   n.replica = *std::move(r);
   n.leader_gate.store(n.replica.get());

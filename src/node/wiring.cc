@@ -211,7 +211,7 @@ server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m, con
         .Observe(absl::ToDoubleSeconds(clock->Now() - start));
     if (!result.error.ok()) return server::ErrorResponse(result.error);
     server::HttpResponse out;
-    out.status = result.http_status;
+    out.status = 200;
     out.body = std::move(result.body);
     return out;
   };

@@ -24,6 +24,19 @@ uint64_t GenerationOf(const std::shared_ptr<const model::PolicyOverlay>& overlay
 
 }  // namespace
 
+EffectivePolicies PolicyStoreFeed(model::PolicyStore* store) {
+  return [store](const std::shared_ptr<const model::PolicyOverlay>& overlay)
+             -> std::shared_ptr<const model::PolicySet> {
+    model::Diagnostics problems;
+    std::shared_ptr<const model::EffectiveSet> set = store->Adopt(overlay, &problems);
+    if (problems.HasErrors()) {
+      base::GetLogger("replica")->warn("overlay: generation {} applied with errors against this replica's files: {}",
+                                       GenerationOf(overlay), problems.ErrorSummary());
+    }
+    return set->policies;
+  };
+}
+
 std::string OverlayKey(const std::string& prefix) { return prefix + "overlay"; }
 
 std::string EncodeOverlay(const model::PolicyOverlay& overlay, const std::string& actor, const std::string& what) {
@@ -69,11 +82,11 @@ absl::StatusOr<OverlayRecord> DecodeOverlay(absl::string_view data) {
 
 // --- EtcdPolicyEditor ----------------------------------------------------------
 
-EtcdPolicyEditor::EtcdPolicyEditor(etcd::Client* client, const broker::SnapshotSource* view, EffectivePolicies effective,
-                                   EtcdPolicyEditorOptions options)
-    : client_(client), view_(view), effective_(std::move(effective)), options_(std::move(options)) {}
+EtcdPolicyEditor::EtcdPolicyEditor(etcd::Client* client, const broker::SnapshotSource* view,
+                                   model::PolicyStore* policies, EtcdPolicyEditorOptions options)
+    : client_(client), view_(view), policies_(policies), options_(std::move(options)) {}
 
-absl::StatusOr<api::PolicyEditor::Current> EtcdPolicyEditor::Read() {
+absl::StatusOr<model::PolicyEditor::Current> EtcdPolicyEditor::Read() {
   absl::StatusOr<etcd::RangeResult> r = client_->Range(OverlayKey(options_.prefix));
   if (!r.ok()) return r.status();
   Current c;
@@ -92,8 +105,8 @@ absl::StatusOr<api::PolicyEditor::Current> EtcdPolicyEditor::Read() {
     c.overlay = std::move(record->overlay);
     c.version = r->kvs.front().mod_revision;
   }
-  c.policies = effective_(c.overlay);
-  if (c.policies == nullptr) return absl::InternalError("overlay: no policies for the overlay in effect");
+  // Durable in etcd: in effect (or about to be) whatever the files say now.
+  c.policies = PolicyStoreFeed(policies_)(c.overlay);
   return c;
 }
 

@@ -486,8 +486,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(Options options, metrics:
       return absl::InvalidArgumentError(absl::StrCat("route \"", r.path, "\": path must start with / and have a handler"));
     }
   }
+  if (options.clock == nullptr) return absl::InvalidArgumentError("server::Options.clock is required");
   absl::StatusOr<std::unique_ptr<CertificateSource>> certs =
-      CertificateSource::Create(options.tls_cert_file, options.tls_key_file);
+      CertificateSource::Create(options.tls_cert_file, options.tls_key_file, options.clock);
   if (!certs.ok()) return base::Annotate(certs.status(), "--tls-cert/--tls-key");
   if (!options.client_ca_file.empty()) {
     SSL_CTX* probe = SSL_CTX_new(TLS_server_method());

@@ -148,11 +148,13 @@ absl::StatusOr<std::shared_ptr<const CertificatePair>> CertificatePair::FromPem(
 }
 
 absl::StatusOr<std::unique_ptr<CertificateSource>> CertificateSource::Create(std::string cert_file,
-                                                                             std::string key_file) {
+                                                                             std::string key_file,
+                                                                             const base::Clock* clock) {
   if (cert_file.empty() || key_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key are both required (or use --dev)");
   }
-  std::unique_ptr<CertificateSource> source(new CertificateSource(std::move(cert_file), std::move(key_file)));
+  std::unique_ptr<CertificateSource> source(
+      new CertificateSource(std::move(cert_file), std::move(key_file), clock));
   bool changed = false;
   absl::Status s = source->LoadIfChanged(&changed);
   if (!s.ok()) return s;
@@ -171,7 +173,7 @@ absl::Status CertificateSource::LoadIfChanged(bool* changed) {
   absl::StatusOr<std::string> key = ReadFile(key_file_);
   if (!key.ok()) return key.status();
   absl::StatusOr<std::shared_ptr<const CertificatePair>> pair =
-      CertificatePair::FromPem(*cert, *key, base::RealClock().Now());
+      CertificatePair::FromPem(*cert, *key, clock_->Now());
   std::lock_guard<std::mutex> lock(mu_);
   stamp_ = stamp;  // do not retry a broken pair until the files change again
   if (!pair.ok()) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gangkeeper/base/clock.h"
 
 namespace gangkeeper::server {
 
@@ -52,10 +53,12 @@ class CertificatePair {
 
 class CertificateSource {
  public:
-  // Loads the pair once; fails like CertificatePair::FromPem or when a file
-  // cannot be read.
+  // Loads the pair once; fails like CertificatePair::FromPem (expiry checked
+  // against `clock`, which must outlive the source) or when a file cannot be
+  // read.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<CertificateSource>> Create(std::string cert_file,
-                                                                                 std::string key_file);
+                                                                                 std::string key_file,
+                                                                                 const base::Clock* clock);
 
   // Re-reads the files if their size, mtime or inode changed since the last
   // look. Returns OK when nothing changed or the new pair was installed, the
@@ -70,12 +73,13 @@ class CertificateSource {
   void Attach(SSL_CTX* ctx);
 
  private:
-  CertificateSource(std::string cert_file, std::string key_file)
-      : cert_file_(std::move(cert_file)), key_file_(std::move(key_file)) {}
+  CertificateSource(std::string cert_file, std::string key_file, const base::Clock* clock)
+      : cert_file_(std::move(cert_file)), key_file_(std::move(key_file)), clock_(clock) {}
   [[nodiscard]] absl::Status LoadIfChanged(bool* changed);
 
   const std::string cert_file_;
   const std::string key_file_;
+  const base::Clock* const clock_;
   mutable std::mutex mu_;
   std::shared_ptr<const CertificatePair> current_;  // guarded by mu_
   std::string stamp_;                               // guarded by mu_: file identity at last load

@@ -22,6 +22,7 @@
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/manifest.h"
+#include "gangkeeper/model/policy_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -831,7 +832,8 @@ class AuthorizationTest : public ApiTest {
       events.push_back(e);
     }
     ASSERT_THAT(audit_->Append(events), IsOk());
-    routes_ = Routes(broker_.get(), broker_.get(), tokens_.get(), &clock_, audit_.get(), Policies(PolicyText()));
+    store_ = std::make_unique<model::PolicyStore>(Policies(PolicyText()));
+    routes_ = Routes(broker_.get(), broker_.get(), tokens_.get(), &clock_, audit_.get(), store_.get());
     routes_.push_back(MetricsRoute(&registry_, tokens_.get(), &clock_));
   }
 
@@ -839,6 +841,7 @@ class AuthorizationTest : public ApiTest {
 
   metrics::Registry registry_;
   std::unique_ptr<audit::AuditLog> audit_;
+  std::unique_ptr<model::PolicyStore> store_;  // the policy files
 };
 
 TEST_F(AuthorizationTest, EveryRouteAgainstEveryRole) {

@@ -15,6 +15,7 @@
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/model/encode.h"
 #include "gangkeeper/model/overlay.h"
+#include "gangkeeper/model/policy_store.h"
 #include "gangkeeper/replica/audit_feed.h"
 #include "gangkeeper/replica/intake.h"
 #include "gangkeeper/replica/overlay.h"
@@ -61,6 +62,7 @@ class GatedActuator : public broker::Actuator {
 };
 
 struct Node {
+  std::unique_ptr<model::PolicyStore> policies;  // this replica's files + overlay
   std::unique_ptr<etcd::Client> client;
   std::unique_ptr<broker::Broker> broker;
   GatedActuator actuator;
@@ -103,6 +105,7 @@ class ReplicaTest : public ::testing::Test {
     auto c = etcd::Client::Create(o);
     EXPECT_THAT(c.status(), IsOk());
     n->client = *std::move(c);
+    n->policies = std::make_unique<model::PolicyStore>(policies_);
     auto b = broker::Broker::Create(policies_, {}, nullptr, nullptr, &base::RealClock());
     EXPECT_THAT(b.status(), IsOk());
     n->broker = *std::move(b);
@@ -124,15 +127,15 @@ class ReplicaTest : public ::testing::Test {
     ro.election.renew = absl::Milliseconds(500);
     ro.election.retry = absl::Milliseconds(100);
     ro.follow_interval = absl::Milliseconds(50);
-    ro.policies = Effective();
-    auto r = Replica::Start(n->client.get(), n->broker.get(), &n->actuator, ro);
+    ro.policies = PolicyStoreFeed(n->policies.get());
+    auto r = Replica::Start(n->client.get(), n->broker.get(), &n->actuator, ro, &base::RealClock());
     EXPECT_THAT(r.status(), IsOk());
     n->replica = *std::move(r);
     Replica* gate = n->replica.get();
     n->actuator.set_gate([gate] { return gate->MaySend(); });
     EtcdPolicyEditorOptions eo;
     eo.prefix = prefix_;
-    n->editor = std::make_unique<EtcdPolicyEditor>(n->client.get(), n->broker.get(), Effective(), eo);
+    n->editor = std::make_unique<EtcdPolicyEditor>(n->client.get(), n->broker.get(), n->policies.get(), eo);
     return n;
   }
 
@@ -165,16 +168,9 @@ class ReplicaTest : public ::testing::Test {
     return false;
   }
 
-  // The files (policies_) with the API's overlay.
-  EffectivePolicies Effective() const {
-    return [p = policies_](const std::shared_ptr<const model::PolicyOverlay>& o) {
-      return o == nullptr ? p : std::make_shared<const model::PolicySet>(model::ApplyOverlay(*p, *o));
-    };
-  }
-
   // What the API does for "PUT ClusterQueue team-a with nominalQuota
   // `gpus`", through node `n`'s editor, from `base`.
-  absl::Status SetNominal(int n, const api::PolicyEditor::Current& base, int64_t gpus) {
+  absl::Status SetNominal(int n, const model::PolicyEditor::Current& base, int64_t gpus) {
     auto overlay = std::make_shared<model::PolicyOverlay>(base.overlay != nullptr ? *base.overlay
                                                                                    : model::PolicyOverlay{});
     ++overlay->generation;
@@ -281,7 +277,7 @@ TEST_F(ReplicaTest, AQuotaChangeThroughAFollowerIsAppliedByTheLeaderAndShownByEv
   ASSERT_THAT(nodes_[follower]->registry->Register(GpuGang("big", 3, 4), ""), IsOk());
   ASSERT_TRUE(AllShow({{"big", "pending"}}));
 
-  absl::StatusOr<api::PolicyEditor::Current> base = nodes_[follower]->editor->Read();
+  absl::StatusOr<model::PolicyEditor::Current> base = nodes_[follower]->editor->Read();
   ASSERT_THAT(base.status(), IsOk());
   EXPECT_EQ(base->version, 0) << "the overlay key exists before any change";
   ASSERT_THAT(SetNominal(follower, *base, 12), IsOk());
@@ -301,13 +297,13 @@ TEST_F(ReplicaTest, TwoReplicasChangingQuotaAtOnceNeverOverwriteEachOther) {
   const int a = (leader + 1) % 3, b = (leader + 2) % 3;
   // Both read the same state; a writes first; b's write from the old state
   // is refused, and b's change made again on a's lands after it.
-  absl::StatusOr<api::PolicyEditor::Current> read_a = nodes_[a]->editor->Read();
-  absl::StatusOr<api::PolicyEditor::Current> read_b = nodes_[b]->editor->Read();
+  absl::StatusOr<model::PolicyEditor::Current> read_a = nodes_[a]->editor->Read();
+  absl::StatusOr<model::PolicyEditor::Current> read_b = nodes_[b]->editor->Read();
   ASSERT_THAT(read_a.status(), IsOk());
   ASSERT_THAT(read_b.status(), IsOk());
   ASSERT_THAT(SetNominal(a, *read_a, 10), IsOk());
   EXPECT_TRUE(absl::IsAborted(SetNominal(b, *read_b, 6)));
-  absl::StatusOr<api::PolicyEditor::Current> again = nodes_[b]->editor->Read();
+  absl::StatusOr<model::PolicyEditor::Current> again = nodes_[b]->editor->Read();
   ASSERT_THAT(again.status(), IsOk());
   EXPECT_EQ(again->policies->cluster_queues.at("team-a").resource_groups[0].flavors[0].resources[0].nominal.CeilUnits(),
             10);
@@ -332,7 +328,7 @@ TEST_F(ReplicaTest, ANewLeaderAppliesAQuotaChangeTheOldOneNeverApplied) {
   for (int i = 0; i < 100 && nodes_[old]->replica->MaySend(); ++i) absl::SleepFor(absl::Milliseconds(50));
   ASSERT_FALSE(nodes_[old]->replica->MaySend());
   const int other = (old + 1) % 3;
-  absl::StatusOr<api::PolicyEditor::Current> base = nodes_[other]->editor->Read();
+  absl::StatusOr<model::PolicyEditor::Current> base = nodes_[other]->editor->Read();
   ASSERT_THAT(base.status(), IsOk());
   ASSERT_THAT(SetNominal(other, *base, 12), IsOk());
   const int next = Leader(absl::Seconds(15));

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "gangkeeper/base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/process.h"
@@ -35,6 +36,7 @@ class TlsTest : public ::testing::Test {
     }
   }
   TempDir dir_;
+  base::SimulatedClock clock_{absl::Now()};
 };
 
 TEST_F(TlsTest, PairFromPemRejectsGarbageMismatchAndExpiry) {
@@ -56,7 +58,7 @@ TEST_F(TlsTest, PairFromPemRejectsGarbageMismatchAndExpiry) {
 }
 
 TEST_F(TlsTest, SourceSwapsOnlyToAValidNewPair) {
-  auto source = CertificateSource::Create(dir_.File("a/tls.crt"), dir_.File("a/tls.key"));
+  auto source = CertificateSource::Create(dir_.File("a/tls.crt"), dir_.File("a/tls.key"), &clock_);
   ASSERT_THAT(source, IsOk());
   const std::string first = (*source)->current()->serial();
   bool changed = true;
@@ -74,9 +76,16 @@ TEST_F(TlsTest, SourceSwapsOnlyToAValidNewPair) {
 }
 
 TEST_F(TlsTest, CreateNamesMissingFiles) {
-  EXPECT_THAT(CertificateSource::Create("", ""), StatusIs(absl::StatusCode::kInvalidArgument, "--tls-cert"));
-  EXPECT_THAT(CertificateSource::Create(dir_.File("none.crt"), dir_.File("none.key")),
+  EXPECT_THAT(CertificateSource::Create("", "", &clock_), StatusIs(absl::StatusCode::kInvalidArgument, "--tls-cert"));
+  EXPECT_THAT(CertificateSource::Create(dir_.File("none.crt"), dir_.File("none.key"), &clock_),
               StatusIs(absl::StatusCode::kNotFound, "none.crt"));
+}
+
+// The expiry check reads the injected clock, not the machine's.
+TEST_F(TlsTest, SourceChecksExpiryAgainstItsClock) {
+  clock_.AdvanceTime(absl::Hours(24 * 800));
+  EXPECT_THAT(CertificateSource::Create(dir_.File("a/tls.crt"), dir_.File("a/tls.key"), &clock_),
+              StatusIs(absl::StatusCode::kInvalidArgument, "expired"));
 }
 
 TEST(TlsPolicyTest, ContextAllowsOnlyTls12And13WithAeadEcdheSuites) {

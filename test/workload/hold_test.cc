@@ -249,5 +249,52 @@ TEST(HoldTest, PodSpecPointerIsUnderTheTemplate) {
   EXPECT_EQ(PodSpecPointer(PodSet{}), "/spec") << "a Pod is its own template";
 }
 
+// RFC 6901: "~1" is "/", "~0" is "~" (decoded in that order, so "~01" is
+// "~1"); "" is the whole document; every other pointer starts with "/".
+TEST(PointerTokensTest, UnescapesTokensAsRfc6901Says) {
+  struct Case {
+    const char* pointer;
+    std::vector<std::string> tokens;
+  };
+  const std::vector<Case> cases = {
+      {"", {}},
+      {"/", {""}},
+      {"/spec/suspend", {"spec", "suspend"}},
+      {"/metadata/annotations/kueue.x-k8s.io~1queue-name", {"metadata", "annotations", "kueue.x-k8s.io/queue-name"}},
+      {"/a~0b", {"a~b"}},
+      {"/~01", {"~1"}},
+      {"/~10", {"/0"}},
+      {"/spec/template/spec/containers/0", {"spec", "template", "spec", "containers", "0"}},
+      {"//x/", {"", "x", ""}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.pointer);
+    absl::StatusOr<std::vector<std::string>> tokens = PointerTokens(c.pointer);
+    ASSERT_TRUE(tokens.ok()) << tokens.status();
+    EXPECT_EQ(*tokens, c.tokens);
+  }
+}
+
+TEST(PointerTokensTest, RefusesMalformedPointersAndSaysWhy) {
+  struct Case {
+    const char* pointer;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"spec/suspend", "must be empty or start with \"/\""},
+      {"#/spec", "must be empty or start with \"/\""},
+      {"/spec~", "\"~\" must be followed by 0 (for ~) or 1 (for /)"},
+      {"/a~2b", "\"~\" must be followed by 0 (for ~) or 1 (for /)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.pointer);
+    absl::StatusOr<std::vector<std::string>> tokens = PointerTokens(c.pointer);
+    ASSERT_FALSE(tokens.ok());
+    EXPECT_EQ(tokens.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(tokens.status().message()), ::testing::HasSubstr(c.says));
+    EXPECT_THAT(std::string(tokens.status().message()), ::testing::HasSubstr(c.pointer));
+  }
+}
+
 }  // namespace
 }  // namespace gangkeeper::workload

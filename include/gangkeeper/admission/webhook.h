@@ -68,11 +68,10 @@ struct Denial {
 struct WebhookResult {
   // Not OK (InvalidArgument) when the request is not an AdmissionReview v1:
   // the HTTP answer is then this status, mapped by the route adapter
-  // (node/wiring.cc: server::ErrorResponse). http_status and body repeat it
-  // (400, {"error":{"code":...,"message":...}}) for callers without a server.
+  // (node/wiring.cc: server::ErrorResponse, 400), its one owner; body is
+  // empty.
   absl::Status error;
-  int http_status = 200;
-  std::string body;  // AdmissionReview v1, or {"error":{...}} with 400
+  std::string body;  // the AdmissionReview v1 answer (HTTP 200) when error is OK
   // For metrics: "allowed", "patched", "denied" or "bad_request".
   const char* outcome = "allowed";
   std::optional<Denial> denial;  // set when outcome is "denied"

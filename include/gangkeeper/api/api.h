@@ -48,14 +48,15 @@ namespace gangkeeper::api {
 // The API's routes. They read the broker's state from `broker` and give
 // changes (with no `editor`) to `events`. `events`, `broker`, `tokens`,
 // `clock` and `audit` (may be null:
-// /v1/audit answers 503) must outlive them. `base_policies` are the policy
-// files: quota changes are kept as an overlay over them (model/overlay.h).
-// `editor` (may be null: the broker takes changes directly) is where
-// changes to quota objects go; it must outlive the routes.
+// /v1/audit answers 503) must outlive them. `policies` (may be null: no
+// policy files) is the node's policy store: quota changes are an overlay
+// over its files (model/overlay.h), validated by it and published to it
+// once written. `editor` (may be null: the broker takes changes directly)
+// is where changes to quota objects go. Both must outlive the routes.
 std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens,
                                   const base::Clock* clock,
                                   const audit::AuditLog* audit = nullptr,
-                                  std::shared_ptr<const model::PolicySet> base_policies = nullptr,
+                                  model::PolicyStore* policies = nullptr,
                                   PolicyEditor* editor = nullptr);
 
 // GET /metrics on the API listener: `registry`'s Prometheus text for a token

@@ -28,9 +28,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "gangkeeper/api/policy_editor.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/model/overlay.h"
+#include "gangkeeper/model/policy_store.h"
 #include "gangkeeper/store/etcd/client.h"
 
 namespace gangkeeper::replica {
@@ -38,6 +38,8 @@ namespace gangkeeper::replica {
 std::string OverlayKey(const std::string& prefix);
 
 // The policy files with an overlay (null: none): what a replica runs with.
+// The node's is its model::PolicyStore adopting the overlay
+// (PolicyStoreFeed).
 using EffectivePolicies =
     std::function<std::shared_ptr<const model::PolicySet>(const std::shared_ptr<const model::PolicyOverlay>&)>;
 
@@ -45,6 +47,11 @@ struct OverlayRecord {
   std::shared_ptr<const model::PolicyOverlay> overlay;
   std::string actor, what;
 };
+// `store`'s EffectivePolicies: Adopt (the overlay is durable already), the
+// policies it publishes; errors of the combination are logged. `store` must
+// outlive the function.
+EffectivePolicies PolicyStoreFeed(model::PolicyStore* store);
+
 std::string EncodeOverlay(const model::PolicyOverlay& overlay, const std::string& actor, const std::string& what);
 [[nodiscard]] absl::StatusOr<OverlayRecord> DecodeOverlay(absl::string_view data);
 
@@ -55,10 +62,12 @@ struct EtcdPolicyEditorOptions {
   absl::Duration view_wait = absl::Seconds(10);
 };
 
-class EtcdPolicyEditor final : public api::PolicyEditor {
+class EtcdPolicyEditor final : public model::PolicyEditor {
  public:
-  // `client` and `view` (this replica's broker) must outlive the editor.
-  EtcdPolicyEditor(etcd::Client* client, const broker::SnapshotSource* view, EffectivePolicies effective,
+  // `client`, `view` (this replica's broker) and `policies` (the node's
+  // policy store: Read adopts the overlay in etcd, durable already) must
+  // outlive the editor.
+  EtcdPolicyEditor(etcd::Client* client, const broker::SnapshotSource* view, model::PolicyStore* policies,
                    EtcdPolicyEditorOptions options = {});
 
   absl::StatusOr<Current> Read() override;
@@ -69,7 +78,7 @@ class EtcdPolicyEditor final : public api::PolicyEditor {
  private:
   etcd::Client* const client_;
   const broker::SnapshotSource* const view_;
-  const EffectivePolicies effective_;
+  model::PolicyStore* const policies_;
   const EtcdPolicyEditorOptions options_;
 };
 

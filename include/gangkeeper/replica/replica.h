@@ -75,12 +75,12 @@ struct ReplicaStats {
 
 class Replica {
  public:
-  // Starts following and campaigning. `client`, `broker` and `actuator`
-  // (may be null) must outlive the replica; the broker must be started.
+  // Starts following and campaigning. `client`, `broker`, `actuator` (may
+  // be null) and `clock` (required: the node's) must outlive the replica;
+  // the broker must be started.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Replica>> Start(etcd::Client* client, broker::Broker* broker,
                                                                      broker::Actuator* actuator,
-                                                                     ReplicaOptions options,
-                                                                     const base::Clock* clock = &base::RealClock());
+                                                                     ReplicaOptions options, const base::Clock* clock);
   ~Replica();  // Shutdown()
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;

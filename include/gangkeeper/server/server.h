@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/server/http.h"
 
@@ -55,6 +56,9 @@ struct Options {
   std::string client_ca_file;
   // How often the certificate files are checked for changes.
   absl::Duration cert_reload_interval = absl::Seconds(5);
+  // Required: the time a certificate's expiry is checked against. Must
+  // outlive the server.
+  const base::Clock* clock = nullptr;
 
   // Event-loop threads, shared by both listeners; 0: one per core. Each
   // open connection costs memory, not a thread.

@@ -17,10 +17,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "gangkeeper/workload/workload.h"
 
 namespace gangkeeper::workload {
+
+// The unescaped reference tokens of an RFC 6901 JSON pointer:
+// "/spec/a~1b/c~0d" -> {"spec", "a/b", "c~d"}; "" (the whole document) -> {};
+// "/" -> {""}. InvalidArgument when a non-empty pointer does not start with
+// "/" or a "~" is not followed by "0" or "1". The one unescaping of pointers:
+// the kinds table's operations and the actuator's JSON reads use it.
+absl::StatusOr<std::vector<std::string>> PointerTokens(absl::string_view pointer);
 
 // A read-only view of a parsed JSON object, addressed by RFC 6901 pointers
 // ("" is the root). An implementation wraps one JSON library's value.

@@ -20,23 +20,11 @@
 namespace gangkeeper::workload {
 namespace {
 
-// The unescaped tokens of an RFC 6901 pointer ("/a/b~1c" -> a, b/c).
-std::vector<std::string> PointerTokens(absl::string_view pointer) {
-  std::vector<std::string> out;
-  if (pointer.empty()) return out;
-  for (absl::string_view raw : absl::StrSplit(pointer.substr(1), '/')) {
-    std::string token;
-    for (size_t i = 0; i < raw.size(); ++i) {
-      if (raw[i] == '~' && i + 1 < raw.size()) {
-        token += raw[i + 1] == '1' ? '/' : '~';
-        ++i;
-      } else {
-        token += raw[i];
-      }
-    }
-    out.push_back(std::move(token));
-  }
-  return out;
+// The tokens of a pointer gangkeeper wrote itself (the kinds table, paths
+// built from it); a malformed one addresses nothing, like a missing field.
+std::vector<std::string> TokensOrEmpty(absl::string_view pointer) {
+  absl::StatusOr<std::vector<std::string>> tokens = PointerTokens(pointer);
+  return tokens.ok() ? *std::move(tokens) : std::vector<std::string>();
 }
 
 std::string JsonText(absl::string_view s) { return absl::StrCat("\"", base::JsonEscape(s), "\""); }
@@ -56,7 +44,7 @@ std::optional<size_t> GateIndex(const JsonProbe& object, absl::string_view gates
 // One `add` that puts `leaf_json` at `pointer`: at the first parent on the
 // way that is not an object, as nested objects holding the rest of the path.
 PatchOp AddAlongPath(const JsonProbe& object, absl::string_view pointer, const std::string& leaf_json) {
-  const std::vector<std::string> tokens = PointerTokens(pointer);
+  const std::vector<std::string> tokens = TokensOrEmpty(pointer);
   std::string path;
   for (size_t i = 0; i + 1 < tokens.size(); ++i) {
     absl::StrAppend(&path, "/", JsonPointerEscape(tokens[i]));
@@ -98,8 +86,10 @@ class RapidJsonProbe final : public JsonProbe {
 
  private:
   const rapidjson::Value* Find(absl::string_view pointer) const {
+    absl::StatusOr<std::vector<std::string>> tokens = PointerTokens(pointer);
+    if (!tokens.ok()) return nullptr;
     const rapidjson::Value* cur = &root_;
-    for (const std::string& token : PointerTokens(pointer)) {
+    for (const std::string& token : *tokens) {
       if (cur->IsObject()) {
         auto it = cur->FindMember(rapidjson::Value(rapidjson::StringRef(token.data(), token.size())));
         if (it == cur->MemberEnd()) return nullptr;
@@ -119,6 +109,33 @@ class RapidJsonProbe final : public JsonProbe {
 };
 
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> PointerTokens(absl::string_view pointer) {
+  std::vector<std::string> out;
+  if (pointer.empty()) return out;
+  if (pointer[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JSON pointer \"", pointer, "\": must be empty or start with \"/\" (RFC 6901)"));
+  }
+  for (absl::string_view raw : absl::StrSplit(pointer.substr(1), '/')) {
+    std::string token;
+    token.reserve(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] != '~') {
+        token += raw[i];
+        continue;
+      }
+      if (i + 1 == raw.size() || (raw[i + 1] != '0' && raw[i + 1] != '1')) {
+        return absl::InvalidArgumentError(absl::StrCat("JSON pointer \"", pointer,
+                                                       "\": \"~\" must be followed by 0 (for ~) or 1 (for /)"));
+      }
+      token += raw[i + 1] == '1' ? '/' : '~';
+      ++i;
+    }
+    out.push_back(std::move(token));
+  }
+  return out;
+}
 
 bool IsHeld(const JsonProbe& object, const KindInfo& kind) {
   switch (kind.hold.method) {
@@ -170,7 +187,7 @@ std::vector<PatchOp> ReleaseOps(const rapidjson::Value& object, const KindInfo& 
 }
 
 bool ReadHeld(const JsonNode& root, const KindInfo& kind, base::FieldErrors* errors) {
-  const std::vector<std::string> tokens = PointerTokens(kind.hold.pointer);
+  const std::vector<std::string> tokens = TokensOrEmpty(kind.hold.pointer);
   if (tokens.empty()) return false;
   std::optional<JsonNode> parent = root;
   for (size_t i = 0; i + 1 < tokens.size(); ++i) {

@@ -220,7 +220,7 @@ std::optional<size_t> WaitForOneLeader(const std::vector<Elector*>& electors, ab
 }
 
 std::unique_ptr<Elector> MustStart(Client* client, const ElectionOptions& options, Recorder* rec) {
-  absl::StatusOr<std::unique_ptr<Elector>> e = Elector::Start(client, options, rec->Callbacks());
+  absl::StatusOr<std::unique_ptr<Elector>> e = Elector::Start(client, options, rec->Callbacks(), &base::RealClock());
   EXPECT_THAT(e, IsOk());
   return e.ok() ? std::move(*e) : nullptr;
 }
@@ -248,17 +248,20 @@ TEST(ElectionOptionsTest, BadOptionsAreRefusedNamingTheField) {
     ElectionOptions o = Options("/test/options/leader", "a");
     c.change(o);
     Recorder rec;
-    EXPECT_THAT(Elector::Start(client->get(), o, rec.Callbacks()),
+    EXPECT_THAT(Elector::Start(client->get(), o, rec.Callbacks(), &base::RealClock()),
                 StatusIs(absl::StatusCode::kInvalidArgument, c.want_field));
   }
   Recorder rec;
-  EXPECT_THAT(Elector::Start(nullptr, Options("/test/options/leader", "a"), rec.Callbacks()),
+  EXPECT_THAT(Elector::Start(nullptr, Options("/test/options/leader", "a"), rec.Callbacks(), &base::RealClock()),
               StatusIs(absl::StatusCode::kInvalidArgument, "election.client"));
+  EXPECT_THAT(Elector::Start(client->get(), Options("/test/options/leader", "a"), rec.Callbacks(), nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, "election.clock"));
   // The defaults are valid once an identity is set.
   ElectionOptions defaults;
   defaults.identity = "a";
   defaults.key = "/test/options/defaults";
-  absl::StatusOr<std::unique_ptr<Elector>> e = Elector::Start(client->get(), defaults, rec.Callbacks());
+  absl::StatusOr<std::unique_ptr<Elector>> e =
+      Elector::Start(client->get(), defaults, rec.Callbacks(), &base::RealClock());
   EXPECT_THAT(e, IsOk());
 }
 

@@ -58,12 +58,13 @@ struct ElectionCallbacks {
 
 class Elector {
  public:
-  // Starts campaigning on a thread of its own. `client` and `clock` must
-  // outlive the Elector. InvalidArgument on bad options (ttl < 2 s,
-  // renew >= ttl / 2 is refused: a keep-alive must get two chances).
+  // Starts campaigning on a thread of its own. `client` and `clock` (both
+  // required: the node passes its own clock) must outlive the Elector.
+  // InvalidArgument on bad options (ttl < 2 s, renew >= ttl / 2 is refused:
+  // a keep-alive must get two chances).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Elector>> Start(Client* client, ElectionOptions options,
                                                                     ElectionCallbacks callbacks,
-                                                                    const base::Clock* clock = &base::RealClock());
+                                                                    const base::Clock* clock);
   virtual ~Elector() = default;  // resigns if leading, stops the thread
 
   // The term while this replica surely leads (see above); nullopt otherwise.

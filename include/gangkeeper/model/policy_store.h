@@ -1,0 +1,127 @@
+// gangkeeper: the one owner of "which quota objects are in effect".
+//
+// The policies a node runs with are the policy files (--policies) with the
+// overlay of changes made through the HTTP API (overlay.h) applied on top.
+// PolicyStore holds both halves, combines them in one place (ApplyOverlay),
+// validates the result as a whole (ValidatePolicySet: the rules and
+// messages of `gangkeeper check-policies` and of POST /v1/apply), and
+// publishes it as an immutable EffectiveSet with a version that grows
+// by one with every publication. Readers keep the shared_ptr they got;
+// "did the policies change?" is a comparison of versions.
+//
+// PolicyEditor is the interface through which the API makes an overlay
+// change durable (api::LocalPolicyEditor with one replica,
+// replica::EtcdPolicyEditor with several); it lives here, beside the store
+// whose overlay it writes, so that neither implementation depends on the
+// other's module.
+//
+// PolicyStore is thread-safe; EffectiveSet is immutable once published.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "gangkeeper/model/manifest.h"
+#include "gangkeeper/model/objects.h"
+#include "gangkeeper/model/overlay.h"
+
+namespace gangkeeper::model {
+
+// One combination of the files and an overlay.
+struct EffectiveSet {
+  // 0 for a candidate (PolicyStore::Compose); from 1 up, one more for every
+  // set the store published.
+  uint64_t version = 0;
+  std::shared_ptr<const PolicySet> files;        // never null
+  std::shared_ptr<const PolicyOverlay> overlay;  // the API's changes; null: none
+  std::shared_ptr<const PolicySet> policies;     // files with overlay; never null
+
+  // The overlay's generation (0 without one).
+  uint64_t generation() const { return overlay == nullptr ? 0 : overlay->generation; }
+};
+
+class PolicyStore {
+ public:
+  // Publishes `files` (null: no policy files) without an overlay as version
+  // 1. The files are taken as valid: LoadPolicies validated them.
+  explicit PolicyStore(std::shared_ptr<const PolicySet> files);
+  PolicyStore(const PolicyStore&) = delete;
+  PolicyStore& operator=(const PolicyStore&) = delete;
+
+  // The set published last; never null.
+  std::shared_ptr<const EffectiveSet> current() const;
+
+  // The current files with `overlay` (null: none), validated, not
+  // published (version 0). InvalidArgument with the problems' summary when
+  // the combination has errors; `problems` (may be null) receives every
+  // diagnostic, warnings too.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const EffectiveSet>> Compose(
+      std::shared_ptr<const PolicyOverlay> overlay, Diagnostics* problems) const;
+
+  // Makes the files with `overlay` current: as Compose, then published with
+  // the next version. The current set is returned unchanged (no new
+  // version) when `overlay` is the one in effect (same generation; an older
+  // generation is published: a recorded state can be older than what this
+  // store last saw). On an error the current set stays.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const EffectiveSet>> SetOverlay(
+      std::shared_ptr<const PolicyOverlay> overlay, Diagnostics* problems);
+
+  // Publishes the files with an overlay that is durable already (recovered
+  // from the journal, fed from etcd, or just written by the API): it is in
+  // effect whatever this store thinks of it, so it is published even when
+  // the combination has errors (the policy files were edited while it was
+  // recorded); they go to `problems` (may be null) for the caller to log.
+  // Otherwise as SetOverlay: no new version for the overlay in effect.
+  std::shared_ptr<const EffectiveSet> Adopt(std::shared_ptr<const PolicyOverlay> overlay, Diagnostics* problems);
+
+  // Replaces the files (null: none), keeping the overlay; validated and
+  // published like SetOverlay (always a new version). On an error the
+  // current set stays.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const EffectiveSet>> ReloadFiles(
+      std::shared_ptr<const PolicySet> files, Diagnostics* problems);
+
+ private:
+  bool InEffect(const std::shared_ptr<const PolicyOverlay>& overlay) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static absl::StatusOr<std::shared_ptr<EffectiveSet>> Combine(std::shared_ptr<const PolicySet> files,
+                                                                    std::shared_ptr<const PolicyOverlay> overlay,
+                                                                    Diagnostics* problems,
+                                                                    std::shared_ptr<EffectiveSet>* unchecked = nullptr);
+  std::shared_ptr<const EffectiveSet> Publish(std::shared_ptr<EffectiveSet> next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const EffectiveSet> current_ ABSL_GUARDED_BY(mu_);
+};
+
+// Where the API's overlay changes are made durable. The API edits the
+// overlay optimistically: Read what is in effect, build and validate the
+// new overlay (PolicyStore::Compose), Write it only if nothing changed
+// since the read.
+class PolicyEditor {
+ public:
+  // What a change starts from.
+  struct Current {
+    std::shared_ptr<const PolicySet> policies;     // in effect; never null
+    std::shared_ptr<const PolicyOverlay> overlay;  // the API's changes; may be null
+    int64_t version = 0;                           // opaque: handed back to Write
+  };
+
+  virtual ~PolicyEditor() = default;
+
+  [[nodiscard]] virtual absl::StatusOr<Current> Read() = 0;
+  // Makes `overlay` the API's changes, `policies` (the files with it) the
+  // set in effect, if nothing changed since `base` was read; durable when
+  // it returns OK. Aborted: changed meanwhile (read again and redo the
+  // change). InvalidArgument: the policies cannot form a quota tree.
+  // Anything else: not written (or not known to be), retry later.
+  [[nodiscard]] virtual absl::Status Write(const Current& base, std::shared_ptr<const PolicyOverlay> overlay,
+                                           std::shared_ptr<const PolicySet> policies, const std::string& actor,
+                                           const std::string& what) = 0;
+};
+
+}  // namespace gangkeeper::model

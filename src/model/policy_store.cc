@@ -1,0 +1,100 @@
+// gangkeeper: the policy store (see policy_store.h).
+#include "gangkeeper/model/policy_store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/model/validate.h"
+
+namespace gangkeeper::model {
+namespace {
+
+std::shared_ptr<const PolicySet> OrEmpty(std::shared_ptr<const PolicySet> files) {
+  return files != nullptr ? std::move(files) : std::make_shared<const PolicySet>();
+}
+
+}  // namespace
+
+PolicyStore::PolicyStore(std::shared_ptr<const PolicySet> files) {
+  auto first = std::make_shared<EffectiveSet>();
+  first->files = OrEmpty(std::move(files));
+  first->policies = first->files;
+  absl::MutexLock lock(&mu_);
+  Publish(std::move(first));
+}
+
+std::shared_ptr<const EffectiveSet> PolicyStore::current() const {
+  absl::MutexLock lock(&mu_);
+  return current_;
+}
+
+absl::StatusOr<std::shared_ptr<EffectiveSet>> PolicyStore::Combine(std::shared_ptr<const PolicySet> files,
+                                                                   std::shared_ptr<const PolicyOverlay> overlay,
+                                                                   Diagnostics* problems,
+                                                                   std::shared_ptr<EffectiveSet>* unchecked) {
+  auto out = std::make_shared<EffectiveSet>();
+  out->files = OrEmpty(std::move(files));
+  out->overlay = std::move(overlay);
+  out->policies = out->overlay == nullptr ? out->files
+                                          : std::make_shared<const PolicySet>(ApplyOverlay(*out->files, *out->overlay));
+  Diagnostics found;
+  ValidatePolicySet(*out->policies, &found);
+  const bool invalid = found.HasErrors();
+  const std::string summary = invalid ? found.ErrorSummary() : std::string();
+  if (problems != nullptr) {
+    for (Diagnostic& d : found.items) problems->items.push_back(std::move(d));
+  }
+  if (invalid) {
+    if (unchecked != nullptr) *unchecked = std::move(out);
+    return absl::InvalidArgumentError(
+        absl::StrCat("the policy files with the API's changes are not a valid quota tree: ", summary));
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<const EffectiveSet>> PolicyStore::Compose(
+    std::shared_ptr<const PolicyOverlay> overlay, Diagnostics* problems) const {
+  absl::StatusOr<std::shared_ptr<EffectiveSet>> next = Combine(current()->files, std::move(overlay), problems);
+  if (!next.ok()) return next.status();
+  return std::shared_ptr<const EffectiveSet>(*std::move(next));
+}
+
+absl::StatusOr<std::shared_ptr<const EffectiveSet>> PolicyStore::SetOverlay(
+    std::shared_ptr<const PolicyOverlay> overlay, Diagnostics* problems) {
+  absl::MutexLock lock(&mu_);
+  if (InEffect(overlay)) return current_;
+  absl::StatusOr<std::shared_ptr<EffectiveSet>> next = Combine(current_->files, std::move(overlay), problems);
+  if (!next.ok()) return next.status();
+  return Publish(*std::move(next));
+}
+
+std::shared_ptr<const EffectiveSet> PolicyStore::Adopt(std::shared_ptr<const PolicyOverlay> overlay,
+                                                      Diagnostics* problems) {
+  absl::MutexLock lock(&mu_);
+  if (InEffect(overlay)) return current_;
+  std::shared_ptr<EffectiveSet> unchecked;
+  absl::StatusOr<std::shared_ptr<EffectiveSet>> next =
+      Combine(current_->files, std::move(overlay), problems, &unchecked);
+  return Publish(next.ok() ? *std::move(next) : std::move(unchecked));
+}
+
+bool PolicyStore::InEffect(const std::shared_ptr<const PolicyOverlay>& overlay) const {
+  const uint64_t generation = overlay == nullptr ? 0 : overlay->generation;
+  return generation == current_->generation() && (overlay == nullptr) == (current_->overlay == nullptr);
+}
+
+absl::StatusOr<std::shared_ptr<const EffectiveSet>> PolicyStore::ReloadFiles(
+    std::shared_ptr<const PolicySet> files, Diagnostics* problems) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::shared_ptr<EffectiveSet>> next = Combine(std::move(files), current_->overlay, problems);
+  if (!next.ok()) return next.status();
+  return Publish(*std::move(next));
+}
+
+std::shared_ptr<const EffectiveSet> PolicyStore::Publish(std::shared_ptr<EffectiveSet> next) {
+  next->version = current_ == nullptr ? 1 : current_->version + 1;
+  current_ = std::move(next);
+  return current_;
+}
+
+}  // namespace gangkeeper::model

@@ -1,0 +1,210 @@
+// gangkeeper: the policy store: files + the API's overlay as one validated,
+// versioned set.
+#include "gangkeeper/model/policy_store.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "gangkeeper/model/manifest.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gangkeeper::model {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kFiles[] = R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: a}
+spec: {clusterQueue: team-a}
+)";
+
+std::shared_ptr<const PolicySet> Decode(const std::string& yaml) {
+  auto p = std::make_shared<PolicySet>();
+  Diagnostics d;
+  DecodeManifests(yaml, "test.yaml", p.get(), &d);
+  EXPECT_FALSE(d.HasErrors()) << d.ErrorSummary();
+  return p;
+}
+
+// An overlay of `generation` that puts the objects of `yaml` and deletes `deleted`.
+std::shared_ptr<const PolicyOverlay> Overlay(uint64_t generation, const std::string& yaml,
+                                             std::set<std::string> deleted = {}) {
+  auto o = std::make_shared<PolicyOverlay>();
+  o->generation = generation;
+  if (!yaml.empty()) o->put = *Decode(yaml);
+  o->deleted = std::move(deleted);
+  return o;
+}
+
+std::string LocalQueue(const std::string& name, const std::string& cluster_queue) {
+  return "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: " + name +
+         ", namespace: b}\nspec: {clusterQueue: " + cluster_queue + "}\n";
+}
+
+TEST(PolicyStoreTest, StartsWithTheFilesAsVersionOne) {
+  PolicyStore store(Decode(kFiles));
+  std::shared_ptr<const EffectiveSet> now = store.current();
+  ASSERT_NE(now, nullptr);
+  EXPECT_EQ(now->version, 1u);
+  EXPECT_EQ(now->overlay, nullptr);
+  EXPECT_EQ(now->generation(), 0u);
+  EXPECT_EQ(now->policies, now->files);
+  EXPECT_EQ(now->policies->cluster_queues.count("team-a"), 1u);
+}
+
+TEST(PolicyStoreTest, NoFilesIsAnEmptySet) {
+  PolicyStore store(nullptr);
+  ASSERT_NE(store.current()->policies, nullptr);
+  EXPECT_THAT(store.current()->policies->cluster_queues, IsEmpty());
+}
+
+TEST(PolicyStoreTest, AnOverlayAddsAndRemovesObjectsOverTheFiles) {
+  PolicyStore store(Decode(kFiles));
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> added =
+      store.SetOverlay(Overlay(1, LocalQueue("qb", "team-a")), nullptr);
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ((*added)->version, 2u);
+  EXPECT_EQ((*added)->generation(), 1u);
+  EXPECT_EQ((*added)->policies->local_queues.count({"b", "qb"}), 1u);
+  EXPECT_EQ((*added)->policies->local_queues.count({"a", "q"}), 1u);
+  EXPECT_EQ((*added)->files->local_queues.count({"b", "qb"}), 0u) << "the files are not changed";
+  EXPECT_EQ(store.current(), *added);
+
+  // Generation 2 deletes a file's object (and no longer puts qb).
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> removed =
+      store.SetOverlay(Overlay(2, "", {ObjectId("LocalQueue", "a", "q")}), nullptr);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ((*removed)->version, 3u);
+  EXPECT_THAT((*removed)->policies->local_queues, IsEmpty());
+  EXPECT_EQ((*removed)->policies->cluster_queues.count("team-a"), 1u);
+
+  // The set published before is unchanged: readers keep what they got.
+  EXPECT_EQ((*added)->policies->local_queues.size(), 2u);
+
+  // No overlay: the files again, as a new version.
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> none = store.SetOverlay(nullptr, nullptr);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ((*none)->version, 4u);
+  EXPECT_EQ((*none)->policies->local_queues.size(), 1u);
+}
+
+TEST(PolicyStoreTest, TheOverlayInEffectAgainIsNoNewVersion) {
+  PolicyStore store(Decode(kFiles));
+  ASSERT_TRUE(store.SetOverlay(Overlay(3, LocalQueue("qb", "team-a")), nullptr).ok());
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> again =
+      store.SetOverlay(Overlay(3, LocalQueue("qb", "team-a")), nullptr);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->version, 2u);
+  EXPECT_EQ(store.SetOverlay(nullptr, nullptr).value()->version, 3u);
+  // An older generation than the last one seen (a recorded state) is published.
+  EXPECT_EQ(store.SetOverlay(Overlay(2, ""), nullptr).value()->version, 4u);
+}
+
+TEST(PolicyStoreTest, AnInvalidOverlayIsRefusedNamingTheFieldAndTheOldSetStays) {
+  PolicyStore store(Decode(kFiles));
+  ASSERT_TRUE(store.SetOverlay(Overlay(1, LocalQueue("qb", "team-a")), nullptr).ok());
+  const std::shared_ptr<const EffectiveSet> before = store.current();
+
+  Diagnostics problems;
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> bad =
+      store.SetOverlay(Overlay(2, LocalQueue("qc", "nope")), &problems);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("ClusterQueue \"nope\" does not exist; define it or fix the name"));
+  ASSERT_TRUE(problems.HasErrors());
+  bool named = false;
+  for (const Diagnostic& d : problems.items) {
+    named = named || (d.severity == Diagnostic::Severity::kError && d.object == "LocalQueue b/qc" &&
+                      d.path == "spec.clusterQueue");
+  }
+  EXPECT_TRUE(named) << problems.ErrorSummary();
+  EXPECT_EQ(store.current(), before);
+  EXPECT_EQ(store.current()->version, 2u);
+
+  // Deleting the ClusterQueue a LocalQueue uses is refused the same way.
+  EXPECT_FALSE(store.SetOverlay(Overlay(2, "", {ObjectId("ClusterQueue", "", "team-a")}), nullptr).ok());
+  EXPECT_EQ(store.current(), before);
+}
+
+// A recorded overlay is in effect whatever the files say now: published
+// with its errors reported, not refused.
+TEST(PolicyStoreTest, AdoptPublishesARecordedOverlayAndReportsItsErrors) {
+  PolicyStore store(Decode(kFiles));
+  Diagnostics problems;
+  std::shared_ptr<const EffectiveSet> adopted = store.Adopt(Overlay(4, LocalQueue("qc", "gone")), &problems);
+  ASSERT_NE(adopted, nullptr);
+  EXPECT_EQ(adopted->version, 2u);
+  EXPECT_EQ(adopted->generation(), 4u);
+  EXPECT_EQ(adopted->policies->local_queues.count({"b", "qc"}), 1u);
+  ASSERT_TRUE(problems.HasErrors());
+  EXPECT_THAT(problems.ErrorSummary(), HasSubstr("ClusterQueue \"gone\" does not exist"));
+  EXPECT_EQ(store.current(), adopted);
+  // The same generation again: no new version, no new problems.
+  Diagnostics again;
+  EXPECT_EQ(store.Adopt(Overlay(4, LocalQueue("qc", "gone")), &again), adopted);
+  EXPECT_THAT(again.items, IsEmpty());
+}
+
+TEST(PolicyStoreTest, ComposeValidatesWithoutPublishing) {
+  PolicyStore store(Decode(kFiles));
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> candidate =
+      store.Compose(Overlay(1, LocalQueue("qb", "team-a")), nullptr);
+  ASSERT_TRUE(candidate.ok()) << candidate.status();
+  EXPECT_EQ((*candidate)->version, 0u) << "a candidate is not published";
+  EXPECT_EQ((*candidate)->policies->local_queues.size(), 2u);
+  EXPECT_EQ(store.current()->version, 1u);
+  Diagnostics problems;
+  EXPECT_FALSE(store.Compose(Overlay(1, LocalQueue("qc", "nope")), &problems).ok());
+  EXPECT_TRUE(problems.HasErrors());
+}
+
+TEST(PolicyStoreTest, ReloadedFilesKeepTheOverlayAndAreValidatedWithIt) {
+  PolicyStore store(Decode(kFiles));
+  ASSERT_TRUE(store.SetOverlay(Overlay(1, LocalQueue("qb", "team-a")), nullptr).ok());
+
+  // A file edit that raises the quota: a new version, the overlay kept.
+  std::string more(kFiles);
+  more.replace(more.find("nominalQuota: 8"), 15, "nominalQuota: 16");
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> reloaded = store.ReloadFiles(Decode(more), nullptr);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_EQ((*reloaded)->version, 3u);
+  EXPECT_EQ((*reloaded)->generation(), 1u);
+  EXPECT_EQ((*reloaded)->policies->local_queues.count({"b", "qb"}), 1u);
+  EXPECT_EQ(
+      (*reloaded)->policies->cluster_queues.at("team-a").resource_groups[0].flavors[0].resources[0].nominal.CeilUnits(),
+      16);
+
+  // Files without the ClusterQueue the overlay's LocalQueue uses: refused,
+  // the reloaded set stays.
+  std::string no_cq(kFiles);
+  no_cq = no_cq.substr(0, no_cq.find("---"));
+  Diagnostics problems;
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> bad = store.ReloadFiles(Decode(no_cq), &problems);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("ClusterQueue \"team-a\" does not exist"));
+  EXPECT_EQ(store.current(), *reloaded);
+}
+
+}  // namespace
+}  // namespace gangkeeper::model
