@@ -386,7 +386,11 @@ absl::Status Node::Impl::BuildFrontEnds() {
   }
   if (!o.metrics_public) so.routes.push_back(api::MetricsRoute(&registry, tokens.get(), clock));
   admission::Webhook* w = webhook.get();
+  // /mutate decides from the snapshot alone (no broker round trip, no
+  // fsync): it answers on the event loop. /validate registers and waits
+  // for durability: it keeps the worker pool (may_block).
   so.routes.push_back(WebhookRoute("/mutate", *wm, clock, [w](absl::string_view body) { return w->Mutate(body); }));
+  so.routes.back().may_block = false;
   so.routes.push_back(WebhookRoute(
       "/validate", *wm, clock, [w](absl::string_view body) { return w->Validate(body); },
       [d = denials.get()](const audit::Event& e, const std::string& source) { return d->Record(e, source); }));
