@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "gangkeeper/base/check.h"
 #include "src/broker/preemption.h"
 
@@ -24,7 +25,7 @@ struct VictimCandidate {
   VictimCandidate(Entry* e, Class c, bool rwb, int node, const char* why)
       : entry(e), cls(c), reclaim_without_borrowing(rwb), cq_node(node), reason(why),
         evicting(e->cinfo().phase == Phase::kEvicting), priority(e->cinfo().priority),
-        admitted_at(e->cinfo().admitted_at), uid_prefix(UidPrefix(e->cinfo().workload->uid)) {}
+        admitted_at(e->cinfo().admitted_at), uid_prefix(e->order_uid_prefix) {}
   Entry* entry = nullptr;
   Class cls = Class::kSameQueue;
   bool reclaim_without_borrowing = false;  // only usable when the preemptor does not borrow
@@ -34,18 +35,11 @@ struct VictimCandidate {
   bool evicting = false;
   int32_t priority = 0;
   absl::Time admitted_at;
-  // The uid's first eight bytes in big-endian order: compares like the uid
-  // itself as far as they reach, so the full strings are compared only
-  // when the prefixes tie (rare for real uids, which are random).
+  // The uid's first eight bytes in big-endian order (Entry's
+  // order_uid_prefix): compares like the uid itself as far as they reach,
+  // so the full strings are compared only when the prefixes tie (rare for
+  // real uids, which are random).
   uint64_t uid_prefix = 0;
-
-  static uint64_t UidPrefix(const std::string& uid) {
-    uint64_t v = 0;
-    for (size_t i = 0; i < 8; ++i) {
-      v = (v << 8) | (i < uid.size() ? static_cast<unsigned char>(uid[i]) : 0u);
-    }
-    return v;
-  }
 };
 
 bool UsesAny(const Entry& e, const std::set<FlavorResource>& frs) {
@@ -113,8 +107,11 @@ bool CandidateBefore(const VictimCandidate& a, const VictimCandidate& b) {
   return a.entry->seq < b.entry->seq;
 }
 
-bool OverNominalAny(const ResourceTree& tree, int node, const std::set<FlavorResource>& frs) {
-  for (const FlavorResource& fr : frs) {
+// The tree's ids of a search's FlavorResources (usually one).
+using FrIds = absl::InlinedVector<int, 4>;
+
+bool OverNominalAny(const ResourceTree& tree, int node, const FrIds& frs) {
+  for (const int fr : frs) {
     if (tree.UsageAt(node, fr) > tree.SubtreeQuotaAt(node, fr)) return true;
   }
   return false;
@@ -146,6 +143,7 @@ class Preemptor::Search {
          const std::set<FlavorResource>& frs)
       : p_(p), tree_(p.tree_), in_(in), cq_(cq), request_(request), frs_(frs) {
     cq_node_ = tree_.ClusterQueueNode(cq.meta.name);
+    for (const FlavorResource& fr : frs_) fr_ids_.push_back(tree_.FrId(fr));
   }
 
   std::vector<Target> Classical();
@@ -216,6 +214,7 @@ class Preemptor::Search {
   const model::ClusterQueue& cq_;
   const ResourceAmounts& request_;
   const std::set<FlavorResource>& frs_;
+  FrIds fr_ids_;  // frs_'s ids in the tree
   int cq_node_ = -1;
 };
 
@@ -233,7 +232,7 @@ std::vector<VictimCandidate> Preemptor::Search::SameQueueCandidates() const {
 }
 
 void Preemptor::Search::Collect(int node, bool advantage, std::vector<VictimCandidate>* out) const {
-  if (!OverNominalAny(tree_, node, frs_)) return;
+  if (!OverNominalAny(tree_, node, fr_ids_)) return;
   if (!tree_.IsClusterQueue(node)) {
     for (int child : tree_.Children(node)) Collect(child, advantage, out);
     return;
@@ -283,7 +282,7 @@ bool Preemptor::Search::StillUseful(const VictimCandidate& c) const {
   if (c.cls == Class::kSameQueue || c.evicting) return true;  // an evicting gang frees its quota anyway
   const int lca = LowestCommonAncestor(tree_, c.cq_node, cq_node_);
   for (int n = c.cq_node; n != -1 && n != lca; n = tree_.Parent(n)) {
-    if (!OverNominalAny(tree_, n, frs_)) return false;
+    if (!OverNominalAny(tree_, n, fr_ids_)) return false;
   }
   return true;
 }
@@ -358,7 +357,7 @@ std::vector<Target> Preemptor::Search::Fair() {
     const int root = tree_.Root(cq_node_);
     for (const auto& [name, q] : p_.queues_) {
       const int node = tree_.ClusterQueueNode(name);
-      if (node < 0 || node == cq_node_ || tree_.Root(node) != root || !OverNominalAny(tree_, node, frs_)) continue;
+      if (node < 0 || node == cq_node_ || tree_.Root(node) != root || !OverNominalAny(tree_, node, fr_ids_)) continue;
       ForEachUsing(q.admitted, frs_, [&](Entry* e) {
         if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) return;
         if (p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) return;
