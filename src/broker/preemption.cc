@@ -107,6 +107,34 @@ bool CandidateBefore(const VictimCandidate& a, const VictimCandidate& b) {
   return a.entry->seq < b.entry->seq;
 }
 
+// Candidates in CandidateBefore order, sorted only as far as a walk goes:
+// a classical search usually stops after a few victims, and a full sort of
+// every candidate of the cohort cost more than the walk. CandidateBefore is
+// a total order (the last tie-break is the entry's registration sequence),
+// so the order is the one a sort gives.
+class CandidateOrder {
+ public:
+  explicit CandidateOrder(std::vector<VictimCandidate> cands) : heap_(std::move(cands)) {
+    std::make_heap(heap_.begin(), heap_.end(), After);
+    sorted_.reserve(heap_.size());
+  }
+  // The i-th candidate, or nullptr past the last. Valid until the next call.
+  const VictimCandidate* At(size_t i) {
+    while (sorted_.size() <= i && !heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), After);
+      sorted_.push_back(heap_.back());
+      heap_.pop_back();
+    }
+    return i < sorted_.size() ? &sorted_[i] : nullptr;
+  }
+
+ private:
+  static bool After(const VictimCandidate& a, const VictimCandidate& b) { return CandidateBefore(b, a); }
+
+  std::vector<VictimCandidate> heap_;
+  std::vector<VictimCandidate> sorted_;
+};
+
 // The tree's ids of a search's FlavorResources (usually one).
 using FrIds = absl::InlinedVector<int, 4>;
 
@@ -220,6 +248,7 @@ class Preemptor::Search {
 
 std::vector<VictimCandidate> Preemptor::Search::SameQueueCandidates() const {
   std::vector<VictimCandidate> out;
+  out.reserve(64);  // the cohort's are appended: most searches collect dozens
   auto q = p_.queues_.find(cq_.meta.name);
   if (q == p_.queues_.end()) return out;
   ForEachUsing(q->second.admitted, frs_, [&](Entry* e) {
@@ -314,7 +343,6 @@ std::vector<Target> Preemptor::Search::Classical() {
   CohortCandidates(&cands);
   OwnEvicting(Class::kCohort, "InCohortReclamation", &cands);
   if (cands.empty() || !Freeable(cands)) return {};
-  std::sort(cands.begin(), cands.end(), CandidateBefore);
   bool has_other = false;
   bool has_hier = false;
   for (const VictimCandidate& c : cands) {
@@ -334,9 +362,11 @@ std::vector<Target> Preemptor::Search::Classical() {
   } else {
     attempts = {true, false};
   }
+  CandidateOrder order(std::move(cands));
   for (bool allow_borrowing : attempts) {
     std::vector<VictimCandidate> taken;
-    for (const VictimCandidate& c : cands) {
+    for (size_t i = 0; const VictimCandidate* next = order.At(i); ++i) {
+      const VictimCandidate& c = *next;
       if (c.reclaim_without_borrowing && allow_borrowing) continue;
       if (!StillUseful(c)) continue;
       Take(c);
