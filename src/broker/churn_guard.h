@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "gangkeeper/model/objects.h"
@@ -32,8 +33,13 @@ class ChurnGuard {
   // Something changed in the world in `cq`'s cohort tree (nothing when `cq`
   // is empty): a workload preempted there before may be preempted again.
   void WorldChanged(const model::ClusterQueueName& cq);
-  // The policies changed: every workload may be preempted again.
-  void PoliciesChanged() { last_policy_change_ = ++seq_; }
+  // The policies changed: every workload may be preempted again (and the
+  // changes before it no longer matter: the tree may be renumbered).
+  void PoliciesChanged() {
+    last_policy_change_ = ++seq_;
+    by_root_.clear();
+    outside_.clear();
+  }
   // The sequence of the last change; a workload preempted now keeps it in
   // Entry::preempted_seq.
   uint64_t seq() const { return seq_; }
@@ -45,14 +51,18 @@ class ChurnGuard {
   int64_t guarded() const { return guarded_; }
 
  private:
-  // The cohort tree `cq` belongs to, as a name ("" when `cq` is empty).
-  std::string TreeKey(const model::ClusterQueueName& cq) const;
+  // The root node of `cq`'s cohort tree (a ClusterQueue without a cohort
+  // is its own root), or -1 when `cq` is not in the tree.
+  int RootOf(const model::ClusterQueueName& cq) const;
 
   const ResourceTree& tree_;
   const bool enabled_;
   uint64_t seq_ = 0;
-  // Per cohort tree, the sequence of the last change in it.
-  absl::flat_hash_map<std::string, uint64_t> last_change_;
+  // Per cohort tree, the sequence of the last change in it: by root node
+  // (0 = none), and by name for ClusterQueues outside the tree. Both are
+  // cleared on a policy change, which outdates everything before it.
+  std::vector<uint64_t> by_root_;
+  absl::flat_hash_map<std::string, uint64_t> outside_;
   uint64_t last_policy_change_ = 0;
   mutable int64_t guarded_ = 0;  // counted by the const Guarded()
 };

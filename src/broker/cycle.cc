@@ -168,8 +168,15 @@ bool Cycle::Run() {
 }
 
 void Cycle::HeadsOfQueues() {
-  for (auto& [name, q] : s_.queues) {
+  // By tree node rather than through the queue map (a fixed cost of every
+  // cycle): ClusterQueue nodes are numbered in name order, the map's order,
+  // and every queue with entries has a node (Enqueue files into live
+  // ClusterQueues only, and a policy change re-files everything).
+  for (size_t node = 0; node < s_.queue_by_node.size(); ++node) {
+    if (s_.queue_by_node[node] == nullptr) continue;
+    Queue& q = *s_.queue_by_node[node];
     if (q.active.empty() || q.blocked) continue;
+    const std::string& name = s_.tree.NodeName(static_cast<int>(node));
     const model::ClusterQueue* cq = LiveClusterQueue(s_, name);
     if (cq == nullptr || ClusterQueueBlocked(s_, name).has_value()) {
       // The policy changed under it; Enqueue re-files the entries.

@@ -24,6 +24,29 @@
 
 namespace gangkeeper::broker {
 
+// Which ClusterQueue's queue holds an entry, as a pointer to the queue
+// map's key (QueueMap never erases a queue; replacing the whole map
+// re-files every queued entry): 8 bytes per tracked workload instead of a
+// copy of the name.
+class QueuedIn {
+ public:
+  bool empty() const { return name_ == nullptr; }
+  void clear() { name_ = nullptr; }
+  // `name` must outlive the entry's stay in that queue (the queue map's key).
+  void Set(const std::string* name) { name_ = name; }
+  // "" when none.
+  const std::string& name() const {
+    static const std::string kNone;
+    return name_ == nullptr ? kNone : *name_;
+  }
+  friend bool operator==(const QueuedIn& a, const std::string& b) { return a.name() == b; }
+  // Whether it points at `key` itself (the invariant check's question).
+  bool At(const std::string& key) const { return name_ == &key; }
+
+ private:
+  const std::string* name_ = nullptr;
+};
+
 // One tracked workload.
 struct Entry {
   // Copy-on-write: the broker's snapshots share the WorkloadInfo until it
@@ -53,7 +76,7 @@ struct Entry {
   const std::vector<workload::PodSet>& PodSets() const {
     return group != nullptr ? group->pod_sets : info_ptr->workload->pod_sets;
   }
-  std::string queued_in;                 // the ClusterQueue whose queue holds it ("" = none)
+  QueuedIn queued_in;  // the ClusterQueue whose queue holds it (empty = none)
   // The small fields side by side (an entry per tracked workload: no
   // padding between them).
   // The queue-order key's priority (see order_time below).
@@ -67,17 +90,17 @@ struct Entry {
   // The queue-order key, kept beside the entry (not behind info_ptr) for
   // cache-friendly comparisons; set by SetOrderKey whenever they change.
   absl::Time order_time;
-  const std::string* order_uid = nullptr;
   // The uid's first 8 bytes, big-endian: compares as the uid does whenever
-  // they differ, without a string compare (most ties end there).
+  // they differ, without a string compare (most ties end there; the rest
+  // read the uid, which an instance never changes).
   uint64_t order_uid_prefix = 0;
   void SetOrderKey() {
     order_priority = info_ptr->priority;
     order_time = info_ptr->queued_at;
-    order_uid = &info_ptr->workload->uid;
+    const std::string& uid = info_ptr->workload->uid;
     order_uid_prefix = 0;
     for (size_t i = 0; i < 8; ++i) {
-      const unsigned char c = i < order_uid->size() ? static_cast<unsigned char>((*order_uid)[i]) : 0;
+      const unsigned char c = i < uid.size() ? static_cast<unsigned char>(uid[i]) : 0;
       order_uid_prefix = (order_uid_prefix << 8) | c;
     }
   }
@@ -127,8 +150,8 @@ struct QueueOrder {
     if (a->order_priority != b->order_priority) return a->order_priority > b->order_priority;
     if (a->order_time != b->order_time) return a->order_time < b->order_time;
     if (a->order_uid_prefix != b->order_uid_prefix) return a->order_uid_prefix < b->order_uid_prefix;
-    const std::string& ua = *a->order_uid;
-    const std::string& ub = *b->order_uid;
+    const std::string& ua = a->info_ptr->workload->uid;
+    const std::string& ub = b->info_ptr->workload->uid;
     if (ua != ub) return ua < ub;
     return a->seq < b->seq;
   }

@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "absl/container/inlined_vector.h"
+
 #include "gangkeeper/base/check.h"
 #include "src/broker/queues.h"
 
@@ -36,15 +38,21 @@ auto WithoutHolds(Scheduler::State& s, F f) {
 
 }  // namespace
 
+namespace {
+
+bool IsOwnEvicting(const Entry* v, const Entry& p) {
+  return v != nullptr && v->cinfo().phase == Phase::kEvicting && v->awaited_by == &p &&
+         v->cinfo().admission.has_value();
+}
+
+}  // namespace
+
 std::vector<const Entry*> OwnEvicting(const Scheduler::State& s, const Entry& p) {
   std::vector<const Entry*> out;
   if (p.preemption == nullptr) return out;
   for (const InstanceKey& k : p.preemption->awaiting) {
     const Entry* v = FindEntry(s, k);
-    if (v != nullptr && v->cinfo().phase == Phase::kEvicting && v->awaited_by == &p &&
-        v->cinfo().admission.has_value()) {
-      out.push_back(v);
-    }
+    if (IsOwnEvicting(v, p)) out.push_back(v);
   }
   return out;
 }
@@ -54,7 +62,11 @@ std::vector<const Entry*> OwnEvicting(const Scheduler::State& s, const Entry& p)
 // victims have stopped, and retrying it at every completion in its tree
 // would cost a preemption search each time.)
 bool AwaitingVictims(const Scheduler::State& s, const Entry& e) {
-  return !OwnEvicting(s, e).empty();
+  if (e.preemption == nullptr) return false;
+  for (const InstanceKey& k : e.preemption->awaiting) {
+    if (IsOwnEvicting(FindEntry(s, k), e)) return true;
+  }
+  return false;
 }
 
 // Per FlavorResource: its need less what its victims' leaving adds to the
@@ -65,23 +77,29 @@ void PutHold(Scheduler::State& s, Entry* e) {
   if (!e->waiting()) return;
   GK_DCHECK(e->preemption->held.empty());
   const std::string& cq = e->cinfo().cluster_queue;
-  if (cq.empty() || s.tree.ClusterQueueNode(cq) < 0) return;
+  const int cq_node = cq.empty() ? -1 : s.tree.ClusterQueueNode(cq);
+  if (cq_node < 0) return;
+  const ResourceAmounts& needs = e->preemption->need;
+  // Available now and with the victims gone, in `needs`' order.
+  absl::InlinedVector<Quantity, 4> now;
+  for (const auto& [fr, need] : needs) now.push_back(s.tree.Available(cq_node, fr));
+  absl::InlinedVector<Quantity, 4> after = now;
   const std::vector<const Entry*> evicting = OwnEvicting(s, *e);
-  ResourceAmounts now;
-  for (const auto& [fr, need] : e->preemption->need) now[fr] = s.tree.Available(cq, fr);
-  ResourceAmounts after = now;
   if (!evicting.empty()) {
     for (const Entry* v : evicting) GK_CHECK_OK(s.tree.RemoveUsage(v->cinfo().admission->cluster_queue, v->cinfo().admission->usage));
-    for (const auto& [fr, need] : e->preemption->need) after[fr] = s.tree.Available(cq, fr);
+    size_t i = 0;
+    for (const auto& [fr, need] : needs) after[i++] = s.tree.Available(cq_node, fr);
     for (const Entry* v : evicting) GK_CHECK_OK(s.tree.AddUsage(v->cinfo().admission->cluster_queue, v->cinfo().admission->usage));
   }
   ResourceAmounts hold;
-  for (const auto& [fr, need] : e->preemption->need) {
-    const Quantity freed = Sub0(after[fr], now[fr]);
-    const Quantity room = std::min(Sub0(need, freed), now[fr]);
-    if (!room.IsZero() && !room.IsNegative()) hold[fr] = room;
+  size_t i = 0;
+  for (const auto& [fr, need] : needs) {
+    const Quantity freed = Sub0(after[i], now[i]);
+    const Quantity room = std::min(Sub0(need, freed), now[i]);
+    ++i;
+    if (!room.IsZero() && !room.IsNegative()) hold.emplace_hint(hold.end(), fr, room);
   }
-  if (!hold.empty() && s.tree.AddUsage(cq, hold).ok()) e->preemption->held = std::move(hold);
+  if (!hold.empty() && s.tree.AddUsage(cq_node, hold).ok()) e->preemption->held = std::move(hold);
 }
 
 void TakeHold(Scheduler::State& s, Entry* e) {
@@ -115,19 +133,26 @@ bool VirtualFits(Scheduler::State& s, const Entry* x, const std::string& cq, con
       GK_CHECK_OK(add ? s.tree.AddUsage(where, amounts) : s.tree.RemoveUsage(where, amounts));
     };
     // What can get worse: the FlavorResources added to.
-    std::set<FlavorResource> frs;
-    for (const auto& [fr, q] : extra) frs.insert(fr);
+    absl::InlinedVector<const FlavorResource*, 8> frs;
+    auto note = [&](const FlavorResource& fr) {
+      for (const FlavorResource* f : frs) {
+        if (*f == fr) return;
+      }
+      frs.push_back(&fr);
+    };
+    for (const auto& [fr, q] : extra) note(fr);
     for (const Entry* p : mine) {
-      for (const auto& [fr, q] : p->preemption->need) frs.insert(fr);
+      for (const auto& [fr, q] : p->preemption->need) note(fr);
     }
-    std::vector<int> nodes;
-    for (const auto& [name, q] : s.queues) {
-      const int n = s.tree.ClusterQueueNode(name);
-      if (n >= 0 && s.tree.Root(n) == root) nodes.push_back(n);
+    // The tree's ClusterQueues with queues (every one of them).
+    absl::InlinedVector<int, 32> nodes;
+    for (size_t n = 0; n < s.queue_by_node.size(); ++n) {
+      if (s.queue_by_node[n] != nullptr && s.tree.Root(static_cast<int>(n)) == root) nodes.push_back(static_cast<int>(n));
     }
-    std::map<std::pair<int, FlavorResource>, Quantity> before;
+    std::vector<Quantity> before;
+    before.reserve(nodes.size() * frs.size());
     for (int n : nodes) {
-      for (const FlavorResource& fr : frs) before[{n, fr}] = s.tree.RawAvailable(n, fr);
+      for (const FlavorResource* fr : frs) before.push_back(s.tree.RawAvailable(n, *fr));
     }
     std::vector<std::pair<std::string, const ResourceAmounts*>> removed;
     for (const Target& t : gone) removed.emplace_back(t.entry->cinfo().admission->cluster_queue, &t.entry->cinfo().admission->usage);
@@ -140,10 +165,12 @@ bool VirtualFits(Scheduler::State& s, const Entry* x, const std::string& cq, con
     for (const auto& [where, amounts] : removed) move(where, *amounts, false);
     for (const Entry* p : mine) move(p->cinfo().cluster_queue, p->preemption->need, true);
     bool fits = true;
+    size_t i = 0;
     for (int n : nodes) {
-      for (const FlavorResource& fr : frs) {
-        const Quantity after = s.tree.RawAvailable(n, fr);
-        if (after.IsNegative() && after < before[{n, fr}]) fits = false;
+      for (const FlavorResource* fr : frs) {
+        const Quantity after = s.tree.RawAvailable(n, *fr);
+        if (after.IsNegative() && after < before[i]) fits = false;
+        ++i;
       }
     }
     for (const Entry* p : mine) move(p->cinfo().cluster_queue, p->preemption->need, false);

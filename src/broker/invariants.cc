@@ -100,9 +100,14 @@ absl::Status CheckPending(const State& s, const std::string& name, Entry* e, Tal
     return absl::InternalError(absl::StrCat(name, " is pending but ", in_queue ? "both queued and parked" : "in no queue"));
   }
   if (in_queue) {
-    const Queue& q = s.queues.at(e->queued_in);
+    auto it = s.queues.find(e->queued_in.name());
+    if (it == s.queues.end() || !e->queued_in.At(it->first)) {
+      return absl::InternalError(absl::StrCat(name, " is queued in ClusterQueue ", e->queued_in.name(),
+                                              ", which has no queue"));
+    }
+    const Queue& q = it->second;
     if ((q.active.count(e) != 0) + (q.inadmissible.count(e) != 0) != 1) {
-      return absl::InternalError(absl::StrCat(name, " is not exactly once in ClusterQueue ", e->queued_in));
+      return absl::InternalError(absl::StrCat(name, " is not exactly once in ClusterQueue ", e->queued_in.name()));
     }
     ++tally.queued;
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "gangkeeper/base/check.h"
 #include "src/broker/preemption.h"
 
@@ -24,7 +25,7 @@ struct VictimCandidate {
   VictimCandidate(Entry* e, Class c, bool rwb, int node, const char* why)
       : entry(e), cls(c), reclaim_without_borrowing(rwb), cq_node(node), reason(why),
         evicting(e->cinfo().phase == Phase::kEvicting), priority(e->cinfo().priority),
-        admitted_at(e->cinfo().admitted_at), uid_prefix(UidPrefix(e->cinfo().workload->uid)) {}
+        admitted_at(e->cinfo().admitted_at), uid_prefix(e->order_uid_prefix) {}
   Entry* entry = nullptr;
   Class cls = Class::kSameQueue;
   bool reclaim_without_borrowing = false;  // only usable when the preemptor does not borrow
@@ -34,18 +35,11 @@ struct VictimCandidate {
   bool evicting = false;
   int32_t priority = 0;
   absl::Time admitted_at;
-  // The uid's first eight bytes in big-endian order: compares like the uid
-  // itself as far as they reach, so the full strings are compared only
-  // when the prefixes tie (rare for real uids, which are random).
+  // The uid's first eight bytes in big-endian order (Entry's
+  // order_uid_prefix): compares like the uid itself as far as they reach,
+  // so the full strings are compared only when the prefixes tie (rare for
+  // real uids, which are random).
   uint64_t uid_prefix = 0;
-
-  static uint64_t UidPrefix(const std::string& uid) {
-    uint64_t v = 0;
-    for (size_t i = 0; i < 8; ++i) {
-      v = (v << 8) | (i < uid.size() ? static_cast<unsigned char>(uid[i]) : 0u);
-    }
-    return v;
-  }
 };
 
 bool UsesAny(const Entry& e, const std::set<FlavorResource>& frs) {
@@ -113,8 +107,39 @@ bool CandidateBefore(const VictimCandidate& a, const VictimCandidate& b) {
   return a.entry->seq < b.entry->seq;
 }
 
-bool OverNominalAny(const ResourceTree& tree, int node, const std::set<FlavorResource>& frs) {
-  for (const FlavorResource& fr : frs) {
+// Candidates in CandidateBefore order, sorted only as far as a walk goes:
+// a classical search usually stops after a few victims, and a full sort of
+// every candidate of the cohort cost more than the walk. CandidateBefore is
+// a total order (the last tie-break is the entry's registration sequence),
+// so the order is the one a sort gives.
+class CandidateOrder {
+ public:
+  explicit CandidateOrder(std::vector<VictimCandidate> cands) : heap_(std::move(cands)) {
+    std::make_heap(heap_.begin(), heap_.end(), After);
+    sorted_.reserve(heap_.size());
+  }
+  // The i-th candidate, or nullptr past the last. Valid until the next call.
+  const VictimCandidate* At(size_t i) {
+    while (sorted_.size() <= i && !heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), After);
+      sorted_.push_back(heap_.back());
+      heap_.pop_back();
+    }
+    return i < sorted_.size() ? &sorted_[i] : nullptr;
+  }
+
+ private:
+  static bool After(const VictimCandidate& a, const VictimCandidate& b) { return CandidateBefore(b, a); }
+
+  std::vector<VictimCandidate> heap_;
+  std::vector<VictimCandidate> sorted_;
+};
+
+// The tree's ids of a search's FlavorResources (usually one).
+using FrIds = absl::InlinedVector<int, 4>;
+
+bool OverNominalAny(const ResourceTree& tree, int node, const FrIds& frs) {
+  for (const int fr : frs) {
     if (tree.UsageAt(node, fr) > tree.SubtreeQuotaAt(node, fr)) return true;
   }
   return false;
@@ -146,6 +171,7 @@ class Preemptor::Search {
          const std::set<FlavorResource>& frs)
       : p_(p), tree_(p.tree_), in_(in), cq_(cq), request_(request), frs_(frs) {
     cq_node_ = tree_.ClusterQueueNode(cq.meta.name);
+    for (const FlavorResource& fr : frs_) fr_ids_.push_back(tree_.FrId(fr));
   }
 
   std::vector<Target> Classical();
@@ -216,11 +242,13 @@ class Preemptor::Search {
   const model::ClusterQueue& cq_;
   const ResourceAmounts& request_;
   const std::set<FlavorResource>& frs_;
+  FrIds fr_ids_;  // frs_'s ids in the tree
   int cq_node_ = -1;
 };
 
 std::vector<VictimCandidate> Preemptor::Search::SameQueueCandidates() const {
   std::vector<VictimCandidate> out;
+  out.reserve(64);  // the cohort's are appended: most searches collect dozens
   auto q = p_.queues_.find(cq_.meta.name);
   if (q == p_.queues_.end()) return out;
   ForEachUsing(q->second.admitted, frs_, [&](Entry* e) {
@@ -233,7 +261,7 @@ std::vector<VictimCandidate> Preemptor::Search::SameQueueCandidates() const {
 }
 
 void Preemptor::Search::Collect(int node, bool advantage, std::vector<VictimCandidate>* out) const {
-  if (!OverNominalAny(tree_, node, frs_)) return;
+  if (!OverNominalAny(tree_, node, fr_ids_)) return;
   if (!tree_.IsClusterQueue(node)) {
     for (int child : tree_.Children(node)) Collect(child, advantage, out);
     return;
@@ -283,7 +311,7 @@ bool Preemptor::Search::StillUseful(const VictimCandidate& c) const {
   if (c.cls == Class::kSameQueue || c.evicting) return true;  // an evicting gang frees its quota anyway
   const int lca = LowestCommonAncestor(tree_, c.cq_node, cq_node_);
   for (int n = c.cq_node; n != -1 && n != lca; n = tree_.Parent(n)) {
-    if (!OverNominalAny(tree_, n, frs_)) return false;
+    if (!OverNominalAny(tree_, n, fr_ids_)) return false;
   }
   return true;
 }
@@ -315,7 +343,6 @@ std::vector<Target> Preemptor::Search::Classical() {
   CohortCandidates(&cands);
   OwnEvicting(Class::kCohort, "InCohortReclamation", &cands);
   if (cands.empty() || !Freeable(cands)) return {};
-  std::sort(cands.begin(), cands.end(), CandidateBefore);
   bool has_other = false;
   bool has_hier = false;
   for (const VictimCandidate& c : cands) {
@@ -335,9 +362,11 @@ std::vector<Target> Preemptor::Search::Classical() {
   } else {
     attempts = {true, false};
   }
+  CandidateOrder order(std::move(cands));
   for (bool allow_borrowing : attempts) {
     std::vector<VictimCandidate> taken;
-    for (const VictimCandidate& c : cands) {
+    for (size_t i = 0; const VictimCandidate* next = order.At(i); ++i) {
+      const VictimCandidate& c = *next;
       if (c.reclaim_without_borrowing && allow_borrowing) continue;
       if (!StillUseful(c)) continue;
       Take(c);
@@ -358,7 +387,7 @@ std::vector<Target> Preemptor::Search::Fair() {
     const int root = tree_.Root(cq_node_);
     for (const auto& [name, q] : p_.queues_) {
       const int node = tree_.ClusterQueueNode(name);
-      if (node < 0 || node == cq_node_ || tree_.Root(node) != root || !OverNominalAny(tree_, node, frs_)) continue;
+      if (node < 0 || node == cq_node_ || tree_.Root(node) != root || !OverNominalAny(tree_, node, fr_ids_)) continue;
       ForEachUsing(q.admitted, frs_, [&](Entry* e) {
         if (e->cinfo().phase != Phase::kEvicting && !Reclaim(cq_.preemption.reclaim_within_cohort, *e, in_)) return;
         if (p_.guard_.Guarded(*e) || AwaitedByOther(*e, in_)) return;

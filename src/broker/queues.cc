@@ -155,7 +155,7 @@ void Record(State& s, StateChange c) { s.changes.push_back(std::move(c)); }
 void WorldChanged(State& s, const Entry& e) {
   if (e.cinfo().admission.has_value()) s.churn.WorldChanged(e.cinfo().admission->cluster_queue);
   if (!e.cinfo().cluster_queue.empty()) s.churn.WorldChanged(e.cinfo().cluster_queue);
-  if (!e.queued_in.empty()) s.churn.WorldChanged(e.queued_in);
+  if (!e.queued_in.empty()) s.churn.WorldChanged(e.queued_in.name());
 }
 
 void Dequeue(State& s, Entry* e) {
@@ -165,7 +165,7 @@ void Dequeue(State& s, Entry* e) {
     e->in_backoff = false;
   }
   if (!e->queued_in.empty()) {
-    auto q = s.queues.find(e->queued_in);
+    auto q = s.queues.find(e->queued_in.name());
     if (q != s.queues.end()) {
       q->second.active.erase(e);
       q->second.inadmissible.erase(e);
@@ -216,8 +216,8 @@ void Enqueue(State& s, Entry* e) {
       r.message = absl::StrCat("pod group ", w.pod_group_name, " has ", e->cinfo().pod_group_members, " of ",
                                w.pod_group_total_count, " pods; the gang is released when all exist");
     } else {
-      e->queued_in = cq->meta.name;
-      Queue& q = s.queues[cq->meta.name];
+      auto& [queue_name, q] = *s.queues.try_emplace(cq->meta.name).first;
+      e->queued_in.Set(&queue_name);
       q.active.insert(e);
       q.blocked = false;
       if (!q.blocked_by.empty() && *q.active.begin() != e && e->cinfo().reason.code == PendingReason::Code::kQueued &&

@@ -33,6 +33,17 @@ const std::vector<model::ResourceGroup> kNoGroups;
 
 }  // namespace
 
+const ResourceTree::FrState ResourceTree::kEmptyState{};
+
+int ResourceTree::InternFr(const FlavorResource& fr) {
+  auto [it, inserted] = fr_ids_.emplace(fr, static_cast<int>(fr_names_.size()));
+  if (inserted) {
+    fr_names_.push_back(fr);
+    for (Node& node : nodes_) node.frs.resize(fr_names_.size());
+  }
+  return it->second;
+}
+
 // Parent cycles: the members of a cycle and their descendants are
 // disabled; each cycle is cut so the forest below stays acyclic.
 void ResourceTree::DisableCycles() {
@@ -84,13 +95,14 @@ absl::Status ResourceTree::DeclareQuotas(const model::PolicySet& policies) {
                 kind, " ", node.name, ": quota for ", FrName(fr),
                 " is negative; nominalQuota, borrowingLimit and lendingLimit must be >= 0"));
           }
-          auto [it, inserted] = node.frs.emplace(fr, FrState{});
-          if (!inserted) {
+          FrState& st = node.frs[static_cast<size_t>(InternFr(fr))];
+          if (st.present) {
             return absl::InvalidArgumentError(absl::StrCat(
                 kind, " ", node.name, ": ", FrName(fr),
                 " is declared more than once; list each flavor/resource once"));
           }
-          it->second.quota = Quota{rq.nominal, rq.borrowing_limit, rq.lending_limit};
+          st.present = true;
+          st.quota = Quota{rq.nominal, rq.borrowing_limit, rq.lending_limit};
         }
       }
     }
@@ -157,39 +169,36 @@ absl::StatusOr<ResourceTree> ResourceTree::Build(const model::PolicySet& policie
     node.height = 0;
     for (int c : node.children) node.height = std::max(node.height, tree.nodes_[c].height + 1);
     if (!node.is_cluster_queue && node.children.empty()) node.height = 1;
-    for (auto& [fr, st] : node.frs) st.subtree_quota = st.quota.nominal;
+    for (FrState& st : node.frs) st.subtree_quota = st.quota.nominal;
     for (int c : node.children) {
-      for (const auto& [fr, child_state] : tree.nodes_[c].frs) {
+      for (size_t fr = 0; fr < node.frs.size(); ++fr) {
+        const FrState& child_state = tree.nodes_[c].frs[fr];
+        if (!child_state.present) continue;
         FrState& st = node.frs[fr];
-        st.subtree_quota =
-            SatAdd(st.subtree_quota, SatSub(child_state.subtree_quota, tree.LocalQuota(c, fr)));
+        st.present = true;
+        st.subtree_quota = SatAdd(st.subtree_quota, SatSub(child_state.subtree_quota,
+                                                           tree.LocalQuota(c, static_cast<int>(fr))));
       }
     }
   }
   return tree;
 }
 
-const ResourceTree::FrState& ResourceTree::State(int node, const FlavorResource& fr) const {
-  static const FrState kEmpty;
-  auto it = nodes_[node].frs.find(fr);
-  return it == nodes_[node].frs.end() ? kEmpty : it->second;
-}
-
-Quantity ResourceTree::LocalQuota(int node, const FlavorResource& fr) const {
+Quantity ResourceTree::LocalQuota(int node, int fr) const {
   const FrState& st = State(node, fr);
   if (!st.quota.lending_limit) return Quantity();
   return ClampZero(SatSub(st.subtree_quota, *st.quota.lending_limit));
 }
 
-Quantity ResourceTree::LocalAvailable(int node, const FlavorResource& fr) const {
+Quantity ResourceTree::LocalAvailable(int node, int fr) const {
   return ClampZero(SatSub(LocalQuota(node, fr), State(node, fr).usage));
 }
 
-Quantity ResourceTree::Contribution(int node, const FlavorResource& fr, Quantity usage) const {
+Quantity ResourceTree::Contribution(int node, int fr, Quantity usage) const {
   return ClampZero(SatSub(usage, LocalQuota(node, fr)));
 }
 
-Quantity ResourceTree::AvailableAt(int node, const FlavorResource& fr) const {
+Quantity ResourceTree::AvailableAt(int node, int fr) const {
   const FrState& st = State(node, fr);
   int parent = nodes_[node].parent;
   if (parent == -1) return SatSub(st.subtree_quota, st.usage);
@@ -203,7 +212,7 @@ Quantity ResourceTree::AvailableAt(int node, const FlavorResource& fr) const {
   return SatAdd(LocalAvailable(node, fr), pa);
 }
 
-Quantity ResourceTree::PotentialAvailableAt(int node, const FlavorResource& fr) const {
+Quantity ResourceTree::PotentialAvailableAt(int node, int fr) const {
   const FrState& st = State(node, fr);
   int parent = nodes_[node].parent;
   if (parent == -1) return st.subtree_quota;
@@ -232,53 +241,54 @@ Quantity ResourceTree::Available(const model::ClusterQueueName& cq,
                                  const FlavorResource& fr) const {
   int n = FindClusterQueue(cq);
   if (n == -1 || nodes_[n].disabled) return Quantity();
-  return ClampZero(AvailableAt(n, fr));
+  return ClampZero(AvailableAt(n, FrId(fr)));
 }
 
 Quantity ResourceTree::Available(int n, const FlavorResource& fr) const {
   if (n < 0 || nodes_[n].disabled) return Quantity();
-  return ClampZero(AvailableAt(n, fr));
+  return ClampZero(AvailableAt(n, FrId(fr)));
 }
 
 Quantity ResourceTree::PotentialAvailable(int n, const FlavorResource& fr) const {
   if (n < 0 || nodes_[n].disabled) return Quantity();
-  return ClampZero(PotentialAvailableAt(n, fr));
+  return ClampZero(PotentialAvailableAt(n, FrId(fr)));
 }
 
 Quantity ResourceTree::PotentialAvailable(const model::ClusterQueueName& cq,
                                           const FlavorResource& fr) const {
   int n = FindClusterQueue(cq);
   if (n == -1 || nodes_[n].disabled) return Quantity();
-  return ClampZero(PotentialAvailableAt(n, fr));
+  return ClampZero(PotentialAvailableAt(n, FrId(fr)));
 }
 
 Quantity ResourceTree::Usage(const model::ClusterQueueName& cq, const FlavorResource& fr) const {
   int n = FindClusterQueue(cq);
-  return n == -1 ? Quantity() : State(n, fr).usage;
+  return n == -1 ? Quantity() : State(n, FrId(fr)).usage;
 }
 
 Quantity ResourceTree::Nominal(const model::ClusterQueueName& cq, const FlavorResource& fr) const {
   int n = FindClusterQueue(cq);
-  return n == -1 ? Quantity() : State(n, fr).quota.nominal;
+  return n == -1 ? Quantity() : State(n, FrId(fr)).quota.nominal;
 }
 
 Quantity ResourceTree::Borrowing(const model::ClusterQueueName& cq,
                                  const FlavorResource& fr) const {
   int n = FindClusterQueue(cq);
   if (n == -1) return Quantity();
-  const FrState& st = State(n, fr);
+  const FrState& st = State(n, FrId(fr));
   return ClampZero(SatSub(st.usage, st.quota.nominal));
 }
 
 Quantity ResourceTree::CohortUsage(const model::CohortName& cohort,
                                    const FlavorResource& fr) const {
   auto it = cohorts_.find(cohort);
-  return it == cohorts_.end() ? Quantity() : State(it->second, fr).usage;
+  return it == cohorts_.end() ? Quantity() : State(it->second, FrId(fr)).usage;
 }
 
 bool ResourceTree::Fits(const model::ClusterQueueName& cq, const ResourceAmounts& request) const {
+  const int n = FindClusterQueue(cq);
   for (const auto& [fr, amount] : request) {
-    if (amount > Available(cq, fr)) return false;
+    if (amount > Available(n, fr)) return false;
   }
   return true;
 }
@@ -308,8 +318,13 @@ absl::Status ResourceTree::ChangeUsageAt(int cq_node, const ResourceAmounts& amo
     FrState* state;
     Quantity usage;
   };
-  // Stage every new usage first so that an error changes nothing (adding an
-  // empty entry for an undeclared FlavorResource changes nothing either).
+  // A FlavorResource the tree has not seen gets its slots first: staging
+  // below keeps pointers into them.
+  for (const auto& [fr, amount] : amounts) {
+    if (!amount.IsZero() && !amount.IsNegative() && FrId(fr) < 0) InternFr(fr);
+  }
+  // Stage every new usage first so that an error changes nothing (marking
+  // an undeclared FlavorResource present changes nothing either).
   absl::InlinedVector<Update, 8> updates;
   for (const auto& [fr, amount] : amounts) {
     if (amount.IsNegative()) {
@@ -318,7 +333,9 @@ absl::Status ResourceTree::ChangeUsageAt(int cq_node, const ResourceAmounts& amo
                                                      " is negative"));
     }
     if (amount.IsZero()) continue;
-    FrState* st = &nodes_[cq_node].frs[fr];
+    const int id = FrId(fr);
+    FrState* st = &nodes_[cq_node].frs[static_cast<size_t>(id)];
+    st->present = true;
     Quantity old_usage = st->usage;
     absl::StatusOr<Quantity> new_usage = sign > 0 ? old_usage.Add(amount) : old_usage.Sub(amount);
     if (!new_usage.ok()) return new_usage.status();
@@ -334,12 +351,13 @@ absl::Status ResourceTree::ChangeUsageAt(int cq_node, const ResourceAmounts& amo
       if (parent == -1) break;
       // addUsage: the parent takes what no longer fits in LocalAvailable;
       // removal gives back exactly what the child stops passing up.
-      Quantity old_pass = Contribution(node, fr, old_usage);
-      Quantity new_pass = Contribution(node, fr, *new_usage);
+      Quantity old_pass = Contribution(node, id, old_usage);
+      Quantity new_pass = Contribution(node, id, *new_usage);
       if (old_pass == new_pass) break;
       absl::StatusOr<Quantity> delta = new_pass.Sub(old_pass);
       if (!delta.ok()) return delta.status();
-      st = &nodes_[parent].frs[fr];
+      st = &nodes_[parent].frs[static_cast<size_t>(id)];
+      st->present = true;
       old_usage = st->usage;
       new_usage = old_usage.Add(*delta);
       if (!new_usage.ok()) return new_usage.status();
@@ -371,21 +389,28 @@ int ResourceTree::Root(int node) const {
 
 std::vector<FlavorResource> ResourceTree::FlavorResources(int node) const {
   std::vector<FlavorResource> out;
-  out.reserve(nodes_[node].frs.size());
-  for (const auto& [fr, st] : nodes_[node].frs) out.push_back(fr);
+  for (size_t fr = 0; fr < nodes_[node].frs.size(); ++fr) {
+    if (nodes_[node].frs[fr].present) out.push_back(fr_names_[fr]);
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
-bool ResourceTree::BorrowingWith(int node, const FlavorResource& fr, Quantity extra) const {
+bool ResourceTree::BorrowingAt(int node, int fr, Quantity extra) const {
   const FrState& st = State(node, fr);
   return SatAdd(st.usage, extra) > st.subtree_quota;
 }
 
-int ResourceTree::BorrowingHeight(int cq_node, const FlavorResource& fr, Quantity amount) const {
-  if (!BorrowingWith(cq_node, fr, amount) || nodes_[cq_node].parent == -1) return 0;
+bool ResourceTree::BorrowingWith(int node, const FlavorResource& fr, Quantity extra) const {
+  return BorrowingAt(node, FrId(fr), extra);
+}
+
+int ResourceTree::BorrowingHeight(int cq_node, const FlavorResource& fr_name, Quantity amount) const {
+  const int fr = FrId(fr_name);
+  if (!BorrowingAt(cq_node, fr, amount) || nodes_[cq_node].parent == -1) return 0;
   Quantity remaining = SatSub(amount, LocalAvailable(cq_node, fr));
   for (int n = nodes_[cq_node].parent; n != -1; n = nodes_[n].parent) {
-    if (!BorrowingWith(n, fr, remaining)) return nodes_[n].height;
+    if (!BorrowingAt(n, fr, remaining)) return nodes_[n].height;
     remaining = SatSub(remaining, LocalAvailable(n, fr));
   }
   return nodes_[Root(cq_node)].height;
@@ -397,18 +422,21 @@ int64_t ResourceTree::DominantResourceShare(int node, const ResourceAmounts& ext
   if (parent == -1) return 0;
   // Borrowed and lendable per resource, summed over flavors.
   std::map<model::ResourceName, std::pair<absl::int128, absl::int128>> per_resource;
-  auto account = [&](const FlavorResource& fr) {
+  auto account = [&](const FlavorResource& fr_name) {
+    const int fr = FrId(fr_name);
     const FrState& st = State(node, fr);
     Quantity used = st.usage;
-    if (auto e = extra.find(fr); e != extra.end()) used = SatAdd(used, e->second);
+    if (auto e = extra.find(fr_name); e != extra.end()) used = SatAdd(used, e->second);
     Quantity borrowed = ClampZero(SatSub(used, st.subtree_quota));
-    auto& [b, l] = per_resource[fr.resource];
+    auto& [b, l] = per_resource[fr_name.resource];
     b += borrowed.milli();
     l += ClampZero(PotentialAvailableAt(parent, fr)).milli();
   };
-  for (const auto& [fr, st] : nodes_[node].frs) account(fr);
+  for (size_t fr = 0; fr < nodes_[node].frs.size(); ++fr) {
+    if (nodes_[node].frs[fr].present) account(fr_names_[fr]);
+  }
   for (const auto& [fr, amount] : extra) {
-    if (nodes_[node].frs.count(fr) == 0) account(fr);
+    if (!State(node, FrId(fr)).present) account(fr);
   }
   int64_t best = 0;
   bool have = false;
@@ -437,7 +465,8 @@ int64_t ResourceTree::DominantResourceShare(int node, const ResourceAmounts& ext
 absl::Status ResourceTree::CheckInvariants() const {
   for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
     const Node& node = nodes_[n];
-    for (const auto& [fr, st] : node.frs) {
+    for (const FlavorResource& fr : FlavorResources(n)) {
+      const FrState& st = State(n, FrId(fr));
       if (st.usage.IsNegative()) {
         return absl::InternalError(
             absl::StrCat(node.name, ": usage of ", FrName(fr), " is ", st.usage.Format()));
@@ -445,16 +474,17 @@ absl::Status ResourceTree::CheckInvariants() const {
     }
     if (node.is_cluster_queue) continue;
     std::map<FlavorResource, Quantity> want;
-    for (const auto& [fr, st] : node.frs) want[fr];
+    for (const FlavorResource& fr : FlavorResources(n)) want[fr];
     for (int c : node.children) {
-      for (const auto& [fr, st] : nodes_[c].frs) {
-        want[fr] = SatAdd(want[fr], Contribution(c, fr, st.usage));
+      for (const FlavorResource& fr : FlavorResources(c)) {
+        want[fr] = SatAdd(want[fr], Contribution(c, FrId(fr), State(c, FrId(fr)).usage));
       }
     }
     for (const auto& [fr, usage] : want) {
-      if (State(n, fr).usage != usage) {
+      const Quantity have = State(n, FrId(fr)).usage;
+      if (have != usage) {
         return absl::InternalError(absl::StrCat("Cohort ", node.name, ": usage of ", FrName(fr),
-                                                " is ", State(n, fr).usage.Format(),
+                                                " is ", have.Format(),
                                                 " but its children pass up ", usage.Format()));
       }
     }

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gangkeeper/broker/flavor_resource.h"
@@ -102,19 +104,38 @@ class ResourceTree {
   // The node's height: 0 for a ClusterQueue, 1 + the tallest child otherwise.
   int Height(int node) const { return nodes_[node].height; }
   double FairWeight(int node) const { return nodes_[node].weight; }
-  const Quota& QuotaAt(int node, const FlavorResource& fr) const { return State(node, fr).quota; }
+  const Quota& QuotaAt(int node, const FlavorResource& fr) const { return State(node, FrId(fr)).quota; }
   quantity::Quantity SubtreeQuotaAt(int node, const FlavorResource& fr) const {
-    return State(node, fr).subtree_quota;
+    return State(node, FrId(fr)).subtree_quota;
   }
-  quantity::Quantity UsageAt(int node, const FlavorResource& fr) const { return State(node, fr).usage; }
+  quantity::Quantity UsageAt(int node, const FlavorResource& fr) const { return State(node, FrId(fr)).usage; }
   // available() before clamping at zero: negative when quota was lowered
   // below usage.
-  quantity::Quantity RawAvailable(int node, const FlavorResource& fr) const { return AvailableAt(node, fr); }
+  quantity::Quantity RawAvailable(int node, const FlavorResource& fr) const { return AvailableAt(node, FrId(fr)); }
   quantity::Quantity PotentialAvailableOf(int node, const FlavorResource& fr) const {
-    return PotentialAvailableAt(node, fr);
+    return PotentialAvailableAt(node, FrId(fr));
   }
   // Every FlavorResource `node` declares or uses.
   std::vector<FlavorResource> FlavorResources(int node) const;
+  // The id of `fr` for the id-based reads below, or -1 when the tree has
+  // never seen it (its state is all zeros everywhere). Ids stay valid until
+  // the tree is replaced.
+  int FrId(const FlavorResource& fr) const {
+    // A handful per policy set: comparing beats hashing two strings.
+    if (fr_names_.size() <= kLinearFrs) {
+      for (size_t i = 0; i < fr_names_.size(); ++i) {
+        const FlavorResource& x = fr_names_[i];
+        if (x.resource.size() == fr.resource.size() && x.flavor == fr.flavor && x.resource == fr.resource) {
+          return static_cast<int>(i);
+        }
+      }
+      return -1;
+    }
+    auto it = fr_ids_.find(fr);
+    return it == fr_ids_.end() ? -1 : it->second;
+  }
+  quantity::Quantity UsageAt(int node, int fr_id) const { return State(node, fr_id).usage; }
+  quantity::Quantity SubtreeQuotaAt(int node, int fr_id) const { return State(node, fr_id).subtree_quota; }
   // usage + `extra` > SubtreeQuota: taking `extra` more makes `node` borrow.
   bool BorrowingWith(int node, const FlavorResource& fr, quantity::Quantity extra) const;
   // Kueue's FindHeightOfLowestSubtreeThatFits: 0 when `cq` does not borrow
@@ -141,6 +162,9 @@ class ResourceTree {
     Quota quota;
     quantity::Quantity subtree_quota;
     quantity::Quantity usage;
+    // Declared or used by the node (FlavorResources()); an absent state is
+    // all zeros, as one that was never touched.
+    bool present = false;
   };
   struct Node {
     std::string name;
@@ -150,31 +174,46 @@ class ResourceTree {
     int height = 0;
     double weight = 1.0;
     std::vector<int> children;
-    std::map<FlavorResource, FrState> frs;
+    // By FlavorResource id (FrId): every node has a slot for every
+    // FlavorResource the tree has seen, so walking up the tree for one
+    // FlavorResource looks it up once, not at every level.
+    std::vector<FrState> frs;
+  };
+  struct FrHash {
+    size_t operator()(const FlavorResource& fr) const { return absl::HashOf(fr.flavor, fr.resource); }
   };
 
   // Build's steps.
   void DisableCycles();
   absl::Status DeclareQuotas(const model::PolicySet& policies);
 
-  const FrState& State(int node, const FlavorResource& fr) const;
-  quantity::Quantity LocalQuota(int node, const FlavorResource& fr) const;
-  quantity::Quantity LocalAvailable(int node, const FlavorResource& fr) const;
+  // The id of `fr`, given a slot in every node first when it is new.
+  int InternFr(const FlavorResource& fr);
+
+  const FrState& State(int node, int fr) const { return fr < 0 ? kEmptyState : nodes_[node].frs[fr]; }
+  quantity::Quantity LocalQuota(int node, int fr) const;
+  quantity::Quantity LocalAvailable(int node, int fr) const;
   // What `node` passes up to its parent given `usage`.
-  quantity::Quantity Contribution(int node, const FlavorResource& fr,
-                                  quantity::Quantity usage) const;
-  quantity::Quantity AvailableAt(int node, const FlavorResource& fr) const;
-  quantity::Quantity PotentialAvailableAt(int node, const FlavorResource& fr) const;
+  quantity::Quantity Contribution(int node, int fr, quantity::Quantity usage) const;
+  quantity::Quantity AvailableAt(int node, int fr) const;
+  quantity::Quantity PotentialAvailableAt(int node, int fr) const;
+  bool BorrowingAt(int node, int fr, quantity::Quantity extra) const;
   int FindClusterQueue(const model::ClusterQueueName& cq) const;
   // Shared by AddUsage (sign +1) and RemoveUsage (sign -1).
   absl::Status ChangeUsageAt(int cq_node, const ResourceAmounts& amounts, int sign);
   absl::Status ChangeUsage(const model::ClusterQueueName& cq, const ResourceAmounts& amounts,
                            int sign);
 
+  static const FrState kEmptyState;
+  static constexpr size_t kLinearFrs = 16;
+
   std::vector<Node> nodes_;
-  std::map<model::ClusterQueueName, int> cluster_queues_;
-  std::map<model::CohortName, int> cohorts_;
+  absl::flat_hash_map<model::ClusterQueueName, int> cluster_queues_;
+  absl::flat_hash_map<model::CohortName, int> cohorts_;
   std::set<model::CohortName> disabled_;
+  // FlavorResource ids: fr_names_[id] is the FlavorResource of id.
+  std::vector<FlavorResource> fr_names_;
+  absl::flat_hash_map<FlavorResource, int, FrHash> fr_ids_;
 };
 
 }  // namespace gangkeeper::broker

@@ -65,7 +65,7 @@ struct Scheduler::State {
 
   void Touch(const Entry& e) {
     dirty_workloads.insert(e.cinfo().key);
-    if (!e.queued_in.empty()) dirty_queues.insert(e.queued_in);
+    if (!e.queued_in.empty()) dirty_queues.insert(e.queued_in.name());
     if (!e.cinfo().cluster_queue.empty()) dirty_queues.insert(e.cinfo().cluster_queue);
     if (e.cinfo().admission.has_value()) dirty_queues.insert(e.cinfo().admission->cluster_queue);
   }

@@ -446,6 +446,40 @@ TEST(ResourceTreeTest, ErrorsChangeNothing) {
   EXPECT_THAT(tree.CheckInvariants(), IsOk());
 }
 
+// Usage of a FlavorResource no node declares (an admission under older
+// policies) is accounted like any other, up the cohort chain, and listed.
+TEST(ResourceTreeTest, UndeclaredFlavorResourceIsAccounted) {
+  ResourceTree tree = PolicyBuilder().Cq("a", "pool", {Gpu(4)}).Cq("b", "pool", {Gpu(4)}).Build();
+  const FlavorResource other{"h100", "nvidia.com/gpu"};
+  EXPECT_EQ(tree.Available("a", other), Q(0));
+  ASSERT_THAT(tree.AddUsage("a", {{other, Q(3)}, {kGpu, Q(1)}}), IsOk());
+  EXPECT_EQ(tree.Usage("a", other), Q(3));
+  EXPECT_EQ(tree.CohortUsage("pool", other), Q(3));
+  EXPECT_EQ(tree.Available("b", kGpu), Q(7));
+  const int a = tree.ClusterQueueNode("a");
+  EXPECT_THAT(tree.FlavorResources(a), ::testing::ElementsAre(kGpu, other));
+  EXPECT_EQ(tree.UsageAt(a, tree.FrId(other)), Q(3));
+  EXPECT_EQ(tree.FrId(FlavorResource{"nope", "cpu"}), -1);
+  EXPECT_THAT(tree.CheckInvariants(), IsOk());
+  ASSERT_THAT(tree.RemoveUsage("a", {{other, Q(3)}, {kGpu, Q(1)}}), IsOk());
+  EXPECT_EQ(tree.CohortUsage("pool", other), Q(0));
+  EXPECT_THAT(tree.CheckInvariants(), IsOk());
+}
+
+// Many FlavorResources (past the linear lookup) read as few do.
+TEST(ResourceTreeTest, ManyFlavorResources) {
+  std::vector<QuotaSpec> quotas;
+  for (int i = 0; i < 40; ++i) quotas.push_back(QuotaSpec{absl::StrCat("r", i), i + 1, {}, {}});
+  ResourceTree tree = PolicyBuilder().Cq("a", "pool", quotas).Cq("b", "pool", {}).Build();
+  for (int i = 0; i < 40; ++i) {
+    const FlavorResource fr{kGpu.flavor, absl::StrCat("r", i)};
+    ASSERT_THAT(tree.AddUsage("b", {{fr, Q(1)}}), IsOk());
+    EXPECT_EQ(tree.Available("a", fr), Q(i)) << fr.ToString();
+    EXPECT_EQ(tree.Nominal("a", fr), Q(i + 1));
+  }
+  EXPECT_THAT(tree.CheckInvariants(), IsOk());
+}
+
 TEST(ResourceTreeTest, BuildRejectsBadQuota) {
   PolicyBuilder duplicate;
   duplicate.Cq("a", "", {Gpu(1), Gpu(2)});

@@ -109,8 +109,11 @@ struct PodSet {
 // `token` escaped for a JSON pointer ("~" -> "~0", "/" -> "~1").
 std::string JsonPointerEscape(absl::string_view token);
 
+// Fields are ordered so that the small ones share words (a tracked
+// workload keeps one Workload: padding is paid 100,000 times).
 struct Workload {
   Kind kind = Kind::kJob;
+  bool suspended = false;  // suspended, or (Pods) carrying our scheduling gate
   std::string api_version;
   std::string namespace_name;
   std::string name;  // may be empty on CREATE with generateName
@@ -126,15 +129,14 @@ struct Workload {
   // Priority as resolved (extract.h): the value, where it came from, and the
   // PriorityClass's preemptionPolicy (kNever: this workload never preempts).
   int32_t priority = 0;
+  model::PreemptionPolicy preemption_policy = model::PreemptionPolicy::kPreemptLowerPriority;
   std::string priority_class;         // the class name used, if any
   std::string priority_class_source;  // "WorkloadPriorityClass", "PriorityClass", "globalDefault", ""
-  model::PreemptionPolicy preemption_policy = model::PreemptionPolicy::kPreemptLowerPriority;
   // The pod PriorityClass the templates name (kept to compare with the
   // Kueue priority for warnings), empty when none.
   std::string pod_priority_class;
 
   std::vector<PodSet> pod_sets;
-  bool suspended = false;  // suspended, or (Pods) carrying our scheduling gate
   // The user whose request created (or last changed) it, from the
   // AdmissionReview's userInfo.username; empty when not known. For the audit.
   std::string submitted_by;
@@ -149,12 +151,12 @@ struct Workload {
   // that the API server never stored is dropped. False for everything read
   // from the cluster, and for reviews when they are trusted (--kube none).
   bool unconfirmed = false;
+  // Pods owned by a managed kind (Job, JobSet, ...) are not workloads.
+  bool owned_by_managed_object = false;
 
   // Pod groups: the group name and its declared total (0 when absent).
   std::string pod_group_name;
   int64_t pod_group_total_count = 0;
-  // Pods owned by a managed kind (Job, JobSet, ...) are not workloads.
-  bool owned_by_managed_object = false;
 
   // Total pods over all pod sets.
   int64_t TotalPods() const;
