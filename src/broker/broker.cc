@@ -1,6 +1,6 @@
 // gangkeeper broker: Broker (see broker.h) — the writer thread, its event
-// queue, durability before acknowledgement, actuation and role switches
-// (the snapshots it publishes: snapshots.cc).
+// queue, durability before acknowledgement and actuation (the snapshots it
+// publishes: snapshots.cc), and the read-only snapshots of a follower.
 #include "gangkeeper/broker/broker.h"
 
 #include <algorithm>
@@ -137,9 +137,7 @@ absl::Status Broker::Impl::Apply(Event& e, absl::Time now) {
       actuator->Release(MakeRelease(c));
       return absl::OkStatus();
     }
-    case Event::Type::kFlush:
-    case Event::Type::kFollow:
-    case Event::Type::kLead: return absl::OkStatus();
+    case Event::Type::kFlush: return absl::OkStatus();
   }
   return absl::OkStatus();
 }
@@ -221,19 +219,13 @@ void Broker::Impl::Run() {
       const size_t n = std::min(queue.size(), options.max_batch);
       batch.clear();
       for (size_t i = 0; i < n; ++i) {
-        if (IsRoleSwitch(queue.front()) && !batch.empty()) break;
         batch.push_back(std::move(queue.front()));
         queue.pop_front();
-        if (IsRoleSwitch(batch.back())) break;
       }
       stop = stopping && queue.empty();
       stats.queue_depth = queue.size();
     }
-    if (batch.size() == 1 && IsRoleSwitch(batch.front())) {
-      SwitchRole(batch.front());
-    } else {
-      ProcessBatch(batch);
-    }
+    ProcessBatch(batch);
     if (stop) return;
   }
 }
@@ -242,24 +234,9 @@ void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
   const absl::Time now = clock->Now();
   std::vector<absl::Status> results;
   results.reserve(batch.size());
-  const bool following = role.load() == Role::kFollower;
   for (Queued& q : batch) {
-    if (following && IsChange(q.event)) {
-      results.push_back(absl::FailedPreconditionError(
-          "this replica follows the leader: changes go through the replicated store"));
-      continue;
-    }
     results.push_back(Apply(q.event, now));
     intake_applied = std::max(intake_applied, q.event.intake_revision);
-  }
-  if (following) {
-    Publish(now);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i].waiter == nullptr) continue;
-      batch[i].waiter->status = results[i];
-      batch[i].waiter->done.Notify();
-    }
-    return;
   }
   const base::Stopwatch schedule_watch;
   const ScheduleStats sched = scheduler->Schedule(now);
@@ -323,64 +300,33 @@ void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
   }
 }
 
-void Broker::Impl::SwitchRole(Queued& q) {
-  Event& e = q.event;
-  const absl::Time now = clock->Now();
-  std::vector<StateChange> resend;
-  absl::StatusOr<std::unique_ptr<Scheduler>> restored =
-      RestoreFrom(e.state.get(), scheduler->shared_policies(), options.scheduler, &resend);
-  const bool recorded = e.state->policies != nullptr;
-  if (restored.ok() && e.type == Event::Type::kLead && e.policies != nullptr &&
-      (!recorded || model::EncodeManifests(*e.policies) != model::EncodeManifests((*restored)->policies()))) {
-    // The files (with the API's overlay) in effect on this replica replace
-    // the recorded policies; the first batch records them.
-    if (absl::Status set = (*restored)->SetPolicies(e.policies, now); !set.ok()) restored = set;
-  }
-  if (!restored.ok()) {
-    base::GetLogger("broker")->error("broker: cannot take the {} role: {}",
-                                     e.type == Event::Type::kLead ? "leader" : "follower",
-                                     restored.status().message());
-    if (q.waiter != nullptr) {
-      q.waiter->status = restored.status();
-      q.waiter->done.Notify();
-    }
-    return;
-  }
-  scheduler = *std::move(restored);
-  durable_position = e.state->position;
-  overlay = e.state->overlay;
-  unsynced.clear();
-  intake_applied = 0;
-  intake_durable = 0;
-  policy_notes.clear();
-  startup.clear();
-  if (e.type == Event::Type::kLead) {
-    role.store(Role::kLeader);
-    sink = e.sink;
-    actuator = e.actuator;
-  } else {
-    role.store(Role::kFollower);
-    sink = nullptr;
-    actuator = nullptr;
-  }
-  // Publish from an empty base: the new scheduler reports everything.
-  std::shared_ptr<const Snapshot> old = current.load();
-  auto base = std::make_shared<Snapshot>();
-  base->version_ = old->version_;
-  base->policies_ = scheduler->shared_policies();
-  for (size_t i = 0; i < Snapshot::kShards; ++i) base->shards_.push_back(std::make_shared<const Snapshot::Shard>());
-  current.store(std::move(base));
-  tree_of.clear();
-  tree_members.clear();
-  stale_orders.clear();
-  order_built_ms.clear();
+absl::StatusOr<std::shared_ptr<const Snapshot>> ReadOnlySnapshot(DurableState* state,
+                                                                 std::shared_ptr<const model::PolicySet> fallback,
+                                                                 const BrokerOptions& options,
+                                                                 const base::Clock* clock) {
+  if (fallback == nullptr) fallback = std::make_shared<const model::PolicySet>();
+  std::vector<StateChange> unconfirmed;  // a follower sends nothing
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler =
+      RestoreFrom(state, std::move(fallback), options.scheduler, &unconfirmed);
+  if (!scheduler.ok()) return scheduler.status();
+  Broker::Impl impl;
+  impl.options = options;
+  impl.clock = clock;
+  impl.scheduler = *std::move(scheduler);
+  impl.overlay = state->overlay;
+  impl.durable_position = state->position;
+  impl.stats = options.start_stats;
+  impl.PublishFirst(clock->Now());
+  return impl.current.load();
+}
+
+void Broker::Impl::PublishFirst(absl::Time now) {
+  auto first = std::make_shared<Snapshot>();
+  first->policies_ = scheduler->shared_policies();
+  first->time_ = now;
+  for (size_t i = 0; i < Snapshot::kShards; ++i) first->shards_.push_back(std::make_shared<const Snapshot::Shard>());
+  current.store(std::move(first));
   Publish(now);
-  if (q.waiter != nullptr) q.waiter->done.Notify();
-  if (e.type == Event::Type::kLead) {
-    Actuate(resend);
-    std::vector<Queued> none;
-    ProcessBatch(none);
-  }
 }
 
 Broker::Broker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -419,12 +365,8 @@ absl::StatusOr<std::unique_ptr<Broker>> Broker::Create(std::shared_ptr<const mod
   impl->startup = std::move(startup);
   if (recovered != nullptr) impl->overlay = recovered->overlay;
   impl->durable_position = recovered != nullptr ? recovered->position : 0;
-  auto first = std::make_shared<Snapshot>();
-  first->policies_ = impl->scheduler->shared_policies();
-  first->time_ = clock->Now();
-  for (size_t i = 0; i < Snapshot::kShards; ++i) first->shards_.push_back(std::make_shared<const Snapshot::Shard>());
-  impl->current.store(std::move(first));
-  impl->Publish(clock->Now());
+  impl->stats = options.start_stats;
+  impl->PublishFirst(clock->Now());
   return std::unique_ptr<Broker>(new Broker(std::move(impl)));
 }
 
@@ -449,11 +391,8 @@ void Broker::Stop() {
 void Broker::Submit(Event e) { (void)impl_->Send(std::move(e), false); }
 
 absl::Status Broker::SubmitAndWait(Event e, absl::Duration timeout) {
-  if (timeout == absl::ZeroDuration() && IsRoleSwitch(e)) timeout = absl::Minutes(2);
   return impl_->Send(std::move(e), true, timeout);
 }
-
-Role Broker::role() const { return impl_->role.load(); }
 
 bool Broker::Flush(absl::Duration timeout) {
   auto waiter = std::make_shared<Waiter>();

@@ -1,5 +1,5 @@
 // gangkeeper broker: Broker::Impl, shared by broker.cc (the writer thread:
-// events, durability before acknowledgement, actuation, role switches) and
+// events, durability before acknowledgement, actuation) and
 // snapshots.cc (the published Snapshot: its lookups, Publish).
 // Private to src/broker. Thread-compatible unless a field says otherwise.
 #pragma once
@@ -34,11 +34,16 @@ struct Queued {
   std::shared_ptr<Waiter> waiter;
 };
 
-inline bool IsRoleSwitch(const Event& e) { return e.type == Event::Type::kFollow || e.type == Event::Type::kLead; }
-inline bool IsRoleSwitch(const Queued& q) { return IsRoleSwitch(q.event); }
+// Events that change the state (a follower's ReadOnlyView refuses them).
+inline bool IsChange(const Event& e) { return e.type != Event::Type::kFlush; }
 
-// Events that change the state (a follower refuses them).
-inline bool IsChange(const Event& e) { return e.type != Event::Type::kFlush && !IsRoleSwitch(e); }
+// The snapshot a broker restored from `state` would publish (its workloads
+// are moved out; `fallback` when it records no policies), built on the
+// calling thread with no thread started: a follower's (roles.h).
+absl::StatusOr<std::shared_ptr<const Snapshot>> ReadOnlySnapshot(DurableState* state,
+                                                                 std::shared_ptr<const model::PolicySet> fallback,
+                                                                 const BrokerOptions& options,
+                                                                 const base::Clock* clock);
 
 struct Broker::Impl {
   BrokerOptions options;
@@ -61,7 +66,6 @@ struct Broker::Impl {
   // The highest intake revision applied, and the one the sink last took.
   int64_t intake_applied = 0;
   int64_t intake_durable = 0;
-  std::atomic<Role> role{Role::kLeader};
   uint64_t durable_position = 0;  // the sink's position after the last durable batch
   std::shared_ptr<const model::PolicyOverlay> overlay;  // writer thread
   // Who changed the policies and how, for the batch's kPoliciesChanged
@@ -109,16 +113,13 @@ struct Broker::Impl {
   DurableBatch MakeDurableBatch(const std::vector<StateChange>& changes) const;
 
   void Publish(absl::Time now);
+  // Publishes the scheduler's whole state, from an empty snapshot.
+  void PublishFirst(absl::Time now);
   void PublishWorkloads(const std::vector<WorkloadKey>& keys, Snapshot* snap) const;
 
   void Run();
 
   void ProcessBatch(std::vector<Queued>& batch);
-
-  // Follow or Lead: the scheduler is rebuilt from the event's state and the
-  // snapshot is published whole. A new leader then runs its first cycle at
-  // once and sends again what was sent but not confirmed.
-  void SwitchRole(Queued& q);
 };
 
 }  // namespace gangkeeper::broker

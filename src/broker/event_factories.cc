@@ -73,22 +73,6 @@ Event Event::Stopped(WorkloadKey key, std::string uid, std::string detail) {
   return e;
 }
 
-Event Event::Follow(DurableState state) {
-  Event e = OfType(Type::kFollow);
-  e.state = std::make_shared<DurableState>(std::move(state));
-  return e;
-}
-
-Event Event::Lead(DurableState state, std::shared_ptr<const model::PolicySet> policies, StateSink* sink,
-                  Actuator* actuator) {
-  Event e = OfType(Type::kLead);
-  e.state = std::make_shared<DurableState>(std::move(state));
-  e.policies = std::move(policies);
-  e.sink = sink;
-  e.actuator = actuator;
-  return e;
-}
-
 Event Event::Flush() { return OfType(Type::kFlush); }
 
 }  // namespace gangkeeper::broker

@@ -21,6 +21,7 @@
 #include "gangkeeper/audit/denials.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
+#include "gangkeeper/broker/roles.h"
 #include "gangkeeper/store/etcd/client.h"
 #include "gangkeeper/kube/actuator.h"
 #include "gangkeeper/kube/client.h"
@@ -73,7 +74,11 @@ struct Node::Impl {
   // Kueue's workload counters and admission waits: an observer of the
   // broker's durable changes (BrokerOptions::observers).
   std::unique_ptr<broker::WorkloadCounters> counters;
-  std::unique_ptr<broker::Broker> broker;
+  // The file journal's broker (replicas: each term's broker is the
+  // replica's), and what every front end reads and writes through: that
+  // broker, or the role the replica plays now (broker/roles.h).
+  std::shared_ptr<broker::Broker> broker;
+  std::unique_ptr<broker::SwitchingPort> front;
   // The webhook's registry: the broker itself, or (replicas) the intake.
   std::unique_ptr<broker::WorkloadRegistry> broker_registry;
   // The reconciler runs where the broker leads: always with the file
@@ -310,22 +315,24 @@ absl::Status Node::Impl::BuildBroker() {
                   ov->put.cohorts.size() + ov->put.workload_priority_classes.size() + ov->put.priority_classes.size(),
               ov->deleted.size());
   }
-  absl::StatusOr<std::unique_ptr<broker::Broker>> b = broker::Broker::Create(
-      effective->policies, o.broker, actuator.get(), audited.get(), clock, journal != nullptr ? &recovered : nullptr);
-  recovered = broker::DurableState{};
-  if (!b.ok()) return RunTime(absl::StrCat("--policies ", o.policies_dir, ": ", b.status().message()));
-  broker = *std::move(b);
-  actuator->Bind(broker.get());
-  broker_registry = broker::NewBrokerRegistry(broker.get(), broker.get());
-  broker->Start();
-  // A replica follows until it is elected; it shows nothing before the
-  // state from etcd arrives.
   if (replicated) {
-    if (absl::Status followed = broker->SubmitAndWait(broker::Event::Follow(broker::DurableState{})); !followed.ok()) {
-      return RunTime(absl::StrCat("broker: ", followed.message()));
-    }
+    // A replica follows until it is elected (replica::Replica, at Start):
+    // it shows the policies and nothing else before the state from etcd.
+    absl::StatusOr<std::shared_ptr<broker::ReadOnlyView>> view = broker::ReadOnlyView::Create(effective->policies, o.broker, clock);
+    if (!view.ok()) return RunTime(absl::StrCat("--policies ", o.policies_dir, ": ", view.status().message()));
+    front = std::make_unique<broker::SwitchingPort>(*std::move(view));
+  } else {
+    absl::StatusOr<std::unique_ptr<broker::Broker>> b =
+        broker::Broker::Create(effective->policies, o.broker, actuator.get(), audited.get(), clock, &recovered);
+    recovered = broker::DurableState{};
+    if (!b.ok()) return RunTime(absl::StrCat("--policies ", o.policies_dir, ": ", b.status().message()));
+    broker = *std::move(b);
+    front = std::make_unique<broker::SwitchingPort>(broker);
   }
-  if (journal != nullptr) {
+  actuator->Bind(front.get());
+  broker_registry = broker::NewBrokerRegistry(front.get(), front.get());
+  if (broker != nullptr) {
+    broker->Start();
     journal->StartSnapshots([b = broker.get()] { return b->snapshot(); }, clock);
   }
   return absl::OkStatus();
@@ -337,7 +344,7 @@ absl::Status Node::Impl::BuildBroker() {
 // auditing and both listeners' routes.
 absl::Status Node::Impl::BuildFrontEnds() {
   if (replicated) {
-    intake = std::make_unique<replica::IntakeRegistry>(etcd_client.get(), o.etcd_prefix, o.replica_id, broker.get(),
+    intake = std::make_unique<replica::IntakeRegistry>(etcd_client.get(), o.etcd_prefix, o.replica_id, front.get(),
                                                        clock);
   }
   broker::WorkloadRegistry& registrations = intake != nullptr ? static_cast<broker::WorkloadRegistry&>(*intake)
@@ -347,8 +354,8 @@ absl::Status Node::Impl::BuildFrontEnds() {
   log->info("admission reviews are {}", o.webhook.trust_reviews
                                             ? "trusted (--kube none: no API server to confirm them)"
                                             : "hints: workloads are confirmed from the API server's objects");
-  webhook = std::make_unique<admission::Webhook>([b = broker.get()] { return b->snapshot()->shared_policies(); }, registrations,
-                                                 o.webhook);
+  webhook = std::make_unique<admission::Webhook>([f = front.get()] { return f->snapshot()->shared_policies(); },
+                                                 registrations, o.webhook);
   absl::StatusOr<WebhookMetrics> wm = RegisterWebhookMetrics(registry);
   if (!wm.ok()) return RunTime(wm.status().message());
   absl::StatusOr<std::unique_ptr<api::TokenStore>> t = api::TokenStore::Load(o.tokens_file);
@@ -376,11 +383,11 @@ absl::Status Node::Impl::BuildFrontEnds() {
     replica::EtcdPolicyEditorOptions eo;
     eo.prefix = o.etcd_prefix;
     policy_editor =
-        std::make_unique<replica::EtcdPolicyEditor>(etcd_client.get(), broker.get(), policy_store.get(), eo);
+        std::make_unique<replica::EtcdPolicyEditor>(etcd_client.get(), front.get(), policy_store.get(), eo);
   }
   server::Options so = o.server;
   so.clock = clock;
-  for (server::Route& r : api::Routes(broker.get(), broker.get(), tokens.get(), clock, audit_log.get(),
+  for (server::Route& r : api::Routes(front.get(), front.get(), tokens.get(), clock, audit_log.get(),
                                       policy_store.get(), policy_editor.get())) {
     so.routes.push_back(std::move(r));
   }
@@ -415,7 +422,7 @@ absl::Status Node::Impl::RegisterMetrics() {
   if (journal != nullptr) {
     if (absl::Status m = api::RegisterJournalMetrics(registry, journal.get()); !m.ok()) return RunTime(m.message());
   }
-  if (absl::Status m = api::RegisterBrokerMetrics(registry, broker.get(), counters.get(), Role()); !m.ok()) {
+  if (absl::Status m = api::RegisterBrokerMetrics(registry, front.get(), counters.get(), Role()); !m.ok()) {
     return RunTime(m.message());
   }
   if (absl::Status m = api::RegisterBuildInfo(registry, BuildInfo()); !m.ok()) return RunTime(m.message());
@@ -471,7 +478,7 @@ void Node::Impl::StartReconciler() {
   ro.manage_jobs_without_queue_name = o.webhook.manage_jobs_without_queue_name;
   ro.confirm_grace = o.confirm_grace;
   ro.confirm_check = std::clamp(o.confirm_grace / 2, absl::Milliseconds(100), absl::Seconds(5));
-  reconciler = std::make_unique<kube::Reconciler>(kube_client.get(), broker.get(), broker.get(), ro);
+  reconciler = std::make_unique<kube::Reconciler>(kube_client.get(), front.get(), front.get(), ro);
   reconciler->Start();
 }
 
@@ -517,13 +524,14 @@ absl::Status Node::Start() {
   ro.snapshot_every_records = n.o.journal.snapshot_every_records;
   ro.snapshot_every = n.o.journal.snapshot_every;
   ro.policies = replica::PolicyStoreFeed(n.policy_store.get());
+  ro.broker = n.o.broker;
   ro.on_lead = [&n] {
     n.StartReconciler();
     n.log->info("replica: leading: scheduling and actuating");
   };
   ro.on_follow = [&n] { n.StopReconciler(); };
   absl::StatusOr<std::unique_ptr<replica::Replica>> r =
-      replica::Replica::Start(n.etcd_client.get(), n.broker.get(), n.actuator.get(), ro, n.clock);
+      replica::Replica::Start(n.etcd_client.get(), n.front.get(), n.actuator.get(), ro, n.clock);
   if (!r.ok()) return Setting(absl::StrCat("--store ", n.o.store, ": ", r.status().message()));
   n.replica = *std::move(r);
   n.leader_gate.store(n.replica.get());
@@ -538,13 +546,13 @@ absl::Status Node::Shutdown(absl::Duration grace) {
   if (!stopped.ok()) n.log->error("shutdown: {}", stopped.message());
   n.denials->Stop();  // the last aggregated denials, while the intake still takes them
   // With etcd: resign, so another replica leads at once (this stops the
-  // reconciler and makes the broker follow).
+  // reconciler and the term's broker).
   if (n.replica != nullptr) n.replica->Shutdown();
   if (n.audit_feed != nullptr) n.audit_feed->Stop();
   n.StopReconciler();
-  // The broker applies what is queued (its last batch is durable), then a
-  // final snapshot makes the next start quick.
-  n.broker->Stop();
+  // The file journal's broker applies what is queued (its last batch is
+  // durable), then a final snapshot makes the next start quick.
+  if (n.broker != nullptr) n.broker->Stop();
   n.actuator->Stop();
   if (n.journal != nullptr) {
     n.journal->StopSnapshots();
@@ -572,7 +580,7 @@ bool Node::ToggleKeepAlivesForTest() {
   return impl_->keep_alives_paused;
 }
 
-std::shared_ptr<const broker::Snapshot> Node::snapshot() const { return impl_->broker->snapshot(); }
+std::shared_ptr<const broker::Snapshot> Node::snapshot() const { return impl_->front->snapshot(); }
 bool Node::Ready(std::string* why) const { return impl_->server->readiness().Ready(why); }
 
 }  // namespace gangkeeper::node

@@ -14,8 +14,8 @@
 
 namespace gangkeeper::replica {
 
-Follower::Follower(etcd::Client* client, std::string prefix, broker::EventQueue* broker, absl::Duration min_interval)
-    : client_(client), prefix_(std::move(prefix)), broker_(broker), min_interval_(min_interval) {
+Follower::Follower(etcd::Client* client, std::string prefix, broker::ReadOnlyView* view, absl::Duration min_interval)
+    : client_(client), prefix_(std::move(prefix)), view_(view), min_interval_(min_interval) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -89,14 +89,14 @@ absl::Status Follower::HandOver() {
     dirty_ = false;
   }
   const uint64_t position = copy.position;
-  absl::Status s = broker_->SubmitAndWait(broker::Event::Follow(std::move(copy)));
+  absl::Status s = view_->Show(std::move(copy));
   absl::MutexLock lock(&mu_);
   if (s.ok()) {
     ++stats_.rebuilds;
     stats_.position = position;
     stats_.synced = true;
   } else {
-    base::GetLogger("replica")->error("follower: the broker refused the state at record {}: {}", position,
+    base::GetLogger("replica")->error("follower: the state at record {} cannot be shown: {}", position,
                                       s.message());
     dirty_ = true;
   }

@@ -10,11 +10,11 @@
 
 namespace gangkeeper::replica {
 
-absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(etcd::Client* client, broker::Broker* broker,
+absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(etcd::Client* client, broker::SwitchingPort* front,
                                                         broker::Actuator* actuator, ReplicaOptions options,
                                                         const base::Clock* clock) {
-  if (client == nullptr || broker == nullptr || clock == nullptr) {
-    return absl::InvalidArgumentError("replica: a client, a broker and a clock are required");
+  if (client == nullptr || front == nullptr || clock == nullptr) {
+    return absl::InvalidArgumentError("replica: a client, a switching port and a clock are required");
   }
   if (!options.policies) return absl::InvalidArgumentError("replica: options.policies is required");
   if (options.election.identity.empty()) {
@@ -24,9 +24,15 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(etcd::Client* client, br
     options.election.key = options.prefix + "leader";
   }
   options.journal.prefix = options.prefix;
-  std::unique_ptr<Replica> r(new Replica(client, broker, actuator, std::move(options), clock));
-  // Follow first: the broker shows the state before anything else.
-  r->follower_ = std::make_unique<Follower>(client, r->options_.prefix, broker, r->options_.follow_interval);
+  std::unique_ptr<Replica> r(new Replica(client, front, actuator, std::move(options), clock));
+  // Follow first: the view shows the state before anything else (the
+  // policies in effect, no workloads, until the state from etcd arrives).
+  absl::StatusOr<std::shared_ptr<broker::ReadOnlyView>> view =
+      broker::ReadOnlyView::Create(r->options_.policies(nullptr), r->options_.broker, clock);
+  if (!view.ok()) return view.status();
+  r->view_ = *std::move(view);
+  front->Switch(r->view_);
+  r->follower_ = std::make_unique<Follower>(client, r->options_.prefix, r->view_.get(), r->options_.follow_interval);
   etcd::ElectionCallbacks callbacks;
   Replica* self = r.get();
   callbacks.on_elected = [self](const etcd::Term& term) {
@@ -46,9 +52,9 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(etcd::Client* client, br
   return r;
 }
 
-Replica::Replica(etcd::Client* client, broker::Broker* broker, broker::Actuator* actuator, ReplicaOptions options,
-                 const base::Clock* clock)
-    : client_(client), broker_(broker), actuator_(actuator), options_(std::move(options)), clock_(clock) {}
+Replica::Replica(etcd::Client* client, broker::SwitchingPort* front, broker::Actuator* actuator,
+                 ReplicaOptions options, const base::Clock* clock)
+    : client_(client), front_(front), actuator_(actuator), options_(std::move(options)), clock_(clock) {}
 
 Replica::~Replica() { Shutdown(); }
 
@@ -159,20 +165,32 @@ void Replica::BecomeLeader(const etcd::Term& term) {
   if (follower_ != nullptr) follower_->Stop();
   follower_.reset();
   journal_ = std::make_unique<store::EtcdJournal>(client_, options_.journal, r.next_record, elector_->Fence(term));
-  std::shared_ptr<const model::PolicySet> policies = options_.policies(state->overlay);
+  // This term's broker, from the state: the policies in effect here (the
+  // files with the state's overlay) replace the recorded ones when they
+  // differ, and what was released or suspended but not confirmed is sent
+  // again when it starts.
+  broker::BrokerOptions bo = options_.broker;
+  bo.start_stats = view_->snapshot()->stats();
+  absl::StatusOr<std::unique_ptr<broker::Broker>> created = broker::Broker::Create(
+      options_.policies(state->overlay), std::move(bo), actuator_, journal_.get(), clock_, &*state);
+  if (!created.ok()) {
+    log->error("replica: the broker could not lead from the state in etcd: {}", created.status().message());
+    journal_.reset();
+    follower_ = std::make_unique<Follower>(client_, options_.prefix, view_.get(), options_.follow_interval);
+    return;
+  }
+  leader_ = *std::move(created);
+  front_->Switch(leader_);
   {
     absl::MutexLock lock(&mu_);
     term_ = term;
   }
-  if (absl::Status s = broker_->SubmitAndWait(broker::Event::Lead(*std::move(state), std::move(policies), journal_.get(), actuator_)); !s.ok()) {
-    log->error("replica: the broker could not lead from the state in etcd: {}", s.message());
-    BecomeFollower();
-    return;
-  }
-  feeder_ = std::make_unique<IntakeFeeder>(client_, options_.prefix, r.intake_revision, broker_);
-  // After Lead: changes the API made since the state's overlay (one the
-  // last leader did not apply before it went) come first.
-  overlay_feeder_ = std::make_unique<OverlayFeeder>(client_, options_.prefix, broker_, options_.policies);
+  leader_->Start();
+  leader_->Submit(broker::Event::Flush());  // the first cycle at once
+  feeder_ = std::make_unique<IntakeFeeder>(client_, options_.prefix, r.intake_revision, leader_.get());
+  // After the broker: changes the API made since the state's overlay (one
+  // the last leader did not apply before it went) come first.
+  overlay_feeder_ = std::make_unique<OverlayFeeder>(client_, options_.prefix, leader_.get(), options_.policies);
   snapshot_position_ = r.snapshot_position;
   snapshot_time_ = clock_->Now();
   if (options_.on_lead) options_.on_lead();
@@ -206,11 +224,14 @@ void Replica::BecomeFollower() {
     absl::MutexLock lock(&mu_);
     term_.reset();
   }
-  // The broker stops scheduling and actuating now; it shows its last state
-  // until the follower brings the one in etcd.
-  broker::DurableState last = broker::DurableStateOf(*broker_->snapshot());
-  if (absl::Status s = broker_->SubmitAndWait(broker::Event::Follow(std::move(last))); !s.ok()) {
-    base::GetLogger("replica")->error("replica: the broker could not step down cleanly: {}", s.message());
+  // The term's broker applies what it had queued and stops scheduling and
+  // actuating; the view shows its last state until the follower brings the
+  // one in etcd, and the broker goes (after calls in flight on it finish).
+  if (leader_ != nullptr) {
+    leader_->Stop();
+    view_->Show(leader_->snapshot());
+    front_->Switch(view_);
+    leader_.reset();
   }
   if (journal_ != nullptr) {
     absl::MutexLock lock(&mu_);
@@ -222,13 +243,15 @@ void Replica::BecomeFollower() {
     absl::MutexLock lock(&mu_);
     stopping = stopping_;
   }
-  if (!stopping) follower_ = std::make_unique<Follower>(client_, options_.prefix, broker_, options_.follow_interval);
+  if (!stopping) {
+    follower_ = std::make_unique<Follower>(client_, options_.prefix, view_.get(), options_.follow_interval);
+  }
   base::GetLogger("replica")->info("replica: following");
 }
 
 void Replica::MaybeSnapshot() {
-  if (journal_ == nullptr) return;
-  std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
+  if (journal_ == nullptr || leader_ == nullptr) return;
+  std::shared_ptr<const broker::Snapshot> snap = leader_->snapshot();
   if (!snap->durable() || snap->durable_position() <= snapshot_position_) return;
   const bool due = snap->durable_position() - snapshot_position_ >= options_.snapshot_every_records ||
                    clock_->Now() - snapshot_time_ >= options_.snapshot_every;

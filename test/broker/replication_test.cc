@@ -1,8 +1,9 @@
-// gangkeeper: a broker's roles when several replicas share one store
-// (broker.h: Follow, Lead, Submit). A follower shows what the leader made
-// durable and changes nothing; a new leader starts from the durable state,
-// sends again what was not confirmed and schedules at once; intake events
-// reach the sink with the batch that applied them.
+// gangkeeper: the roles when several replicas share one store (roles.h,
+// broker.h). A follower's ReadOnlyView shows what the leader made durable
+// and changes nothing; a new term's Broker starts from the durable state,
+// sends again what was not confirmed and schedules at once; the front ends
+// follow the role through a SwitchingPort; intake events reach the sink
+// with the batch that applied them.
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
+#include "gangkeeper/broker/roles.h"
 #include "gangkeeper/store/state_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -142,68 +144,104 @@ TEST_F(ReplicationTest, AFollowerShowsTheDurableStateAndRefusesChanges) {
   ASSERT_THAT(leader->SubmitAndWait(broker::Event::Add(GpuGang("wide", 4, 1))), IsOk());
   ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
 
-  SilentActuator follower_actuator;
-  std::unique_ptr<Broker> follower = NewBroker(nullptr, &follower_actuator);
-  ASSERT_THAT(follower->SubmitAndWait(broker::Event::Follow(sink.state())), IsOk());
-  EXPECT_EQ(follower->role(), Role::kFollower);
-  EXPECT_EQ(Phases(*follower->snapshot()), Phases(*leader->snapshot()));
-  ASSERT_NE(follower->snapshot()->FindClusterQueue("team-a"), nullptr);
-  EXPECT_EQ(follower->snapshot()->PendingIn("team-a"), 1);
+  // A follower: a read-only view, with no scheduler thread and no actuator.
+  auto follower = ReadOnlyView::Create(policies_, {}, &clock_);
+  ASSERT_THAT(follower.status(), IsOk());
+  ASSERT_THAT((*follower)->Show(sink.state()), IsOk());
+  EXPECT_EQ(Phases(*(*follower)->snapshot()), Phases(*leader->snapshot()));
+  ASSERT_NE((*follower)->snapshot()->FindClusterQueue("team-a"), nullptr);
+  EXPECT_EQ((*follower)->snapshot()->PendingIn("team-a"), 1);
 
-  EXPECT_THAT(follower->SubmitAndWait(broker::Event::Add(GpuGang("direct", 1, 1))), StatusIs(absl::StatusCode::kFailedPrecondition));
-  follower->Submit(Intake(Event::Add(GpuGang("queued", 1, 1)), 1));
-  ASSERT_TRUE(follower->Flush(absl::Seconds(10)));
-  EXPECT_EQ(follower->snapshot()->Find({"a", "queued"}), nullptr);
-  EXPECT_THAT(follower_actuator.releases(), IsEmpty());
+  EXPECT_THAT((*follower)->SubmitAndWait(broker::Event::Add(GpuGang("direct", 1, 1))),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  (*follower)->Submit(Intake(Event::Add(GpuGang("queued", 1, 1)), 1));
+  EXPECT_THAT((*follower)->SubmitAndWait(Event::Flush()), IsOk());
+  EXPECT_EQ((*follower)->snapshot()->Find({"a", "queued"}), nullptr);
 
   // Newer states replace the shown one, removals included.
   ASSERT_THAT(leader->SubmitAndWait(broker::Event::Remove({"a", "wide"}, "")), IsOk());
   ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
-  ASSERT_THAT(follower->SubmitAndWait(broker::Event::Follow(sink.state())), IsOk());
-  EXPECT_EQ(Phases(*follower->snapshot()), (std::map<std::string, std::string>{{"big", "reserved"}}));
+  ASSERT_THAT((*follower)->Show(sink.state()), IsOk());
+  EXPECT_EQ(Phases(*(*follower)->snapshot()), (std::map<std::string, std::string>{{"big", "reserved"}}));
 }
 
 TEST_F(ReplicationTest, ANewLeaderResendsWhatWasNotConfirmedAndSchedulesAtOnce) {
   RecordingSink sink;
   SilentActuator old_actuator;
-  std::unique_ptr<Broker> old_leader = NewBroker(&sink, &old_actuator);
+  std::shared_ptr<Broker> old_leader = NewBroker(&sink, &old_actuator);
+  SwitchingPort front(old_leader);
   ASSERT_THAT(old_leader->SubmitAndWait(broker::Event::Add(GpuGang("big", 2, 3))), IsOk());  // released, never confirmed
   ASSERT_THAT(old_leader->SubmitAndWait(broker::Event::Add(GpuGang("next", 1, 4))), IsOk());  // waits for big
   ASSERT_TRUE(old_leader->Flush(absl::Seconds(10)));
   EXPECT_THAT(old_actuator.releases(), ElementsAre("big"));
 
-  // The old leader steps down; another replica takes over from the store.
-  ASSERT_THAT(old_leader->SubmitAndWait(broker::Event::Follow(sink.state())), IsOk());
+  // The old leader's term ends: its broker stops, and the front ends switch
+  // to a follower's view of the store. Late answers to the old term are
+  // refused there.
+  auto view = ReadOnlyView::Create(policies_, {}, &clock_);
+  ASSERT_THAT(view.status(), IsOk());
+  old_leader->Stop();
+  (*view)->Show(old_leader->snapshot());
+  front.Switch(*view);
+  old_leader.reset();
+  EXPECT_EQ(Phases(*front.snapshot()), (std::map<std::string, std::string>{{"big", "reserved"}, {"next", "pending"}}));
+  front.Submit(broker::Event::ReleaseResult({"a", "big"}, "uid-big", absl::OkStatus()));
+  EXPECT_THAT(front.SubmitAndWait(broker::Event::Finish({"a", "big"}, "")),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  // Another replica takes over with a broker of its own for the new term,
+  // from the store.
   RecordingSink new_sink;
   SilentActuator new_actuator;
-  std::unique_ptr<Broker> replica = NewBroker(nullptr, nullptr);
-  ASSERT_THAT(replica->SubmitAndWait(broker::Event::Follow(sink.state())), IsOk());
-  ASSERT_THAT(replica->SubmitAndWait(broker::Event::Lead(sink.state(), policies_, &new_sink, &new_actuator)), IsOk());
-  EXPECT_EQ(replica->role(), Role::kLeader);
+  DurableState state = sink.state();
+  auto created = Broker::Create(policies_, {}, &new_actuator, &new_sink, &clock_, &state);
+  ASSERT_THAT(created.status(), IsOk());
+  std::shared_ptr<Broker> replica = *std::move(created);
+  replica->Start();
+  front.Switch(replica);
   ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
   EXPECT_THAT(new_actuator.releases(), ElementsAre("big"));
 
   // It schedules: big finishes, next is admitted and released by the new
-  // leader; the old one, following, sends nothing and ignores late answers.
-  ASSERT_THAT(replica->SubmitAndWait(broker::Event::Finish({"a", "big"}, "")), IsOk());
+  // leader; the old one sent nothing more.
+  ASSERT_THAT(front.SubmitAndWait(broker::Event::Finish({"a", "big"}, "")), IsOk());
   ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
   EXPECT_THAT(new_actuator.releases(), ElementsAre("big", "next"));
-  old_leader->Submit(broker::Event::ReleaseResult({"a", "big"}, "uid-big", absl::OkStatus()));
-  ASSERT_TRUE(old_leader->Flush(absl::Seconds(10)));
   EXPECT_THAT(old_actuator.releases(), ElementsAre("big"));
-  EXPECT_EQ(Phases(*replica->snapshot()), (std::map<std::string, std::string>{{"next", "reserved"}}));
+  EXPECT_EQ(Phases(*front.snapshot()), (std::map<std::string, std::string>{{"next", "reserved"}}));
+  replica->Stop();
 }
 
 TEST_F(ReplicationTest, ALeaderOfAnEmptyStoreRecordsThePoliciesItRunsWith) {
   RecordingSink sink;
-  std::unique_ptr<Broker> replica = NewBroker(nullptr, nullptr);
-  ASSERT_THAT(replica->SubmitAndWait(broker::Event::Lead(DurableState{}, policies_, &sink, nullptr)), IsOk());
+  DurableState empty;
+  auto created = Broker::Create(policies_, {}, nullptr, &sink, &clock_, &empty);
+  ASSERT_THAT(created.status(), IsOk());
+  std::unique_ptr<Broker> replica = *std::move(created);
+  replica->Start();
   ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
   ASSERT_NE(sink.state().policies, nullptr);
   EXPECT_EQ(sink.state().policies->cluster_queues.size(), 1u);
   ASSERT_THAT(replica->SubmitAndWait(broker::Event::Add(GpuGang("one", 1, 1))), IsOk());
   ASSERT_TRUE(replica->Flush(absl::Seconds(10)));
   EXPECT_TRUE(sink.state().workloads.contains(DurableKey(InstanceKey{WorkloadKey{"a", "one"}, "uid-one"})));
+}
+
+TEST_F(ReplicationTest, AFollowersTotalsGoOnFromTheLastTerm) {
+  RecordingSink sink;
+  SilentActuator actuator;
+  std::unique_ptr<Broker> leader = NewBroker(&sink, &actuator);
+  ASSERT_THAT(leader->SubmitAndWait(broker::Event::Add(GpuGang("big", 2, 3))), IsOk());
+  ASSERT_TRUE(leader->Flush(absl::Seconds(10)));
+  leader->Stop();
+  const uint64_t admitted = leader->snapshot()->stats().admitted;
+  ASSERT_GT(admitted, 0u);
+  auto view = ReadOnlyView::Create(policies_, {}, &clock_);
+  ASSERT_THAT(view.status(), IsOk());
+  (*view)->Show(leader->snapshot());
+  ASSERT_THAT((*view)->Show(sink.state()), IsOk());
+  EXPECT_EQ((*view)->snapshot()->stats().admitted, admitted);
+  EXPECT_EQ(Phases(*(*view)->snapshot()), (std::map<std::string, std::string>{{"big", "reserved"}}));
 }
 
 }  // namespace

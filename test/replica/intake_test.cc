@@ -80,7 +80,7 @@ TEST(IntakeCodecTest, DamagedEventsAreErrorsNotCrashes) {
 
 class IntakeTest : public EtcdFixture {
  protected:
-  // A leader: the state from etcd, a broker leading from it, the feeder.
+  // A leader: the state from etcd, the term's broker created from it, the feeder.
   struct Leader {
     std::unique_ptr<store::EtcdJournal> journal;
     std::unique_ptr<broker::Broker> broker;
@@ -94,11 +94,11 @@ class IntakeTest : public EtcdFixture {
     EXPECT_THAT(state.status(), IsOk());
     l.journal = std::make_unique<store::EtcdJournal>(client_.get(), store::EtcdJournalOptions{.prefix = prefix_},
                                                      r.next_record, term);
-    auto b = broker::Broker::Create(policies_, {}, nullptr, nullptr, &clock_);
+    // The term's broker, from the state, with the term's journal.
+    auto b = broker::Broker::Create(policies_, {}, nullptr, l.journal.get(), &clock_, &*state);
     EXPECT_THAT(b.status(), IsOk());
     l.broker = *std::move(b);
     l.broker->Start();
-    EXPECT_THAT(l.broker->SubmitAndWait(broker::Event::Lead(*std::move(state), policies_, l.journal.get(), nullptr)), IsOk());
     l.feeder = std::make_unique<IntakeFeeder>(client_.get(), prefix_, r.intake_revision, l.broker.get());
     return l;
   }

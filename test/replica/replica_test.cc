@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/roles.h"
 #include "gangkeeper/model/encode.h"
 #include "gangkeeper/model/overlay.h"
 #include "gangkeeper/model/policy_store.h"
@@ -64,7 +65,9 @@ class GatedActuator : public broker::Actuator {
 struct Node {
   std::unique_ptr<model::PolicyStore> policies;  // this replica's files + overlay
   std::unique_ptr<etcd::Client> client;
-  std::unique_ptr<broker::Broker> broker;
+  // What the webhook and the API would read and write through: the role
+  // the replica plays (a read-only view, or the term's broker).
+  std::unique_ptr<broker::SwitchingPort> front;
   GatedActuator actuator;
   std::unique_ptr<IntakeRegistry> registry;
   std::unique_ptr<Replica> replica;
@@ -77,11 +80,10 @@ struct Node {
     // Stop everything that calls into the others before any goes.
     audit_feed.reset();
     if (replica != nullptr) replica->Shutdown();
-    if (broker != nullptr) broker->Stop();
   }
 };
 
-std::map<std::string, std::string> Phases(const broker::Broker& b) {
+std::map<std::string, std::string> Phases(const broker::SnapshotSource& b) {
   std::map<std::string, std::string> out;
   b.snapshot()->ForEachWorkload(
       [&](const broker::WorkloadInfo& w) { out[w.key.name] = broker::PhaseName(w.phase); });
@@ -106,12 +108,11 @@ class ReplicaTest : public ::testing::Test {
     EXPECT_THAT(c.status(), IsOk());
     n->client = *std::move(c);
     n->policies = std::make_unique<model::PolicyStore>(policies_);
-    auto b = broker::Broker::Create(policies_, {}, nullptr, nullptr, &base::RealClock());
-    EXPECT_THAT(b.status(), IsOk());
-    n->broker = *std::move(b);
-    n->broker->Start();
+    auto view = broker::ReadOnlyView::Create(policies_, {}, &base::RealClock());
+    EXPECT_THAT(view.status(), IsOk());
+    n->front = std::make_unique<broker::SwitchingPort>(*std::move(view));
     const std::string id = absl::StrCat("replica-", i);
-    n->registry = std::make_unique<IntakeRegistry>(n->client.get(), prefix_, id, n->broker.get(), &base::RealClock());
+    n->registry = std::make_unique<IntakeRegistry>(n->client.get(), prefix_, id, n->front.get(), &base::RealClock());
     audit::AuditOptions ao;
     ao.clock = &base::RealClock();
     ao.dir = n->dir.File("audit");
@@ -128,14 +129,14 @@ class ReplicaTest : public ::testing::Test {
     ro.election.retry = absl::Milliseconds(100);
     ro.follow_interval = absl::Milliseconds(50);
     ro.policies = PolicyStoreFeed(n->policies.get());
-    auto r = Replica::Start(n->client.get(), n->broker.get(), &n->actuator, ro, &base::RealClock());
+    auto r = Replica::Start(n->client.get(), n->front.get(), &n->actuator, ro, &base::RealClock());
     EXPECT_THAT(r.status(), IsOk());
     n->replica = *std::move(r);
     Replica* gate = n->replica.get();
     n->actuator.set_gate([gate] { return gate->MaySend(); });
     EtcdPolicyEditorOptions eo;
     eo.prefix = prefix_;
-    n->editor = std::make_unique<EtcdPolicyEditor>(n->client.get(), n->broker.get(), n->policies.get(), eo);
+    n->editor = std::make_unique<EtcdPolicyEditor>(n->client.get(), n->front.get(), n->policies.get(), eo);
     return n;
   }
 
@@ -144,8 +145,7 @@ class ReplicaTest : public ::testing::Test {
     for (int i = 0; i < absl::ToInt64Milliseconds(wait) / 50; ++i) {
       int leader = -1, count = 0;
       for (size_t n = 0; n < nodes_.size(); ++n) {
-        if (nodes_[n] != nullptr && nodes_[n]->replica->MaySend() &&
-            nodes_[n]->broker->role() == broker::Role::kLeader) {
+        if (nodes_[n] != nullptr && nodes_[n]->replica->MaySend()) {
           leader = static_cast<int>(n);
           ++count;
         }
@@ -161,7 +161,7 @@ class ReplicaTest : public ::testing::Test {
   bool AllShow(const std::map<std::string, std::string>& want) {
     for (int i = 0; i < 200; ++i) {
       bool all = true;
-      for (const auto& n : nodes_) all = all && (n == nullptr || Phases(*n->broker) == want);
+      for (const auto& n : nodes_) all = all && (n == nullptr || Phases(*n->front) == want);
       if (all) return true;
       absl::SleepFor(absl::Milliseconds(50));
     }
@@ -183,7 +183,7 @@ class ReplicaTest : public ::testing::Test {
 
   // team-a's nominal GPU quota as node `n` shows it.
   int64_t Nominal(int n) const {
-    std::shared_ptr<const model::PolicySet> p = nodes_[n]->broker->snapshot()->shared_policies();
+    std::shared_ptr<const model::PolicySet> p = nodes_[n]->front->snapshot()->shared_policies();
     return p->cluster_queues.at("team-a").resource_groups.at(0).flavors.at(0).resources.at(0).nominal.CeilUnits();
   }
 
@@ -217,7 +217,7 @@ TEST_F(ReplicaTest, OneLeaderAdmitsWhatEveryReplicaRegistersAndEveryReplicaShows
   for (size_t n = 0; n < nodes_.size(); ++n) {
     if (static_cast<int>(n) == leader) continue;
     EXPECT_THAT(nodes_[n]->actuator.releases(), ::testing::IsEmpty()) << "a follower released";
-    EXPECT_EQ(nodes_[n]->broker->snapshot()->PendingIn("team-a"), 1);
+    EXPECT_EQ(nodes_[n]->front->snapshot()->PendingIn("team-a"), 1);
   }
 }
 
@@ -252,7 +252,9 @@ TEST_F(ReplicaTest, APartitionedLeaderStopsActuatingAndAnotherTakesOverLosingNot
   EXPECT_THAT(nodes_[next]->actuator.releases(),
               ::testing::UnorderedElementsAre("before", "after0", "after1", "after2"));
   EXPECT_THAT(nodes_[old]->actuator.releases(), ::testing::ElementsAre("before"));
-  EXPECT_EQ(nodes_[old]->broker->role(), broker::Role::kFollower);
+  // The old one follows: its front ends refuse changes.
+  EXPECT_THAT(nodes_[old]->front->SubmitAndWait(broker::Event::Add(GpuGang("direct", 1, 1))),
+              ::gangkeeper::testing::StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(ReplicaTest, ALeaderThatShutsDownHandsOverAtOnce) {
@@ -261,7 +263,6 @@ TEST_F(ReplicaTest, ALeaderThatShutsDownHandsOverAtOnce) {
   ASSERT_THAT(nodes_[old]->registry->Register(GpuGang("one", 1, 1), ""), IsOk());
   ASSERT_TRUE(AllShow({{"one", "reserved"}}));
   nodes_[old]->replica->Shutdown();
-  nodes_[old]->broker->Stop();
   nodes_[old].reset();
   const int next = Leader(absl::Seconds(15));
   ASSERT_GE(next, 0);
@@ -283,8 +284,8 @@ TEST_F(ReplicaTest, AQuotaChangeThroughAFollowerIsAppliedByTheLeaderAndShownByEv
   ASSERT_THAT(SetNominal(follower, *base, 12), IsOk());
   // Read your writes: the answering replica shows the change when Write returns.
   EXPECT_EQ(Nominal(follower), 12);
-  ASSERT_NE(nodes_[follower]->broker->snapshot()->overlay(), nullptr);
-  EXPECT_EQ(nodes_[follower]->broker->snapshot()->overlay()->generation, 1u);
+  ASSERT_NE(nodes_[follower]->front->snapshot()->overlay(), nullptr);
+  EXPECT_EQ(nodes_[follower]->front->snapshot()->overlay()->generation, 1u);
   // The leader admits with the new quota, and every replica shows both.
   EXPECT_TRUE(AllShow({{"big", "reserved"}}));
   for (int n = 0; n < 3; ++n) EXPECT_EQ(Nominal(n), 12) << "replica " << n;
@@ -313,8 +314,8 @@ TEST_F(ReplicaTest, TwoReplicasChangingQuotaAtOnceNeverOverwriteEachOther) {
   }
   for (int n = 0; n < 3; ++n) {
     EXPECT_EQ(Nominal(n), 6) << "replica " << n;
-    ASSERT_NE(nodes_[n]->broker->snapshot()->overlay(), nullptr);
-    EXPECT_EQ(nodes_[n]->broker->snapshot()->overlay()->generation, 2u) << "replica " << n;
+    ASSERT_NE(nodes_[n]->front->snapshot()->overlay(), nullptr);
+    EXPECT_EQ(nodes_[n]->front->snapshot()->overlay()->generation, 2u) << "replica " << n;
   }
 }
 
@@ -373,7 +374,7 @@ TEST_F(ReplicaTest, ADenialAnsweredByAnyReplicaIsInEveryReplicasAuditLog) {
     EXPECT_EQ(nlohmann::json::parse(found[0].details), nlohmann::json::parse(denial.details));
   }
   // Nothing else changed: no workload is tracked.
-  for (const auto& n : nodes_) EXPECT_TRUE(Phases(*n->broker).empty());
+  for (const auto& n : nodes_) EXPECT_TRUE(Phases(*n->front).empty());
 }
 
 TEST(OverlayCodecTest, RoundTripsAndRefusesWhatDoesNotDecode) {

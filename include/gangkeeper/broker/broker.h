@@ -3,7 +3,7 @@
 // One writer thread owns a Scheduler (scheduler.h). Everything reaches it as
 // an Event (event.h) through one queue: workloads created / updated /
 // deleted / finished (the webhook, through NewBrokerRegistry; the
-// reconciler), policy changes, the actuator's answers, role switches; a
+// reconciler), policy changes, the actuator's answers; a
 // clock tick runs a pass without events. The thread takes the queued events
 // in batches; for each batch it applies them, runs scheduling cycles to a
 // fixed point, hands the batch's StateChanges to the StateSink (durable
@@ -11,6 +11,10 @@
 // Actuator to release admitted gangs and suspend evicted ones (ports.h),
 // publishes an immutable Snapshot (snapshot.h), and only then acknowledges
 // the batch's events. Readers use snapshot() and never wait for the writer.
+//
+// A broker always leads: with several replicas (DESIGN §9) the elected one
+// creates a Broker for its term, with the term's fenced sink, and stops and
+// drops it when the term ends; followers show a ReadOnlyView (roles.h).
 //
 // Thread-safe.
 #pragma once
@@ -55,12 +59,9 @@ struct BrokerOptions {
   // something to decide (Kueue's admission attempt), with what it did and
   // how long it took. Must not block. May be null.
   std::function<void(const ScheduleStats& stats, absl::Duration took)> on_schedule;
+  // The totals Snapshot::stats() starts from (a replica's earlier terms).
+  BrokerStats start_stats;
 };
-
-// What a replica does (etcd store, DESIGN §9): a leader schedules, makes
-// its changes durable in its sink and actuates; a follower only shows the
-// state the leader made durable (Event::Follow), and refuses changes.
-enum class Role { kLeader, kFollower };
 
 class Broker final : public EventQueue, public SnapshotSource {
  public:
@@ -93,7 +94,6 @@ class Broker final : public EventQueue, public SnapshotSource {
 
   // SnapshotSource (snapshot.h): the latest snapshot; never null.
   std::shared_ptr<const Snapshot> snapshot() const override;
-  Role role() const;
 
   struct Impl;
 

@@ -1,7 +1,9 @@
-// gangkeeper broker: Event, the one way anything changes the broker's state
-// or role, and EventQueue, the interface the broker's writers depend on
-// (the webhook through a WorkloadRegistry, the reconciler, the actuator, the
-// API's policy editor, a replica's intake and roles).
+// gangkeeper broker: Event, the one way anything changes the broker's
+// state, and EventQueue, the interface the broker's writers depend on (the
+// webhook through a WorkloadRegistry, the reconciler, the actuator, the
+// API's policy editor, a replica's intake). Roles are not events: a
+// replica leads with a Broker per term and follows with a ReadOnlyView
+// (roles.h).
 //
 // Build events with the factories; hand them to EventQueue::Submit (do not
 // wait) or SubmitAndWait (wait until applied and durable).
@@ -40,8 +42,6 @@ struct Event {
     kReleaseFailed,
     kStopped,
     kFlush,          // nothing: answered once everything before it is applied
-    kFollow,         // role switches: taken alone, never in a batch with others
-    kLead,
   };
   Type type = Type::kFlush;
   workload::Workload workload;                                        // kAdd, kUpdate, kAdopt
@@ -54,18 +54,13 @@ struct Event {
   // audit event.
   std::string message;
   std::string actor;  // kPolicies from the API, kReview: who
-  std::shared_ptr<const model::PolicySet> policies;     // kPolicies, kLead
+  std::shared_ptr<const model::PolicySet> policies;     // kPolicies
   std::shared_ptr<const model::PolicyOverlay> overlay;  // kPolicies from the API
   // An event that reached this replica through the replicated store: its
   // place there (increasing). Each batch hands the sink the highest applied
   // so far (DurableBatch::intake_revision), so a new leader applies exactly
   // the events after it. 0 for local events.
   int64_t intake_revision = 0;
-  // kFollow, kLead: the durable state to start from; kLead: the new term's
-  // sink and actuator (either may be null; they must outlive the term).
-  std::shared_ptr<DurableState> state;
-  StateSink* sink = nullptr;
-  Actuator* actuator = nullptr;
 
   // --- What the cluster and the webhook say.
   static Event Add(workload::Workload w);
@@ -92,18 +87,6 @@ struct Event {
   // --- The actuator's answers. `detail` says what was sent.
   static Event ReleaseResult(WorkloadKey key, std::string uid, const absl::Status& result, std::string detail = "");
   static Event Stopped(WorkloadKey key, std::string uid, std::string detail = "");
-  // --- Roles (several replicas on etcd, DESIGN §9). A broker made by
-  // Broker::Create leads with the sink and actuator it was given.
-  // Follow: show `state` (a leader's durable state); nothing is scheduled,
-  // made durable or actuated, and changes are refused (FailedPrecondition).
-  // Sent again with newer states as the leader's records arrive.
-  static Event Follow(DurableState state);
-  // Lead a new term from `state` (read after the term began): `sink` and
-  // `actuator` take over, releases and suspensions not confirmed are sent
-  // again, and `policies` (the files with the API's overlay) replace the
-  // recorded ones when they differ.
-  static Event Lead(DurableState state, std::shared_ptr<const model::PolicySet> policies, StateSink* sink,
-                    Actuator* actuator);
   // Waits for nothing but the events queued before it.
   static Event Flush();
 };
@@ -113,13 +96,13 @@ class EventQueue {
  public:
   virtual ~EventQueue() = default;
   // Queues `e` and returns at once (answers of the actuator, the intake of
-  // a replica). A follower ignores changes.
+  // a replica). A follower's ReadOnlyView ignores it.
   virtual void Submit(Event e) = 0;
   // Queues `e` and waits until it is applied and the batch holding it is
   // durable: its own result (InvalidArgument, FailedPrecondition, ...), or
   // Unavailable when the broker is stopping, the store failed, or nothing
-  // came within `timeout` (zero: the broker's ack_timeout; two minutes for
-  // a role switch).
+  // came within `timeout` (zero: the broker's ack_timeout); a follower's
+  // ReadOnlyView answers a change with FailedPrecondition.
   [[nodiscard]] virtual absl::Status SubmitAndWait(Event e, absl::Duration timeout = absl::ZeroDuration()) = 0;
 };
 

@@ -6,7 +6,10 @@
 //   Create()    the data directory (lock), the durable state (the journal
 //               in --data-dir, or etcd), the policy files, the audit log
 //               (caught up with the journal), the Kubernetes client and the
-//               actuator, the broker (started: it applies recovered state),
+//               actuator, the broker (file journal; started: it applies the
+//               recovered state) or an empty read-only view (etcd: the
+//               replica creates a broker per term it leads), behind the
+//               SwitchingPort every front end uses,
 //               the webhook, the API, the denial aggregator, the metrics
 //               and both listeners (not yet bound). Nothing answers yet.
 //   Start()     binds the listeners; starts the reconciler (file journal)
@@ -95,7 +98,8 @@ class Node {
   // --test-hooks (etcd): toggles the lease keep-alives, a partition from
   // etcd. Returns whether they are paused now; false without etcd.
   bool ToggleKeepAlivesForTest();
-  // Readers for in-process tests and tools: the broker's latest snapshot.
+  // Readers for in-process tests and tools: the latest snapshot of the
+  // role the node plays (its broker, or a replica's view or term broker).
   std::shared_ptr<const broker::Snapshot> snapshot() const;
   // True when /readyz would answer 200; otherwise `*why` says why not.
   bool Ready(std::string* why) const;

@@ -2,10 +2,10 @@
 // (DESIGN §9, issue #10).
 //
 // Follower reads the state from etcd (ReadState), then watches the journal
-// and folds each new record into it (store::ApplyBatch), and hands the
-// broker the newer state (Broker::Follow) at most every `min_interval`:
-// rebuilding the broker's view costs time in the number of workloads, so
-// a burst of records makes one rebuild. A gap in the records (a watch that
+// and folds each new record into it (store::ApplyBatch), and shows the
+// newer state in the replica's broker::ReadOnlyView (roles.h) at most every
+// `min_interval`: building a snapshot costs time in the number of
+// workloads, so a burst of records makes one rebuild. No scheduler runs. A gap in the records (a watch that
 // missed some) or a compacted revision starts over from ReadState.
 //
 // Thread-safe.
@@ -20,30 +20,30 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
+#include "gangkeeper/broker/roles.h"
 #include "gangkeeper/store/etcd/client.h"
 
 namespace gangkeeper::replica {
 
 struct FollowerStats {
-  uint64_t position = 0;  // the last record the broker shows
+  uint64_t position = 0;  // the last record the view shows
   uint64_t records = 0;   // folded from the watch
   uint64_t reads = 0;     // whole reads of the state (start, gaps, compaction)
-  uint64_t rebuilds = 0;  // Broker::Follow calls
-  bool synced = false;    // the broker showed the state at least once
+  uint64_t rebuilds = 0;  // snapshots built (ReadOnlyView::Show)
+  bool synced = false;    // the view showed the state at least once
 };
 
 class Follower {
  public:
-  // `client` and `broker` must outlive the follower.
-  Follower(etcd::Client* client, std::string prefix, broker::EventQueue* broker,
+  // `client` and `view` must outlive the follower.
+  Follower(etcd::Client* client, std::string prefix, broker::ReadOnlyView* view,
            absl::Duration min_interval = absl::Milliseconds(200));
   ~Follower();  // Stop()
   Follower(const Follower&) = delete;
   Follower& operator=(const Follower&) = delete;
 
-  // Stops watching; the broker keeps the state it was last given.
+  // Stops watching; the view keeps the state it was last given.
   void Stop();
   FollowerStats stats() const;
 
@@ -51,13 +51,13 @@ class Follower {
   void Run();
   // One life: read, follow the watch until it ends or Stop().
   absl::Status Follow();
-  // Hands the broker the newest state when it changed; DataLoss on a gap.
+  // Shows the newest state when it changed; DataLoss on a gap.
   absl::Status HandOver();
   void OnEvents(const std::vector<etcd::WatchEvent>& events);
 
   etcd::Client* const client_;
   const std::string prefix_;
-  broker::EventQueue* const broker_;
+  broker::ReadOnlyView* const view_;
   const absl::Duration min_interval_;
 
   mutable absl::Mutex mu_;

@@ -1,20 +1,26 @@
 // gangkeeper replica: one of several gangkeeper replicas sharing their
 // state in etcd (DESIGN §9, issue #10). Ties the pieces together:
 //
-//   etcd::Elector       who leads (lease, keep-alives, fencing)
-//   Follower            while following: the broker shows the leader's state
-//   store::EtcdJournal  while leading: the broker's sink, fenced by the term
-//   IntakeFeeder        while leading: every replica's registrations, in order
-//   OverlayFeeder       while leading: quota changes through any replica's API
+//   etcd::Elector         who leads (lease, keep-alives, fencing)
+//   broker::ReadOnlyView  while following: the leader's state, read-only
+//   Follower              while following: brings that state from etcd
+//   broker::Broker        while leading: one per term, created and owned here
+//   store::EtcdJournal    while leading: that broker's sink, fenced by the term
+//   IntakeFeeder          while leading: every replica's registrations, in order
+//   OverlayFeeder         while leading: quota changes through any replica's API
 //
-// On election the state is read from etcd after the term began, the broker
-// leads from it (sending again what was not confirmed) with a journal
-// fenced by the term, and the feeder applies the intake from where the
-// journal says it stopped; `on_lead` then starts what only a leader runs
-// (the reconciler). On losing the lease (or etcd) `on_follow` stops those,
-// the broker follows again and stops actuating. Transitions run on a
-// thread of their own, so the elector's keep-alives never wait for them;
-// the same thread writes snapshots while leading.
+// The front ends hold a broker::SwitchingPort (roles.h) that the replica
+// points at the role it plays: the view while following, the term's broker
+// while leading. On election the state is read from etcd after the term
+// began and a new Broker is created from it with a journal fenced by the
+// term (it sends again what was not confirmed and schedules at once); the
+// feeder applies the intake from where the journal says it stopped, and
+// `on_lead` starts what only a leader runs (the reconciler). On losing the
+// lease (or etcd) `on_follow` stops those, the broker is stopped (what it
+// had queued is applied) and dropped, and the view shows its last state
+// until the follower brings the one in etcd. Transitions run on a thread
+// of their own, so the elector's keep-alives never wait for them; the same
+// thread writes snapshots while leading.
 //
 // Thread-safe.
 #pragma once
@@ -33,6 +39,7 @@
 #include "absl/time/time.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/roles.h"
 #include "gangkeeper/replica/follower.h"
 #include "gangkeeper/replica/intake.h"
 #include "gangkeeper/replica/overlay.h"
@@ -56,6 +63,8 @@ struct ReplicaOptions {
   // overlay): for a new leader, with the overlay of the state it read, and
   // for every change through the API (overlay.h). Required.
   EffectivePolicies policies;
+  // Each term's broker (its observers must outlive the replica).
+  broker::BrokerOptions broker;
   // Run on the replica's thread after the broker leads / before it
   // follows again (start and stop the reconciler). May be empty.
   std::function<void()> on_lead, on_follow;
@@ -75,10 +84,12 @@ struct ReplicaStats {
 
 class Replica {
  public:
-  // Starts following and campaigning. `client`, `broker`, `actuator` (may
-  // be null) and `clock` (required: the node's) must outlive the replica;
-  // the broker must be started.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Replica>> Start(etcd::Client* client, broker::Broker* broker,
+  // Points `front` at an empty read-only view, then starts following and
+  // campaigning. `client`, `front` and `actuator` (may be null) must
+  // outlive the replica; the actuator answers to `front`. `clock` is
+  // required (the node's).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Replica>> Start(etcd::Client* client,
+                                                                     broker::SwitchingPort* front,
                                                                      broker::Actuator* actuator,
                                                                      ReplicaOptions options, const base::Clock* clock);
   ~Replica();  // Shutdown()
@@ -94,7 +105,7 @@ class Replica {
   ReplicaStats stats() const;
 
  private:
-  Replica(etcd::Client* client, broker::Broker* broker, broker::Actuator* actuator, ReplicaOptions options,
+  Replica(etcd::Client* client, broker::SwitchingPort* front, broker::Actuator* actuator, ReplicaOptions options,
           const base::Clock* clock);
   struct Transition {
     bool lead = false;
@@ -106,7 +117,7 @@ class Replica {
   void MaybeSnapshot();
 
   etcd::Client* const client_;
-  broker::Broker* const broker_;
+  broker::SwitchingPort* const front_;
   broker::Actuator* const actuator_;
   ReplicaOptions options_;
   const base::Clock* const clock_;
@@ -115,12 +126,14 @@ class Replica {
   mutable absl::Mutex mu_;
   std::deque<Transition> transitions_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<etcd::Term> term_ ABSL_GUARDED_BY(mu_);  // the term the broker leads in
+  std::optional<etcd::Term> term_ ABSL_GUARDED_BY(mu_);  // the term leader_ leads in
   ReplicaStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 
-  // The replica thread's alone.
-  std::unique_ptr<store::EtcdJournal> journal_;
+  // The replica thread's alone (the view is shared with the front ends).
+  std::shared_ptr<broker::ReadOnlyView> view_;
+  std::unique_ptr<store::EtcdJournal> journal_;  // leader_'s sink: outlives it
+  std::shared_ptr<broker::Broker> leader_;       // this term's; null while following
   std::unique_ptr<IntakeFeeder> feeder_;
   std::unique_ptr<OverlayFeeder> overlay_feeder_;
   std::unique_ptr<Follower> follower_;
