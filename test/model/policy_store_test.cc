@@ -38,7 +38,7 @@ metadata: {name: q, namespace: a}
 spec: {clusterQueue: team-a}
 )";
 
-std::shared_ptr<const PolicySet> Decode(const std::string& yaml) {
+std::shared_ptr<const PolicySet> DecodeSet(const std::string& yaml) {
   auto p = std::make_shared<PolicySet>();
   Diagnostics d;
   DecodeManifests(yaml, "test.yaml", p.get(), &d);
@@ -51,7 +51,7 @@ std::shared_ptr<const PolicyOverlay> Overlay(uint64_t generation, const std::str
                                              std::set<std::string> deleted = {}) {
   auto o = std::make_shared<PolicyOverlay>();
   o->generation = generation;
-  if (!yaml.empty()) o->put = *Decode(yaml);
+  if (!yaml.empty()) o->put = *DecodeSet(yaml);
   o->deleted = std::move(deleted);
   return o;
 }
@@ -62,7 +62,7 @@ std::string LocalQueue(const std::string& name, const std::string& cluster_queue
 }
 
 TEST(PolicyStoreTest, StartsWithTheFilesAsVersionOne) {
-  PolicyStore store(Decode(kFiles));
+  PolicyStore store(DecodeSet(kFiles));
   std::shared_ptr<const EffectiveSet> now = store.current();
   ASSERT_NE(now, nullptr);
   EXPECT_EQ(now->version, 1u);
@@ -79,7 +79,7 @@ TEST(PolicyStoreTest, NoFilesIsAnEmptySet) {
 }
 
 TEST(PolicyStoreTest, AnOverlayAddsAndRemovesObjectsOverTheFiles) {
-  PolicyStore store(Decode(kFiles));
+  PolicyStore store(DecodeSet(kFiles));
   absl::StatusOr<std::shared_ptr<const EffectiveSet>> added =
       store.SetOverlay(Overlay(1, LocalQueue("qb", "team-a")), nullptr);
   ASSERT_TRUE(added.ok()) << added.status();
@@ -109,7 +109,7 @@ TEST(PolicyStoreTest, AnOverlayAddsAndRemovesObjectsOverTheFiles) {
 }
 
 TEST(PolicyStoreTest, TheOverlayInEffectAgainIsNoNewVersion) {
-  PolicyStore store(Decode(kFiles));
+  PolicyStore store(DecodeSet(kFiles));
   ASSERT_TRUE(store.SetOverlay(Overlay(3, LocalQueue("qb", "team-a")), nullptr).ok());
   absl::StatusOr<std::shared_ptr<const EffectiveSet>> again =
       store.SetOverlay(Overlay(3, LocalQueue("qb", "team-a")), nullptr);
@@ -121,7 +121,7 @@ TEST(PolicyStoreTest, TheOverlayInEffectAgainIsNoNewVersion) {
 }
 
 TEST(PolicyStoreTest, AnInvalidOverlayIsRefusedNamingTheFieldAndTheOldSetStays) {
-  PolicyStore store(Decode(kFiles));
+  PolicyStore store(DecodeSet(kFiles));
   ASSERT_TRUE(store.SetOverlay(Overlay(1, LocalQueue("qb", "team-a")), nullptr).ok());
   const std::shared_ptr<const EffectiveSet> before = store.current();
 
@@ -150,7 +150,7 @@ TEST(PolicyStoreTest, AnInvalidOverlayIsRefusedNamingTheFieldAndTheOldSetStays) 
 // A recorded overlay is in effect whatever the files say now: published
 // with its errors reported, not refused.
 TEST(PolicyStoreTest, AdoptPublishesARecordedOverlayAndReportsItsErrors) {
-  PolicyStore store(Decode(kFiles));
+  PolicyStore store(DecodeSet(kFiles));
   Diagnostics problems;
   std::shared_ptr<const EffectiveSet> adopted = store.Adopt(Overlay(4, LocalQueue("qc", "gone")), &problems);
   ASSERT_NE(adopted, nullptr);
@@ -167,7 +167,7 @@ TEST(PolicyStoreTest, AdoptPublishesARecordedOverlayAndReportsItsErrors) {
 }
 
 TEST(PolicyStoreTest, ComposeValidatesWithoutPublishing) {
-  PolicyStore store(Decode(kFiles));
+  PolicyStore store(DecodeSet(kFiles));
   absl::StatusOr<std::shared_ptr<const EffectiveSet>> candidate =
       store.Compose(Overlay(1, LocalQueue("qb", "team-a")), nullptr);
   ASSERT_TRUE(candidate.ok()) << candidate.status();
@@ -180,13 +180,13 @@ TEST(PolicyStoreTest, ComposeValidatesWithoutPublishing) {
 }
 
 TEST(PolicyStoreTest, ReloadedFilesKeepTheOverlayAndAreValidatedWithIt) {
-  PolicyStore store(Decode(kFiles));
+  PolicyStore store(DecodeSet(kFiles));
   ASSERT_TRUE(store.SetOverlay(Overlay(1, LocalQueue("qb", "team-a")), nullptr).ok());
 
   // A file edit that raises the quota: a new version, the overlay kept.
   std::string more(kFiles);
   more.replace(more.find("nominalQuota: 8"), 15, "nominalQuota: 16");
-  absl::StatusOr<std::shared_ptr<const EffectiveSet>> reloaded = store.ReloadFiles(Decode(more), nullptr);
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> reloaded = store.ReloadFiles(DecodeSet(more), nullptr);
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
   EXPECT_EQ((*reloaded)->version, 3u);
   EXPECT_EQ((*reloaded)->generation(), 1u);
@@ -200,7 +200,7 @@ TEST(PolicyStoreTest, ReloadedFilesKeepTheOverlayAndAreValidatedWithIt) {
   std::string no_cq(kFiles);
   no_cq = no_cq.substr(0, no_cq.find("---"));
   Diagnostics problems;
-  absl::StatusOr<std::shared_ptr<const EffectiveSet>> bad = store.ReloadFiles(Decode(no_cq), &problems);
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> bad = store.ReloadFiles(DecodeSet(no_cq), &problems);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("ClusterQueue \"team-a\" does not exist"));
   EXPECT_EQ(store.current(), *reloaded);
