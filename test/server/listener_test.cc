@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gangkeeper/metrics/registry.h"
+#include "gangkeeper/base/clock.h"
 #include "gangkeeper/server/server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -90,6 +91,7 @@ class ListenerTest : public ::testing::Test {
     o.tls_cert_file = dir_.File("certs/tls.crt");
     o.tls_key_file = dir_.File("certs/tls.key");
     o.threads = 1;
+    o.clock = &base::RealClock();
     Route validate;
     validate.listener = Listener::kWebhook;
     validate.method = "POST";
