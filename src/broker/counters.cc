@@ -41,20 +41,10 @@ class Lookup {
   std::map<WorkloadKey, Of> finished_;
 };
 
-// The cohorts above `cq`, nearest first (bounded: a cycle in the parents
-// ends the walk).
-std::vector<std::string> CohortsAbove(const model::PolicySet& policies, const model::ClusterQueueName& cq) {
-  std::vector<std::string> out;
+// The cohorts above the ClusterQueue `cq`, nearest first.
+std::vector<std::string> CohortsOf(const model::PolicySet& policies, const model::ClusterQueueName& cq) {
   auto it = policies.cluster_queues.find(cq);
-  if (it == policies.cluster_queues.end()) return out;
-  std::string cohort = it->second.cohort;
-  while (!cohort.empty() && out.size() <= policies.cohorts.size() &&
-         std::find(out.begin(), out.end(), cohort) == out.end()) {
-    out.push_back(cohort);
-    auto c = policies.cohorts.find(cohort);
-    cohort = c != policies.cohorts.end() ? c->second.parent : "";
-  }
-  return out;
+  return it != policies.cluster_queues.end() ? policies.CohortsAbove(it->second.cohort) : std::vector<std::string>{};
 }
 
 }  // namespace
@@ -95,7 +85,7 @@ void WorkloadCounters::Count(const StateChange& c, const std::string& pc, const 
     case StateChange::Type::kAdmitted:
       ++counters_.admitted[{c.cluster_queue, pc}];
       if (!local_queue.empty()) ++counters_.local_admitted[{local_queue, ns, pc}];
-      for (const std::string& cohort : CohortsAbove(after.policies(), c.cluster_queue)) {
+      for (const std::string& cohort : CohortsOf(after.policies(), c.cluster_queue)) {
         ++counters_.cohort_admitted[{cohort, pc}];
       }
       break;

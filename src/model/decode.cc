@@ -593,6 +593,17 @@ Labels PolicySet::NamespaceLabels(const std::string& namespace_name) const {
   return labels;
 }
 
+std::vector<std::string> PolicySet::CohortsAbove(const std::string& cohort) const {
+  std::vector<std::string> out;
+  std::string at = cohort;
+  while (!at.empty() && out.size() <= cohorts.size() && std::find(out.begin(), out.end(), at) == out.end()) {
+    out.push_back(at);
+    auto it = cohorts.find(at);
+    at = it != cohorts.end() ? it->second.parent : "";
+  }
+  return out;
+}
+
 const char* QueueingStrategyName(QueueingStrategy s) {
   return s == QueueingStrategy::kStrictFIFO ? "StrictFIFO" : "BestEffortFIFO";
 }

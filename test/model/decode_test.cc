@@ -211,6 +211,22 @@ metadata: {name: team-a, labels: {tier: gold}}
   EXPECT_EQ(d.policies.NamespaceLabels("other").at("kubernetes.io/metadata.name"), "other");
 }
 
+// The walk up the cohort tree that the metrics and the counters share: the
+// cohort itself first, then its parents; a cohort only named ends the walk;
+// a cycle (which validation refuses) ends at the first repeat.
+TEST(DecodeTest, CohortsAboveWalksTheParentsNearestFirst) {
+  PolicySet p;
+  p.cohorts["team"].parent = "dept";
+  p.cohorts["dept"].parent = "org";  // "org" is only named
+  EXPECT_THAT(p.CohortsAbove("team"), ElementsAre("team", "dept", "org"));
+  EXPECT_THAT(p.CohortsAbove("org"), ElementsAre("org"));
+  EXPECT_THAT(p.CohortsAbove(""), IsEmpty());
+  p.cohorts["org"].parent = "team";  // a cycle
+  EXPECT_THAT(p.CohortsAbove("team"), ElementsAre("team", "dept", "org"));
+  p.cohorts["self"].parent = "self";
+  EXPECT_THAT(p.CohortsAbove("self"), ElementsAre("self"));
+}
+
 TEST(DecodeTest, OtherKindsAreSkippedWithANote) {
   Decoded d = Decode(R"(
 apiVersion: batch/v1

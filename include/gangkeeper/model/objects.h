@@ -178,6 +178,12 @@ struct PolicySet {
   // A namespace's labels: those of its Namespace object, plus
   // kubernetes.io/metadata.name which Kubernetes sets on every namespace.
   Labels NamespaceLabels(const std::string& namespace_name) const;
+
+  // `cohort` and the cohorts above it through `cohorts[...].parent`,
+  // nearest first; empty for "". A cohort only named (by a ClusterQueue or
+  // as a parent) ends the walk. Bounded: a cycle of parents (which
+  // validation refuses) stops at the first repeat.
+  std::vector<std::string> CohortsAbove(const std::string& cohort) const;
 };
 
 // Names used in messages and the API.
