@@ -7,11 +7,13 @@
 #include <limits>
 #include <type_traits>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gangkeeper/api/metrics.h"
 #include "gangkeeper/base/status_macros.h"
 
@@ -23,6 +25,34 @@ using Samples = std::vector<Sample>;
 
 // Quantities are exact milli-units; Prometheus wants units as doubles.
 double Units(quantity::Quantity q) { return static_cast<double>(q.milli()) / 1000.0; }
+
+// A value derived from a snapshot, computed once per published snapshot:
+// several families read the same sums (a walk over every workload), and a
+// scrape reads them all while the snapshot stays the same. Thread-safe.
+template <typename T>
+class PerSnapshot {
+ public:
+  using Derive = T (*)(const broker::Snapshot&);
+  PerSnapshot(const broker::SnapshotSource* source, Derive derive) : source_(source), derive_(derive) {}
+
+  std::shared_ptr<const T> Get() {
+    std::shared_ptr<const broker::Snapshot> snap = source_->snapshot();
+    absl::MutexLock lock(&mu_);
+    // A weak reference: the memo never keeps an old snapshot's state alive.
+    if (value_ == nullptr || of_.lock() != snap) {
+      value_ = std::make_shared<const T>(derive_(*snap));
+      of_ = snap;
+    }
+    return value_;
+  }
+
+ private:
+  const broker::SnapshotSource* const source_;
+  const Derive derive_;
+  absl::Mutex mu_;
+  std::weak_ptr<const broker::Snapshot> of_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const T> value_ ABSL_GUARDED_BY(mu_);
+};
 
 // Registers callback families with `replica_role` appended to their labels
 // and the role at scrape time appended to every sample.
@@ -215,22 +245,25 @@ LocalQueues LocalQueueStates(const broker::Snapshot& snap) {
   return out;
 }
 
+using LocalQueueMemo = std::shared_ptr<PerSnapshot<LocalQueues>>;
+
 template <typename F>
-metrics::SampleCallback PerLocalQueue(const broker::SnapshotSource* b, F f) {
-  return [b, f] {
+metrics::SampleCallback PerLocalQueue(LocalQueueMemo memo, F f) {
+  return [memo = std::move(memo), f] {
     Samples out;
-    for (const auto& [key, state] : LocalQueueStates(*b->snapshot())) f(key.first, key.second, state, out);
+    for (const auto& [key, state] : *memo->Get()) f(key.first, key.second, state, out);
     return out;
   };
 }
 
 absl::Status RegisterLocalQueueGauges(KueueFamilies& k, const broker::SnapshotSource* b) {
+  auto lqs = std::make_shared<PerSnapshot<LocalQueues>>(b, &LocalQueueStates);
   const std::vector<std::string> lq = {"name", "namespace"};
   GK_RETURN_IF_ERROR(k.Gauge(
       "kueue_local_queue_pending_workloads", "Pending workloads per LocalQueue (active: not tried since the last "
       "change; inadmissible: tried and set aside until something changes).",
       {"name", "namespace", "status"},
-      PerLocalQueue(b, [](const std::string& n, const std::string& ns, const LocalQueueState& s, Samples& out) {
+      PerLocalQueue(lqs, [](const std::string& n, const std::string& ns, const LocalQueueState& s, Samples& out) {
         out.push_back(Sample{{n, ns, "active"}, static_cast<double>(s.pending_active)});
         out.push_back(Sample{{n, ns, "inadmissible"}, static_cast<double>(s.pending_inadmissible)});
       })));
@@ -238,18 +271,18 @@ absl::Status RegisterLocalQueueGauges(KueueFamilies& k, const broker::SnapshotSo
     out.push_back(Sample{{n, ns}, static_cast<double>(s.admitted)});
   };
   GK_RETURN_IF_ERROR(k.Gauge("kueue_local_queue_reserving_active_workloads",
-                             "Workloads with quota reserved per LocalQueue.", lq, PerLocalQueue(b, admitted)));
+                             "Workloads with quota reserved per LocalQueue.", lq, PerLocalQueue(lqs, admitted)));
   GK_RETURN_IF_ERROR(k.Gauge("kueue_local_queue_admitted_active_workloads",
                              "Workloads holding quota per LocalQueue (reserved, running or being evicted).", lq,
-                             PerLocalQueue(b, admitted)));
+                             PerLocalQueue(lqs, admitted)));
   auto usage = [](const std::string& n, const std::string& ns, const LocalQueueState& s, Samples& out) {
     for (const auto& [fr, q] : s.usage) out.push_back(Sample{{n, ns, fr.first, fr.second}, Units(q)});
   };
   const std::vector<std::string> fr = {"name", "namespace", "flavor", "resource"};
   GK_RETURN_IF_ERROR(k.Gauge("kueue_local_queue_resource_usage", "Quota in use per LocalQueue, flavor and resource.",
-                             fr, PerLocalQueue(b, usage)));
+                             fr, PerLocalQueue(lqs, usage)));
   GK_RETURN_IF_ERROR(k.Gauge("kueue_local_queue_resource_reservation",
-                             "Quota reserved per LocalQueue, flavor and resource.", fr, PerLocalQueue(b, usage)));
+                             "Quota reserved per LocalQueue, flavor and resource.", fr, PerLocalQueue(lqs, usage)));
   return k.Gauge("kueue_local_queue_status",
                  "Whether each LocalQueue is active (True: it and its ClusterQueue exist and admit; False: held, "
                  "or its ClusterQueue is missing or inactive): 1 for the current value, else 0.",
@@ -273,34 +306,22 @@ absl::Status RegisterLocalQueueGauges(KueueFamilies& k, const broker::SnapshotSo
 // ---- Cohorts --------------------------------------------------------------
 
 // The cohort tree as the policies and the ClusterQueues name it (a cohort
-// may exist only as a name a ClusterQueue or a child refers to).
-struct CohortTree {
+// may exist only as a name a ClusterQueue or a child refers to), and per
+// cohort subtree: nominal quota and reservations per (flavor, resource), and
+// admitted workloads.
+struct Subtree {
+  std::map<std::pair<std::string, std::string>, quantity::Quantity> quota;
+  std::map<std::pair<std::string, std::string>, quantity::Quantity> reserved;
+  int64_t admitted = 0;
+};
+struct CohortSums {
   std::map<std::string, std::string> parent;  // every cohort, "" for a root
-  std::string Root(const std::string& cohort) const {
-    std::string at = cohort;
-    for (size_t i = 0; i <= parent.size(); ++i) {  // bounded: a cycle stops the walk
-      auto it = parent.find(at);
-      if (it == parent.end() || it->second.empty()) return at;
-      at = it->second;
-    }
-    return at;
-  }
-  // `cohort` and the cohorts above it, nearest first.
-  std::vector<std::string> UpFrom(const std::string& cohort) const {
-    std::vector<std::string> out;
-    std::string at = cohort;
-    while (!at.empty() && out.size() <= parent.size()) {
-      if (std::find(out.begin(), out.end(), at) != out.end()) break;
-      out.push_back(at);
-      auto it = parent.find(at);
-      at = it != parent.end() ? it->second : "";
-    }
-    return out;
-  }
+  std::map<std::string, std::string> root;    // every cohort's root
+  std::map<std::string, Subtree> subtrees;    // every cohort
 };
 
-CohortTree TreeOf(const broker::Snapshot& snap) {
-  CohortTree t;
+CohortSums SumCohorts(const broker::Snapshot& snap) {
+  CohortSums t;
   const model::PolicySet& p = snap.policies();
   for (const auto& [name, c] : p.cohorts) {
     t.parent[name] = c.parent;
@@ -309,33 +330,24 @@ CohortTree TreeOf(const broker::Snapshot& snap) {
   for (const auto& [name, view] : snap.cluster_queues()) {
     if (!view->status.cohort.empty()) t.parent.emplace(view->status.cohort, "");
   }
-  return t;
-}
-
-// Per cohort subtree: nominal quota and reservations per (flavor, resource),
-// and admitted workloads.
-struct Subtree {
-  std::map<std::pair<std::string, std::string>, quantity::Quantity> quota;
-  std::map<std::pair<std::string, std::string>, quantity::Quantity> reserved;
-  int64_t admitted = 0;
-};
-
-std::map<std::string, Subtree> Subtrees(const broker::Snapshot& snap, const CohortTree& tree) {
-  std::map<std::string, Subtree> out;
-  for (const auto& [name, parent] : tree.parent) out[name];
+  for (const auto& [name, parent] : t.parent) {
+    const std::vector<std::string> up = p.CohortsAbove(name);
+    t.root[name] = up.empty() ? name : up.back();
+    t.subtrees[name];
+  }
   auto add = [](quantity::Quantity& sum, quantity::Quantity q) { sum = sum.SaturatingAdd(q); };
-  for (const auto& [name, c] : snap.policies().cohorts) {
-    for (const std::string& up : tree.UpFrom(name)) {
+  for (const auto& [name, c] : p.cohorts) {
+    for (const std::string& up : p.CohortsAbove(name)) {
       for (const model::ResourceGroup& g : c.resource_groups) {
         for (const model::FlavorQuotas& f : g.flavors) {
-          for (const model::ResourceQuota& r : f.resources) add(out[up].quota[{f.name, r.name}], r.nominal);
+          for (const model::ResourceQuota& r : f.resources) add(t.subtrees[up].quota[{f.name, r.name}], r.nominal);
         }
       }
     }
   }
   for (const auto& [name, view] : snap.cluster_queues()) {
-    for (const std::string& up : tree.UpFrom(view->status.cohort)) {
-      Subtree& s = out[up];
+    for (const std::string& up : p.CohortsAbove(view->status.cohort)) {
+      Subtree& s = t.subtrees[up];
       s.admitted += view->status.admitted;
       for (const auto& [fr, r] : view->status.resources) {
         add(s.quota[{fr.flavor, fr.resource}], r.nominal);
@@ -343,37 +355,37 @@ std::map<std::string, Subtree> Subtrees(const broker::Snapshot& snap, const Coho
       }
     }
   }
-  return out;
+  return t;
 }
 
 absl::Status RegisterCohortGauges(KueueFamilies& k, const broker::SnapshotSource* b) {
+  auto sums = std::make_shared<PerSnapshot<CohortSums>>(b, &SumCohorts);
   GK_RETURN_IF_ERROR(k.Gauge("kueue_cohort_info", "The cohort tree: 1 per cohort with its parent and root.",
-                             {"cohort", "parent_cohort", "root_cohort"}, [b] {
+                             {"cohort", "parent_cohort", "root_cohort"}, [sums] {
                                Samples out;
-                               const CohortTree t = TreeOf(*b->snapshot());
-                               for (const auto& [name, parent] : t.parent) {
-                                 out.push_back(Sample{{name, parent, t.Root(name)}, 1});
+                               std::shared_ptr<const CohortSums> t = sums->Get();
+                               for (const auto& [name, parent] : t->parent) {
+                                 out.push_back(Sample{{name, parent, t->root.at(name)}, 1});
                                }
                                return out;
                              }));
   GK_RETURN_IF_ERROR(k.Gauge("kueue_cluster_queue_info",
                              "Where each ClusterQueue sits in the cohort tree: 1 with its cohort and root cohort.",
-                             {"cluster_queue", "parent_cohort", "root_cohort"}, [b] {
+                             {"cluster_queue", "parent_cohort", "root_cohort"}, [b, sums] {
                                Samples out;
-                               std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
-                               const CohortTree t = TreeOf(*snap);
-                               for (const auto& [name, view] : snap->cluster_queues()) {
+                               std::shared_ptr<const CohortSums> t = sums->Get();
+                               for (const auto& [name, view] : b->snapshot()->cluster_queues()) {
                                  const std::string& c = view->status.cohort;
-                                 out.push_back(Sample{{name, c, c.empty() ? "" : t.Root(c)}, 1});
+                                 auto root = t->root.find(c);
+                                 out.push_back(Sample{{name, c, root != t->root.end() ? root->second : c}, 1});
                                }
                                return out;
                              }));
   using Pick = std::map<std::pair<std::string, std::string>, quantity::Quantity> Subtree::*;
-  auto per_fr = [b](Pick pick) {
-    return [b, pick] {
+  auto per_fr = [sums](Pick pick) {
+    return [sums, pick] {
       Samples out;
-      std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
-      for (const auto& [cohort, s] : Subtrees(*snap, TreeOf(*snap))) {
+      for (const auto& [cohort, s] : sums->Get()->subtrees) {
         for (const auto& [fr, q] : s.*pick) out.push_back(Sample{{cohort, fr.first, fr.second}, Units(q)});
       }
       return out;
@@ -386,10 +398,9 @@ absl::Status RegisterCohortGauges(KueueFamilies& k, const broker::SnapshotSource
                              "Quota reserved in each cohort's subtree, per flavor and resource.",
                              {"cohort", "flavor", "resource"}, per_fr(&Subtree::reserved)));
   return k.Gauge("kueue_cohort_subtree_admitted_active_workloads",
-                 "Workloads holding quota in each cohort's subtree.", {"cohort"}, [b] {
+                 "Workloads holding quota in each cohort's subtree.", {"cohort"}, [sums] {
                    Samples out;
-                   std::shared_ptr<const broker::Snapshot> snap = b->snapshot();
-                   for (const auto& [cohort, s] : Subtrees(*snap, TreeOf(*snap))) {
+                   for (const auto& [cohort, s] : sums->Get()->subtrees) {
                      out.push_back(Sample{{cohort}, static_cast<double>(s.admitted)});
                    }
                    return out;
