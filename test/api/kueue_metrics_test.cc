@@ -28,67 +28,19 @@ using ::gangkeeper::testing::IsOk;
 
 // Two teams under cohort gpu-shared, itself under the root cohort org,
 // which lends 4 GPUs of its own.
-constexpr char kTwoTeams[] = R"(
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: Cohort
-metadata: {name: org}
-spec:
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: Cohort
-metadata: {name: gpu-shared}
-spec: {parentName: org}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-a}
-spec:
-  namespaceSelector: {}
-  cohort: gpu-shared
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-b}
-spec:
-  namespaceSelector: {}
-  cohort: gpu-shared
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: a}
-spec: {clusterQueue: team-a}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: b}
-spec: {clusterQueue: team-b}
-)";
+std::string TwoTeams() {
+  namespace t = ::gangkeeper::testing;
+  return t::Manifests({t::FlavorYaml("a100"), t::CohortYaml("org", "", 4), t::CohortYaml("gpu-shared", "org"),
+                       t::ClusterQueueYaml("team-a", "gpu-shared", 8), t::ClusterQueueYaml("team-b", "gpu-shared", 8),
+                       t::LocalQueueYaml("a", "q", "team-a"), t::LocalQueueYaml("b", "q", "team-b")});
+}
 
 class KueueMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     broker::BrokerOptions o;
     o.observers.push_back(&counters_);
-    auto b = broker::Broker::Create(testing::PoliciesFrom(kTwoTeams), o, nullptr, nullptr, &clock_);
+    auto b = broker::Broker::Create(testing::PoliciesFrom(TwoTeams()), o, nullptr, nullptr, &clock_);
     ASSERT_THAT(b.status(), IsOk());
     broker_ = *std::move(b);
     broker_->Start();

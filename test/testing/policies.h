@@ -2,6 +2,8 @@
 // repository's own policies/ directory.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -24,5 +26,20 @@ inline std::shared_ptr<const model::PolicySet> PoliciesFrom(const std::string& y
 // serve` starts with), read once; a load error fails the calling test and
 // gives an empty set.
 std::shared_ptr<const model::PolicySet> RepositoryPolicies();
+
+// Kueue manifests for tests, one object per call, instead of inline YAML of
+// the same shape in every test. Each quota is `gpus` nvidia.com/gpu of
+// `flavor`. Join them with Manifests.
+std::string FlavorYaml(const std::string& name);
+// A Cohort under `parent` ("" for a root) that lends `gpus` of its own (0:
+// no resource groups).
+std::string CohortYaml(const std::string& name, const std::string& parent = "", int64_t gpus = 0,
+                       const std::string& flavor = "a100");
+// A ClusterQueue for every namespace, in `cohort` ("" for none).
+std::string ClusterQueueYaml(const std::string& name, const std::string& cohort, int64_t gpus,
+                             const std::string& flavor = "a100");
+std::string LocalQueueYaml(const std::string& namespace_name, const std::string& name,
+                           const std::string& cluster_queue);
+std::string Manifests(std::initializer_list<std::string> documents);
 
 }  // namespace gangkeeper::testing
