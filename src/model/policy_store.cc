@@ -20,7 +20,37 @@ PolicyStore::PolicyStore(std::shared_ptr<const PolicySet> files) {
   first->files = OrEmpty(std::move(files));
   first->policies = first->files;
   absl::MutexLock lock(&mu_);
+  read_files_ = first->files;
   Publish(std::move(first));
+}
+
+std::shared_ptr<const PolicySet> PolicyStore::Base() const {
+  if (cluster_namespaces_ == nullptr) return read_files_;
+  auto base = std::make_shared<PolicySet>(*read_files_);
+  base->namespaces.clear();
+  for (const auto& [name, labels] : *cluster_namespaces_) {
+    Namespace& ns = base->namespaces[name];
+    ns.meta.name = name;
+    ns.meta.api_version = "v1";
+    ns.meta.labels = labels;
+    ns.meta.source.file = "the cluster";
+  }
+  return base;
+}
+
+absl::StatusOr<std::shared_ptr<const EffectiveSet>> PolicyStore::SetClusterNamespaces(
+    std::shared_ptr<const ClusterNamespaces> namespaces, Diagnostics* problems) {
+  absl::MutexLock lock(&mu_);
+  const bool same = namespaces == nullptr ? cluster_namespaces_ == nullptr
+                                          : cluster_namespaces_ != nullptr && *namespaces == *cluster_namespaces_;
+  if (same) return current_;
+  std::shared_ptr<const ClusterNamespaces> before = std::exchange(cluster_namespaces_, std::move(namespaces));
+  absl::StatusOr<std::shared_ptr<EffectiveSet>> next = Combine(Base(), current_->overlay, problems);
+  if (!next.ok()) {
+    cluster_namespaces_ = std::move(before);
+    return next.status();
+  }
+  return Publish(*std::move(next));
 }
 
 std::shared_ptr<const EffectiveSet> PolicyStore::current() const {
@@ -86,8 +116,12 @@ bool PolicyStore::InEffect(const std::shared_ptr<const PolicyOverlay>& overlay) 
 absl::StatusOr<std::shared_ptr<const EffectiveSet>> PolicyStore::ReloadFiles(
     std::shared_ptr<const PolicySet> files, Diagnostics* problems) {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<std::shared_ptr<EffectiveSet>> next = Combine(std::move(files), current_->overlay, problems);
-  if (!next.ok()) return next.status();
+  std::shared_ptr<const PolicySet> before = std::exchange(read_files_, OrEmpty(std::move(files)));
+  absl::StatusOr<std::shared_ptr<EffectiveSet>> next = Combine(Base(), current_->overlay, problems);
+  if (!next.ok()) {
+    read_files_ = std::move(before);
+    return next.status();
+  }
   return Publish(*std::move(next));
 }
 

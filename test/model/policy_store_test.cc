@@ -206,5 +206,43 @@ TEST(PolicyStoreTest, ReloadedFilesKeepTheOverlayAndAreValidatedWithIt) {
   EXPECT_EQ(store.current(), *reloaded);
 }
 
+// Namespaces from the cluster replace the files' Namespace objects for
+// namespaceSelectors: a label set after start is seen at once, the same
+// labels again publish nothing, file reloads keep them, null restores the
+// files' namespaces.
+TEST(PolicyStoreTest, ClusterNamespacesReplaceTheFilesNamespaces) {
+  const std::string files = std::string(kFiles) +
+                            "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: a, labels: {tier: bronze}}\n";
+  PolicyStore store(DecodeSet(files));
+  EXPECT_EQ(store.current()->policies->NamespaceLabels("a").at("tier"), "bronze");
+
+  auto gold = std::make_shared<const ClusterNamespaces>(ClusterNamespaces{{"a", {{"tier", "gold"}}}, {"b", {}}});
+  absl::StatusOr<std::shared_ptr<const EffectiveSet>> set = store.SetClusterNamespaces(gold, nullptr);
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ((*set)->version, 2u);
+  EXPECT_EQ((*set)->policies->NamespaceLabels("a").at("tier"), "gold");
+  EXPECT_EQ((*set)->policies->namespaces.count("b"), 1u);
+
+  // The same labels (a resync): no new version.
+  auto again = std::make_shared<const ClusterNamespaces>(*gold);
+  ASSERT_TRUE(store.SetClusterNamespaces(again, nullptr).ok());
+  EXPECT_EQ(store.current()->version, 2u);
+
+  // An overlay and a file reload keep the cluster's namespaces.
+  ASSERT_TRUE(store.SetOverlay(Overlay(1, LocalQueue("qb", "team-a")), nullptr).ok());
+  EXPECT_EQ(store.current()->policies->NamespaceLabels("a").at("tier"), "gold");
+  ASSERT_TRUE(store.ReloadFiles(DecodeSet(files), nullptr).ok());
+  EXPECT_EQ(store.current()->policies->NamespaceLabels("a").at("tier"), "gold");
+  EXPECT_EQ(store.current()->policies->local_queues.count({"b", "qb"}), 1u);
+
+  // Relabelled, then forgotten: back to the files' labels.
+  auto silver = std::make_shared<const ClusterNamespaces>(ClusterNamespaces{{"a", {{"tier", "silver"}}}});
+  ASSERT_TRUE(store.SetClusterNamespaces(silver, nullptr).ok());
+  EXPECT_EQ(store.current()->policies->NamespaceLabels("a").at("tier"), "silver");
+  EXPECT_EQ(store.current()->policies->namespaces.count("b"), 0u);
+  ASSERT_TRUE(store.SetClusterNamespaces(nullptr, nullptr).ok());
+  EXPECT_EQ(store.current()->policies->NamespaceLabels("a").at("tier"), "bronze");
+}
+
 }  // namespace
 }  // namespace gangkeeper::model

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -32,12 +33,17 @@
 
 namespace gangkeeper::model {
 
+// The cluster's namespaces: name -> labels (kube::NamespaceWatcher).
+using ClusterNamespaces = std::map<std::string, Labels>;
+
 // One combination of the files and an overlay.
 struct EffectiveSet {
   // 0 for a candidate (PolicyStore::Compose); from 1 up, one more for every
   // set the store published.
   uint64_t version = 0;
-  std::shared_ptr<const PolicySet> files;        // never null
+  // The policy files, their Namespace objects replaced by the cluster's
+  // namespaces once those are known (SetClusterNamespaces); never null.
+  std::shared_ptr<const PolicySet> files;
   std::shared_ptr<const PolicyOverlay> overlay;  // the API's changes; null: none
   std::shared_ptr<const PolicySet> policies;     // files with overlay; never null
 
@@ -85,6 +91,15 @@ class PolicyStore {
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const EffectiveSet>> ReloadFiles(
       std::shared_ptr<const PolicySet> files, Diagnostics* problems);
 
+  // Makes the cluster's namespaces the ones ClusterQueue namespaceSelectors
+  // read, in place of the Namespace objects in the files (which stay for
+  // --kube none); null goes back to the files'. Published like ReloadFiles;
+  // the current set is returned unchanged (no new version) when the labels
+  // are the ones in effect, so a resync of an unchanged cluster re-evaluates
+  // nothing.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const EffectiveSet>> SetClusterNamespaces(
+      std::shared_ptr<const ClusterNamespaces> namespaces, Diagnostics* problems);
+
  private:
   bool InEffect(const std::shared_ptr<const PolicyOverlay>& overlay) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static absl::StatusOr<std::shared_ptr<EffectiveSet>> Combine(std::shared_ptr<const PolicySet> files,
@@ -94,8 +109,13 @@ class PolicyStore {
   std::shared_ptr<const EffectiveSet> Publish(std::shared_ptr<EffectiveSet> next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The files as read, and the cluster's namespaces laid over them.
+  std::shared_ptr<const PolicySet> Base() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   std::shared_ptr<const EffectiveSet> current_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PolicySet> read_files_ ABSL_GUARDED_BY(mu_);  // never null
+  std::shared_ptr<const ClusterNamespaces> cluster_namespaces_ ABSL_GUARDED_BY(mu_);
 };
 
 // Where the API's overlay changes are made durable. The API edits the
