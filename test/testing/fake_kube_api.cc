@@ -81,6 +81,10 @@ std::vector<ResourceInfo> DefaultResources() {
       {"jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"},
       {"ray.io", "v1", "rayjobs", "RayJob"},
       {"ray.io", "v1", "rayclusters", "RayCluster"},
+      // Events (gangkeeper writes them): events.k8s.io/v1 and the core/v1
+      // fallback, one store each (the real server converts between them).
+      {"events.k8s.io", "v1", "events", "Event"},
+      {"", "v1", "events", "Event"},
   };
 }
 
@@ -614,6 +618,11 @@ class FakeKubeApi::Impl {
 
   absl::StatusOr<json> Create(const std::string& collection_path, json object) {
     absl::MutexLock lock(&mu_);
+    return CreateLocked(collection_path, std::move(object));
+  }
+
+  absl::StatusOr<json> CreateLocked(const std::string& collection_path, json object)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto p = ParsePathLocked(collection_path);
     if (!p.ok()) return p.status();
     if (!p->name.empty()) return absl::InvalidArgumentError(absl::StrCat(collection_path, " is not a collection"));
@@ -856,6 +865,8 @@ class FakeKubeApi::Impl {
       HandlePatchLocked(req, res, *p);
     } else if (req.method == "DELETE" && !p->name.empty() && p->subresource.empty()) {
       HandleDeleteLocked(req, res, *p);
+    } else if (req.method == "POST" && p->name.empty() && p->subresource.empty() && !p->ns.empty()) {
+      HandleCreateLocked(req, res, *p);
     } else {
       SendStatus(res, 405, absl::StrCat("the fake API server does not implement ", req.method, " on ", req.path));
     }
@@ -1064,6 +1075,26 @@ class FakeKubeApi::Impl {
       w.since_bookmark.Reset();
     }
     return w.since_start.Elapsed() >= w.timeout;
+  }
+
+  // POST to a namespaced collection: a create, answered 201 with the object
+  // (409 AlreadyExists, 400 for a body that is not a JSON object).
+  void HandleCreateLocked(const httplib::Request& req, httplib::Response& res, const ParsedPath& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) {
+      SendStatus(res, 400, "the body of the request could not be decoded as a JSON object");
+      return;
+    }
+    absl::StatusOr<json> created = CreateLocked(req.path, std::move(body));
+    if (created.ok()) {
+      SendJson(res, 201, *created);
+    } else if (absl::IsAlreadyExists(created.status())) {
+      SendStatus(res, 409, std::string(created.status().message()));
+    } else {
+      SendStatus(res, 422, std::string(created.status().message()));
+    }
+    (void)p;
   }
 
   void HandlePatchLocked(const httplib::Request& req, httplib::Response& res, const ParsedPath& p)

@@ -20,11 +20,13 @@
 //     Job template and Pod spec mutability rules, immutable metadata, a
 //     metadata.resourceVersion in the patch as a precondition (409), no-op
 //     patches keeping the resourceVersion;
+//   - POST to a namespaced collection: a create (201; 409 AlreadyExists),
+//     used for Events (events.k8s.io/v1 and core/v1 events are served);
 //   - DELETE with DeleteOptions preconditions (409) and propagationPolicy
 //     (body or query), the Job orphaning Warning header;
 //   - bearer-token auth (401), Status error bodies, 429 as plain text with
 //     Retry-After, scripted failures and delays, a record of every call.
-// What it does NOT implement: POST/PUT (405; seed objects with Create),
+// What it does NOT implement: PUT and cluster-scoped POST (405; seed objects with Create),
 // protobuf, Table output, field managers / server-side apply, admission,
 // defaulting (except the two default tolerations on new Pods), garbage
 // collection (deleting a Job never deletes Pods), finalizers and graceful
