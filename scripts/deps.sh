@@ -13,6 +13,7 @@ build_pkgs=(
 )
 test_pkgs=(
   testssl.sh etcd-server
+  prometheus  # /usr/bin/prometheus and promtool for test/monitoring
 )
 
 want=("${build_pkgs[@]}")
