@@ -5,44 +5,30 @@
 // blocking the caller, and a full queue drops instead of growing.
 #include "gangkeeper/kube/events.h"
 
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gangkeeper/base/clock.h"
-#include "gangkeeper/kube/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/kube/fake_cluster.h"
 #include "test/testing/fake_kube_api.h"
-#include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
-#include "test/testing/temp_dir.h"
 #include "test/testing/wait.h"
 
 namespace gangkeeper::kube {
 namespace {
 
 using json = nlohmann::json;
-using ::gangkeeper::testing::FakeKubeApi;
-using ::gangkeeper::testing::FakeKubeOptions;
 using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::ScriptedFailure;
-using ::gangkeeper::testing::TempDir;
 using ::gangkeeper::testing::WaitFor;
 using ::testing::HasSubstr;
 
 constexpr char kNewEvents[] = "/apis/events.k8s.io/v1/namespaces/team-a/events";
 constexpr char kCoreEvents[] = "/api/v1/namespaces/team-a/events";
-
-std::string ReadEventsTestFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 ClusterEvent JobEvent(const std::string& name, const std::string& reason, const std::string& note,
                       bool warning = false) {
@@ -55,44 +41,12 @@ ClusterEvent JobEvent(const std::string& name, const std::string& reason, const 
   return e;
 }
 
-class EventRecorderTest : public ::testing::Test {
+class EventRecorderTest : public FakeClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    certs_ = new TempDir();
-    auto r = ::gangkeeper::testing::RunCommand({::gangkeeper::testing::GangkeeperBinary(), "certs", "--out",
-                                                certs_->path()},
-                                               absl::Seconds(60));
-    ASSERT_THAT(r, IsOk());
-    ASSERT_EQ(r->exit_code, 0) << r->err;
-  }
-  static void TearDownTestSuite() {
-    delete certs_;
-    certs_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_NE(certs_, nullptr);
-    FakeKubeOptions o;
-    o.cert_file = certs_->File("tls.crt");
-    o.key_file = certs_->File("tls.key");
-    o.token = "fake-token";
-    auto api = FakeKubeApi::Start(o);
-    ASSERT_THAT(api, IsOk());
-    fake_ = *std::move(api);
-    ClusterConfig c;
-    c.host = "127.0.0.1";
-    c.port = fake_->port();
-    c.ca_pem = ReadEventsTestFile(certs_->File("ca.crt"));
-    c.token = "fake-token";
-    c.source = "events_test";
-    ClientOptions co;
-    co.timeout = absl::Seconds(5);
-    co.retry.max_attempts = 2;
-    co.retry.initial_backoff = absl::Milliseconds(10);
-    co.retry.max_backoff = absl::Milliseconds(20);
-    auto client = Client::Create(std::move(c), co);
-    ASSERT_THAT(client, IsOk());
-    client_ = *std::move(client);
+    FakeClusterTest::SetUp();
+    client_ = NewFakeClusterClient();
+    ASSERT_NE(client_, nullptr);
   }
   void TearDown() override {
     if (recorder_ != nullptr) recorder_->Stop();
@@ -112,13 +66,9 @@ class EventRecorderTest : public ::testing::Test {
     });
   }
 
-  static TempDir* certs_;
-  std::unique_ptr<FakeKubeApi> fake_;
   std::unique_ptr<Client> client_;
   std::unique_ptr<EventRecorder> recorder_;
 };
-
-TempDir* EventRecorderTest::certs_ = nullptr;
 
 TEST_F(EventRecorderTest, WritesAnEventsK8sIoEventAboutTheObject) {
   StartRecorder();

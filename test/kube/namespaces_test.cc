@@ -4,86 +4,39 @@
 // expired watch.
 #include "gangkeeper/kube/namespaces.h"
 
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "gangkeeper/kube/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/kube/fake_cluster.h"
 #include "test/testing/fake_kube_api.h"
-#include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
-#include "test/testing/temp_dir.h"
 #include "test/testing/wait.h"
 
 namespace gangkeeper::kube {
 namespace {
 
 using json = nlohmann::json;
-using ::gangkeeper::testing::FakeKubeApi;
-using ::gangkeeper::testing::FakeKubeOptions;
 using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::ScriptedFailure;
-using ::gangkeeper::testing::TempDir;
 using ::gangkeeper::testing::WaitFor;
 
 constexpr char kNamespaces[] = "/api/v1/namespaces";
-
-std::string ReadNamespaceTestFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 json NamespaceObject(const std::string& name, json labels) {
   return {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}, {"labels", std::move(labels)}}}};
 }
 
-class NamespaceWatcherTest : public ::testing::Test {
+class NamespaceWatcherTest : public FakeClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    certs_ = new TempDir();
-    auto r = ::gangkeeper::testing::RunCommand({::gangkeeper::testing::GangkeeperBinary(), "certs", "--out",
-                                                certs_->path()},
-                                               absl::Seconds(60));
-    ASSERT_THAT(r, IsOk());
-    ASSERT_EQ(r->exit_code, 0) << r->err;
-  }
-  static void TearDownTestSuite() {
-    delete certs_;
-    certs_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_NE(certs_, nullptr);
-    FakeKubeOptions o;
-    o.cert_file = certs_->File("tls.crt");
-    o.key_file = certs_->File("tls.key");
-    o.token = "fake-token";
-    o.bookmark_interval = absl::Milliseconds(100);
-    auto api = FakeKubeApi::Start(o);
-    ASSERT_THAT(api, IsOk());
-    fake_ = *std::move(api);
-    ClusterConfig c;
-    c.host = "127.0.0.1";
-    c.port = fake_->port();
-    c.ca_pem = ReadNamespaceTestFile(certs_->File("ca.crt"));
-    c.token = "fake-token";
-    c.source = "namespaces_test";
-    ClientOptions co;
-    co.timeout = absl::Seconds(5);
-    co.retry.max_attempts = 2;
-    co.retry.initial_backoff = absl::Milliseconds(10);
-    co.retry.max_backoff = absl::Milliseconds(50);
-    auto client = Client::Create(std::move(c), co);
-    ASSERT_THAT(client, IsOk());
-    client_ = *std::move(client);
+    FakeClusterTest::SetUp();
+    client_ = NewFakeClusterClient();
+    ASSERT_NE(client_, nullptr);
   }
   void TearDown() override {
     if (watcher_ != nullptr) watcher_->Stop();
@@ -120,15 +73,11 @@ class NamespaceWatcherTest : public ::testing::Test {
     return !published_.empty() && published_.back()->count(ns) == 1;
   }
 
-  static TempDir* certs_;
-  std::unique_ptr<FakeKubeApi> fake_;
   std::unique_ptr<Client> client_;
   std::unique_ptr<NamespaceWatcher> watcher_;
   absl::Mutex mu_;
   std::vector<std::shared_ptr<const NamespaceLabels>> published_ ABSL_GUARDED_BY(mu_);
 };
-
-TempDir* NamespaceWatcherTest::certs_ = nullptr;
 
 TEST_F(NamespaceWatcherTest, FirstListIsPublishedAndMarksSynced) {
   ASSERT_THAT(fake_->Create(kNamespaces, NamespaceObject("team-a", {{"tier", "gold"}})), IsOk());
