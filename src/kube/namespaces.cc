@@ -61,6 +61,13 @@ bool NamespaceWatcher::synced() const {
   return synced_;
 }
 
+bool NamespaceWatcher::WaitSynced(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return synced_ || stop_flag_; };
+  mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  return synced_;
+}
+
 std::shared_ptr<const NamespaceLabels> NamespaceWatcher::current() const {
   absl::MutexLock lock(&mu_);
   return current_;

@@ -36,6 +36,7 @@
 #include "gangkeeper/replica/replica.h"
 #include "gangkeeper/store/file_system.h"
 #include "gangkeeper/store/journal.h"
+#include "src/node/cluster_feeds.h"
 #include "src/node/wiring.h"
 
 namespace gangkeeper::node {
@@ -68,6 +69,9 @@ struct Node::Impl {
   std::unique_ptr<audit::AuditedJournal> audited;
   metrics::Registry registry;
   std::unique_ptr<kube::Client> kube_client;
+  // Namespace labels and Events (a cluster only); an observer of the
+  // broker, so it outlives it.
+  std::unique_ptr<ClusterFeeds> cluster_feeds;
   // With etcd only the leader sends, and only while its lease surely holds.
   std::atomic<replica::Replica*> leader_gate{nullptr};
   std::unique_ptr<kube::KubeActuator> actuator;
@@ -276,6 +280,19 @@ absl::Status Node::Impl::ConnectKube() {
     if (!c.ok()) return Setting(absl::StrCat("--kube ", o.kube, ": ", c.status().message()));
     kube_client = *std::move(c);
     log->info("kube: API server https://{}:{} ({})", (*config)->host, (*config)->port, (*config)->source);
+    ClusterFeeds::Options fo;
+    fo.clock = clock;
+    fo.instance = o.replica_id;
+    if (replicated) {
+      fo.leading = [this] {
+        replica::Replica* r = leader_gate.load();
+        return r != nullptr && r->MaySend();
+      };
+    }
+    absl::StatusOr<std::unique_ptr<ClusterFeeds>> feeds = ClusterFeeds::Create(**config, std::move(fo));
+    if (!feeds.ok()) return Setting(absl::StrCat("--kube ", o.kube, ": ", feeds.status().message()));
+    cluster_feeds = *std::move(feeds);
+    o.broker.observers.push_back(cluster_feeds->observer());
   } else {
     log->info("kube: none: releases and suspensions are recorded and shown, not sent");
   }
@@ -303,6 +320,7 @@ absl::Status Node::Impl::ConnectKube() {
 // over the policy files.
 absl::Status Node::Impl::BuildBroker() {
   policy_store = std::make_unique<model::PolicyStore>(files);
+  if (cluster_feeds != nullptr) cluster_feeds->Seed(policy_store.get());
   model::Diagnostics problems;
   const std::shared_ptr<const model::EffectiveSet> effective = policy_store->Adopt(recovered.overlay, &problems);
   if (problems.HasErrors()) {
@@ -447,6 +465,9 @@ void Node::Impl::DeclareReadiness() {
       if (kube_synced.load()) return "";
       absl::MutexLock lock(&reconciler_mu);
       if (reconciler == nullptr || !reconciler->synced()) return "waiting for the first list of the managed kinds";
+      if (cluster_feeds != nullptr && !cluster_feeds->namespaces_synced()) {
+        return "waiting for the first list of namespaces (RBAC: list and watch namespaces)";
+      }
       if (!kube_synced.exchange(true)) log->info("kube: first list done; ready");
       return "";
     });
@@ -511,6 +532,7 @@ Node::~Node() {
 absl::Status Node::Start() {
   Impl& n = *impl_;
   n.DeclareReadiness();
+  if (n.cluster_feeds != nullptr) n.cluster_feeds->Connect(n.policy_store.get(), n.front.get(), n.front.get());
   if (!n.replicated) n.StartReconciler();
   if (absl::Status started = n.server->Start(); !started.ok()) return RunTime(started.message());
   n.phase.store(Impl::Phase::kStarted);
@@ -550,6 +572,7 @@ absl::Status Node::Shutdown(absl::Duration grace) {
   if (n.replica != nullptr) n.replica->Shutdown();
   if (n.audit_feed != nullptr) n.audit_feed->Stop();
   n.StopReconciler();
+  if (n.cluster_feeds != nullptr) n.cluster_feeds->Stop();
   // The file journal's broker applies what is queued (its last batch is
   // durable), then a final snapshot makes the next start quick.
   if (n.broker != nullptr) n.broker->Stop();

@@ -211,5 +211,67 @@ TEST_F(NodeTest, WithAClusterItIsReadyOnceTheFirstListIsDoneAndReleasesThroughTh
   EXPECT_THAT((*n)->Shutdown(absl::Seconds(5)), IsOk());
 }
 
+// DESIGN §4 / issue #23: namespaceSelectors read the cluster's namespace
+// labels. A Job in a namespace team-a's ClusterQueue does not select waits
+// (and says why in a Pending Event on the Job); labelling the namespace in
+// the cluster admits it, without a restart, and says so in Events.
+TEST_F(NodeTest, ANamespaceLabelledAfterStartIsSelectedWithoutARestartAndEventsSayWhy) {
+  std::ofstream(dir_.File("policies/quota.yaml"), std::ios::trunc)
+      << "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: gpu}\n---\n"
+      << "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: team-a}\nspec:\n"
+      << "  namespaceSelector: {matchLabels: {tier: gold}}\n  resourceGroups:\n"
+      << "  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: gpu\n      resources:\n"
+      << "      - {name: nvidia.com/gpu, nominalQuota: 4}\n---\n"
+      << "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: q, namespace: team-a}\n"
+      << "spec: {clusterQueue: team-a}\n";
+  testing::FakeKubeOptions fo;
+  fo.cert_file = dir_.File("certs/tls.crt");
+  fo.key_file = dir_.File("certs/tls.key");
+  auto fake = testing::FakeKubeApi::Start(fo);
+  ASSERT_THAT(fake, IsOk());
+  ASSERT_THAT((*fake)->Create("/api/v1/namespaces", {{"metadata", {{"name", "team-a"}, {"labels", {{"tier", "bronze"}}}}}}),
+              IsOk());
+  std::ofstream(dir_.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+                                         << "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:"
+                                         << (*fake)->port() << "\n    certificate-authority: " << dir_.File("certs/ca.crt")
+                                         << "\nusers:\n- name: gk\n  user:\n    token: fake-token\n"
+                                         << "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: gk\n";
+  Options o = BaseOptions();
+  o.kube = dir_.File("kubeconfig");
+  auto n = Node::Create(o);
+  ASSERT_THAT(n, IsOk());
+  ASSERT_THAT((*n)->Start(), IsOk());
+  std::string why;
+  ASSERT_TRUE(WaitFor([&] { return (*n)->Ready(&why); })) << why;
+
+  const std::string job_path = "/apis/batch/v1/namespaces/team-a/jobs/train";
+  ASSERT_THAT((*fake)->Create("/apis/batch/v1/namespaces/team-a/jobs", testing::Job("team-a", "train", 2, 1)), IsOk());
+  auto events_about = [&](const std::string& reason) {
+    std::vector<json> out;
+    for (const json& e : (*fake)->List("/apis/events.k8s.io/v1/namespaces/team-a/events")) {
+      if (e["regarding"]["name"] == "train" && e["reason"] == reason) out.push_back(e);
+    }
+    return out;
+  };
+  // Waiting, and the Job's Events say why (the comparison runs every 5 s).
+  ASSERT_TRUE(WaitFor([&] { return !events_about("Pending").empty(); }, absl::Seconds(30)));
+  EXPECT_THAT(events_about("Pending")[0]["note"].get<std::string>(), HasSubstr("does not select namespace team-a"));
+  auto stored = (*fake)->Get(job_path);
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_TRUE((*stored)["spec"].value("suspend", false));
+
+  // Labelled in the cluster: admitted and released, no restart.
+  ASSERT_THAT((*fake)->Replace("/api/v1/namespaces/team-a",
+                               {{"metadata", {{"name", "team-a"}, {"labels", {{"tier", "gold"}}}}}}),
+              IsOk());
+  EXPECT_TRUE(WaitFor([&] {
+    auto now = (*fake)->Get(job_path);
+    return now.ok() && !(*now)["spec"].value("suspend", true);
+  }));
+  EXPECT_TRUE(WaitFor([&] { return !events_about("Admitted").empty(); }));
+  EXPECT_EQ(events_about("Pending").size(), 1u);
+  EXPECT_THAT((*n)->Shutdown(absl::Seconds(5)), IsOk());
+}
+
 }  // namespace
 }  // namespace gangkeeper::node

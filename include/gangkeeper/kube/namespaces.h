@@ -56,6 +56,8 @@ class NamespaceWatcher {
   // Ends the watch (through the client) and joins the thread.
   void Stop();
   bool synced() const;
+  // Waits up to `timeout` for the first list; synced().
+  bool WaitSynced(absl::Duration timeout) const;
   // The namespaces known now; never null (empty before the first list).
   std::shared_ptr<const NamespaceLabels> current() const;
 
