@@ -15,7 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "gangkeeper/base/check.h"
 #include "gangkeeper/base/log.h"
-#include "gangkeeper/model/encode.h"
+#include "gangkeeper/model/policy_digest.h"
 #include "src/broker/broker_impl.h"
 
 namespace gangkeeper::broker {
@@ -349,9 +349,11 @@ absl::StatusOr<std::unique_ptr<Broker>> Broker::Create(std::shared_ptr<const mod
   if (!scheduler.ok()) return scheduler.status();
   // The policies in effect are recorded (a durable broker's first batch
   // says what it started with), and after a restore they replace the
-  // recorded ones: quota files edited while gangkeeper was down apply.
+  // recorded ones when their content differs (model/policy_digest.h: the
+  // digests, computed once when each set was sealed): quota files edited
+  // while gangkeeper was down apply; the same files change nothing.
   const bool changed = recovered != nullptr && recovered->policies != nullptr &&
-                       model::EncodeManifests(*recovered->policies) != model::EncodeManifests(*policies);
+                       model::DigestOf(*recovered->policies) != model::DigestOf(*policies);
   const bool unrecorded = sink != nullptr && (recovered == nullptr || recovered->policies == nullptr);
   if (changed || unrecorded) {
     if (absl::Status s = (*scheduler)->SetPolicies(policies, clock->Now()); !s.ok()) return s;

@@ -9,15 +9,16 @@
 namespace gangkeeper::model {
 namespace {
 
-std::shared_ptr<const PolicySet> OrEmpty(std::shared_ptr<const PolicySet> files) {
-  return files != nullptr ? std::move(files) : std::make_shared<const PolicySet>();
+// The files as the store keeps them: sealed (null: an empty set).
+std::shared_ptr<const PolicySet> SealedFiles(std::shared_ptr<const PolicySet> files) {
+  return files != nullptr ? Sealed(std::move(files)) : Seal(PolicySet());
 }
 
 }  // namespace
 
 PolicyStore::PolicyStore(std::shared_ptr<const PolicySet> files) {
   auto first = std::make_shared<EffectiveSet>();
-  first->files = OrEmpty(std::move(files));
+  first->files = SealedFiles(std::move(files));
   first->policies = first->files;
   absl::MutexLock lock(&mu_);
   read_files_ = first->files;
@@ -63,10 +64,11 @@ absl::StatusOr<std::shared_ptr<EffectiveSet>> PolicyStore::Combine(std::shared_p
                                                                    Diagnostics* problems,
                                                                    std::shared_ptr<EffectiveSet>* unchecked) {
   auto out = std::make_shared<EffectiveSet>();
-  out->files = OrEmpty(std::move(files));
+  out->files = SealedFiles(std::move(files));
   out->overlay = std::move(overlay);
-  out->policies = out->overlay == nullptr ? out->files
-                                          : std::make_shared<const PolicySet>(ApplyOverlay(*out->files, *out->overlay));
+  // Sealed: every set the store hands out carries its digest, computed here
+  // once.
+  out->policies = out->overlay == nullptr ? out->files : Seal(ApplyOverlay(*out->files, *out->overlay));
   Diagnostics found;
   ValidatePolicySet(*out->policies, &found);
   const bool invalid = found.HasErrors();

@@ -149,12 +149,12 @@ absl::Status EtcdPolicyEditor::Write(const Current& base, std::shared_ptr<const 
 
 // --- OverlayFeeder ---------------------------------------------------------------
 
-OverlayFeeder::OverlayFeeder(etcd::Client* client, std::string prefix, broker::Broker* broker,
-                             EffectivePolicies effective)
-    : client_(client), prefix_(std::move(prefix)), broker_(broker), effective_(std::move(effective)) {
+OverlayFeeder::OverlayFeeder(etcd::Client* client, std::string prefix, broker::EventQueue* events,
+                             const broker::SnapshotSource* view, EffectivePolicies effective)
+    : client_(client), prefix_(std::move(prefix)), events_(events), effective_(std::move(effective)) {
   {
     absl::MutexLock lock(&mu_);
-    stats_.generation = GenerationOf(broker_->snapshot()->overlay());
+    stats_.generation = GenerationOf(view->snapshot()->overlay());
   }
   thread_ = std::thread([this] { Run(); });
 }
@@ -191,7 +191,7 @@ void OverlayFeeder::Feed(const etcd::KeyValue& kv) {
   stats_.generation = record->overlay->generation;
   ++stats_.applied;
   // Revision 0: not an intake event.
-  broker_->Submit(broker::Event::Policies(std::move(policies), std::move(record->overlay), std::move(record->actor),
+  events_->Submit(broker::Event::Policies(std::move(policies), std::move(record->overlay), std::move(record->actor),
                                           std::move(record->what)));
 }
 

@@ -190,7 +190,8 @@ void Replica::BecomeLeader(const etcd::Term& term) {
   feeder_ = std::make_unique<IntakeFeeder>(client_, options_.prefix, r.intake_revision, leader_.get());
   // After the broker: changes the API made since the state's overlay (one
   // the last leader did not apply before it went) come first.
-  overlay_feeder_ = std::make_unique<OverlayFeeder>(client_, options_.prefix, leader_.get(), options_.policies);
+  overlay_feeder_ =
+      std::make_unique<OverlayFeeder>(client_, options_.prefix, leader_.get(), leader_.get(), options_.policies);
   snapshot_position_ = r.snapshot_position;
   snapshot_time_ = clock_->Now();
   if (options_.on_lead) options_.on_lead();

@@ -8,6 +8,7 @@
 #include "gangkeeper/broker/registry.h"
 #include "gangkeeper/model/encode.h"
 #include "gangkeeper/model/manifest.h"
+#include "gangkeeper/model/policy_digest.h"
 #include "gangkeeper/store/codec.h"
 
 namespace gangkeeper::store {
@@ -37,9 +38,13 @@ using quantity::Quantity;
 // one workload, are read and migrated (FORMAT.md §6). Version 3 (this
 // release) adds whether a workload is known only from a review and whether
 // its submitter is only claimed (workloads and changes); older records
-// read as confirmed, with the submitter as recorded.
-constexpr uint8_t kBatchVersion = 3;
-constexpr uint8_t kStateVersion = 2;
+// read as confirmed, with the submitter as recorded. Batch version 4 and
+// state version 3 record the policies' digest (model/policy_digest.h) with
+// them; older ones get it computed from the recorded manifests.
+constexpr uint8_t kBatchVersion = 4;
+constexpr uint8_t kStateVersion = 3;
+constexpr uint8_t kBatchDigestVersion = 4;  // the first that records it
+constexpr uint8_t kStateDigestVersion = 3;
 constexpr uint8_t kInfoVersion = 3;
 constexpr uint8_t kOldestVersion = 1;
 
@@ -193,12 +198,14 @@ void PutChange(Encoder& e, const StateChange& c) {
   e.PutBool(c.unconfirmed);
 }
 
-// The policies as Kueue manifests (the model's own encoding), and the
-// terminating ClusterQueues as a second manifest list.
+// The policies' digest (their identity: the set's own, computed once when
+// it was sealed), the policies as Kueue manifests (the model's own
+// encoding), and the terminating ClusterQueues as a second manifest list.
 void PutPolicies(Encoder& e, const model::PolicySet* policies, const std::vector<model::ClusterQueue>& terminating,
                  const model::PolicyOverlay* overlay) {
   e.PutBool(policies != nullptr);
   if (policies == nullptr) return;
+  e.PutString(model::DigestOf(*policies).bytes());
   e.PutString(model::EncodeManifests(*policies));
   model::PolicySet t;
   for (const model::ClusterQueue& cq : terminating) t.cluster_queues.emplace(cq.meta.name, cq);
@@ -462,34 +469,44 @@ WorkloadKey MigrateKey(const DurableState& state, const WorkloadKey& v1) {
   return v1;
 }
 
-absl::Status DecodePolicies(absl::string_view text, const std::string& what,
-                            std::shared_ptr<const model::PolicySet>* out) {
-  auto p = std::make_shared<model::PolicySet>();
+absl::Status DecodePolicies(absl::string_view text, const std::string& what, model::PolicySet* out) {
   model::Diagnostics diagnostics;
-  model::DecodeManifests(text, what, p.get(), &diagnostics);
+  model::DecodeManifests(text, what, out, &diagnostics);
   if (diagnostics.HasErrors()) {
     return absl::DataLossError(absl::StrCat(what, ": the recorded policies do not decode: ",
                                             diagnostics.ErrorSummary()));
   }
-  *out = std::move(p);
   return absl::OkStatus();
 }
 
-// Reads the policies part written by PutPolicies.
-absl::Status GetPolicies(Decoder& d, const std::string& what, bool* present,
+// Reads the policies part written by PutPolicies; `has_digest`: the
+// record's version has the digest (else it is computed: the migration).
+// The policies come back sealed with it.
+absl::Status GetPolicies(Decoder& d, const std::string& what, bool has_digest, bool* present,
                          std::shared_ptr<const model::PolicySet>* policies,
                          std::vector<model::ClusterQueue>* terminating,
                          std::shared_ptr<const model::PolicyOverlay>* overlay) {
+  std::string digest;
   std::string manifests;
   std::string terminating_manifests;
   if (!d.GetBool(present)) return d.status();
   if (!*present) return absl::OkStatus();
-  if (!d.GetString(&manifests) || !d.GetString(&terminating_manifests)) return d.status();
-  if (absl::Status s = DecodePolicies(manifests, what, policies); !s.ok()) return s;
-  std::shared_ptr<const model::PolicySet> t;
+  if ((has_digest && !d.GetString(&digest)) || !d.GetString(&manifests) || !d.GetString(&terminating_manifests)) {
+    return d.status();
+  }
+  model::PolicySet p;
+  if (absl::Status s = DecodePolicies(manifests, what, &p); !s.ok()) return s;
+  if (has_digest) {
+    absl::StatusOr<model::PolicyDigest> recorded = model::PolicyDigest::FromBytes(digest);
+    if (!recorded.ok()) return absl::DataLossError(absl::StrCat(what, ": ", recorded.status().message()));
+    *policies = model::Seal(std::move(p), *std::move(recorded));
+  } else {
+    *policies = model::Seal(std::move(p));
+  }
+  model::PolicySet t;
   if (absl::Status s = DecodePolicies(terminating_manifests, what, &t); !s.ok()) return s;
   terminating->clear();
-  for (const auto& [name, cq] : t->cluster_queues) terminating->push_back(cq);
+  for (const auto& [name, cq] : t.cluster_queues) terminating->push_back(cq);
   bool has_overlay = false;
   if (!d.GetBool(&has_overlay)) return d.status();
   overlay->reset();
@@ -504,9 +521,7 @@ absl::Status GetPolicies(Decoder& d, const std::string& what, bool* present,
     o->deleted.insert(std::move(id));
   }
   if (!d.GetVarint(&o->generation)) return d.status();
-  std::shared_ptr<const model::PolicySet> put_set;
-  if (absl::Status s = DecodePolicies(put, what, &put_set); !s.ok()) return s;
-  o->put = *put_set;
+  if (absl::Status s = DecodePolicies(put, what, &o->put); !s.ok()) return s;
   *overlay = std::move(o);
   return absl::OkStatus();
 }
@@ -587,7 +602,11 @@ absl::Status ApplyBatch(absl::string_view payload, uint64_t seq, DurableState* s
   std::shared_ptr<const model::PolicySet> policies;
   std::vector<model::ClusterQueue> terminating;
   std::shared_ptr<const model::PolicyOverlay> overlay;
-  if (absl::Status s = GetPolicies(d, what, &has_policies, &policies, &terminating, &overlay); !s.ok()) return s;
+  if (absl::Status s = GetPolicies(d, what, version >= kBatchDigestVersion, &has_policies, &policies, &terminating,
+                                   &overlay);
+      !s.ok()) {
+    return s;
+  }
   if (!d.done()) return absl::DataLossError(absl::StrCat(what, ": ", d.remaining(), " byte(s) left over"));
   // Decoded whole: now fold it in.
   if (version < 2) {
@@ -666,7 +685,8 @@ absl::StatusOr<DurableState> DecodeState(absl::string_view payload, uint64_t pos
   DurableState state;
   state.position = position;
   bool has_policies = false;
-  if (absl::Status s = GetPolicies(d, what, &has_policies, &state.policies, &state.terminating, &state.overlay);
+  if (absl::Status s = GetPolicies(d, what, version >= kStateDigestVersion, &has_policies, &state.policies,
+                                   &state.terminating, &state.overlay);
       !s.ok()) {
     return s;
   }

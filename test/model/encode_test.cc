@@ -294,10 +294,11 @@ void Compare(Differ& d, const std::string& p, const GpuNodePool& a, const GpuNod
 }
 
 // Every difference between two policy sets, as "field.path: left vs right".
-// gpu_node_pool_sources holds SourceRefs only and is not compared.
+// gpu_node_pool_sources holds SourceRefs only and is not compared, nor is
+// the sealed digest (not content: the identity of the rest).
 std::vector<std::string> Diff(const PolicySet& a, const PolicySet& b) {
   [[maybe_unused]] const auto& [flavors, cluster_queues, local_queues, cohorts, workload_priority_classes,
-                                priority_classes, namespaces, gpu_node_pools, gpu_node_pool_sources] = a;
+                                priority_classes, namespaces, gpu_node_pools, gpu_node_pool_sources, sealed] = a;
   Differ d;
   auto each = [](Differ& dd, const std::string& p, const auto& x, const auto& y) { Compare(dd, p, x, y); };
   d.EachKey("flavors", a.flavors, b.flavors, each);

@@ -35,8 +35,9 @@ struct DurableBatch {
   // The state after the batch of every workload a change names; null when
   // it is no longer tracked (removed, finished).
   std::vector<std::pair<InstanceKey, std::shared_ptr<const WorkloadInfo>>> workloads;
-  // Set when the batch replaced the policies: the new set, and the deleted
-  // ClusterQueues that still hold quota (terminating).
+  // Set when the batch replaced the policies: the new set (recorded with
+  // its digest, model/policy_digest.h), and the deleted ClusterQueues that
+  // still hold quota (terminating).
   std::shared_ptr<const model::PolicySet> policies;
   std::vector<model::ClusterQueue> terminating;
   // With the policies: the objects the API changed over the policy files.
@@ -53,7 +54,9 @@ struct DurableBatch {
 struct DurableState {
   // The last journal record folded in (or the snapshot's position).
   uint64_t position = 0;
-  // Null until a batch or snapshot carried policies.
+  // Null until a batch or snapshot carried policies. Sealed with the
+  // recorded digest: Broker::Create compares it with the digest of the
+  // policies it is given to decide whether they changed.
   std::shared_ptr<const model::PolicySet> policies;
   std::vector<model::ClusterQueue> terminating;
   std::shared_ptr<const model::PolicyOverlay> overlay;  // null: the API changed nothing

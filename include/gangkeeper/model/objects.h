@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gangkeeper/model/gpu_pool.h"
+#include "gangkeeper/model/policy_digest.h"
 #include "gangkeeper/quantity/quantity.h"
 
 namespace gangkeeper::model {
@@ -174,6 +175,9 @@ struct PolicySet {
   std::map<std::string, Namespace> namespaces;
   std::map<std::string, GpuNodePool> gpu_node_pools;
   std::map<std::string, SourceRef> gpu_node_pool_sources;  // GpuNodePool has no ObjectMeta
+  // The content's identity, stamped on a shared set by Seal
+  // (policy_digest.h); read it with DigestOf. A copy starts unsealed.
+  SealedDigest sealed;
 
   // A namespace's labels: those of its Namespace object, plus
   // kubernetes.io/metadata.name which Kubernetes sets on every namespace.

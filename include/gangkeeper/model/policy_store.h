@@ -6,8 +6,13 @@
 // validates the result as a whole (ValidatePolicySet: the rules and
 // messages of `gangkeeper check-policies` and of POST /v1/apply), and
 // publishes it as an immutable EffectiveSet with a version that grows
-// by one with every publication. Readers keep the shared_ptr they got;
-// "did the policies change?" is a comparison of versions.
+// by one with every publication. Readers keep the shared_ptr they got.
+//
+// Two answers to "did the policies change?": within this process, a
+// comparison of versions (a new version is a new publication, even of the
+// same content); across restarts and replicas, a comparison of digests
+// (policy_digest.h: the identity of the content). Every set the store
+// hands out is sealed with its digest, computed once when it is composed.
 //
 // PolicyEditor is the interface through which the API makes an overlay
 // change durable (api::LocalPolicyEditor with one replica,
@@ -30,6 +35,7 @@
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/objects.h"
 #include "gangkeeper/model/overlay.h"
+#include "gangkeeper/model/policy_digest.h"
 
 namespace gangkeeper::model {
 
@@ -49,6 +55,8 @@ struct EffectiveSet {
 
   // The overlay's generation (0 without one).
   uint64_t generation() const { return overlay == nullptr ? 0 : overlay->generation; }
+  // The identity of `policies`' content (sealed: not computed again).
+  PolicyDigest digest() const { return DigestOf(*policies); }
 };
 
 class PolicyStore {

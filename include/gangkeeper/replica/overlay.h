@@ -28,7 +28,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/broker/event.h"
+#include "gangkeeper/broker/snapshot.h"
 #include "gangkeeper/model/overlay.h"
 #include "gangkeeper/model/policy_store.h"
 #include "gangkeeper/store/etcd/client.h"
@@ -88,13 +89,18 @@ struct OverlayFeederStats {
   uint64_t generation = 0;    // the newest handed over (or found in effect)
 };
 
-// On the leader: hands every overlay generation newer than the broker's to
-// the broker (Broker::Submit), from the key as it is at the start and
-// then as it changes; keeps at it across etcd outages.
+// On the leader: hands every overlay generation newer than the one the
+// broker shows to the broker, from the key as it is at the start and then
+// as it changes; keeps at it across etcd outages. It uses two faces of
+// the term's broker: `view` (the overlay in effect when the feeder starts)
+// and `events` (where each new generation goes, as Event::Policies with
+// the files the node's policy store combines it with).
 class OverlayFeeder {
  public:
-  // `client` and `broker` must outlive the feeder.
-  OverlayFeeder(etcd::Client* client, std::string prefix, broker::Broker* broker, EffectivePolicies effective);
+  // `client` and `events` must outlive the feeder; `view` is read here
+  // only (the generation to start after).
+  OverlayFeeder(etcd::Client* client, std::string prefix, broker::EventQueue* events,
+                const broker::SnapshotSource* view, EffectivePolicies effective);
   ~OverlayFeeder();  // Stop()
   OverlayFeeder(const OverlayFeeder&) = delete;
   OverlayFeeder& operator=(const OverlayFeeder&) = delete;
@@ -109,7 +115,7 @@ class OverlayFeeder {
 
   etcd::Client* const client_;
   const std::string prefix_;
-  broker::Broker* const broker_;
+  broker::EventQueue* const events_;
   const EffectivePolicies effective_;
   mutable absl::Mutex mu_;
   OverlayFeederStats stats_ ABSL_GUARDED_BY(mu_);
