@@ -118,7 +118,7 @@ bool PolicyStore::InEffect(const std::shared_ptr<const PolicyOverlay>& overlay) 
 absl::StatusOr<std::shared_ptr<const EffectiveSet>> PolicyStore::ReloadFiles(
     std::shared_ptr<const PolicySet> files, Diagnostics* problems) {
   absl::MutexLock lock(&mu_);
-  std::shared_ptr<const PolicySet> before = std::exchange(read_files_, OrEmpty(std::move(files)));
+  std::shared_ptr<const PolicySet> before = std::exchange(read_files_, SealedFiles(std::move(files)));
   absl::StatusOr<std::shared_ptr<EffectiveSet>> next = Combine(Base(), current_->overlay, problems);
   if (!next.ok()) {
     read_files_ = std::move(before);
