@@ -1,7 +1,7 @@
 // gangkeeper audit: the audit log: open, append, stats (see audit.h).
 // Queries are in query.cc, retention in retention.cc, the index in
-// index.cc, the event codec in event.cc and the broker's side in
-// journal_events.cc.
+// index.cc, the event codec in event.cc; the broker's side is the node's
+// (node/audit_events.h, node/audit_stream.h).
 #include "gangkeeper/audit/audit.h"
 
 #include <algorithm>
