@@ -219,6 +219,13 @@ TEST_F(ReplicaTest, OneLeaderAdmitsWhatEveryReplicaRegistersAndEveryReplicaShows
     }
     EXPECT_THAT(admitted, ::testing::UnorderedElementsAre("a", "b"));
   }
+  // Each once: read again after the feeds had time to write a duplicate.
+  absl::SleepFor(absl::Milliseconds(300));
+  for (const auto& n : nodes_) {
+    absl::StatusOr<audit::Page> page = n->audit->Find({.action = "workload.admitted"});
+    ASSERT_THAT(page.status(), IsOk());
+    EXPECT_EQ(page->events.size(), 2u);
+  }
   for (size_t n = 0; n < nodes_.size(); ++n) {
     if (static_cast<int>(n) == leader) continue;
     EXPECT_THAT(nodes_[n]->actuator.releases(), ::testing::IsEmpty()) << "a follower released";
