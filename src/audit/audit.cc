@@ -1,7 +1,7 @@
 // gangkeeper audit: the audit log: open, append, stats (see audit.h).
 // Queries are in query.cc, retention in retention.cc, the index in
-// index.cc, the event codec in event.cc and the broker's side in
-// journal_events.cc.
+// index.cc, the event codec in event.cc; the broker's side is the node's
+// (node/audit_events.h, node/audit_stream.h).
 #include "gangkeeper/audit/audit.h"
 
 #include <algorithm>
@@ -20,11 +20,12 @@
 namespace gangkeeper::audit {
 
 AuditLog::AuditLog(AuditOptions options, std::unique_ptr<store::SegmentedLog> log, std::unique_ptr<Chain> chain,
-                   uint64_t last_journal_record)
+                   uint64_t last_journal_record, uint64_t last_stream_revision)
     : options_(std::move(options)),
       log_(std::move(log)),
       chain_(std::move(chain)),
-      last_journal_record_(last_journal_record) {
+      last_journal_record_(last_journal_record),
+      last_stream_revision_(last_stream_revision) {
   if (options_.index_events == 0) return;
   const store::LogStats st = log_->stats();
   index_ = std::make_unique<AuditIndex>(options_.index_events, st.next_seq);
@@ -96,6 +97,7 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options, s
   // segments (a broker event comes with every batch, so it is near the end).
   // The newest record's seal continues the chain.
   uint64_t last_record = 0;
+  uint64_t last_stream = 0;
   const store::LogStats st = (*log)->stats();
   Anchor last;
   last.seq = st.next_seq - 1;
@@ -106,7 +108,10 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options, s
       Sealed sealed;
       const bool split = SplitSealed(payload, &sealed);
       absl::StatusOr<Event> e = DecodeEvent(split ? sealed.json : payload, seq);
-      if (e.ok()) last_record = std::max(last_record, e->journal_record);
+      if (e.ok()) {
+        last_record = std::max(last_record, e->journal_record);
+        last_stream = std::max(last_stream, e->stream_revision);
+      }
       if (seq == last.seq) {
         last = Anchor{seq, e.ok() ? e->time : absl::UnixEpoch(), sealed.chain, sealed.has_hmac, sealed.hmac};
       }
@@ -121,7 +126,8 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options, s
   if (last.has_hmac) CheckHmacKey(options, last);
   auto chain = std::make_unique<Chain>(fs, options.dir, options.hmac_key);
   chain->Start(last);
-  auto out = std::unique_ptr<AuditLog>(new AuditLog(std::move(options), *std::move(log), std::move(chain), last_record));
+  auto out = std::unique_ptr<AuditLog>(new AuditLog(std::move(options), *std::move(log), std::move(chain), last_record,
+                                                       last_stream));
   out->Retain();
   if (tail_missing.has_value()) {
     if (absl::StatusOr<uint64_t> s = out->Append({*tail_missing}); !s.ok()) return s.status();
@@ -148,10 +154,12 @@ absl::StatusOr<uint64_t> AuditLog::AppendRecords(const std::vector<Event>& event
   lines.reserve(events.size());
   times.reserve(events.size());
   uint64_t record = 0;
+  uint64_t stream = 0;
   for (const Event& e : events) {
     lines.push_back(EncodeEvent(e, /*with_seq=*/false));
     times.push_back(e.time);
     record = std::max(record, e.journal_record);
+    stream = std::max(stream, e.stream_revision);
   }
   std::vector<absl::string_view> views(lines.begin(), lines.end());
   std::vector<store::RecordLocation> where;
@@ -173,6 +181,7 @@ absl::StatusOr<uint64_t> AuditLog::AppendRecords(const std::vector<Event>& event
   }
   absl::MutexLock lock(&mu_);
   last_journal_record_ = std::max(last_journal_record_, record);
+  last_stream_revision_ = std::max(last_stream_revision_, stream);
   if (started_segment) first_event_time_[*seq] = events.front().time;
   return *seq;
 }
@@ -182,12 +191,18 @@ uint64_t AuditLog::last_journal_record() const {
   return last_journal_record_;
 }
 
+uint64_t AuditLog::last_stream_revision() const {
+  absl::MutexLock lock(&mu_);
+  return last_stream_revision_;
+}
+
 AuditStats AuditLog::stats() const {
   AuditStats out;
   out.log = log_->stats();
   if (index_ != nullptr) index_->Stats(&out);
   absl::MutexLock lock(&mu_);
   out.last_journal_record = last_journal_record_;
+  out.last_stream_revision = last_stream_revision_;
   out.failed_appends = failed_appends_;
   out.retention_forced = retention_forced_;
   out.retention_forced_events = retention_forced_events_;

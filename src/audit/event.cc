@@ -25,6 +25,7 @@ std::string EncodeEvent(const Event& e, bool with_seq) {
       e.details.empty() ? nlohmann::ordered_json::object() : nlohmann::ordered_json::parse(e.details, nullptr, false);
   j["details"] = details.is_discarded() ? nlohmann::ordered_json(e.details) : details;
   if (e.journal_record != 0) j["journal"] = e.journal_record;
+  if (e.stream_revision != 0) j["stream"] = e.stream_revision;
   if (with_seq) {
     nlohmann::ordered_json numbered = {{"seq", e.seq}};
     numbered.update(j);
@@ -61,6 +62,7 @@ absl::StatusOr<Event> DecodeEvent(absl::string_view text, uint64_t seq) {
   e.reason = str(j, "reason");
   if (auto d = j.find("details"); d != j.end()) e.details = d->dump();
   if (auto r = j.find("journal"); r != j.end() && r->is_number_unsigned()) e.journal_record = r->get<uint64_t>();
+  if (auto r = j.find("stream"); r != j.end() && r->is_number_unsigned()) e.stream_revision = r->get<uint64_t>();
   return e;
 }
 

@@ -106,17 +106,6 @@ absl::Status Broker::Impl::Apply(Event& e, absl::Time now) {
       }
       return set;
     }
-    case Event::Type::kReview: {
-      StateChange c;
-      c.type = StateChange::Type::kReviewed;
-      c.time = now;
-      c.key = e.key;
-      c.uid = e.uid;
-      c.actor = e.actor;
-      c.message = e.message;
-      reviews.push_back(std::move(c));
-      return absl::OkStatus();
-    }
     case Event::Type::kReleaseOk: return scheduler->ReleaseSucceeded(e.key, e.uid, now, e.message);
     case Event::Type::kReleaseFailed: return scheduler->ReleaseFailed(e.key, e.uid, e.message, now);
     case Event::Type::kStopped: return scheduler->Stopped(e.key, e.uid, now, e.message);
@@ -255,8 +244,6 @@ void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
     policy_notes.pop_front();
   }
   policy_notes.clear();
-  changes.insert(changes.end(), std::make_move_iterator(reviews.begin()), std::make_move_iterator(reviews.end()));
-  reviews.clear();
   absl::Status durable = absl::OkStatus();
   if (!unsynced.empty()) {
     unsynced.insert(unsynced.end(), std::make_move_iterator(changes.begin()), std::make_move_iterator(changes.end()));

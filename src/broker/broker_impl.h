@@ -71,8 +71,6 @@ struct Broker::Impl {
   // Who changed the policies and how, for the batch's kPoliciesChanged
   // changes, in order (writer thread).
   std::deque<std::pair<std::string, std::string>> policy_notes;
-  // Admission reviews to record with the batch (kReview).
-  std::vector<StateChange> reviews;
   // After a restore: releases and suspensions to send again (writer thread).
   std::vector<StateChange> startup;
 

@@ -54,13 +54,6 @@ Event Event::Policies(std::shared_ptr<const model::PolicySet> policies,
   return e;
 }
 
-Event Event::Review(WorkloadKey key, std::string uid, std::string actor, std::string what) {
-  Event e = OfType(Type::kReview, std::move(key), std::move(uid));
-  e.actor = std::move(actor);
-  e.message = std::move(what);
-  return e;
-}
-
 Event Event::ReleaseResult(WorkloadKey key, std::string uid, const absl::Status& result, std::string detail) {
   Event e = OfType(result.ok() ? Type::kReleaseOk : Type::kReleaseFailed, std::move(key), std::move(uid));
   e.message = result.ok() ? std::move(detail) : std::string(result.message());

@@ -30,7 +30,8 @@
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/overlay.h"
 #include "gangkeeper/model/policy_store.h"
-#include "gangkeeper/replica/audit_feed.h"
+#include "gangkeeper/node/audit_events.h"
+#include "gangkeeper/node/audit_stream.h"
 #include "gangkeeper/replica/intake.h"
 #include "gangkeeper/replica/overlay.h"
 #include "gangkeeper/replica/replica.h"
@@ -66,7 +67,7 @@ struct Node::Impl {
   broker::DurableState recovered;
   std::unique_ptr<etcd::Client> etcd_client;
   std::unique_ptr<audit::AuditLog> audit_log;
-  std::unique_ptr<audit::AuditedJournal> audited;
+  std::unique_ptr<AuditedJournal> audited;
   metrics::Registry registry;
   std::unique_ptr<kube::Client> kube_client;
   // Namespace labels and Events (a cluster only); an observer of the
@@ -98,7 +99,10 @@ struct Node::Impl {
   std::unique_ptr<replica::EtcdPolicyEditor> policy_editor;
   std::unique_ptr<server::Server> server;
   std::unique_ptr<replica::Replica> replica;
-  std::unique_ptr<replica::AuditFeed> audit_feed;
+  // With etcd: this replica's denied reviews go to the audit stream, and
+  // the stream comes back into the local audit log (audit_stream.h).
+  std::unique_ptr<ReviewWriter> review_writer;
+  std::unique_ptr<AuditStreamFeed> audit_feed;
   bool keep_alives_paused = false;
   enum class Phase { kBuilt, kStarted, kStopped };
   std::atomic<Phase> phase{Phase::kBuilt};
@@ -232,7 +236,7 @@ absl::Status Node::Impl::ConnectEtcd(const std::vector<std::string>& endpoints) 
 
 // The audit log: with the file journal, written after each record (and
 // caught up with the records it missed); with etcd, every replica writes it
-// from the leader's records (replica::AuditFeed).
+// from the audit stream (AuditStreamFeed, audit_stream.h).
 absl::Status Node::Impl::OpenAudit() {
   audit::AuditOptions ao;
   ao.dir = o.data_dir + "/audit";
@@ -257,13 +261,13 @@ absl::Status Node::Impl::OpenAudit() {
   for (const std::string& note : recovery.notes) log->warn("audit recovery: {}", note);
   if (journal == nullptr) return absl::OkStatus();
   uint64_t caught_up = 0;
-  if (absl::Status c = audit::CatchUp(*journal, audit_log.get(), &caught_up); !c.ok()) {
+  if (absl::Status c = CatchUp(*journal, audit_log.get(), &caught_up); !c.ok()) {
     return RunTime(
         absl::StrCat("--data-dir ", o.data_dir, ": audit log: catching up with the journal: ", c.message()));
   }
   if (caught_up > 0) log->warn("audit: wrote {} event(s) the journal had and the audit log missed", caught_up);
   journal->SetRetentionFloor([a = audit_log.get()] { return a->last_journal_record() + 1; });
-  audited = std::make_unique<audit::AuditedJournal>(journal.get(), audit_log.get());
+  audited = std::make_unique<AuditedJournal>(journal.get(), audit_log.get());
   return absl::OkStatus();
 }
 
@@ -383,10 +387,9 @@ absl::Status Node::Impl::BuildFrontEnds() {
     log->warn("no --tokens: the API (/v1/..., and /metrics without --metrics-public) answers 401 to everyone");
   }
   audit::DenialAggregator::Sink sink = [a = audit_log.get()](const audit::Event& e) { return a->Append({e}).status(); };
-  if (intake != nullptr) {
-    sink = [in = intake.get()](const audit::Event& e) {
-      return in->RecordReview({e.namespace_name, e.name}, e.uid, e.actor, audit::EncodeEvent(e, false));
-    };
+  if (replicated) {
+    review_writer = std::make_unique<ReviewWriter>(etcd_client.get(), o.etcd_prefix, o.replica_id, clock);
+    sink = [w = review_writer.get()](const audit::Event& e) { return w->Write(e); };
   }
   audit::DenialLimits limits;
   limits.per_second = o.audit_denials_per_second;
@@ -547,6 +550,13 @@ absl::Status Node::Start() {
   ro.snapshot_every = n.o.journal.snapshot_every;
   ro.policies = replica::PolicyStoreFeed(n.policy_store.get());
   ro.broker = n.o.broker;
+  ro.journal.prefix = ro.prefix;
+  AddAuditStream(&ro.journal, n.clock);
+  ro.on_legacy_review = [&n](const std::string& what) {
+    absl::StatusOr<audit::Event> e = audit::DecodeEvent(what, 0);
+    absl::Status written = e.ok() ? n.review_writer->Write(*e) : e.status();
+    if (!written.ok()) n.log->error("audit: a review from an older replica was not recorded: {}", written.message());
+  };
   ro.on_lead = [&n] {
     n.StartReconciler();
     n.log->info("replica: leading: scheduling and actuating");
@@ -557,7 +567,7 @@ absl::Status Node::Start() {
   if (!r.ok()) return Setting(absl::StrCat("--store ", n.o.store, ": ", r.status().message()));
   n.replica = *std::move(r);
   n.leader_gate.store(n.replica.get());
-  n.audit_feed = std::make_unique<replica::AuditFeed>(n.etcd_client.get(), n.o.etcd_prefix, n.audit_log.get());
+  n.audit_feed = std::make_unique<AuditStreamFeed>(n.etcd_client.get(), n.o.etcd_prefix, n.audit_log.get());
   return absl::OkStatus();
 }
 

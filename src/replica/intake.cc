@@ -55,9 +55,7 @@ broker::Event ToBrokerEvent(IntakeEvent e) {
     case IntakeEvent::Type::kPolicies:
       out = broker::Event::Policies(std::move(e.policies), std::move(e.overlay), std::move(e.actor), std::move(e.what));
       break;
-    case IntakeEvent::Type::kReview:
-      out = broker::Event::Review(std::move(e.key), std::move(e.uid), std::move(e.actor), std::move(e.what));
-      break;
+    case IntakeEvent::Type::kReview: out = broker::Event::Flush(); break;  // legacy: see IntakeFeeder
   }
   out.intake_revision = e.revision;
   return out;
@@ -240,11 +238,6 @@ absl::Status IntakeRegistry::Put(const IntakeEvent& e) {
   }
 }
 
-absl::Status IntakeRegistry::RecordReview(const broker::WorkloadKey& key, const std::string& uid,
-                                          const std::string& actor, const std::string& event) {
-  return Put({.type = IntakeEvent::Type::kReview, .key = key, .uid = uid, .actor = actor, .what = event});
-}
-
 absl::Status IntakeRegistry::Register(const workload::Workload& w, const std::string& /*cluster_queue*/) {
   return Put({.type = IntakeEvent::Type::kRegister, .workload = w});
 }
@@ -281,8 +274,9 @@ std::map<std::string, quantity::Quantity> IntakeRegistry::AdmittedUsage(const st
 
 // --- IntakeFeeder.
 
-IntakeFeeder::IntakeFeeder(etcd::Client* client, std::string prefix, int64_t applied, broker::EventQueue* broker)
-    : client_(client), prefix_(std::move(prefix)), broker_(broker) {
+IntakeFeeder::IntakeFeeder(etcd::Client* client, std::string prefix, int64_t applied, broker::EventQueue* broker,
+                           OnReview on_review)
+    : client_(client), prefix_(std::move(prefix)), broker_(broker), on_review_(std::move(on_review)) {
   {
     absl::MutexLock lock(&mu_);
     last_ = applied;
@@ -329,6 +323,14 @@ void IntakeFeeder::Feed(const etcd::KeyValue& kv) {
     last_ = position;
     IntakeEvent& e = (*events)[i];
     e.revision = position;
+    if (e.type == IntakeEvent::Type::kReview) {
+      // From a replica older than the audit stream (a rolling upgrade).
+      if (on_review_) {
+        on_review_(e.what);
+      } else {
+        base::GetLogger("replica")->warn("intake: {}: a review's audit event from an older replica; dropped", kv.key);
+      }
+    }
     broker_->Submit(ToBrokerEvent(std::move(e)));
     ++stats_.submitted;
   }

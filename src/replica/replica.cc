@@ -187,7 +187,8 @@ void Replica::BecomeLeader(const etcd::Term& term) {
   }
   leader_->Start();
   leader_->Submit(broker::Event::Flush());  // the first cycle at once
-  feeder_ = std::make_unique<IntakeFeeder>(client_, options_.prefix, r.intake_revision, leader_.get());
+  feeder_ = std::make_unique<IntakeFeeder>(client_, options_.prefix, r.intake_revision, leader_.get(),
+                                           options_.on_legacy_review);
   // After the broker: changes the API made since the state's overlay (one
   // the last leader did not apply before it went) come first.
   overlay_feeder_ =

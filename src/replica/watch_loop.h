@@ -1,5 +1,5 @@
 // gangkeeper replica: the loop every etcd follower here shares (the
-// follower's journal copy, the audit feed, the intake and overlay feeders):
+// follower's journal copy, the intake and overlay feeders):
 // read what is there, watch for what comes after, and start again with a
 // backoff when etcd or the watch goes away. Internal to src/replica.
 #pragma once

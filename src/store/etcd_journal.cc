@@ -3,6 +3,7 @@
 #include "gangkeeper/store/etcd_journal.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -222,14 +223,19 @@ absl::StatusOr<uint64_t> EtcdJournal::Append(const broker::DurableBatch& batch) 
     return absl::FailedPreconditionError("etcd journal: only the leader appends, and this replica does not lead");
   }
   if (!record && batch.intake_revision <= intake_written_) return next_record_ - 1;
-  if (payload.size() > options_.max_record_bytes) {
+  // The owner's keys go in the same request: they count too.
+  std::vector<etcd::Op> owned;
+  if (record && options_.record_ops) owned = options_.record_ops(batch, next_record_);
+  size_t bytes = payload.size();
+  for (const etcd::Op& op : owned) bytes += op.key.size() + op.value.size();
+  if (bytes > options_.max_record_bytes) {
     latched_ = absl::FailedPreconditionError(absl::StrCat(
-        "etcd journal: record ", next_record_, " would be ", payload.size(), " bytes, over the ",
+        "etcd journal: record ", next_record_, " would be ", bytes, " bytes, over the ",
         options_.max_record_bytes, " bytes one etcd request may carry; raise etcd's --max-request-bytes"));
     ++stats_.append_failures;
     return latched_;
   }
-  absl::Status s = WriteLocked(payload, batch.intake_revision);
+  absl::Status s = WriteLocked(batch, payload, std::move(owned), batch.intake_revision);
   if (!s.ok()) {
     ++stats_.append_failures;
     return s;
@@ -242,7 +248,8 @@ absl::StatusOr<uint64_t> EtcdJournal::Append(const broker::DurableBatch& batch) 
   return written;
 }
 
-absl::Status EtcdJournal::WriteLocked(const std::string& payload, int64_t intake) {
+absl::Status EtcdJournal::WriteLocked(const broker::DurableBatch& batch, const std::string& payload,
+                                      std::vector<etcd::Op> owned, int64_t intake) {
   std::vector<etcd::Op> extra;
   if (intake > intake_written_) extra.push_back(etcd::Op::Put(IntakeAppliedKey(options_.prefix), absl::StrCat(intake)));
   if (payload.empty()) {
@@ -256,10 +263,17 @@ absl::Status EtcdJournal::WriteLocked(const std::string& payload, int64_t intake
   // Bounded: each round either ends or moves past a record this leader's
   // own earlier, unacknowledged attempt wrote.
   uint64_t record = next_record_;
+  uint64_t owned_record = next_record_;
   for (int round = 0; round < 8; ++round) {
     const std::string key = JournalKey(options_.prefix, record);
     std::vector<etcd::Op> ops = {etcd::Op::Put(key, payload)};
     ops.insert(ops.end(), extra.begin(), extra.end());
+    // Made for next_record_ in Append; again when the record moved on.
+    if (options_.record_ops && record != owned_record) {
+      owned = options_.record_ops(batch, record);
+      owned_record = record;
+    }
+    ops.insert(ops.end(), owned.begin(), owned.end());
     absl::StatusOr<etcd::TxnResult> t =
         client_->Txn({*fence_, etcd::Compare::Absent(key)}, ops, {etcd::Op::Get(key), etcd::Op::Get(fence_->key)});
     if (!t.ok()) {
@@ -319,8 +333,12 @@ absl::Status EtcdJournal::WriteSnapshot(const broker::Snapshot& snap) {
   std::vector<etcd::Op> ops = {etcd::Op::Put(ManifestKey(options_.prefix), manifest.dump()),
                                etcd::Op::Delete(SnapshotsPrefix(options_.prefix), ChunkPrefix(options_.prefix, position))};
   if (position > options_.keep_records) {
-    ops.push_back(etcd::Op::Delete(JournalPrefix(options_.prefix),
-                                   JournalKey(options_.prefix, position - options_.keep_records + 1)));
+    const uint64_t first_kept = position - options_.keep_records + 1;
+    ops.push_back(etcd::Op::Delete(JournalPrefix(options_.prefix), JournalKey(options_.prefix, first_kept)));
+    if (options_.trim_ops) {
+      std::vector<etcd::Op> more = options_.trim_ops(first_kept);
+      ops.insert(ops.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    }
   }
   absl::StatusOr<etcd::TxnResult> t = client_->Txn({*fence_}, ops);
   if (!t.ok()) return t.status();

@@ -11,6 +11,7 @@
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/model/manifest.h"
+#include "gangkeeper/node/audit_events.h"
 #include "gangkeeper/store/journal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,6 +23,10 @@
 namespace gangkeeper::audit {
 namespace {
 
+// The broker's side of the audit log lives in the node (audit knows no
+// broker types); these tests drive it with a real broker and journal.
+using ::gangkeeper::node::AuditedJournal;
+using ::gangkeeper::node::CatchUp;
 using ::gangkeeper::quantity::Quantity;
 using ::gangkeeper::testing::FaultFileSystem;
 using ::gangkeeper::testing::IsOk;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/durable.h"
@@ -86,7 +87,7 @@ class IntakeTest : public EtcdFixture {
     std::unique_ptr<broker::Broker> broker;
     std::unique_ptr<IntakeFeeder> feeder;
   };
-  Leader StartLeader() {
+  Leader StartLeader(IntakeFeeder::OnReview on_review = nullptr) {
     Leader l;
     const etcd::Compare term = NewTerm();
     store::EtcdRecovery r;
@@ -99,7 +100,8 @@ class IntakeTest : public EtcdFixture {
     EXPECT_THAT(b.status(), IsOk());
     l.broker = *std::move(b);
     l.broker->Start();
-    l.feeder = std::make_unique<IntakeFeeder>(client_.get(), prefix_, r.intake_revision, l.broker.get());
+    l.feeder = std::make_unique<IntakeFeeder>(client_.get(), prefix_, r.intake_revision, l.broker.get(),
+                                              std::move(on_review));
     return l;
   }
 
@@ -112,6 +114,23 @@ class IntakeTest : public EtcdFixture {
       absl::SleepFor(absl::Milliseconds(50));
     }
     return false;
+  }
+
+  // How many changes of each type the records hold, over every record.
+  std::map<broker::StateChange::Type, int> ChangeTypes() {
+    std::map<broker::StateChange::Type, int> out;
+    etcd::RangeOptions o;
+    o.range_end = etcd::PrefixEnd(store::JournalPrefix(prefix_));
+    absl::StatusOr<etcd::RangeResult> all = client_->Range(store::JournalPrefix(prefix_), o);
+    EXPECT_THAT(all.status(), IsOk());
+    if (!all.ok()) return out;
+    for (const etcd::KeyValue& kv : all->kvs) {
+      broker::DurableState scratch;
+      std::vector<broker::StateChange> changes;
+      EXPECT_THAT(store::ApplyBatch(kv.value, *store::RecordOfKey(prefix_, kv.key), &scratch, &changes), IsOk());
+      for (const broker::StateChange& c : changes) ++out[c.type];
+    }
+    return out;
   }
 
   // How many times each workload was registered, over every record.
@@ -295,6 +314,33 @@ TEST_F(IntakeTest, AWriteWithoutEtcdIsUnavailableAndNotAcknowledged) {
   IntakeRegistry r(client_.get(), prefix_, "replica-1", view->get(), &base::RealClock());
   etcd_->Kill();
   EXPECT_THAT(r.Register(GpuGang("lost", 1, 1), ""), StatusIs(absl::StatusCode::kUnavailable, "etcd"));
+}
+
+// A replica older than the audit stream sends its denied reviews' audit
+// events through the intake (kReview): the leader hands them to on_review
+// (the node writes them to the audit stream) and records nothing in the
+// state log; the intake moves on.
+TEST_F(IntakeTest, AnOlderReplicasReviewGoesToOnReviewNotToTheStateLog) {
+  absl::Mutex mu;
+  std::vector<std::string> reviews;
+  Leader leader = StartLeader([&](const std::string& what) {
+    absl::MutexLock lock(&mu);
+    reviews.push_back(what);
+  });
+  IntakeEvent review{.type = IntakeEvent::Type::kReview, .key = {"a", "too-big"}, .uid = "u1",
+                     .actor = "alice", .what = R"({"action":"review.denied"})"};
+  ASSERT_THAT(client_->Put(IntakePrefix(prefix_) + "old-replica/1-00000000000000000001",
+                           EncodeIntakeBatch({EncodeIntake(review)}))
+                  .status(),
+              IsOk());
+  IntakeRegistry one(client_.get(), prefix_, "replica-1", leader.broker.get(), &base::RealClock());
+  ASSERT_THAT(one.Register(GpuGang("after", 1, 1), "team-a"), IsOk());
+  ASSERT_TRUE(Tracks(*leader.broker, {"after"}));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_THAT(reviews, ::testing::ElementsAre(R"({"action":"review.denied"})"));
+  }
+  EXPECT_EQ(ChangeTypes().count(broker::StateChange::Type::kReviewed), 0u);
 }
 
 }  // namespace

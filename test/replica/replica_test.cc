@@ -17,7 +17,7 @@
 #include "gangkeeper/model/encode.h"
 #include "gangkeeper/model/overlay.h"
 #include "gangkeeper/model/policy_store.h"
-#include "gangkeeper/replica/audit_feed.h"
+#include "gangkeeper/node/audit_stream.h"
 #include "gangkeeper/replica/intake.h"
 #include "gangkeeper/replica/overlay.h"
 #include "gangkeeper/store/etcd/client.h"
@@ -73,7 +73,9 @@ struct Node {
   std::unique_ptr<Replica> replica;
   testing::TempDir dir;
   std::unique_ptr<audit::AuditLog> audit;
-  std::unique_ptr<AuditFeed> audit_feed;
+  // The audit stream as the node wires it (node/audit_stream.h).
+  std::unique_ptr<node::ReviewWriter> reviews;
+  std::unique_ptr<node::AuditStreamFeed> audit_feed;
   std::unique_ptr<EtcdPolicyEditor> editor;  // this replica's API
 
   ~Node() {
@@ -120,9 +122,12 @@ class ReplicaTest : public ::testing::Test {
     auto a = audit::AuditLog::Open(ao, &recovery);
     EXPECT_THAT(a.status(), IsOk());
     n->audit = *std::move(a);
-    n->audit_feed = std::make_unique<AuditFeed>(n->client.get(), prefix_, n->audit.get());
+    n->audit_feed = std::make_unique<node::AuditStreamFeed>(n->client.get(), prefix_, n->audit.get());
+    n->reviews = std::make_unique<node::ReviewWriter>(n->client.get(), prefix_, id, &base::RealClock());
     ReplicaOptions ro;
     ro.prefix = prefix_;
+    ro.journal.prefix = prefix_;
+    node::AddAuditStream(&ro.journal, &base::RealClock());
     ro.election.identity = id;
     ro.election.ttl = absl::Seconds(2);
     ro.election.renew = absl::Milliseconds(500);
@@ -213,6 +218,13 @@ TEST_F(ReplicaTest, OneLeaderAdmitsWhatEveryReplicaRegistersAndEveryReplicaShows
       if (admitted.size() < 2) absl::SleepFor(absl::Milliseconds(50));
     }
     EXPECT_THAT(admitted, ::testing::UnorderedElementsAre("a", "b"));
+  }
+  // Each once: read again after the feeds had time to write a duplicate.
+  absl::SleepFor(absl::Milliseconds(300));
+  for (const auto& n : nodes_) {
+    absl::StatusOr<audit::Page> page = n->audit->Find({.action = "workload.admitted"});
+    ASSERT_THAT(page.status(), IsOk());
+    EXPECT_EQ(page->events.size(), 2u);
   }
   for (size_t n = 0; n < nodes_.size(); ++n) {
     if (static_cast<int>(n) == leader) continue;
@@ -354,9 +366,7 @@ TEST_F(ReplicaTest, ADenialAnsweredByAnyReplicaIsInEveryReplicasAuditLog) {
   denial.uid = "uid-too-big";
   denial.reason = "ExceedsQuota";
   denial.details = R"({"operation":"CREATE","code":403})";
-  ASSERT_THAT(nodes_[follower]->registry->RecordReview({"a", "too-big"}, denial.uid, denial.actor,
-                                                      audit::EncodeEvent(denial, false)),
-              IsOk());
+  ASSERT_THAT(nodes_[follower]->reviews->Write(denial), IsOk());
   for (const auto& n : nodes_) {
     std::vector<audit::Event> found;
     for (int i = 0; i < 200 && found.empty(); ++i) {

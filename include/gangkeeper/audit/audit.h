@@ -7,12 +7,13 @@
 // event's `seq` is its record number: gapless and monotonic, also across
 // restarts and crashes.
 //
-// Broker decisions reach the log through AuditedJournal, the broker's
-// StateSink: the journal record first (the truth), then its events, each
-// carrying the journal record number. If the process dies between the two,
-// CatchUp() at the next start appends the events of the journal records
-// the log does not have yet, so no acknowledged decision is missing and
-// none is there twice.
+// The log knows no broker types: the node turns the broker's durable
+// batches into events (node/audit_events.h: with the file journal the
+// journal record first, then its events, each carrying the record number,
+// and a catch-up at start for a crash between the two; with etcd the
+// replicated audit stream, node/audit_stream.h). An event's journal record
+// and stream revision are read back at Open, so a writer resumes after the
+// last one the log has.
 //
 // Each record is sealed into a SHA-256 hash chain (optionally with an
 // HMAC); HEAD anchors the newest record and BASE the one before the oldest
@@ -44,15 +45,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gangkeeper/base/clock.h"
-#include "gangkeeper/broker/broker.h"
 #include "gangkeeper/store/file_system.h"
-#include "gangkeeper/store/journal.h"
 #include "gangkeeper/store/log.h"
 
 namespace gangkeeper::audit {
 
 // Actions the audit module writes itself (the broker's are in
-// journal_events.cc).
+// src/node/audit_events.cc).
 inline constexpr char kReviewDenied[] = "review.denied";
 inline constexpr char kDenialsSuppressed[] = "review.denials_suppressed";
 inline constexpr char kRetentionForced[] = "audit.retention_forced";
@@ -74,6 +73,10 @@ struct Event {
   std::string reason;
   std::string details;          // a JSON object (text), "" for none
   uint64_t journal_record = 0;  // broker events: the journal record they come from
+  // Events from the replicated audit stream in etcd (node/audit_stream.h):
+  // the etcd revision of the stream key the feed had written up to with
+  // this event (its position; JSON "stream", absent when 0).
+  uint64_t stream_revision = 0;
 };
 
 // The event as one line of JSON (no newline), DESIGN §8's field names.
@@ -82,9 +85,6 @@ struct Event {
 // share fsyncs (group commit).
 std::string EncodeEvent(const Event& e, bool with_seq = true);
 [[nodiscard]] absl::StatusOr<Event> DecodeEvent(absl::string_view json, uint64_t seq);
-
-// The events of one journal record's changes.
-std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, uint64_t journal_record);
 
 struct AuditOptions {
   std::string dir = "data/audit";
@@ -127,6 +127,7 @@ struct Page {
 struct AuditStats {
   store::LogStats log;
   uint64_t last_journal_record = 0;
+  uint64_t last_stream_revision = 0;
   uint64_t failed_appends = 0;
   uint64_t retention_forced = 0;         // passes that removed events younger than min_retention
   uint64_t retention_forced_events = 0;  // the events they removed
@@ -166,6 +167,8 @@ class AuditLog {
   [[nodiscard]] absl::StatusOr<Page> Find(const Query& q) const;
   // The highest journal record whose events are in the log.
   uint64_t last_journal_record() const;
+  // The highest stream revision of an event in the log (Event::stream_revision).
+  uint64_t last_stream_revision() const;
   // The newest acknowledged record and its chain value (GET /v1/audit/head).
   AuditHead head() const;
   absl::Status health() const { return log_->health(); }
@@ -173,7 +176,7 @@ class AuditLog {
 
  private:
   AuditLog(AuditOptions options, std::unique_ptr<store::SegmentedLog> log, std::unique_ptr<Chain> chain,
-           uint64_t last_journal_record);
+           uint64_t last_journal_record, uint64_t last_stream_revision);
   // Append without the retention pass that may follow.
   absl::StatusOr<uint64_t> AppendRecords(const std::vector<Event>& events);
   // Removes the oldest segments past max_bytes and max_age (see
@@ -207,6 +210,7 @@ class AuditLog {
   absl::Mutex retain_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   uint64_t last_journal_record_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_stream_revision_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_appends_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t retained_segments_ ABSL_GUARDED_BY(mu_) = 0;  // segment count at the last retention pass
   uint64_t retention_forced_ ABSL_GUARDED_BY(mu_) = 0;
@@ -215,22 +219,6 @@ class AuditLog {
   // The time of each segment's first event (by its first seq), learnt as
   // appends start segments or read once.
   std::map<uint64_t, absl::Time> first_event_time_ ABSL_GUARDED_BY(mu_);
-};
-
-// Appends the events of the journal records after audit->last_journal_record().
-[[nodiscard]] absl::Status CatchUp(const store::Journal& journal, AuditLog* audit, uint64_t* appended);
-
-// The broker's StateSink: the journal, then the audit log. A failed audit
-// append does not fail the batch (the journal has it; the next start's
-// CatchUp writes its events) but shows in the audit log's health().
-class AuditedJournal final : public broker::StateSink {
- public:
-  AuditedJournal(store::Journal* journal, AuditLog* audit) : journal_(journal), audit_(audit) {}
-  absl::StatusOr<uint64_t> Append(const broker::DurableBatch& batch) override;
-
- private:
-  store::Journal* journal_;
-  AuditLog* audit_;
 };
 
 }  // namespace gangkeeper::audit

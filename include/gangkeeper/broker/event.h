@@ -37,7 +37,6 @@ struct Event {
     kAdopt,          // a workload found running, with its recorded flavors
     kRerelease,      // a running gang has members held again: release again
     kPolicies,       // new policies (from the files or the API)
-    kReview,         // an admission review's audit event, recorded with the batch
     kReleaseOk,      // the actuator's answers
     kReleaseFailed,
     kStopped,
@@ -50,10 +49,9 @@ struct Event {
   WorkloadKey key;
   std::string uid;
   // kReleaseOk/kStopped: what was sent; kReleaseFailed: why; kPolicies:
-  // what the API changed ("PUT ClusterQueue team-a"); kReview: the encoded
-  // audit event.
+  // what the API changed ("PUT ClusterQueue team-a").
   std::string message;
-  std::string actor;  // kPolicies from the API, kReview: who
+  std::string actor;  // kPolicies from the API: who
   std::shared_ptr<const model::PolicySet> policies;     // kPolicies
   std::shared_ptr<const model::PolicyOverlay> overlay;  // kPolicies from the API
   // An event that reached this replica through the replicated store: its
@@ -81,9 +79,6 @@ struct Event {
   static Event Policies(std::shared_ptr<const model::PolicySet> policies,
                         std::shared_ptr<const model::PolicyOverlay> overlay = nullptr, std::string actor = "",
                         std::string what = "");
-  // An admission review's audit event (`what`, encoded by the audit module)
-  // sent by `actor`: recorded as a StateChange::kReviewed, nothing changes.
-  static Event Review(WorkloadKey key, std::string uid, std::string actor, std::string what);
   // --- The actuator's answers. `detail` says what was sent.
   static Event ReleaseResult(WorkloadKey key, std::string uid, const absl::Status& result, std::string detail = "");
   static Event Stopped(WorkloadKey key, std::string uid, std::string detail = "");

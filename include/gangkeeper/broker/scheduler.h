@@ -156,10 +156,11 @@ struct StateChange {
     kRequeued,        // an evicted gang stopped: quota freed, pending again
     kFinished,        // completed; quota freed
     kPoliciesChanged, // the policy set was replaced
-    // Not a change of state: an admission review some replica's webhook
-    // decided (a denial), recorded so that every replica's audit log has
-    // it (several replicas on etcd). `message` holds the audit event as
-    // the audit module encodes it; `actor` who sent the review.
+    // Legacy, never produced any more: an admission review some replica's
+    // webhook denied, recorded in the state log before reviews got their
+    // own audit stream (node/audit_stream.h). Kept so that journal records
+    // written then still decode (state_codec); `message` holds the audit
+    // event as the audit module encodes it, `actor` who sent the review.
     kReviewed,
   };
   Type type = Type::kRegistered;

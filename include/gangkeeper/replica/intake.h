@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -54,7 +55,10 @@ inline int64_t IntakePosition(int64_t mod_revision, int index) {
 // A change that reached this replica through the intake (a replica's
 // webhook wrote it to etcd); the leader applies it like the webhook's own
 // calls, without waiting, in order. `revision` is its position (above).
-// Its encoding is a wire format: its Type values never change.
+// Its encoding is a wire format: its Type values never change. kReview is
+// legacy: replicas before the audit stream (node/audit_stream.h) sent
+// their denied reviews' audit events this way; it still decodes, and the
+// leader hands it to IntakeFeeder's on_review, not to the broker.
 struct IntakeEvent {
   enum class Type { kRegister, kUpdate, kRemove, kFinish, kPolicies, kReview };
   Type type = Type::kRegister;
@@ -62,15 +66,16 @@ struct IntakeEvent {
   broker::WorkloadKey key;      // kRemove, kFinish, kReview
   std::string uid;              // kRemove, kFinish: only that object ("" = any)
   // kPolicies: the new set, what the API changed over the files, who, what.
-  // kReview: `what` is an admission review's audit event (encoded by the
-  // audit module), `actor` who sent the review (broker::Event::Review).
+  // kReview (legacy): `what` is an admission review's audit event (encoded
+  // by the audit module), `actor` who sent the review.
   std::shared_ptr<const model::PolicySet> policies;
   std::shared_ptr<const model::PolicyOverlay> overlay;
   std::string actor, what;
   int64_t revision = 0;
 };
 
-// The broker event it stands for, with intake_revision = revision.
+// The broker event it stands for, with intake_revision = revision. A
+// legacy kReview stands for none: a kFlush (it only moves the intake on).
 broker::Event ToBrokerEvent(IntakeEvent e);
 
 // One intake event (the position is etcd's, not encoded). kPolicies events
@@ -103,12 +108,6 @@ class IntakeRegistry final : public broker::WorkloadRegistry {
   std::map<std::string, quantity::Quantity> AdmittedUsage(const std::string& cluster_queue) const override;
   size_t UnconfirmedCount() const override;
 
-  // An admission review's audit event (a denial, encoded by the audit
-  // module) for every replica's audit log: the leader records it in the
-  // journal. Durable when it returns OK.
-  absl::Status RecordReview(const broker::WorkloadKey& key, const std::string& uid, const std::string& actor,
-                            const std::string& event);
-
   uint64_t written() const { return counter_.load(); }  // puts
   uint64_t events() const { return events_.load(); }    // events in them
 
@@ -139,9 +138,13 @@ struct FeederStats {
 // On the leader: submits every intake event after position `applied` to
 // `broker`, in order, until stopped; keeps at it across etcd outages
 // (bounded backoff) and deletes the events the journal says are applied.
+// A legacy kReview event's `what` goes to `on_review` (may be empty: then
+// it is logged and dropped).
 class IntakeFeeder {
  public:
-  IntakeFeeder(etcd::Client* client, std::string prefix, int64_t applied, broker::EventQueue* broker);
+  using OnReview = std::function<void(const std::string& what)>;
+  IntakeFeeder(etcd::Client* client, std::string prefix, int64_t applied, broker::EventQueue* broker,
+               OnReview on_review = nullptr);
   ~IntakeFeeder();  // Stop()
   IntakeFeeder(const IntakeFeeder&) = delete;
   IntakeFeeder& operator=(const IntakeFeeder&) = delete;
@@ -160,6 +163,7 @@ class IntakeFeeder {
   etcd::Client* const client_;
   const std::string prefix_;
   broker::EventQueue* const broker_;
+  const OnReview on_review_;
   mutable absl::Mutex mu_;
   int64_t last_ ABSL_GUARDED_BY(mu_);  // the highest position submitted
   FeederStats stats_ ABSL_GUARDED_BY(mu_);

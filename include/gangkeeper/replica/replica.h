@@ -68,6 +68,9 @@ struct ReplicaOptions {
   // Run on the replica's thread after the broker leads / before it
   // follows again (start and stop the reconciler). May be empty.
   std::function<void()> on_lead, on_follow;
+  // While leading: a denied review's audit event that a replica older than
+  // the audit stream sent through the intake (IntakeFeeder). May be empty.
+  IntakeFeeder::OnReview on_legacy_review;
 };
 
 struct ReplicaStats {

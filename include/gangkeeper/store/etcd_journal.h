@@ -14,6 +14,9 @@
 //                                  (intake.h) is applied, in decimal: put
 //                                  in the transaction of the record that
 //                                  applied it
+//   keys the owner adds to a record's transaction (record_ops below: the
+//   node's audit stream, node/audit_stream.h) and deletes with the records
+//   (trim_ops)
 //
 // Only the leader appends. Each append is one transaction that compares
 // the leader's fence (the leader key still has this term's create
@@ -59,6 +62,15 @@ struct EtcdJournalOptions {
   // Records covered by the snapshot are deleted only this many records
   // behind it, so a replica that follows a little behind still reads them.
   uint64_t keep_records = 10'000;
+  // More operations for the transaction that writes `record` (the node puts
+  // the record's audit events there: atomic with the record and fenced by
+  // the same term, so a deposed leader writes none). Called under the
+  // journal's lock (again when an attempt moves to the next record number);
+  // its keys and values count towards max_record_bytes.
+  std::function<std::vector<etcd::Op>(const broker::DurableBatch& batch, uint64_t record)> record_ops;
+  // More operations for the snapshot's transaction that deletes the records
+  // before `first_kept`: what the owner keeps beside them.
+  std::function<std::vector<etcd::Op>(uint64_t first_kept)> trim_ops;
 };
 
 struct EtcdRecovery {
@@ -120,9 +132,11 @@ class EtcdJournal final : public broker::StateSink {
   EtcdJournalStats stats() const;
 
  private:
-  // Writes `payload` as the next record (none when empty) and the intake
-  // cursor when `intake` is past the last one written.
-  absl::Status WriteLocked(const std::string& payload, int64_t intake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `payload` as the next record (none when empty) with `owned`
+  // (record_ops for next_record_) and the intake cursor when `intake` is
+  // past the last one written.
+  absl::Status WriteLocked(const broker::DurableBatch& batch, const std::string& payload,
+                           std::vector<etcd::Op> owned, int64_t intake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   etcd::Client* const client_;
   const EtcdJournalOptions options_;

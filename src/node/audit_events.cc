@@ -1,31 +1,38 @@
-// gangkeeper audit: the broker's side of the audit log. The events of a
+// gangkeeper node: the broker's side of the audit log. The events of a
 // journal record's state changes, AuditedJournal (the broker's StateSink:
 // the journal, then its events) and CatchUp (the events a crash left
-// unwritten). See audit.h.
+// unwritten). See audit_events.h.
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "gangkeeper/audit/audit.h"
+#include "gangkeeper/node/audit_events.h"
+
+#include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
+#include "gangkeeper/broker/durable.h"
+#include "gangkeeper/store/state_codec.h"
 #include "nlohmann/json.hpp"
 
-namespace gangkeeper::audit {
+namespace gangkeeper::node {
 namespace {
 
 using nlohmann::json;
+using audit::Event;
+using audit::AuditLog;
+using audit::DecodeEvent;
 
-json QuantitiesJson(const std::map<std::string, quantity::Quantity>& m) {
+json AuditQuantitiesJson(const std::map<std::string, quantity::Quantity>& m) {
   json out = json::object();
   for (const auto& [k, v] : m) out[k] = v.Format();
   return out;
 }
 
-json AssignmentJson(const broker::Assignment& a) {
+json AuditAssignmentJson(const broker::Assignment& a) {
   json pod_sets = json::array();
   for (const broker::PodSetAssignment& ps : a.pod_sets) {
-    pod_sets.push_back({{"name", ps.name}, {"count", ps.count}, {"flavors", ps.flavors}, {"usage", QuantitiesJson(ps.usage)}});
+    pod_sets.push_back({{"name", ps.name}, {"count", ps.count}, {"flavors", ps.flavors}, {"usage", AuditQuantitiesJson(ps.usage)}});
   }
   json usage = json::object();
   for (const auto& [fr, q] : a.usage) usage[fr.flavor][fr.resource] = q.Format();
@@ -33,7 +40,7 @@ json AssignmentJson(const broker::Assignment& a) {
           {"borrowingLevel", a.borrowing_level}};
 }
 
-const char* ActionOf(const broker::StateChange& c) {
+const char* AuditActionOf(const broker::StateChange& c) {
   using T = broker::StateChange::Type;
   switch (c.type) {
     case T::kRegistered: return "workload.pending";
@@ -46,13 +53,13 @@ const char* ActionOf(const broker::StateChange& c) {
     case T::kRequeued: return "workload.requeued";
     case T::kFinished: return "workload.finished";
     case T::kPoliciesChanged: return "quota.changed";
-    case T::kReviewed: return "review";
+    case T::kReviewed: return "review";  // legacy: never reached (EventsFor keeps the review's own event)
   }
   return "workload.changed";
 }
 
 // The reason of a change that carries none of its own (every event has one).
-std::string DefaultReason(broker::StateChange::Type t) {
+std::string AuditDefaultReason(broker::StateChange::Type t) {
   using T = broker::StateChange::Type;
   switch (t) {
     case T::kRegistered: return "Queued";
@@ -77,7 +84,9 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
   out.reserve(changes.size());
   for (const broker::StateChange& c : changes) {
     if (c.type == broker::StateChange::Type::kReviewed) {
-      // A replica's webhook wrote the event; it is kept as it was.
+      // Legacy (records written before the audit stream): a replica's
+      // webhook wrote the event and the leader's journal carried it; it is
+      // kept as it was.
       absl::StatusOr<Event> reviewed = DecodeEvent(c.message, 0);
       if (!reviewed.ok()) {
         base::GetLogger("audit")->error("audit: journal record {}: a review's event does not decode ({}); skipped",
@@ -92,7 +101,7 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
     e.time = c.time;
     e.actor = c.actor.empty() ? "gangkeeper" : c.actor;
     e.actor_claimed = !c.actor.empty() && c.actor_claimed;  // a review's userInfo, not verified
-    e.action = ActionOf(c);
+    e.action = AuditActionOf(c);
     e.journal_record = journal_record;
     json details = json::object();
     if (c.type == broker::StateChange::Type::kPoliciesChanged) {
@@ -117,18 +126,34 @@ std::vector<Event> EventsFor(const std::vector<broker::StateChange>& changes, ui
         details[c.type == broker::StateChange::Type::kAdmitted || c.type == broker::StateChange::Type::kEvicted ||
                         c.type == broker::StateChange::Type::kReleased
                     ? "assignment"
-                    : "freed"] = AssignmentJson(*c.assignment);
+                    : "freed"] = AuditAssignmentJson(*c.assignment);
       }
       if (!c.preemptor.name.empty()) {
         details["preemptor"] = broker::KeyString(c.preemptor);
       }
       if (!c.message.empty()) details["message"] = c.message;
     }
-    e.reason = c.reason.empty() ? DefaultReason(c.type) : c.reason;
+    e.reason = c.reason.empty() ? AuditDefaultReason(c.type) : c.reason;
     e.details = details.dump(-1, ' ', false, json::error_handler_t::replace);
     out.push_back(std::move(e));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<Event>> EventsOfRecord(absl::string_view payload, uint64_t record) {
+  broker::DurableState scratch;
+  std::vector<broker::StateChange> changes;
+  if (absl::Status s = store::ApplyBatch(payload, record, &scratch, &changes); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("journal record ", record, ": ", s.message()));
+  }
+  std::vector<Event> events = EventsFor(changes, record);
+  // A legacy review's event comes as its replica wrote it, without a
+  // record: it carries the one it arrived in, so that the audit log's last
+  // record (AuditLog::Open reads it back) is this one.
+  for (Event& e : events) {
+    if (e.journal_record == 0) e.journal_record = record;
+  }
+  return events;
 }
 
 absl::Status CatchUp(const store::Journal& journal, AuditLog* audit, uint64_t* appended) {
@@ -162,4 +187,4 @@ absl::StatusOr<uint64_t> AuditedJournal::Append(const broker::DurableBatch& batc
   return record;
 }
 
-}  // namespace gangkeeper::audit
+}  // namespace gangkeeper::node
