@@ -110,6 +110,9 @@ void Broker::Impl::SendAsync(Event e, EventQueue::Ack done, absl::Duration timeo
   deadlines.Watch(waiter, timeout);
 }
 
+// How late a SubmitAsync timeout may be answered (see AckDeadlines::Run).
+constexpr absl::Duration kAckDeadlineSlack = absl::Milliseconds(50);
+
 void AckDeadlines::Watch(const std::shared_ptr<Waiter>& waiter, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
@@ -144,7 +147,9 @@ void AckDeadlines::Run() {
     }
     wake_ = false;
     auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wake_; };
-    const absl::Duration wait = heap_.empty() ? absl::Seconds(1) : heap_.front().at - now;
+    // A little late rather than once per callback: under load a deadline
+    // falls due every few microseconds, and each would wake this thread.
+    const absl::Duration wait = heap_.empty() ? absl::Seconds(1) : heap_.front().at - now + kAckDeadlineSlack;
     mu_.AwaitWithTimeout(absl::Condition(&woken), wait);
   }
   mu_.Unlock();
