@@ -5,7 +5,9 @@
 // selected, uncovered resources, a gang above what the ClusterQueue can ever
 // hold, a pod above what one node offers, invalid extended resources,
 // inconsistent pod groups); 4 warn about what will happen; 5 register (not
-// for dryRun) before answering.
+// for dryRun) before answering. DecideReview does 1-4 and names the write
+// of 5; the caller does it (at once or asynchronously) and then
+// ConcludeReview gives the answer.
 #include "src/admission/validate.h"
 
 #include <algorithm>
@@ -355,22 +357,25 @@ bool Registers(Workload& w, const broker::WorkloadRegistry& registry, const Webh
   return true;
 }
 
-Response ValidateCreate(const Review& review, const workload::KindInfo& info, const model::PolicySet& p,
-                        broker::WorkloadRegistry& registry, const WebhookOptions& options) {
+// The verdicts of the checks: an answer with no write.
+Verdict Decided(Response r) { return Verdict{std::move(r), RegistryWrite{}}; }
+
+Verdict ValidateCreate(const Review& review, const workload::KindInfo& info, const model::PolicySet& p,
+                       const broker::WorkloadRegistry& registry, const WebhookOptions& options) {
   workload::ExtractOptions extract_options;
   extract_options.manage_jobs_without_queue_name = options.manage_jobs_without_queue_name;
   absl::StatusOr<Workload> extracted = workload::ExtractWorkload(*review.object, info, p, extract_options);
   if (!extracted.ok()) {
-    return Deny(review, 422, "Invalid",
-                absl::StrCat("gangkeeper: ", review.namespace_name, "/", review.name, ": ",
-                             extracted.status().message()));
+    return Decided(Deny(review, 422, "Invalid",
+                       absl::StrCat("gangkeeper: ", review.namespace_name, "/", review.name, ": ",
+                                    extracted.status().message())));
   }
   Workload w = *std::move(extracted);
   if (w.namespace_name.empty()) w.namespace_name = review.namespace_name;
   w.submitted_by = review.username;
   w.submitter_claimed = !options.reviews_authenticated;
   if (w.name.empty()) w.name = review.name;
-  if (w.owned_by_managed_object || w.queue_name.empty()) return Allow(review);  // not ours
+  if (w.owned_by_managed_object || w.queue_name.empty()) return Decided(Allow(review));  // not ours
 
   // 1. LocalQueue and ClusterQueue.
   auto lq = p.local_queues.find({w.namespace_name, w.queue_name});
@@ -379,89 +384,91 @@ Response ValidateCreate(const Review& review, const workload::KindInfo& info, co
     for (const auto& [key, q] : p.local_queues) {
       if (key.first == w.namespace_name) there.push_back(key.second);
     }
-    return Deny(review, 403, "Forbidden",
-                absl::StrCat("gangkeeper: ", ObjectName(w), ": LocalQueue \"", w.queue_name,
-                             "\" does not exist in namespace ", w.namespace_name, " (",
-                             there.empty() ? "it has no LocalQueues; ask your platform team for one"
-                                           : absl::StrCat("its LocalQueues: ", absl::StrJoin(there, ", ")),
-                             "): fix the label ", workload::kQueueNameLabel));
+    return Decided(Deny(review, 403, "Forbidden",
+                       absl::StrCat("gangkeeper: ", ObjectName(w), ": LocalQueue \"", w.queue_name,
+                                    "\" does not exist in namespace ", w.namespace_name, " (",
+                                    there.empty() ? "it has no LocalQueues; ask your platform team for one"
+                                                  : absl::StrCat("its LocalQueues: ", absl::StrJoin(there, ", ")),
+                                    "): fix the label ", workload::kQueueNameLabel)));
   }
   auto cq = p.cluster_queues.find(lq->second.cluster_queue);
   if (cq == p.cluster_queues.end()) {
-    return Deny(review, 403, "Forbidden",
-                absl::StrCat("gangkeeper: ", ObjectName(w), ": LocalQueue ", w.queue_name, " points at ClusterQueue \"",
-                             lq->second.cluster_queue, "\", which does not exist: ask your platform team"));
+    return Decided(Deny(review, 403, "Forbidden",
+                       absl::StrCat("gangkeeper: ", ObjectName(w), ": LocalQueue ", w.queue_name,
+                                    " points at ClusterQueue \"", lq->second.cluster_queue,
+                                    "\", which does not exist: ask your platform team")));
   }
   const model::ClusterQueue& queue = cq->second;
   if (!queue.namespace_selector.has_value() || !queue.namespace_selector->Matches(p.NamespaceLabels(w.namespace_name))) {
-    return Deny(review, 403, "Forbidden",
-                absl::StrCat("gangkeeper: ", ObjectName(w), ": ClusterQueue ", queue.meta.name,
-                             "'s namespaceSelector does not select namespace ", w.namespace_name,
-                             ", so LocalQueue ", w.queue_name, " cannot use it: ask your platform team"));
+    return Decided(Deny(review, 403, "Forbidden",
+                       absl::StrCat("gangkeeper: ", ObjectName(w), ": ClusterQueue ", queue.meta.name,
+                                    "'s namespaceSelector does not select namespace ", w.namespace_name,
+                                    ", so LocalQueue ", w.queue_name, " cannot use it: ask your platform team")));
   }
   // 2. What can never run.
-  if (std::optional<std::string> why = CheckExtendedResources(w)) return Deny(review, 403, "Forbidden", "gangkeeper: " + *why);
+  if (std::optional<std::string> why = CheckExtendedResources(w)) {
+    return Decided(Deny(review, 403, "Forbidden", "gangkeeper: " + *why));
+  }
   const std::map<std::string, Demand> demand = DemandOf(w, p, queue);
   if (std::optional<std::string> why = CheckAgainstQueue(w, p, queue, demand)) {
-    return Deny(review, 403, "Forbidden", "gangkeeper: " + *why);
+    return Decided(Deny(review, 403, "Forbidden", "gangkeeper: " + *why));
   }
   if (!w.pod_group_name.empty()) {
     std::optional<broker::WorkloadRecord> group = registry.Find(broker::KeyOf(w));
     if (group.has_value() && group->workload.pod_group_total_count != w.pod_group_total_count) {
-      return Deny(review, 403, "Forbidden",
-                  absl::StrCat("gangkeeper: pod ", ObjectName(w), " says pod group ", w.pod_group_name, " has ",
-                               w.pod_group_total_count, " pods (", workload::kPodGroupTotalCountAnnotation,
-                               ") but its other pods say ", group->workload.pod_group_total_count,
-                               ": give every pod of the group the same total"));
+      return Decided(Deny(review, 403, "Forbidden",
+                         absl::StrCat("gangkeeper: pod ", ObjectName(w), " says pod group ", w.pod_group_name,
+                                      " has ", w.pod_group_total_count, " pods (",
+                                      workload::kPodGroupTotalCountAnnotation, ") but its other pods say ",
+                                      group->workload.pod_group_total_count,
+                                      ": give every pod of the group the same total")));
     }
   }
-  // 3. Warnings, 4. registration.
-  Response r = Allow(review);
-  r.warnings = Warnings(w, p, lq->second, queue, demand, registry.PendingIn(queue.meta.name),
-                        registry.AdmittedUsage(queue.meta.name));
+  // 3. Warnings, 4. registration (done by the caller, before it answers).
+  Verdict v = Decided(Allow(review));
+  v.response.warnings = Warnings(w, p, lq->second, queue, demand, registry.PendingIn(queue.meta.name),
+                                 registry.AdmittedUsage(queue.meta.name));
   if (!review.dry_run && Registers(w, registry, options)) {
-    absl::Status s = registry.Register(w, queue.meta.name);
-    if (!s.ok()) {
-      return Deny(review, 503, "ServiceUnavailable",
-                  absl::StrCat("gangkeeper: could not record ", ObjectName(w), " (", s.message(), "); retry"));
-    }
+    v.write.op = RegistryWrite::Op::kRegister;
+    v.write.cluster_queue = queue.meta.name;
+    v.write.workload = std::move(w);
   }
-  return r;
+  return v;
 }
 
-Response ValidateUpdate(const Review& review, const workload::KindInfo& info, const model::PolicySet& p,
-                        broker::WorkloadRegistry& registry, const WebhookOptions& options) {
-  if (review.old_object == nullptr) return Allow(review);
+Verdict ValidateUpdate(const Review& review, const workload::KindInfo& info, const model::PolicySet& p,
+                       const broker::WorkloadRegistry& registry, const WebhookOptions& options) {
+  if (review.old_object == nullptr) return Decided(Allow(review));
   workload::ExtractOptions extract_options;
   extract_options.manage_jobs_without_queue_name = options.manage_jobs_without_queue_name;
   absl::StatusOr<Workload> now = workload::ExtractWorkload(*review.object, info, p, extract_options);
   absl::StatusOr<Workload> before = workload::ExtractWorkload(*review.old_object, info, p, extract_options);
-  if (!now.ok() || !before.ok()) return Allow(review);  // not ours to judge; CREATE checked it
+  if (!now.ok() || !before.ok()) return Decided(Allow(review));  // not ours to judge; CREATE checked it
   if (now->namespace_name.empty()) now->namespace_name = review.namespace_name;
   now->submitted_by = review.username;
   now->submitter_claimed = !options.reviews_authenticated;
   if (before->namespace_name.empty()) before->namespace_name = review.namespace_name;
-  if (before->queue_name.empty() && now->queue_name.empty()) return Allow(review);
+  if (before->queue_name.empty() && now->queue_name.empty()) return Decided(Allow(review));
   std::optional<broker::WorkloadRecord> record = registry.Find(broker::KeyOf(*before));
   const bool admitted = record.has_value() && record->state == broker::WorkloadState::kAdmitted;
   const bool is_controller = review.username == options.controller_username;
   if (before->suspended && !now->suspended && !admitted && !is_controller) {
-    return Deny(review, 403, "Forbidden",
-                absl::StrCat("gangkeeper: ", ObjectName(*now), " has not been admitted (",
-                             record.has_value() ? absl::StrCat("it is ", broker::WorkloadStateName(record->state),
-                                                               " in ClusterQueue ", record->cluster_queue)
-                                                : std::string("gangkeeper does not know it"),
-                             "); leave it ",
-                             info.hold.method == workload::HoldMethod::kGate
+    const std::string state = record.has_value() ? absl::StrCat("it is ", broker::WorkloadStateName(record->state),
+                                                                " in ClusterQueue ", record->cluster_queue)
+                                                 : std::string("gangkeeper does not know it");
+    const std::string hold = info.hold.method == workload::HoldMethod::kGate
                                  ? absl::StrCat("gated (", workload::kSchedulingGate, ")")
-                                 : std::string("suspended"),
-                             ": gangkeeper releases the whole gang when it fits"));
+                                 : std::string("suspended");
+    return Decided(Deny(review, 403, "Forbidden",
+                       absl::StrCat("gangkeeper: ", ObjectName(*now), " has not been admitted (", state,
+                                    "); leave it ", hold, ": gangkeeper releases the whole gang when it fits")));
   }
   if (admitted && !is_controller) {
     if (before->queue_name != now->queue_name) {
-      return Deny(review, 403, "Forbidden",
-                  absl::StrCat("gangkeeper: ", ObjectName(*now), " is admitted; its queue (", workload::kQueueNameLabel,
-                               ") cannot change while it runs: delete and recreate it, or suspend it first"));
+      return Decided(Deny(review, 403, "Forbidden",
+                         absl::StrCat("gangkeeper: ", ObjectName(*now), " is admitted; its queue (",
+                                      workload::kQueueNameLabel,
+                                      ") cannot change while it runs: delete and recreate it, or suspend it first")));
     }
     bool same = before->pod_sets.size() == now->pod_sets.size();
     for (size_t i = 0; same && i < now->pod_sets.size(); ++i) {
@@ -469,42 +476,44 @@ Response ValidateUpdate(const Review& review, const workload::KindInfo& info, co
              before->pod_sets[i].requests == now->pod_sets[i].requests;
     }
     if (!same) {
-      return Deny(review, 403, "Forbidden",
-                  absl::StrCat("gangkeeper: ", ObjectName(*now),
-                               " is admitted; its pod sets (counts and requests) cannot change while it holds quota: "
-                               "suspend it first"));
+      return Decided(Deny(review, 403, "Forbidden",
+                         absl::StrCat("gangkeeper: ", ObjectName(*now),
+                                      " is admitted; its pod sets (counts and requests) cannot change while it "
+                                      "holds quota: suspend it first")));
     }
   }
   // A pending workload's new shape: from the review when reviews are
   // trusted; else the reconciler reads it from the stored object.
+  Verdict v = Decided(Allow(review));
   if (!admitted && record.has_value() && !review.dry_run && options.trust_reviews) {
-    absl::Status s = registry.Update(*now);
-    if (!s.ok() && !absl::IsNotFound(s)) {
-      return Deny(review, 503, "ServiceUnavailable", absl::StrCat("gangkeeper: ", s.message(), "; retry"));
-    }
+    v.write.op = RegistryWrite::Op::kUpdate;
+    v.write.workload = *std::move(now);
   }
-  return Allow(review);
+  return v;
 }
 
 }  // namespace
 
-Response ValidateReview(const Review& review, const model::PolicySet& policies, broker::WorkloadRegistry& registry,
-                        const WebhookOptions& options) {
+Verdict DecideReview(const Review& review, const model::PolicySet& policies, const broker::WorkloadRegistry& registry,
+                     const WebhookOptions& options) {
   const workload::KindInfo* info = workload::FindKind(review.group, review.kind);
-  if (info == nullptr) return Allow(review);
+  if (info == nullptr) return Decided(Allow(review));
   if (review.operation == "DELETE") {
     const rapidjson::Value* meta = Get(review.old_object, "metadata");
     std::string group = Str(Get(Get(meta, "labels"), workload::kPodGroupNameLabel.data()));
     // Untrusted, a DELETE review says only that someone asked: the watch
     // says when the object is gone (its pods may still run until then).
+    Verdict v = Decided(Allow(review));
     if (!review.dry_run && group.empty() && options.trust_reviews) {
-      broker::WorkloadKey key{review.namespace_name, review.name.empty() ? Str(Get(meta, "name")) : review.name,
-                              info->kind, false};
-      (void)registry.Remove(key, Str(Get(meta, "uid")));  // unknown is fine
+      v.write.op = RegistryWrite::Op::kRemove;  // unknown is fine
+      v.write.key = broker::WorkloadKey{review.namespace_name,
+                                        review.name.empty() ? Str(Get(meta, "name")) : review.name, info->kind, false};
+      v.write.uid = Str(Get(meta, "uid"));
     }
-    return Allow(review);
+    return v;
   }
   if (review.operation == "UPDATE" && review.sub_resource == "status") {
+    Verdict v = Decided(Allow(review));
     if (!review.dry_run && options.trust_reviews && review.object != nullptr &&
         workload::IsFinishedObject(*review.object)) {
       const rapidjson::Value* meta = Get(review.object, "metadata");
@@ -512,11 +521,12 @@ Response ValidateReview(const Review& review, const model::PolicySet& policies, 
       // One pod of a group ending does not end the group: the reconciler
       // frees its quota once every pod has ended.
       if (group.empty()) {
-        (void)registry.Finish(broker::WorkloadKey{review.namespace_name, Str(Get(meta, "name")), info->kind, false},
-                              Str(Get(meta, "uid")));
+        v.write.op = RegistryWrite::Op::kFinish;
+        v.write.key = broker::WorkloadKey{review.namespace_name, Str(Get(meta, "name")), info->kind, false};
+        v.write.uid = Str(Get(meta, "uid"));
       }
     }
-    return Allow(review);
+    return v;
   }
   if (review.operation == "CREATE" && review.sub_resource.empty()) {
     return ValidateCreate(review, *info, policies, registry, options);
@@ -524,7 +534,57 @@ Response ValidateReview(const Review& review, const model::PolicySet& policies, 
   if (review.operation == "UPDATE" && review.sub_resource.empty()) {
     return ValidateUpdate(review, *info, policies, registry, options);
   }
-  return Allow(review);
+  return Decided(Allow(review));
+}
+
+Response ConcludeReview(const Review& review, Verdict verdict, const absl::Status& written) {
+  if (written.ok()) return std::move(verdict.response);
+  switch (verdict.write.op) {
+    case RegistryWrite::Op::kRegister:
+      return Deny(review, 503, "ServiceUnavailable",
+                  absl::StrCat("gangkeeper: could not record ", ObjectName(verdict.write.workload), " (",
+                               written.message(), "); retry"));
+    case RegistryWrite::Op::kUpdate:
+      if (absl::IsNotFound(written)) break;
+      return Deny(review, 503, "ServiceUnavailable", absl::StrCat("gangkeeper: ", written.message(), "; retry"));
+    case RegistryWrite::Op::kNone:
+    case RegistryWrite::Op::kRemove:  // unknown is fine; the watch catches up
+    case RegistryWrite::Op::kFinish:
+      break;
+  }
+  return std::move(verdict.response);
+}
+
+absl::Status WriteNow(const RegistryWrite& write, broker::WorkloadRegistry& registry) {
+  switch (write.op) {
+    case RegistryWrite::Op::kNone: return absl::OkStatus();
+    case RegistryWrite::Op::kRegister: return registry.Register(write.workload, write.cluster_queue);
+    case RegistryWrite::Op::kUpdate: return registry.Update(write.workload);
+    case RegistryWrite::Op::kRemove: return registry.Remove(write.key, write.uid);
+    case RegistryWrite::Op::kFinish: return registry.Finish(write.key, write.uid);
+  }
+  return absl::OkStatus();
+}
+
+void WriteAsync(const RegistryWrite& write, broker::WorkloadRegistry& registry, const broker::BlockingRunner& blocking,
+                broker::WriteDone done) {
+  switch (write.op) {
+    case RegistryWrite::Op::kNone: break;
+    case RegistryWrite::Op::kRegister:
+      registry.RegisterAsync(write.workload, write.cluster_queue, blocking, std::move(done));
+      return;
+    case RegistryWrite::Op::kUpdate: registry.UpdateAsync(write.workload, blocking, std::move(done)); return;
+    case RegistryWrite::Op::kRemove: registry.RemoveAsync(write.key, write.uid, blocking, std::move(done)); return;
+    case RegistryWrite::Op::kFinish: registry.FinishAsync(write.key, write.uid, blocking, std::move(done)); return;
+  }
+  done(absl::OkStatus());
+}
+
+Response ValidateReview(const Review& review, const model::PolicySet& policies, broker::WorkloadRegistry& registry,
+                        const WebhookOptions& options) {
+  Verdict v = DecideReview(review, policies, registry, options);
+  const absl::Status written = WriteNow(v.write, registry);
+  return ConcludeReview(review, std::move(v), written);
 }
 
 }  // namespace gangkeeper::admission

@@ -27,6 +27,29 @@ void Label(const Review& r, WebhookResult* out) {
   }
 }
 
+// The result of a validating answer `r` to `rv` (the denial for the audit).
+WebhookResult ValidateResult(const Review& rv, const Response& r) {
+  WebhookResult out{absl::OkStatus(), EncodeResponse(r), r.allowed ? "allowed" : "denied", std::nullopt};
+  Label(rv, &out);
+  if (!r.allowed) {
+    const rapidjson::Value* object = rv.object != nullptr ? rv.object : rv.old_object;
+    const rapidjson::Value* meta = Get(object, "metadata");
+    Denial d;
+    d.operation = rv.operation;
+    d.kind = rv.kind;
+    d.namespace_name = rv.namespace_name;
+    d.name = rv.name.empty() ? Str(Get(meta, "name")) : rv.name;
+    d.uid = Str(Get(meta, "uid"));
+    d.username = rv.username;
+    d.code = r.code;
+    d.reason = r.reason;
+    d.message = r.message;
+    d.dry_run = rv.dry_run;
+    out.denial = std::move(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 Webhook::Webhook(PolicyProvider policies, broker::WorkloadRegistry& registry, WebhookOptions options)
@@ -49,26 +72,36 @@ WebhookResult Webhook::Validate(absl::string_view body) const {
   std::shared_ptr<const model::PolicySet> policies = policies_();
   static const model::PolicySet kEmpty;
   Response r = ValidateReview(**review, policies ? *policies : kEmpty, registry_, options_);
-  WebhookResult out{absl::OkStatus(), EncodeResponse(r), r.allowed ? "allowed" : "denied", std::nullopt};
-  Label(**review, &out);
-  if (!r.allowed) {
-    const Review& rv = **review;
-    const rapidjson::Value* object = rv.object != nullptr ? rv.object : rv.old_object;
-    const rapidjson::Value* meta = Get(object, "metadata");
-    Denial d;
-    d.operation = rv.operation;
-    d.kind = rv.kind;
-    d.namespace_name = rv.namespace_name;
-    d.name = rv.name.empty() ? Str(Get(meta, "name")) : rv.name;
-    d.uid = Str(Get(meta, "uid"));
-    d.username = rv.username;
-    d.code = r.code;
-    d.reason = r.reason;
-    d.message = r.message;
-    d.dry_run = rv.dry_run;
-    out.denial = std::move(d);
+  return ValidateResult(**review, r);
+}
+
+void Webhook::ValidateAsync(absl::string_view body, const broker::BlockingRunner& blocking,
+                            absl::AnyInvocable<void(WebhookResult)> done) const {
+  absl::StatusOr<std::unique_ptr<Review>> review = DecodeReview(body);
+  if (!review.ok()) {
+    done(BadRequest(review.status()));
+    return;
   }
-  return out;
+  std::shared_ptr<const model::PolicySet> policies = policies_();
+  static const model::PolicySet kEmpty;
+  Verdict verdict = DecideReview(**review, policies ? *policies : kEmpty, registry_, options_);
+  if (verdict.write.op == RegistryWrite::Op::kNone) {
+    done(ValidateResult(**review, verdict.response));
+    return;
+  }
+  // On the heap, so that the write can be read from where it stays while
+  // the callback takes ownership.
+  struct Pending {
+    std::unique_ptr<Review> review;
+    Verdict verdict;
+    absl::AnyInvocable<void(WebhookResult)> done;
+  };
+  auto pending = std::make_unique<Pending>(Pending{*std::move(review), std::move(verdict), std::move(done)});
+  const RegistryWrite& write = pending->verdict.write;
+  WriteAsync(write, registry_, blocking, [p = std::move(pending)](absl::Status s) mutable {
+    const Response r = ConcludeReview(*p->review, std::move(p->verdict), s);
+    p->done(ValidateResult(*p->review, r));
+  });
 }
 
 }  // namespace gangkeeper::admission

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -89,6 +90,80 @@ absl::Status Broker::Impl::Send(Event e, bool wait, absl::Duration timeout) {
         absl::StrCat("the broker did not confirm within ", absl::FormatDuration(timeout), "; retry"));
   }
   return waiter->status;
+}
+
+void Broker::Impl::SendAsync(Event e, EventQueue::Ack done, absl::Duration timeout) {
+  if (timeout == absl::ZeroDuration()) timeout = options.ack_timeout;
+  if (e.type == Event::Type::kAdd || e.type == Event::Type::kUpdate) e.workload = Lean(std::move(e.workload));
+  auto waiter = std::make_shared<Waiter>();
+  waiter->ack = std::move(done);
+  bool stopped = false;
+  {
+    absl::MutexLock lock(&mu);
+    stopped = stopping;
+    if (!stopped) queue.push_back(Queued{std::move(e), waiter});
+  }
+  if (stopped) {  // answered here, outside the lock
+    waiter->Answer(absl::UnavailableError("the broker is shutting down; retry"));
+    return;
+  }
+  deadlines.Watch(waiter, timeout);
+}
+
+// How late a SubmitAsync timeout may be answered (see AckDeadlines::Run).
+constexpr absl::Duration kAckDeadlineSlack = absl::Milliseconds(50);
+
+void AckDeadlines::Watch(const std::shared_ptr<Waiter>& waiter, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  const Due due{clock_.Elapsed() + timeout, timeout, waiter};
+  if (heap_.empty() || due.at < heap_.front().at) wake_ = true;
+  heap_.push_back(due);
+  std::push_heap(heap_.begin(), heap_.end(), std::greater<Due>());
+  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+}
+
+void AckDeadlines::Run() {
+  std::vector<Due> expired;
+  mu_.Lock();
+  while (!stopping_) {
+    const absl::Duration now = clock_.Elapsed();
+    while (!heap_.empty() && heap_.front().at <= now) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<Due>());
+      expired.push_back(std::move(heap_.back()));
+      heap_.pop_back();
+    }
+    if (!expired.empty()) {
+      mu_.Unlock();
+      for (Due& d : expired) {
+        if (std::shared_ptr<Waiter> w = d.waiter.lock()) {
+          w->Answer(absl::UnavailableError(
+              absl::StrCat("the broker did not confirm within ", absl::FormatDuration(d.timeout), "; retry")));
+        }
+      }
+      expired.clear();
+      mu_.Lock();
+      continue;
+    }
+    wake_ = false;
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wake_; };
+    // A little late rather than once per callback: under load a deadline
+    // falls due every few microseconds, and each would wake this thread.
+    const absl::Duration wait = heap_.empty() ? absl::Seconds(1) : heap_.front().at - now + kAckDeadlineSlack;
+    mu_.AwaitWithTimeout(absl::Condition(&woken), wait);
+  }
+  mu_.Unlock();
+}
+
+void AckDeadlines::Stop() {
+  std::thread t;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    t = std::move(thread_);
+    heap_.clear();
+  }
+  if (t.joinable()) t.join();
 }
 
 absl::Status Broker::Impl::Apply(Event& e, absl::Time now) {
@@ -279,11 +354,11 @@ void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (batch[i].waiter == nullptr) continue;
-    batch[i].waiter->status =
+    batch[i].waiter->Answer(
         !durable.ok() ? absl::UnavailableError(absl::StrCat("the state store is unavailable (", durable.message(),
                                                             "); retry"))
-                      : results[i];
-    batch[i].waiter->done.Notify();
+                      : results[i]);
+    batch[i].waiter.reset();  // a callback's captures go now, not with the next batch
   }
 }
 
@@ -375,12 +450,26 @@ void Broker::Stop() {
     join = impl_->started;
   }
   if (join) impl_->thread.join();
+  // Never started: what waits in the queue is never applied.
+  std::deque<Queued> left;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    left.swap(impl_->queue);
+  }
+  for (Queued& q : left) {
+    if (q.waiter != nullptr) q.waiter->Answer(absl::UnavailableError("the broker stopped before applying this; retry"));
+  }
+  impl_->deadlines.Stop();
 }
 
 void Broker::Submit(Event e) { (void)impl_->Send(std::move(e), false); }
 
 absl::Status Broker::SubmitAndWait(Event e, absl::Duration timeout) {
   return impl_->Send(std::move(e), true, timeout);
+}
+
+void Broker::SubmitAsync(Event e, Ack done, absl::Duration timeout) {
+  impl_->SendAsync(std::move(e), std::move(done), timeout);
 }
 
 bool Broker::Flush(absl::Duration timeout) {

@@ -23,9 +23,59 @@
 
 namespace gangkeeper::broker {
 
+// Whoever waits for an event's answer: a thread (SubmitAndWait, Flush:
+// `done` and `status`) or a callback (SubmitAsync: `ack`).
 struct Waiter {
   absl::Notification done;
   absl::Status status;
+  EventQueue::Ack ack;
+  std::atomic<bool> answered{false};
+
+  // Answers once, from any thread: later calls do nothing (the timeout
+  // and the broker may race). The callback runs on the calling thread.
+  void Answer(absl::Status s) {
+    if (answered.exchange(true)) return;
+    if (ack) {
+      EventQueue::Ack call = std::move(ack);
+      call(std::move(s));
+      return;
+    }
+    status = std::move(s);
+    done.Notify();
+  }
+};
+
+// Answers SubmitAsync callbacks whose timeout passed before the broker's
+// answer (Unavailable), on a thread of its own, started with the first
+// one. Thread-safe.
+class AckDeadlines {
+ public:
+  AckDeadlines() = default;
+  ~AckDeadlines() { Stop(); }
+  AckDeadlines(const AckDeadlines&) = delete;
+  AckDeadlines& operator=(const AckDeadlines&) = delete;
+
+  // `waiter` is answered with Unavailable `timeout` from now unless it was
+  // answered before.
+  void Watch(const std::shared_ptr<Waiter>& waiter, absl::Duration timeout);
+  // Joins the thread; callbacks still watched are left to their owner.
+  void Stop();
+
+ private:
+  struct Due {
+    absl::Duration at;  // on `clock_`
+    absl::Duration timeout;
+    std::weak_ptr<Waiter> waiter;
+    bool operator>(const Due& o) const { return at > o.at; }
+  };
+  void Run();
+
+  const base::Stopwatch clock_;
+  absl::Mutex mu_;
+  std::vector<Due> heap_ ABSL_GUARDED_BY(mu_);  // a min-heap on `at`
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;     // an earlier deadline came in
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started under mu_
 };
 
 // An event in the queue, with whoever waits for its answer (null: nobody).
@@ -58,6 +108,8 @@ struct Broker::Impl {
   bool started ABSL_GUARDED_BY(mu) = false;
   bool more_work ABSL_GUARDED_BY(mu) = false;  // Schedule() stopped at its time budget
   std::thread thread;
+  // The timeouts of SubmitAsync callbacks.
+  AckDeadlines deadlines;
 
   std::atomic<std::shared_ptr<const Snapshot>> current;
   // Changes not yet durable (the sink failed): retried before anything new
@@ -91,6 +143,8 @@ struct Broker::Impl {
 
   // Queues `e`; with `wait`, waits for its answer (see EventQueue).
   absl::Status Send(Event e, bool wait, absl::Duration timeout = absl::ZeroDuration());
+  // Queues `e`; `done` gets its answer (see EventQueue::SubmitAsync).
+  void SendAsync(Event e, EventQueue::Ack done, absl::Duration timeout);
 
   absl::Status Apply(Event& e, absl::Time now);
 

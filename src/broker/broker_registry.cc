@@ -1,5 +1,6 @@
 // gangkeeper broker: the webhook's WorkloadRegistry over a broker (see
-// NewBrokerRegistry in broker.h).
+// NewBrokerRegistry in broker.h), and the *Async defaults of every
+// registry (registry.h).
 #include <memory>
 #include <utility>
 
@@ -7,6 +8,15 @@
 
 namespace gangkeeper::broker {
 namespace {
+
+// Runs `work` through `blocking`, or here when there is none.
+void RunBlockingWork(const BlockingRunner& blocking, absl::AnyInvocable<void()> work) {
+  if (blocking) {
+    blocking(std::move(work));
+  } else {
+    work();
+  }
+}
 
 class BrokerRegistry final : public WorkloadRegistry {
  public:
@@ -21,6 +31,21 @@ class BrokerRegistry final : public WorkloadRegistry {
   }
   absl::Status Finish(const WorkloadKey& key, const std::string& uid) override {
     return events_->SubmitAndWait(Event::Finish(key, uid));
+  }
+
+  // No thread waits: the broker calls back once the batch is durable.
+  void RegisterAsync(const workload::Workload& w, const std::string& /*cluster_queue*/, const BlockingRunner&,
+                     WriteDone done) override {
+    events_->SubmitAsync(Event::Add(w), std::move(done));
+  }
+  void UpdateAsync(const workload::Workload& w, const BlockingRunner&, WriteDone done) override {
+    events_->SubmitAsync(Event::Update(w), std::move(done));
+  }
+  void RemoveAsync(const WorkloadKey& key, const std::string& uid, const BlockingRunner&, WriteDone done) override {
+    events_->SubmitAsync(Event::Remove(key, uid), std::move(done));
+  }
+  void FinishAsync(const WorkloadKey& key, const std::string& uid, const BlockingRunner&, WriteDone done) override {
+    events_->SubmitAsync(Event::Finish(key, uid), std::move(done));
   }
 
   std::optional<WorkloadRecord> Find(const WorkloadKey& key) const override {
@@ -40,6 +65,27 @@ class BrokerRegistry final : public WorkloadRegistry {
 };
 
 }  // namespace
+
+void WorkloadRegistry::RegisterAsync(const workload::Workload& w, const std::string& cluster_queue,
+                                     const BlockingRunner& blocking, WriteDone done) {
+  RunBlockingWork(blocking, [this, w, cluster_queue, done = std::move(done)]() mutable {
+    done(Register(w, cluster_queue));
+  });
+}
+
+void WorkloadRegistry::UpdateAsync(const workload::Workload& w, const BlockingRunner& blocking, WriteDone done) {
+  RunBlockingWork(blocking, [this, w, done = std::move(done)]() mutable { done(Update(w)); });
+}
+
+void WorkloadRegistry::RemoveAsync(const WorkloadKey& key, const std::string& uid, const BlockingRunner& blocking,
+                                   WriteDone done) {
+  RunBlockingWork(blocking, [this, key, uid, done = std::move(done)]() mutable { done(Remove(key, uid)); });
+}
+
+void WorkloadRegistry::FinishAsync(const WorkloadKey& key, const std::string& uid, const BlockingRunner& blocking,
+                                   WriteDone done) {
+  RunBlockingWork(blocking, [this, key, uid, done = std::move(done)]() mutable { done(Finish(key, uid)); });
+}
 
 std::unique_ptr<WorkloadRegistry> NewBrokerRegistry(EventQueue* events, const SnapshotSource* view) {
   return std::make_unique<BrokerRegistry>(events, view);

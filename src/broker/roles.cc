@@ -48,6 +48,10 @@ absl::Status ReadOnlyView::SubmitAndWait(Event e, absl::Duration) {
   return absl::FailedPreconditionError("this replica follows the leader: changes go through the replicated store");
 }
 
+void ReadOnlyView::SubmitAsync(Event e, Ack done, absl::Duration timeout) {
+  done(SubmitAndWait(std::move(e), timeout));
+}
+
 std::shared_ptr<const Snapshot> ReadOnlyView::snapshot() const { return current_.load(); }
 
 void SwitchingPort::Switch(std::shared_ptr<EventQueue> events, std::shared_ptr<const SnapshotSource> view) {
@@ -62,6 +66,10 @@ void SwitchingPort::Submit(Event e) { events_.load()->Submit(std::move(e)); }
 
 absl::Status SwitchingPort::SubmitAndWait(Event e, absl::Duration timeout) {
   return events_.load()->SubmitAndWait(std::move(e), timeout);
+}
+
+void SwitchingPort::SubmitAsync(Event e, Ack done, absl::Duration timeout) {
+  events_.load()->SubmitAsync(std::move(e), std::move(done), timeout);
 }
 
 std::shared_ptr<const Snapshot> SwitchingPort::snapshot() const { return view_.load()->snapshot(); }

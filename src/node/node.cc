@@ -415,12 +415,19 @@ absl::Status Node::Impl::BuildFrontEnds() {
   if (!o.metrics_public) so.routes.push_back(api::MetricsRoute(&registry, tokens.get(), clock));
   admission::Webhook* w = webhook.get();
   // /mutate decides from the snapshot alone (no broker round trip, no
-  // fsync): it answers on the event loop. /validate registers and waits
-  // for durability: it keeps the worker pool (may_block).
+  // fsync): it answers on the event loop. /validate checks on the event
+  // loop and registers asynchronously: its answer goes out when the
+  // broker's durable acknowledgement comes, and no thread waits for it
+  // (a registry that can only block, etcd's intake, and the denial audit
+  // run on the worker pool).
   so.routes.push_back(WebhookRoute("/mutate", *wm, clock, [w](absl::string_view body) { return w->Mutate(body); }));
   so.routes.back().may_block = false;
-  so.routes.push_back(WebhookRoute(
-      "/validate", *wm, clock, [w](absl::string_view body) { return w->Validate(body); },
+  so.routes.push_back(AsyncWebhookRoute(
+      "/validate", *wm, clock,
+      [w](absl::string_view body, const broker::BlockingRunner& blocking,
+          absl::AnyInvocable<void(admission::WebhookResult)> done) {
+        w->ValidateAsync(body, blocking, std::move(done));
+      },
       [d = denials.get()](const audit::Event& e, const std::string& source) { return d->Record(e, source); }));
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Create(std::move(so), registry);
   if (!s.ok()) return Setting(s.status().message());

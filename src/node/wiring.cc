@@ -187,33 +187,84 @@ std::string EtcdTlsHint(absl::string_view error, const std::string& ca, const st
                             " signed by the CA etcd trusts (its --trusted-ca-file) and meant for client auth?");
 }
 
-server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m, const base::Clock* clock,
-                           std::function<admission::WebhookResult(absl::string_view)> handle,
-                           DenialRecorder record) {
-  server::Route route;
-  route.listener = server::Listener::kWebhook;
-  route.method = "POST";
-  route.path = path;
-  const std::string name = path.substr(1);
-  route.handler = [handle = std::move(handle), m, clock, name,
-                   record = std::move(record)](const server::HttpRequest& req) {
-    const absl::Time start = clock->Now();
-    admission::WebhookResult result = handle(req.body);
-    if (result.denial.has_value() && record) {
-      absl::Status written = record(DenialEvent(*result.denial, clock->Now()), req.remote_addr);
-      if (!written.ok()) {
-        base::GetLogger("audit")->error("audit: a denial of {}/{} was not recorded: {}", result.denial->namespace_name,
-                                        result.denial->name, written.message());
-      }
+namespace {
+
+// What a webhook route needs for each review's outcome.
+struct WebhookRouteContext {
+  WebhookMetrics metrics;
+  const base::Clock* clock;
+  std::string name;  // the path without its "/"
+  DenialRecorder record;
+
+  // Audits a denial (blocks: an fsync or an etcd write).
+  void RecordDenial(const admission::WebhookResult& result, const std::string& remote) const {
+    if (!result.denial.has_value() || !record) return;
+    absl::Status written = record(DenialEvent(*result.denial, clock->Now()), remote);
+    if (!written.ok()) {
+      base::GetLogger("audit")->error("audit: a denial of {}/{} was not recorded: {}", result.denial->namespace_name,
+                                      result.denial->name, written.message());
     }
-    m.reviews->WithLabels({name, result.kind, result.operation, result.outcome}).Increment();
-    m.durations->WithLabels({name, result.kind, result.operation})
+  }
+  // Counts and times the review; its HTTP answer.
+  server::HttpResponse Answer(admission::WebhookResult result, absl::Time start) const {
+    metrics.reviews->WithLabels({name, result.kind, result.operation, result.outcome}).Increment();
+    metrics.durations->WithLabels({name, result.kind, result.operation})
         .Observe(absl::ToDoubleSeconds(clock->Now() - start));
     if (!result.error.ok()) return server::ErrorResponse(result.error);
     server::HttpResponse out;
     out.status = 200;
     out.body = std::move(result.body);
     return out;
+  }
+};
+
+server::Route WebhookPost(const std::string& path) {
+  server::Route route;
+  route.listener = server::Listener::kWebhook;
+  route.method = "POST";
+  route.path = path;
+  return route;
+}
+
+}  // namespace
+
+server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m, const base::Clock* clock,
+                           std::function<admission::WebhookResult(absl::string_view)> handle,
+                           DenialRecorder record) {
+  server::Route route = WebhookPost(path);
+  auto ctx = std::make_shared<const WebhookRouteContext>(
+      WebhookRouteContext{m, clock, path.substr(1), std::move(record)});
+  route.handler = [handle = std::move(handle), ctx](const server::HttpRequest& req) {
+    const absl::Time start = ctx->clock->Now();
+    admission::WebhookResult result = handle(req.body);
+    ctx->RecordDenial(result, req.remote_addr);
+    return ctx->Answer(std::move(result), start);
+  };
+  return route;
+}
+
+server::Route AsyncWebhookRoute(const std::string& path, const WebhookMetrics& m, const base::Clock* clock,
+                                AsyncReview handle, DenialRecorder record) {
+  server::Route route = WebhookPost(path);
+  auto ctx = std::make_shared<const WebhookRouteContext>(
+      WebhookRouteContext{m, clock, path.substr(1), std::move(record)});
+  route.async_handler = [handle = std::move(handle), ctx](server::HttpRequest req, server::Responder responder) {
+    const absl::Time start = ctx->clock->Now();
+    const broker::BlockingRunner blocking = [responder](absl::AnyInvocable<void()> work) {
+      responder.RunBlocking(std::move(work));
+    };
+    handle(req.body, blocking,
+           [ctx, responder, start, remote = std::move(req.remote_addr)](admission::WebhookResult result) mutable {
+             if (result.denial.has_value() && ctx->record) {
+               responder.RunBlocking(
+                   [ctx, responder, start, remote = std::move(remote), result = std::move(result)]() mutable {
+                     ctx->RecordDenial(result, remote);
+                     responder.Respond(ctx->Answer(std::move(result), start));
+                   });
+               return;
+             }
+             responder.Respond(ctx->Answer(std::move(result), start));
+           });
   };
   return route;
 }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -55,6 +56,17 @@ using DenialRecorder = std::function<absl::Status(const audit::Event&, const std
 server::Route WebhookRoute(const std::string& path, const WebhookMetrics& m, const base::Clock* clock,
                            std::function<admission::WebhookResult(absl::string_view)> handle,
                            DenialRecorder record = nullptr);
+
+// The same for a webhook that answers later (admission::Webhook::
+// ValidateAsync): an asynchronous route. The review is decoded and checked
+// on the event loop; the registration's durable acknowledgement resumes
+// the answer; registry calls that can only block, and the audit record of
+// a denial, run on the server's worker pool, never on the loop. The
+// duration metric runs to the answer.
+using AsyncReview = std::function<void(absl::string_view body, const broker::BlockingRunner& blocking,
+                                       absl::AnyInvocable<void(admission::WebhookResult)> done)>;
+server::Route AsyncWebhookRoute(const std::string& path, const WebhookMetrics& m, const base::Clock* clock,
+                                AsyncReview handle, DenialRecorder record = nullptr);
 
 // The etcd client's words for its TLS options as the flags that set them.
 std::string InEtcdFlags(absl::string_view message);

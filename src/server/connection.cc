@@ -122,7 +122,10 @@ void ListenerState::LimitBit(Limit limit, const std::string& detail) {
 }
 
 Connection::Connection(tcp::socket socket, ListenerState& state, std::string remote)
-    : stream_(beast::tcp_stream(std::move(socket)), state.ssl), state_(state), remote_(std::move(remote)) {
+    : stream_(beast::tcp_stream(std::move(socket)), state.ssl),
+      handling_timer_(stream_.get_executor()),
+      state_(state),
+      remote_(std::move(remote)) {
   idle_since_us_.store(state_.NowMicros());  // a handshake in progress counts as idle for the caps
 }
 
@@ -329,10 +332,37 @@ void Connection::Dispatch() {
   req.client_subject = client_subject_;
   phase_ = Phase::kHandling;
   beast::get_lowest_layer(stream_).expires_never();
-  state_.sink->Handle(state_.listener, std::move(req), [self = shared_from_this()](HttpResponse response) {
-    net::dispatch(self->stream_.get_executor(),
-                  [self, r = std::move(response)]() mutable { self->Respond(std::move(r)); });
+  const uint64_t seq = ++seq_;
+  const absl::Duration deadline = state_.sink->Handle(
+      state_.listener, std::move(req), [weak = weak_from_this(), seq](HttpResponse response) {
+        std::shared_ptr<Connection> self = weak.lock();
+        if (self == nullptr) return;  // the connection is gone: so is the answer
+        net::dispatch(self->stream_.get_executor(),
+                      [self, seq, r = std::move(response)]() mutable { self->Answer(seq, std::move(r)); });
+      });
+  if (phase_ != Phase::kHandling || seq_ != seq) return;  // answered already, here on the loop
+  if (deadline == absl::InfiniteDuration()) {
+    handling_timer_.expires_at(std::chrono::steady_clock::time_point::max());
+  } else {
+    handling_timer_.expires_after(ToChrono(deadline));
+  }
+  handling_timer_.async_wait([self = shared_from_this(), seq, deadline](beast::error_code ec) {
+    self->OnHandlingDeadline(ec, seq, deadline);
   });
+}
+
+void Connection::Answer(uint64_t seq, HttpResponse response) {
+  if (phase_ != Phase::kHandling || seq != seq_) return;  // late (the deadline answered), or closed
+  handling_timer_.cancel();
+  Respond(std::move(response));
+}
+
+void Connection::OnHandlingDeadline(beast::error_code ec, uint64_t seq, absl::Duration deadline) {
+  if (ec || phase_ != Phase::kHandling || seq != seq_) return;  // answered in time
+  state_.log->warn("{} listener: no answer to {} {} from {} within {}: answered 503", ListenerName(state_.listener),
+                   record_.method, record_.path, remote_, absl::FormatDuration(deadline));
+  Respond(ErrorResponse(absl::DeadlineExceededError(absl::StrCat(
+      "no answer within ", absl::FormatDuration(deadline), "; retry"))));
 }
 
 void Connection::Refuse(int status, const std::string& message) {
@@ -412,6 +442,7 @@ void Connection::Close() {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
   SetIdle(false);
+  handling_timer_.cancel();
   auto& lowest = beast::get_lowest_layer(stream_);
   beast::error_code ec;
   lowest.socket().shutdown(tcp::socket::shutdown_both, ec);

@@ -5,7 +5,9 @@
 // need no lock. Its phases: handshake (handshake_timeout) -> idle
 // (keep_alive_timeout, nothing in flight) -> header (read_timeout for the
 // whole header) -> body (read_timeout) -> handling (off the loop when the
-// route may block) -> writing (write_timeout) -> idle again, or a lingering
+// route may block, or answered later from any thread: the sink's deadline,
+// a timer that also keeps the connection alive meanwhile) -> writing
+// (write_timeout) -> idle again, or a lingering
 // close that drains what the client still sends so that the answer is not
 // lost to a reset.
 #pragma once
@@ -18,6 +20,7 @@
 #include <string>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -108,6 +111,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadBody();
   void OnBody(beast::error_code ec);
   void Dispatch();
+  // The answer to request `seq`, on the loop: dropped unless that request
+  // is still waiting for it.
+  void Answer(uint64_t seq, HttpResponse response);
+  void OnHandlingDeadline(beast::error_code ec, uint64_t seq, absl::Duration deadline);
   void Refuse(int status, const std::string& message);
   void Respond(HttpResponse response);
   void OnWrite(beast::error_code ec, size_t bytes);
@@ -117,6 +124,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void SetIdle(bool idle);
 
   beast::ssl_stream<beast::tcp_stream> stream_;
+  // Armed while a request is being handled: holds the connection (the
+  // answer's callback only refers to it) and bounds the wait.
+  net::steady_timer handling_timer_;
+  uint64_t seq_ = 0;  // requests dispatched so far
   ListenerState& state_;
   const std::string remote_;
   beast::flat_buffer buffer_;

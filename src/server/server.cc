@@ -2,8 +2,9 @@
 // readiness, certificate reload and shutdown. The wire side (event loops,
 // TLS, HTTP/1.1, deadlines and caps) is the Transport (transport.h); every
 // complete request comes to Handle(), which answers built-in paths on the
-// loop and runs routes that may block on the worker pool (task_queue.h),
-// whose answer goes back to the connection's loop.
+// loop, runs routes that may block on the worker pool (task_queue.h),
+// whose answer goes back to the connection's loop, and starts asynchronous
+// routes on the loop with a Responder for their later answer.
 #include "gangkeeper/server/server.h"
 
 #include <openssl/ssl.h>
@@ -31,6 +32,22 @@
 #include "src/server/transport.h"
 
 namespace gangkeeper::server {
+
+// One asynchronous request's answer path (http.h).
+struct Responder::State {
+  RequestSink::Respond respond;  // only refers to the connection
+  std::shared_ptr<ElasticTaskQueue> pool;
+  std::shared_ptr<spdlog::logger> log;
+  std::string what;  // "POST /validate"
+  std::atomic<bool> answered{false};
+
+  ~State() {
+    if (answered.load()) return;
+    log->error("bug: asynchronous handler for {} let go of its request without answering", what);
+    respond(ErrorResponse(absl::InternalError("internal error; see the server log")));
+  }
+};
+
 namespace {
 
 constexpr absl::string_view kOtherPath = "other";
@@ -114,7 +131,7 @@ class ServerImpl final : public Server, public RequestSink {
   absl::Status Shutdown(absl::Duration grace) override;
 
   // RequestSink (loop threads).
-  void Handle(Listener listener, HttpRequest request, Respond respond) override;
+  absl::Duration Handle(Listener listener, HttpRequest request, Respond respond) override;
   void Done(Listener listener, const RequestRecord& record) override;
 
  private:
@@ -127,6 +144,7 @@ class ServerImpl final : public Server, public RequestSink {
   };
   Resolved Resolve(Listener listener, const HttpRequest& req) const;
   HttpResponse Call(const Route& route, const HttpRequest& req) const;
+  void CallAsync(const Route& route, HttpRequest req, Respond respond);
   HttpResponse BuiltIn(const HttpRequest& req) const;
   std::string RouteLabel(Listener listener, const std::string& path) const;
   void CertWatchLoop();
@@ -151,9 +169,10 @@ class ServerImpl final : public Server, public RequestSink {
   metrics::Gauge* cert_expiry_;
 
   // The transport outlives the pool: a handler finishing on the pool posts
-  // its answer to the transport's loops.
+  // its answer to the transport's loops. Responders share the pool (their
+  // RunBlocking after shutdown finds it shut down, not freed).
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<ElasticTaskQueue> pool_;
+  std::shared_ptr<ElasticTaskQueue> pool_;
   int ports_[2] = {0, 0};
   bool started_ = false;
 
@@ -213,7 +232,8 @@ ServerImpl::~ServerImpl() {
     absl::Status s = Shutdown(absl::Seconds(5));
     if (!s.ok()) log_->warn("shutdown in destructor: {}", s.ToString());
   }
-  pool_.reset();  // before the transport (see the members)
+  if (pool_) pool_->shutdown();  // before the transport (see the members)
+  pool_.reset();
 }
 
 absl::Status ServerImpl::Start() {
@@ -233,7 +253,7 @@ absl::Status ServerImpl::Start() {
   // Handlers that may block (the webhook's registration waits for the
   // broker and the journal's fsync) run here, never on a loop thread.
   const size_t workers = static_cast<size_t>(std::max(2, LoopThreads(options_)));
-  pool_ = std::make_unique<ElasticTaskQueue>(workers, std::max<size_t>(workers, options_.max_handler_threads),
+  pool_ = std::make_shared<ElasticTaskQueue>(workers, std::max<size_t>(workers, options_.max_handler_threads),
                                              absl::Seconds(60));
   transport_->Run();
   started_ = true;
@@ -244,19 +264,43 @@ absl::Status ServerImpl::Start() {
   return absl::OkStatus();
 }
 
-void ServerImpl::Handle(Listener listener, HttpRequest request, Respond respond) {
+absl::Duration ServerImpl::Handle(Listener listener, HttpRequest request, Respond respond) {
   Resolved r = Resolve(listener, request);
   if (r.route == nullptr && !r.metrics) {
     respond(std::move(r.answer));
-    return;
+    return absl::InfiniteDuration();
+  }
+  if (r.route != nullptr && r.route->async_handler) {
+    CallAsync(*r.route, std::move(request), std::move(respond));
+    return options_.async_timeout;
   }
   if (r.route != nullptr && !r.route->may_block) {
     respond(Call(*r.route, request));
-    return;
+    return absl::InfiniteDuration();
   }
   pool_->enqueue([this, route = r.route, req = std::move(request), respond = std::move(respond)] {
     respond(route != nullptr ? Call(*route, req) : BuiltIn(req));
   });
+  return absl::InfiniteDuration();
+}
+
+void ServerImpl::CallAsync(const Route& route, HttpRequest req, Respond respond) {
+  auto state = std::make_shared<Responder::State>();
+  state->respond = std::move(respond);
+  state->pool = pool_;
+  state->log = log_;
+  state->what = absl::StrCat(req.method, " ", req.path);
+  Responder responder(std::move(state));
+  std::string what = "unknown exception";
+  try {
+    route.async_handler(std::move(req), responder);
+    return;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  log_->error("bug: asynchronous handler for {} {} threw: {}", route.method, route.path, what);
+  responder.Respond(ErrorResponse(absl::InternalError("internal error; see the server log")));
 }
 
 HttpResponse ServerImpl::Call(const Route& route, const HttpRequest& req) const {
@@ -350,12 +394,13 @@ absl::Status ServerImpl::Shutdown(absl::Duration grace) {
     // A handler still runs on the pool and will post its answer to a loop:
     // both stay allocated (the process is about to exit).
     transport_->Stop();
-    (void)pool_.release();
+    (void)new std::shared_ptr<ElasticTaskQueue>(std::move(pool_));
     (void)transport_.release();
     return absl::DeadlineExceededError(
         absl::StrCat("requests still in flight after the shutdown grace of ", absl::FormatDuration(grace)));
   }
-  pool_.reset();  // no task left: every connection has ended
+  pool_->shutdown();  // no task left: every connection has ended
+  pool_.reset();
   transport_->Stop();
   transport_.reset();
   return absl::OkStatus();
@@ -426,6 +471,17 @@ ServerImpl::Resolved ServerImpl::Resolve(Listener listener, const HttpRequest& r
 
 }  // namespace
 
+void Responder::Respond(HttpResponse response) const {
+  if (state_->answered.exchange(true)) return;
+  state_->respond(std::move(response));
+}
+
+void Responder::RunBlocking(absl::AnyInvocable<void()> work) const {
+  // The pool takes copyable tasks.
+  auto task = std::make_shared<absl::AnyInvocable<void()>>(std::move(work));
+  state_->pool->enqueue([task] { (*task)(); });
+}
+
 absl::string_view ListenerName(Listener listener) { return listener == Listener::kWebhook ? "webhook" : "api"; }
 
 absl::Status ParseListenAddress(absl::string_view addr, std::string* host, int* port) {
@@ -482,9 +538,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(Options options, metrics:
     return absl::InvalidArgumentError("--tls-reload-interval must be at least 10ms");
   }
   for (const Route& r : options.routes) {
-    if (r.path.empty() || r.path[0] != '/' || !r.handler) {
-      return absl::InvalidArgumentError(absl::StrCat("route \"", r.path, "\": path must start with / and have a handler"));
+    if (r.path.empty() || r.path[0] != '/' || (!r.handler == !r.async_handler)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("route \"", r.path, "\": path must start with / and have a handler or an async_handler"));
     }
+  }
+  if (options.async_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("async_timeout must be positive");
   }
   if (options.clock == nullptr) return absl::InvalidArgumentError("server::Options.clock is required");
   absl::StatusOr<std::unique_ptr<CertificateSource>> certs =

@@ -58,10 +58,15 @@ class RequestSink {
  public:
   using Respond = std::function<void(HttpResponse)>;
   virtual ~RequestSink() = default;
-  // Called on a loop thread for each complete request. `respond` must be
-  // called exactly once, from any thread; it must not block the loop: hand
-  // blocking work to another thread.
-  virtual void Handle(Listener listener, HttpRequest request, Respond respond) = 0;
+  // Called on a loop thread for each complete request. `respond` is called
+  // once, from any thread, now or later; it must not block the loop: hand
+  // blocking work to another thread. Returns how long the connection waits
+  // for the answer (absl::InfiniteDuration(): as long as it takes); past
+  // that it answers 503 itself and drops the late answer. `respond` only
+  // refers to the connection: when the connection is gone, the answer is
+  // dropped. Answers on one connection go out in the order of its
+  // requests (the next request is read once the answer is written).
+  virtual absl::Duration Handle(Listener listener, HttpRequest request, Respond respond) = 0;
   // Called on a loop thread after each answer (metrics, access log).
   virtual void Done(Listener listener, const RequestRecord& record) = 0;
 };

@@ -11,6 +11,8 @@
 // through server::ErrorResponse, the one Status -> HTTP table (400); every
 // other answer is HTTP 200 with an AdmissionReview.
 // Thread-safe: handlers run on many server threads at once.
+// ValidateAsync is Validate for an event loop: no thread waits for the
+// registration's durable acknowledgement.
 #pragma once
 
 #include <functional>
@@ -18,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "gangkeeper/broker/registry.h"
@@ -90,6 +93,16 @@ class Webhook {
 
   WebhookResult Mutate(absl::string_view body) const;
   WebhookResult Validate(absl::string_view body) const;
+  // Validate without a thread waiting on the registry: decodes and checks
+  // on the caller's thread (cheap, never blocks), then hands the registry
+  // write (registration, ...) to the registry's *Async form and calls
+  // `done` exactly once with the same result Validate gives, once that
+  // write is durable: on the thread that has the answer (the broker's, or
+  // a `blocking` worker for a registry that can only block), or on the
+  // caller's before returning when there is nothing to write. `done` must
+  // not block.
+  void ValidateAsync(absl::string_view body, const broker::BlockingRunner& blocking,
+                     absl::AnyInvocable<void(WebhookResult)> done) const;
 
  private:
   PolicyProvider policies_;

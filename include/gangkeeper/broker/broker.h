@@ -82,12 +82,14 @@ class Broker final : public EventQueue, public SnapshotSource {
 
   // Starts the writer thread. Events sent before Start wait in the queue.
   void Start();
-  // Applies what is queued, then stops the thread. Idempotent.
+  // Applies what is queued, then stops the thread (and answers what a
+  // broker never started holds with Unavailable). Idempotent.
   void Stop();
 
   // EventQueue (event.h).
   void Submit(Event e) override;
   [[nodiscard]] absl::Status SubmitAndWait(Event e, absl::Duration timeout = absl::ZeroDuration()) override;
+  void SubmitAsync(Event e, Ack done, absl::Duration timeout = absl::ZeroDuration()) override;
   // Waits until every event queued before the call is applied. For tests
   // and shutdown; false on timeout.
   bool Flush(absl::Duration timeout);
@@ -103,7 +105,8 @@ class Broker final : public EventQueue, public SnapshotSource {
 };
 
 // The webhook's view of the broker (registry.h): Register, Update, Remove
-// and Finish become events and wait until durable (Register of a workload
+// and Finish become events and wait until durable (their *Async forms are
+// called back then, through EventQueue::SubmitAsync) (Register of a workload
 // with the ClusterQueue's name ignored: the broker resolves it); the reads
 // come from the latest snapshot. `events` and `view` must outlive it.
 std::unique_ptr<WorkloadRegistry> NewBrokerRegistry(EventQueue* events, const SnapshotSource* view);

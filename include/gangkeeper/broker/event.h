@@ -6,7 +6,8 @@
 // (roles.h).
 //
 // Build events with the factories; hand them to EventQueue::Submit (do not
-// wait) or SubmitAndWait (wait until applied and durable).
+// wait), SubmitAndWait (wait until applied and durable) or SubmitAsync (be
+// called back then, without a thread waiting).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gangkeeper/broker/durable.h"
@@ -99,6 +101,17 @@ class EventQueue {
   // came within `timeout` (zero: the broker's ack_timeout); a follower's
   // ReadOnlyView answers a change with FailedPrecondition.
   [[nodiscard]] virtual absl::Status SubmitAndWait(Event e, absl::Duration timeout = absl::ZeroDuration()) = 0;
+
+  // Called once with what SubmitAndWait would have returned.
+  using Ack = absl::AnyInvocable<void(absl::Status)>;
+  // Queues `e` and returns at once; `done` is called exactly once, with the
+  // status SubmitAndWait would have returned (the same errors, the same
+  // `timeout`, Unavailable when the broker stops first). It runs on the
+  // broker's thread once the batch is durable, on a timer thread when the
+  // timeout passes, or on the caller's thread (before SubmitAsync returns)
+  // when the answer is known at once. It must not block nor wait for the
+  // broker (SubmitAndWait, Flush): hand such work to another thread.
+  virtual void SubmitAsync(Event e, Ack done, absl::Duration timeout = absl::ZeroDuration()) = 0;
 };
 
 }  // namespace gangkeeper::broker

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "gangkeeper/workload/workload.h"
@@ -107,6 +109,13 @@ struct WorkloadRecord {
   int64_t pod_group_members = 0;
 };
 
+// Runs blocking work on another thread (the server's worker pool), never
+// on the caller's: the *Async calls of a registry that can only block go
+// through it. May be called from any thread.
+using BlockingRunner = std::function<void(absl::AnyInvocable<void()>)>;
+// Called exactly once with what the blocking call would have returned.
+using WriteDone = absl::AnyInvocable<void(absl::Status)>;
+
 class WorkloadRegistry {
  public:
   virtual ~WorkloadRegistry() = default;
@@ -123,6 +132,20 @@ class WorkloadRegistry {
   [[nodiscard]] virtual absl::Status Remove(const WorkloadKey& key, const std::string& uid) = 0;
   // The workload completed or failed; its quota can go. OK when unknown.
   [[nodiscard]] virtual absl::Status Finish(const WorkloadKey& key, const std::string& uid) = 0;
+
+  // The same four without a thread waiting: each returns at once and calls
+  // `done` exactly once with what the call above would have returned, from
+  // whichever thread has the answer (or the caller's, before returning,
+  // when it is known at once); `done` must not block. The defaults run the
+  // blocking call through `blocking` (inline when `blocking` is empty); the
+  // broker's registry needs no thread at all (EventQueue::SubmitAsync).
+  virtual void RegisterAsync(const workload::Workload& w, const std::string& cluster_queue,
+                             const BlockingRunner& blocking, WriteDone done);
+  virtual void UpdateAsync(const workload::Workload& w, const BlockingRunner& blocking, WriteDone done);
+  virtual void RemoveAsync(const WorkloadKey& key, const std::string& uid, const BlockingRunner& blocking,
+                           WriteDone done);
+  virtual void FinishAsync(const WorkloadKey& key, const std::string& uid, const BlockingRunner& blocking,
+                           WriteDone done);
 
   virtual std::optional<WorkloadRecord> Find(const WorkloadKey& key) const = 0;
   // Pending workloads queued in `cluster_queue`.

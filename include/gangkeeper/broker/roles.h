@@ -48,10 +48,12 @@ class ReadOnlyView final : public EventQueue, public SnapshotSource {
   // Shows `snapshot` as it is (a leader's last one, when it steps down).
   void Show(std::shared_ptr<const Snapshot> snapshot);
 
-  // EventQueue: Submit ignores the event; SubmitAndWait answers a flush
-  // with OK and every change with FailedPrecondition.
+  // EventQueue: Submit ignores the event; SubmitAndWait and SubmitAsync
+  // (at once, on the caller's thread) answer a flush with OK and every
+  // change with FailedPrecondition.
   void Submit(Event e) override;
   [[nodiscard]] absl::Status SubmitAndWait(Event e, absl::Duration timeout = absl::ZeroDuration()) override;
+  void SubmitAsync(Event e, Ack done, absl::Duration timeout = absl::ZeroDuration()) override;
   // SnapshotSource: never null.
   std::shared_ptr<const Snapshot> snapshot() const override;
 
@@ -83,6 +85,10 @@ class SwitchingPort final : public EventQueue, public SnapshotSource {
 
   void Submit(Event e) override;
   [[nodiscard]] absl::Status SubmitAndWait(Event e, absl::Duration timeout = absl::ZeroDuration()) override;
+  // Goes to the role of the moment; that role answers `done` even if the
+  // port switches away from it meanwhile (a Broker answers what it holds
+  // when it stops).
+  void SubmitAsync(Event e, Ack done, absl::Duration timeout = absl::ZeroDuration()) override;
   std::shared_ptr<const Snapshot> snapshot() const override;
 
  private:

@@ -2,14 +2,17 @@
 //
 // httplib types never leave src/server (STYLE §6.3): the server adapts each
 // request into an HttpRequest, calls the route's handler, and writes the
-// HttpResponse back. Value types; thread-compatible.
+// HttpResponse back (an asynchronous handler through a Responder). Value
+// types; thread-compatible, except Responder (thread-safe).
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
@@ -40,6 +43,33 @@ struct HttpResponse {
 };
 
 using Handler = std::function<HttpResponse(const HttpRequest&)>;
+
+// How an asynchronous handler answers (server.h, Route::async_handler).
+// A copyable handle on one request; thread-safe: Respond() may be called
+// from any thread, later. The first answer goes out on the connection's
+// own loop (after the answers of the requests before it on the same
+// connection, in order); later ones, and answers to a connection that is
+// gone or a request already answered by the server's deadline, are
+// dropped. When the last copy goes without an answer, the request is
+// answered 500 (a handler's bug, logged).
+class Responder {
+ public:
+  struct State;  // the server's
+  explicit Responder(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+  // Sends `response`. Only the first call counts.
+  void Respond(HttpResponse response) const;
+  // Runs `work` on the server's worker pool: a handler that must block
+  // (an fsync, a network call) does it there, never on the loop.
+  void RunBlocking(absl::AnyInvocable<void()> work) const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Called on an event-loop thread; must return at once (no blocking, no
+// heavy CPU), answering later through `responder` from any thread.
+using AsyncHandler = std::function<void(HttpRequest request, Responder responder)>;
 
 // Errors answer through one table (http.cc), owned here for every
 // listener and the API: a canonical code gives the HTTP status and the

@@ -4,8 +4,10 @@
 // Server::Create() validates the options and loads the certificate;
 // Start() binds both listeners (port 0 picks a free port, for tests) and
 // serves on a few event-loop threads (a connection costs memory, not a
-// thread); Shutdown() drains. Handlers run on a worker pool (or, for a
-// route that never blocks, on a loop thread) and must be thread-safe. `src/cli` wires the
+// thread); Shutdown() drains (waiting for asynchronous answers too).
+// Handlers run on a worker pool (or, for a route that never blocks, on a
+// loop thread; an asynchronous route starts on the loop and answers later
+// from any thread) and must be thread-safe. `src/cli` wires the
 // real routes in; integration tests build the same object with port 0.
 #pragma once
 
@@ -43,6 +45,14 @@ struct Route {
   // webhook's /validate waits for the broker and the journal's fsync, the
   // API's writes) keeps the default and runs on the worker pool.
   bool may_block = true;
+  // Instead of `handler`: a handler that answers later, from any thread,
+  // through its Responder (http.h). It is called on the event loop (so it
+  // must not block: it hands blocking work to Responder::RunBlocking or to
+  // something that calls back, like the broker's durable acknowledgement)
+  // and the loop serves other connections meanwhile. `may_block` does not
+  // apply. An answer that has not come within Options::async_timeout is
+  // given by the server: 503 DeadlineExceeded.
+  AsyncHandler async_handler;
 };
 
 struct Options {
@@ -96,6 +106,11 @@ struct Options {
   // sends about ten, in under 2 KiB).
   size_t max_header_count = 100;
   size_t max_header_bytes = 32 << 10;
+  // An asynchronous route (Route::async_handler) that has not answered
+  // within this gets 503 (DeadlineExceeded) and its late answer is
+  // dropped; the connection goes on. Above the broker's acknowledgement
+  // timeout (5 s), so that its own answer comes first.
+  absl::Duration async_timeout = absl::Seconds(10);
   // On shutdown, /readyz answers 503 for this long before the listeners
   // stop accepting, so endpoints are withdrawn before connections fail.
   absl::Duration drain_delay = absl::ZeroDuration();
