@@ -31,9 +31,7 @@ class Gate {
   bool open_ = false;
 };
 
-bool WaitFor(const std::function<bool()>& cond) {
-  return ::gangkeeper::testing::WaitFor(cond, absl::Seconds(5), absl::Milliseconds(5));
-}
+using ::gangkeeper::testing::WaitFor;
 
 TEST(ElasticTaskQueueTest, GrowsBeyondTheMinimumWhenAllWorkersAreBusy) {
   ElasticTaskQueue queue(2, 64, absl::Seconds(60));
