@@ -90,6 +90,21 @@ void ClusterFeeds::OnNamespaces(std::shared_ptr<const kube::NamespaceLabels> lab
                                           "namespace labels changed in the cluster"));
 }
 
+absl::Status ClusterFeeds::RegisterMetrics(metrics::Registry& registry) {
+  return registry.AddCallbackCounter(
+      "gangkeeper_events_total",
+      "Kubernetes Events about managed objects by outcome: created, series (a repeat counted on an earlier "
+      "Event), dropped_queue_full, failed (refused by the API server after retries).",
+      {"outcome"}, [this] {
+        const kube::EventRecorderStats s = recorder_->stats();
+        return std::vector<metrics::Sample>{
+            {{"created"}, static_cast<double>(s.created)},
+            {{"series"}, static_cast<double>(s.series_updates)},
+            {{"dropped_queue_full"}, static_cast<double>(s.dropped_full)},
+            {{"failed"}, static_cast<double>(s.failed)}};
+      });
+}
+
 void ClusterFeeds::Stop() {
   if (namespaces_ != nullptr) namespaces_->Stop();
   if (publisher_ != nullptr) publisher_->Stop();

@@ -24,6 +24,7 @@
 #include "gangkeeper/kube/event_publisher.h"
 #include "gangkeeper/kube/events.h"
 #include "gangkeeper/kube/namespaces.h"
+#include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/policy_store.h"
 
 namespace gangkeeper::node {
@@ -54,6 +55,9 @@ class ClusterFeeds {
   void Connect(model::PolicyStore* store, broker::EventQueue* events, const broker::SnapshotSource* view);
   bool namespaces_synced() const { return namespaces_->synced(); }
   kube::EventRecorderStats event_stats() const { return recorder_->stats(); }
+  // gangkeeper_events_total{outcome}: what became of each Event (written,
+  // counted on an earlier one, dropped because the queue was full, refused).
+  absl::Status RegisterMetrics(metrics::Registry& registry);
   void Stop();
 
  private:

@@ -454,6 +454,9 @@ absl::Status Node::Impl::RegisterMetrics() {
     return RunTime(m.message());
   }
   if (absl::Status m = api::RegisterBuildInfo(registry, BuildInfo()); !m.ok()) return RunTime(m.message());
+  if (cluster_feeds != nullptr) {
+    if (absl::Status m = cluster_feeds->RegisterMetrics(registry); !m.ok()) return RunTime(m.message());
+  }
   if (!replicated) return absl::OkStatus();
   absl::Status m = registry.AddCallbackGauge(
       "gangkeeper_replica_leader", "1 while this replica leads (holds the lease, schedules and actuates), else 0.",

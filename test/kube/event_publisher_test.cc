@@ -150,5 +150,23 @@ TEST_F(EventPublisherTest, AFollowerWritesNoPendingEvents) {
   EXPECT_TRUE(EventsAbout("big", "Pending").empty());
 }
 
+// An API server that refuses every Event (500) costs Events, never a
+// decision: the broker admits on, the refusals are counted.
+TEST_F(EventPublisherTest, RefusedEventsNeverHoldSchedulingUp) {
+  ::gangkeeper::testing::ScriptedFailure f;
+  f.method = "POST";
+  f.status = 500;
+  f.times = -1;
+  fake_->Fail(f);
+  for (int i = 0; i < 4; ++i) Add(::gangkeeper::testing::GpuGang("g" + std::to_string(i), 1, 2));
+  Settle();
+  int admitted = 0;
+  broker_->snapshot()->ForEachWorkload([&](const broker::WorkloadInfo& w) { admitted += w.admission.has_value(); });
+  EXPECT_EQ(admitted, 4);
+  ASSERT_TRUE(Drained());
+  EXPECT_GT(recorder_->stats().failed, 0u);
+  EXPECT_TRUE(fake_->List(kJobEvents).empty());
+}
+
 }  // namespace
 }  // namespace gangkeeper::kube

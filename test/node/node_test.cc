@@ -270,6 +270,10 @@ TEST_F(NodeTest, ANamespaceLabelledAfterStartIsSelectedWithoutARestartAndEventsS
   }));
   EXPECT_TRUE(WaitFor([&] { return !events_about("Admitted").empty(); }));
   EXPECT_EQ(events_about("Pending").size(), 1u);
+  // What became of the Events is a metric.
+  auto metrics = Call((*n)->api_port(), "GET", "/metrics", "", absl::StrCat("Authorization: Bearer ", kToken, "\r\n"));
+  ASSERT_THAT(metrics, IsOk());
+  EXPECT_THAT(metrics->body, ::testing::ContainsRegex("gangkeeper_events_total\\{outcome=\"created\"\\} [1-9]"));
   EXPECT_THAT((*n)->Shutdown(absl::Seconds(5)), IsOk());
 }
 
