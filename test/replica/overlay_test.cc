@@ -41,6 +41,10 @@ class OverlayTestQueue final : public broker::EventQueue {
     Submit(std::move(e));
     return absl::OkStatus();
   }
+  void SubmitAsync(broker::Event e, Ack done, absl::Duration) override {
+    Submit(std::move(e));
+    done(absl::OkStatus());
+  }
   std::vector<broker::Event> events() const {
     absl::MutexLock lock(&mu_);
     return events_;
