@@ -16,6 +16,7 @@
 #include "gangkeeper/broker/roles.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/gangs.h"
 #include "test/testing/policies.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/wait.h"
@@ -26,41 +27,8 @@ namespace {
 using ::gangkeeper::testing::StatusIs;
 using ::gangkeeper::testing::WaitFor;
 
-constexpr char kAsyncPolicies[] = R"(
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-a}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: a}
-spec: {clusterQueue: team-a}
-)";
-
-workload::Workload AsyncJob(const std::string& name) {
-  workload::Workload w;
-  w.namespace_name = "a";
-  w.name = name;
-  w.uid = "uid-" + name;
-  w.queue_name = "q";
-  workload::PodSet ps;
-  ps.name = "main";
-  ps.count = 1;
-  ps.requests["nvidia.com/gpu"] = quantity::Quantity::FromUnits(1);
-  w.pod_sets.push_back(ps);
-  return w;
-}
+// One team on 8 GPUs; each job asks for one.
+workload::Workload AsyncJob(const std::string& name) { return testing::GpuGang(name, 1, 1); }
 
 // A sink whose Append waits until the test opens its gate (a slow fsync),
 // and can fail.
@@ -128,7 +96,7 @@ class SubmitAsyncTest : public ::testing::Test {
   std::unique_ptr<Broker> NewBroker(StateSink* sink, absl::Duration ack_timeout = absl::Seconds(30)) {
     BrokerOptions options;
     options.ack_timeout = ack_timeout;
-    auto b = Broker::Create(testing::PoliciesFrom(kAsyncPolicies), options, nullptr, sink, &clock_);
+    auto b = Broker::Create(testing::PoliciesFrom(testing::kOneTeamPolicies), options, nullptr, sink, &clock_);
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? *std::move(b) : nullptr;
   }
@@ -160,7 +128,7 @@ TEST_F(SubmitAsyncTest, AnswersTheEventsOwnErrorAndTheStoresFailure) {
   std::unique_ptr<Broker> broker = NewBroker(&sink);
   ASSERT_NE(broker, nullptr);
   broker->Start();
-  auto bad = std::make_shared<model::PolicySet>(*testing::PoliciesFrom(kAsyncPolicies));
+  auto bad = std::make_shared<model::PolicySet>(*testing::PoliciesFrom(testing::kOneTeamPolicies));
   bad->cluster_queues["team-a"].resource_groups[0].flavors[0].resources[0].nominal =
       quantity::Quantity::FromUnits(-1);
   Answers invalid;
@@ -222,7 +190,7 @@ TEST_F(SubmitAsyncTest, StopAnswersWhatABrokerNeverStartedHolds) {
 }
 
 TEST_F(SubmitAsyncTest, AReadOnlyViewRefusesChangesAndAnswersAFlush) {
-  auto view = ReadOnlyView::Create(testing::PoliciesFrom(kAsyncPolicies), BrokerOptions(), &clock_);
+  auto view = ReadOnlyView::Create(testing::PoliciesFrom(testing::kOneTeamPolicies), BrokerOptions(), &clock_);
   ASSERT_TRUE(view.ok()) << view.status();
   Answers change;
   (*view)->SubmitAsync(Event::Add(AsyncJob("x")), change.Callback());
@@ -235,7 +203,7 @@ TEST_F(SubmitAsyncTest, AReadOnlyViewRefusesChangesAndAnswersAFlush) {
 }
 
 TEST_F(SubmitAsyncTest, ASwitchingPortSendsToTheRoleOfTheMoment) {
-  auto view = ReadOnlyView::Create(testing::PoliciesFrom(kAsyncPolicies), BrokerOptions(), &clock_);
+  auto view = ReadOnlyView::Create(testing::PoliciesFrom(testing::kOneTeamPolicies), BrokerOptions(), &clock_);
   ASSERT_TRUE(view.ok()) << view.status();
   GatedSink sink;
   sink.Open();
