@@ -34,8 +34,6 @@ class EventPublisherTest : public FakeClusterTest {
  protected:
   void SetUp() override {
     FakeClusterTest::SetUp();
-    client_ = NewFakeClusterClient();
-    ASSERT_NE(client_, nullptr);
     EventRecorderOptions ro;
     ro.clock = &base::RealClock();
     recorder_ = std::make_unique<EventRecorder>(client_.get(), ro);
@@ -84,7 +82,6 @@ class EventPublisherTest : public FakeClusterTest {
     std::shared_ptr<const broker::Snapshot> snapshot() const override { return broker->snapshot(); }
   };
 
-  std::unique_ptr<Client> client_;
   std::unique_ptr<EventRecorder> recorder_;
   std::unique_ptr<EventPublisher> publisher_;
   Port port_;

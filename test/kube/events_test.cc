@@ -43,11 +43,6 @@ ClusterEvent JobEvent(const std::string& name, const std::string& reason, const 
 
 class EventRecorderTest : public FakeClusterTest {
  protected:
-  void SetUp() override {
-    FakeClusterTest::SetUp();
-    client_ = NewFakeClusterClient();
-    ASSERT_NE(client_, nullptr);
-  }
   void TearDown() override {
     if (recorder_ != nullptr) recorder_->Stop();
   }
@@ -66,7 +61,6 @@ class EventRecorderTest : public FakeClusterTest {
     });
   }
 
-  std::unique_ptr<Client> client_;
   std::unique_ptr<EventRecorder> recorder_;
 };
 

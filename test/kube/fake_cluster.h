@@ -43,6 +43,8 @@ class FakeClusterTest : public ::testing::Test {
     auto api = ::gangkeeper::testing::FakeKubeApi::Start(o);
     ASSERT_THAT(api, ::gangkeeper::testing::IsOk());
     fake_ = *std::move(api);
+    client_ = NewFakeClusterClient();
+    ASSERT_NE(client_, nullptr);
   }
 
   // A client of the fake: two attempts per call, quick backoff.
@@ -68,6 +70,7 @@ class FakeClusterTest : public ::testing::Test {
 
   static inline ::gangkeeper::testing::TempDir* certs_ = nullptr;
   std::unique_ptr<::gangkeeper::testing::FakeKubeApi> fake_;
+  std::unique_ptr<Client> client_;  // a client of fake_ for the code under test
 };
 
 }  // namespace gangkeeper::kube

@@ -33,11 +33,6 @@ json NamespaceObject(const std::string& name, json labels) {
 
 class NamespaceWatcherTest : public FakeClusterTest {
  protected:
-  void SetUp() override {
-    FakeClusterTest::SetUp();
-    client_ = NewFakeClusterClient();
-    ASSERT_NE(client_, nullptr);
-  }
   void TearDown() override {
     if (watcher_ != nullptr) watcher_->Stop();
   }
@@ -73,7 +68,6 @@ class NamespaceWatcherTest : public FakeClusterTest {
     return !published_.empty() && published_.back()->count(ns) == 1;
   }
 
-  std::unique_ptr<Client> client_;
   std::unique_ptr<NamespaceWatcher> watcher_;
   absl::Mutex mu_;
   std::vector<std::shared_ptr<const NamespaceLabels>> published_ ABSL_GUARDED_BY(mu_);

@@ -74,6 +74,15 @@ class NodeTest : public ::testing::Test {
     return (*c)->Request(method, path, body, headers);
   }
 
+  // A kubeconfig for a FakeKubeApi on `port` (token fake-token, the test CA).
+  void WriteKubeconfig(int port) const {
+    std::ofstream(dir_.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+                                           << "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:"
+                                           << port << "\n    certificate-authority: " << dir_.File("certs/ca.crt")
+                                           << "\nusers:\n- name: gk\n  user:\n    token: fake-token\n"
+                                           << "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: gk\n";
+  }
+
   testing::TempDir dir_;
 };
 
@@ -183,11 +192,7 @@ TEST_F(NodeTest, WithAClusterItIsReadyOnceTheFirstListIsDoneAndReleasesThroughTh
   fo.key_file = dir_.File("certs/tls.key");
   auto fake = testing::FakeKubeApi::Start(fo);
   ASSERT_THAT(fake, IsOk());
-  std::ofstream(dir_.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                                         << "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:"
-                                         << (*fake)->port() << "\n    certificate-authority: " << dir_.File("certs/ca.crt")
-                                         << "\nusers:\n- name: gk\n  user:\n    token: fake-token\n"
-                                         << "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: gk\n";
+  WriteKubeconfig((*fake)->port());
   Options o = BaseOptions();
   o.kube = dir_.File("kubeconfig");
   auto n = Node::Create(o);
@@ -231,11 +236,7 @@ TEST_F(NodeTest, ANamespaceLabelledAfterStartIsSelectedWithoutARestartAndEventsS
   ASSERT_THAT(fake, IsOk());
   ASSERT_THAT((*fake)->Create("/api/v1/namespaces", {{"metadata", {{"name", "team-a"}, {"labels", {{"tier", "bronze"}}}}}}),
               IsOk());
-  std::ofstream(dir_.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                                         << "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:"
-                                         << (*fake)->port() << "\n    certificate-authority: " << dir_.File("certs/ca.crt")
-                                         << "\nusers:\n- name: gk\n  user:\n    token: fake-token\n"
-                                         << "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: gk\n";
+  WriteKubeconfig((*fake)->port());
   Options o = BaseOptions();
   o.kube = dir_.File("kubeconfig");
   auto n = Node::Create(o);
