@@ -113,7 +113,7 @@ Api::Api(broker::EventQueue* events, const broker::SnapshotSource* broker, Token
     policies_ = own_policies_.get();
   }
   if (editor_ == nullptr) {
-    local_editor_ = LocalPolicyEditor(events, broker_);
+    local_editor_ = LocalPolicyEditor(events, broker_, policies_);
     editor_ = local_editor_.get();
   }
 }

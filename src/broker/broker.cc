@@ -174,8 +174,12 @@ absl::Status Broker::Impl::Apply(Event& e, absl::Time now) {
     case Event::Type::kFinish: return scheduler->Finish(e.key, e.uid, now);
     case Event::Type::kAdopt: return scheduler->Adopt(e.workload, e.flavors, e.admitted_at, now);
     case Event::Type::kPolicies: {
+      // A later publication of the same store is in effect: it holds this
+      // set's change already (Event::policies_version).
+      if (e.policies_version != 0 && e.policies_version < policies_version) return absl::OkStatus();
       absl::Status set = scheduler->SetPolicies(e.policies, now);
       if (set.ok()) {
+        policies_version = std::max(policies_version, e.policies_version);
         if (e.overlay != nullptr) overlay = e.overlay;
         policy_notes.emplace_back(e.actor, e.message);
       }

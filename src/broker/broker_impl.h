@@ -123,6 +123,8 @@ struct Broker::Impl {
   // Who changed the policies and how, for the batch's kPoliciesChanged
   // changes, in order (writer thread).
   std::deque<std::pair<std::string, std::string>> policy_notes;
+  // The highest Event::policies_version applied (0: none yet).
+  uint64_t policies_version = 0;
   // After a restore: releases and suspensions to send again (writer thread).
   std::vector<StateChange> startup;
 

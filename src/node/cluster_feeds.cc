@@ -77,6 +77,7 @@ void ClusterFeeds::Connect(model::PolicyStore* store, broker::EventQueue* events
 void ClusterFeeds::OnNamespaces(std::shared_ptr<const kube::NamespaceLabels> labels) {
   absl::MutexLock lock(&mu_);
   if (store_ == nullptr) return;  // Seed applies them
+  absl::MutexLock publication(&store_->publication());
   const uint64_t before = store_->current()->version;
   absl::StatusOr<std::shared_ptr<const model::EffectiveSet>> set = store_->SetClusterNamespaces(labels, nullptr);
   if (!set.ok()) {
@@ -86,8 +87,10 @@ void ClusterFeeds::OnNamespaces(std::shared_ptr<const kube::NamespaceLabels> lab
   if ((*set)->version == before) return;  // the labels in effect already
   base::GetLogger("kube")->info("namespaces: labels changed ({} namespaces); ClusterQueue selectors re-evaluated",
                                 labels != nullptr ? labels->size() : 0);
-  events_->Submit(broker::Event::Policies((*set)->policies, (*set)->overlay, "gangkeeper",
-                                          "namespace labels changed in the cluster"));
+  broker::Event e =
+      broker::Event::Policies((*set)->policies, (*set)->overlay, "gangkeeper", "namespace labels changed in the cluster");
+  e.policies_version = (*set)->version;
+  events_->Submit(std::move(e));
 }
 
 absl::Status ClusterFeeds::RegisterMetrics(metrics::Registry& registry) {

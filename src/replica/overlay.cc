@@ -26,14 +26,14 @@ uint64_t GenerationOf(const std::shared_ptr<const model::PolicyOverlay>& overlay
 
 EffectivePolicies PolicyStoreFeed(model::PolicyStore* store) {
   return [store](const std::shared_ptr<const model::PolicyOverlay>& overlay)
-             -> std::shared_ptr<const model::PolicySet> {
+             -> std::shared_ptr<const model::EffectiveSet> {
     model::Diagnostics problems;
     std::shared_ptr<const model::EffectiveSet> set = store->Adopt(overlay, &problems);
     if (problems.HasErrors()) {
       base::GetLogger("replica")->warn("overlay: generation {} applied with errors against this replica's files: {}",
                                        GenerationOf(overlay), problems.ErrorSummary());
     }
-    return set->policies;
+    return set;
   };
 }
 
@@ -106,7 +106,7 @@ absl::StatusOr<model::PolicyEditor::Current> EtcdPolicyEditor::Read() {
     c.version = r->kvs.front().mod_revision;
   }
   // Durable in etcd: in effect (or about to be) whatever the files say now.
-  c.policies = PolicyStoreFeed(policies_)(c.overlay);
+  c.policies = PolicyStoreFeed(policies_)(c.overlay)->policies;
   return c;
 }
 
@@ -186,13 +186,15 @@ void OverlayFeeder::Feed(const etcd::KeyValue& kv) {
     return;
   }
   if (record->overlay->generation <= stats_.generation) return;  // in effect already
-  std::shared_ptr<const model::PolicySet> policies = effective_(record->overlay);
-  if (policies == nullptr) return;
+  std::shared_ptr<const model::EffectiveSet> set = effective_(record->overlay);
+  if (set == nullptr) return;
   stats_.generation = record->overlay->generation;
   ++stats_.applied;
   // Revision 0: not an intake event.
-  events_->Submit(broker::Event::Policies(std::move(policies), std::move(record->overlay), std::move(record->actor),
-                                          std::move(record->what)));
+  broker::Event e = broker::Event::Policies(set->policies, std::move(record->overlay), std::move(record->actor),
+                                            std::move(record->what));
+  e.policies_version = set->version;
+  events_->Submit(std::move(e));
 }
 
 absl::Status OverlayFeeder::ReadAndWatch() {

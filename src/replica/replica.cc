@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(etcd::Client* client, br
   // Follow first: the view shows the state before anything else (the
   // policies in effect, no workloads, until the state from etcd arrives).
   absl::StatusOr<std::shared_ptr<broker::ReadOnlyView>> view =
-      broker::ReadOnlyView::Create(r->options_.policies(nullptr), r->options_.broker, clock);
+      broker::ReadOnlyView::Create(r->options_.policies(nullptr)->policies, r->options_.broker, clock);
   if (!view.ok()) return view.status();
   r->view_ = *std::move(view);
   front->Switch(r->view_);
@@ -172,7 +172,7 @@ void Replica::BecomeLeader(const etcd::Term& term) {
   broker::BrokerOptions bo = options_.broker;
   bo.start_stats = view_->snapshot()->stats();
   absl::StatusOr<std::unique_ptr<broker::Broker>> created = broker::Broker::Create(
-      options_.policies(state->overlay), std::move(bo), actuator_, journal_.get(), clock_, &*state);
+      options_.policies(state->overlay)->policies, std::move(bo), actuator_, journal_.get(), clock_, &*state);
   if (!created.ok()) {
     log->error("replica: the broker could not lead from the state in etcd: {}", created.status().message());
     journal_.reset();

@@ -241,6 +241,41 @@ TEST_F(BrokerTest, BadPoliciesAreRefusedAndTheOldOnesStay) {
   EXPECT_EQ(broker_->snapshot()->Record({"a", "x"})->state, WorkloadState::kAdmitted);
 }
 
+// Two writers of one PolicyStore (the namespace watch, the overlay feed)
+// can publish in one order and submit in the other: the older set, which
+// lacks the newer one's change, must not undo it.
+TEST_F(BrokerTest, AnOlderPublicationOfTheStoreNeverUndoesANewerOne) {
+  auto with_quota = [](int64_t gpus) {
+    auto p = std::make_shared<model::PolicySet>(*BrokerPolicies(kBrokerPolicies));
+    p->cluster_queues["team-a"].resource_groups[0].flavors[0].resources[0].nominal = Quantity::FromUnits(gpus);
+    return std::shared_ptr<const model::PolicySet>(std::move(p));
+  };
+  auto nominal = [&] {
+    return broker_->snapshot()->policies().cluster_queues.at("team-a").resource_groups[0].flavors[0].resources[0]
+        .nominal;
+  };
+  auto published = [](std::shared_ptr<const model::PolicySet> p, uint64_t version) {
+    broker::Event e = broker::Event::Policies(std::move(p), nullptr, "test", "version " + std::to_string(version));
+    e.policies_version = version;
+    return e;
+  };
+  ASSERT_THAT(broker_->SubmitAndWait(published(with_quota(12), 7)), IsOk());
+  EXPECT_EQ(nominal(), Quantity::FromUnits(12));
+  // Version 6 came late: acknowledged, not applied.
+  ASSERT_THAT(broker_->SubmitAndWait(published(with_quota(4), 6)), IsOk());
+  EXPECT_EQ(nominal(), Quantity::FromUnits(12));
+  // The same version again (one publication submitted twice) and a newer
+  // one apply; a set no store published (version 0) always does.
+  ASSERT_THAT(broker_->SubmitAndWait(published(with_quota(10), 7)), IsOk());
+  EXPECT_EQ(nominal(), Quantity::FromUnits(10));
+  ASSERT_THAT(broker_->SubmitAndWait(published(with_quota(16), 9)), IsOk());
+  EXPECT_EQ(nominal(), Quantity::FromUnits(16));
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Policies(with_quota(2))), IsOk());
+  EXPECT_EQ(nominal(), Quantity::FromUnits(2));
+  ASSERT_THAT(broker_->SubmitAndWait(published(with_quota(6), 8)), IsOk());
+  EXPECT_EQ(nominal(), Quantity::FromUnits(2));
+}
+
 TEST_F(BrokerTest, ManyConcurrentWritersAndReaders) {
   std::atomic<bool> done{false};
   std::thread reader([&] {

@@ -29,7 +29,13 @@ namespace gangkeeper::api {
 using PolicyEditor = model::PolicyEditor;
 
 // One replica: the broker's snapshot is read, an Event::Policies to
-// `events` writes. Both must outlive the editor. Thread-safe.
-std::unique_ptr<PolicyEditor> LocalPolicyEditor(broker::EventQueue* events, const broker::SnapshotSource* broker);
+// `events` writes. With `store` (may be null), the node's PolicyStore the
+// API composes with, a write holds its publication() lock from a check
+// that the store published nothing since Read (else Aborted: compose
+// again) until the store has adopted the durable overlay, so a namespace
+// change published meanwhile cannot undo it in the broker, nor it the
+// namespace change. All must outlive the editor. Thread-safe.
+std::unique_ptr<PolicyEditor> LocalPolicyEditor(broker::EventQueue* events, const broker::SnapshotSource* broker,
+                                                model::PolicyStore* store = nullptr);
 
 }  // namespace gangkeeper::api

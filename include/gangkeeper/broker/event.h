@@ -56,6 +56,14 @@ struct Event {
   std::string actor;  // kPolicies from the API: who
   std::shared_ptr<const model::PolicySet> policies;     // kPolicies
   std::shared_ptr<const model::PolicyOverlay> overlay;  // kPolicies from the API
+  // kPolicies: the model::PolicyStore version that published `policies`
+  // (EffectiveSet::version), 0 for a set the store did not publish (the
+  // API's composed candidate, the files at start). Each set the store
+  // publishes includes every earlier one's changes, so the broker skips a
+  // set older than one it applied: two writers (the namespace watch, the
+  // overlay feed) that published in one order and submitted in the other
+  // cannot undo each other's change.
+  uint64_t policies_version = 0;
   // An event that reached this replica through the replicated store: its
   // place there (increasing). Each batch hands the sink the highest applied
   // so far (DurableBatch::intake_revision), so a new leader applies exactly

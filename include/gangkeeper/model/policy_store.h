@@ -108,6 +108,14 @@ class PolicyStore {
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const EffectiveSet>> SetClusterNamespaces(
       std::shared_ptr<const ClusterNamespaces> namespaces, Diagnostics* problems);
 
+  // Held by a writer across publishing a set here and handing it to the
+  // broker (the namespace watch; the one-node API editor, from its check
+  // that nothing was published since it composed until it adopts what the
+  // broker made durable), so the broker receives this node's sets in the
+  // order they were published. Never taken by the store itself; take it
+  // before any store call.
+  absl::Mutex& publication() const ABSL_LOCK_RETURNED(publication_mu_) { return publication_mu_; }
+
  private:
   bool InEffect(const std::shared_ptr<const PolicyOverlay>& overlay) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static absl::StatusOr<std::shared_ptr<EffectiveSet>> Combine(std::shared_ptr<const PolicySet> files,
@@ -120,6 +128,7 @@ class PolicyStore {
   // The files as read, and the cluster's namespaces laid over them.
   std::shared_ptr<const PolicySet> Base() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  mutable absl::Mutex publication_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   std::shared_ptr<const EffectiveSet> current_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PolicySet> read_files_ ABSL_GUARDED_BY(mu_);  // never null
@@ -137,6 +146,7 @@ class PolicyEditor {
     std::shared_ptr<const PolicySet> policies;     // in effect; never null
     std::shared_ptr<const PolicyOverlay> overlay;  // the API's changes; may be null
     int64_t version = 0;                           // opaque: handed back to Write
+    uint64_t store_version = 0;                    // opaque too (the one-node editor's)
   };
 
   virtual ~PolicyEditor() = default;

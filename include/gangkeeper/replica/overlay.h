@@ -38,11 +38,12 @@ namespace gangkeeper::replica {
 
 std::string OverlayKey(const std::string& prefix);
 
-// The policy files with an overlay (null: none): what a replica runs with.
-// The node's is its model::PolicyStore adopting the overlay
-// (PolicyStoreFeed).
+// The policy files with an overlay (null: none): what a replica runs with,
+// never null. The node's is its model::PolicyStore adopting the overlay
+// (PolicyStoreFeed); its version orders the set against the store's other
+// publications in the broker (broker::Event::policies_version).
 using EffectivePolicies =
-    std::function<std::shared_ptr<const model::PolicySet>(const std::shared_ptr<const model::PolicyOverlay>&)>;
+    std::function<std::shared_ptr<const model::EffectiveSet>(const std::shared_ptr<const model::PolicyOverlay>&)>;
 
 struct OverlayRecord {
   std::shared_ptr<const model::PolicyOverlay> overlay;
