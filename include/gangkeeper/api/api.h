@@ -53,7 +53,7 @@ namespace gangkeeper::api {
 // over its files (model/overlay.h), validated by it and published to it
 // once written. `editor` (may be null: the broker takes changes directly)
 // is where changes to quota objects go. Both must outlive the routes.
-std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens,
+std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, Authenticator* tokens,
                                   const base::Clock* clock,
                                   const audit::AuditLog* audit = nullptr,
                                   model::PolicyStore* policies = nullptr,
@@ -64,6 +64,6 @@ std::vector<server::Route> Routes(broker::EventQueue* events, const broker::Snap
 // other roles. It takes the place of the server's open /metrics (serve
 // leaves it out with --metrics-public). `registry`, `tokens` and `clock`
 // must outlive the route.
-server::Route MetricsRoute(const metrics::Registry* registry, TokenStore* tokens, const base::Clock* clock);
+server::Route MetricsRoute(const metrics::Registry* registry, Authenticator* tokens, const base::Clock* clock);
 
 }  // namespace gangkeeper::api
