@@ -46,7 +46,8 @@
 namespace gangkeeper::api {
 
 // The API's routes. They read the broker's state from `broker` and give
-// changes (with no `editor`) to `events`. `events`, `broker`, `tokens`,
+// changes (with no `editor`) to `events`. `tokens` says who calls (a
+// TokenStore, or a KubeAuthenticator: kube_auth.h). `events`, `broker`, `tokens`,
 // `clock` and `audit` (may be null:
 // /v1/audit answers 503) must outlive them. `policies` (may be null: no
 // policy files) is the node's policy store: quota changes are an overlay
@@ -60,7 +61,8 @@ std::vector<server::Route> Routes(broker::EventQueue* events, const broker::Snap
                                   PolicyEditor* editor = nullptr);
 
 // GET /metrics on the API listener: `registry`'s Prometheus text for a token
-// of role admin, viewer or metrics; 401 without a valid token, 403 for the
+// of role admin, viewer or metrics (a Kubernetes identity: get on the
+// non-resource path /metrics); 401 without a valid token, 403 for the
 // other roles. It takes the place of the server's open /metrics (serve
 // leaves it out with --metrics-public). `registry`, `tokens` and `clock`
 // must outlive the route.
