@@ -21,12 +21,16 @@
 namespace gangkeeper::api {
 namespace {
 
-// Authenticates `req` (401, or 429 for an address over its limit of
-// failures), then answers with `f` for the principal.
-server::HttpResponse Authenticated(TokenStore* tokens, const base::Clock* clock, const server::HttpRequest& req,
+// Authenticates `req` (401, 429 for an address over its limit of
+// failures, 503 when the API server could not check the identity), then
+// answers with `f` for the principal. A Kubernetes identity's check that
+// failed during `f` turns the answer into a 503: never an allow, and no
+// 403 or partial list that would be wrong.
+server::HttpResponse Authenticated(Authenticator* tokens, const base::Clock* clock, const server::HttpRequest& req,
                                    const std::function<server::HttpResponse(const Principal&)>& f) {
   absl::StatusOr<Principal> who = tokens->Authenticate(req.Header("authorization"), req.remote_addr, clock->Now());
   if (!who.ok()) {
+    if (absl::IsUnavailable(who.status())) return Error(who.status());
     if (absl::IsResourceExhausted(who.status())) {
       server::HttpResponse r = Error(who.status());
       r.headers.emplace_back("Retry-After", "60");
@@ -36,7 +40,11 @@ server::HttpResponse Authenticated(TokenStore* tokens, const base::Clock* clock,
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return r;
   }
-  return f(*who);
+  server::HttpResponse answer = f(*who);
+  if (who->authorizer != nullptr) {
+    if (absl::Status failed = who->authorizer->error(); !failed.ok()) return Error(failed);
+  }
+  return answer;
 }
 
 server::Route Get(const std::string& path, bool prefix, server::Handler h) {
@@ -105,7 +113,7 @@ server::HttpResponse OneWorkload(Api& api, const Principal& who, const server::H
 
 }  // namespace
 
-Api::Api(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit,
+Api::Api(broker::EventQueue* events, const broker::SnapshotSource* broker, Authenticator* tokens, const base::Clock* clock, const audit::AuditLog* audit,
          model::PolicyStore* policies, PolicyEditor* editor)
     : broker_(broker), tokens_(tokens), clock_(clock), audit_(audit), policies_(policies), editor_(editor) {
   if (policies_ == nullptr) {
@@ -124,7 +132,7 @@ server::HttpResponse Api::Guard(const server::HttpRequest& req,
   return Authenticated(tokens_, clock_, req, f);
 }
 
-std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens, const base::Clock* clock,
+std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, Authenticator* tokens, const base::Clock* clock,
                                   const audit::AuditLog* audit, model::PolicyStore* policies,
                                   PolicyEditor* editor) {
   auto api = std::make_shared<Api>(events, broker, tokens, clock, audit, policies, editor);
@@ -155,7 +163,7 @@ std::vector<server::Route> Routes(broker::EventQueue* events, const broker::Snap
   return routes;
 }
 
-server::Route MetricsRoute(const metrics::Registry* registry, TokenStore* tokens, const base::Clock* clock) {
+server::Route MetricsRoute(const metrics::Registry* registry, Authenticator* tokens, const base::Clock* clock) {
   return Get("/metrics", false, [registry, tokens, clock](const server::HttpRequest& req) {
     return Authenticated(tokens, clock, req, [&](const Principal& who) {
       if (!who.MayReadMetrics()) return Forbidden(who, "read /metrics (roles admin, viewer and metrics may)");

@@ -24,7 +24,7 @@ server::HttpResponse Api::Apply(const Principal& who, const std::string& body) {
   std::vector<ObjectRef> refs = RefsOf(decoded);
   if (refs.empty()) return Error(absl::InvalidArgumentError("the bundle holds no quota object"), "items");
   for (const ObjectRef& ref : refs) {
-    if (absl::Status may = MayWrite(who, ref); !may.ok()) return Forbidden(who, std::string(may.message()));
+    if (absl::Status may = MayWrite(who, ref, "patch"); !may.ok()) return Forbidden(who, std::string(may.message()));
   }
   json applied = json::array();
   return Edit(

@@ -23,8 +23,8 @@ std::optional<server::HttpResponse> Api::AuditQuery(const Principal& who, const 
   q->actor = req.QueryParam("actor");
   q->cluster_queue = req.QueryParam("clusterQueue");
   if (!who.MayReadAudit()) {
-    if (who.role != Role::kTeamAdmin) return Forbidden(who, "read the audit log");
-    if (q->namespace_name.empty() || !who.MayRead(q->namespace_name)) {
+    if (who.authorizer == nullptr && who.role != Role::kTeamAdmin) return Forbidden(who, "read the audit log");
+    if (!who.MayReadNamespaceAudit(q->namespace_name)) {
       return Forbidden(who, "read the audit log outside its namespaces (give namespace=)");
     }
   }

@@ -15,11 +15,11 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/log.h"
+#include "src/api/review_cache.h"
 
 namespace gangkeeper::api {
-namespace {
 
-std::string HexSha256(absl::string_view data) {
+std::string TokenSha256Hex(absl::string_view data) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
   static constexpr char kHex[] = "0123456789abcdef";
@@ -31,6 +31,8 @@ std::string HexSha256(absl::string_view data) {
   }
   return out;
 }
+
+namespace {
 
 absl::StatusOr<Role> ParseRole(const std::string& s) {
   if (s == "admin") return Role::kAdmin;
@@ -56,6 +58,7 @@ const char* RoleName(Role role) {
 }
 
 bool Principal::MayRead(const std::string& namespace_name) const {
+  if (authorizer != nullptr) return authorizer->Allowed(KindAttributes("Workload", "list", namespace_name));
   switch (role) {
     case Role::kAdmin:
     case Role::kViewer: return true;
@@ -64,6 +67,43 @@ bool Principal::MayRead(const std::string& namespace_name) const {
     case Role::kMetrics: return false;
   }
   return false;
+}
+
+bool Principal::MayReadLocalQueues(const std::string& namespace_name) const {
+  if (authorizer != nullptr) return authorizer->Allowed(KindAttributes("LocalQueue", "list", namespace_name));
+  return MayRead(namespace_name);
+}
+
+bool Principal::MayReadQuota() const {
+  // Kubernetes: what of it is filtered per kind and namespace (auth.h).
+  if (authorizer != nullptr) return true;
+  return role == Role::kAdmin || role == Role::kViewer || role == Role::kTeamAdmin;
+}
+
+bool Principal::MayReadAll(const std::string& kind) const {
+  if (authorizer != nullptr) return authorizer->Allowed(KindAttributes(kind, "list"));
+  return role == Role::kAdmin || role == Role::kViewer;
+}
+
+bool Principal::MayReadAudit() const {
+  if (authorizer != nullptr) return authorizer->Allowed(AccessAttributes{"get", "", "", "", "", "/v1/audit"});
+  return role == Role::kAdmin || role == Role::kAuditor;
+}
+
+bool Principal::MayReadNamespaceAudit(const std::string& namespace_name) const {
+  if (authorizer == nullptr && role != Role::kTeamAdmin) return false;
+  return !namespace_name.empty() && MayRead(namespace_name);
+}
+
+bool Principal::MayReadMetrics() const {
+  if (authorizer != nullptr) return authorizer->Allowed(AccessAttributes{"get", "", "", "", "", "/metrics"});
+  return role == Role::kAdmin || role == Role::kViewer || role == Role::kMetrics;
+}
+
+absl::string_view BearerToken(absl::string_view authorization) {
+  if (authorization.size() < 7 || !absl::EqualsIgnoreCase(authorization.substr(0, 7), "bearer ")) return {};
+  authorization.remove_prefix(7);
+  return authorization;
 }
 
 absl::StatusOr<std::vector<TokenEntry>> ParseTokens(absl::string_view text, const std::string& source) {
@@ -173,20 +213,33 @@ absl::StatusOr<Principal> TokenStore::Authenticate(absl::string_view authorizati
     return absl::UnauthenticatedError("the API needs a bearer token: start gangkeeper with --tokens FILE");
   }
   ReloadIfChanged();
-  absl::string_view token = authorization;
-  // The scheme name is case-insensitive (RFC 7235).
-  const bool bearer = token.size() >= 7 && absl::EqualsIgnoreCase(token.substr(0, 7), "bearer ") &&
-                      (token.remove_prefix(7), !token.empty());
-  const std::string digest = bearer ? HexSha256(token) : std::string();
+  const absl::string_view token = BearerToken(authorization);
+  const bool bearer = !token.empty();
+  const std::string digest = bearer ? TokenSha256Hex(token) : std::string();
   absl::MutexLock lock(&mu_);
   if (!bearer) return Fail(client, now, "missing bearer token: send \"Authorization: Bearer TOKEN\"");
+  const TokenEntry* match = MatchLocked(digest);
+  // A valid token is never limited: the limiter only slows guessing.
+  if (match == nullptr) return Fail(client, now, "the bearer token is not known");
+  return Principal{match->name, match->role, match->namespaces, nullptr};
+}
+
+std::optional<Principal> TokenStore::Lookup(absl::string_view token) {
+  if (path_.empty() || token.empty()) return std::nullopt;
+  ReloadIfChanged();
+  const std::string digest = TokenSha256Hex(token);
+  absl::MutexLock lock(&mu_);
+  const TokenEntry* match = MatchLocked(digest);
+  if (match == nullptr) return std::nullopt;
+  return Principal{match->name, match->role, match->namespaces, nullptr};
+}
+
+const TokenEntry* TokenStore::MatchLocked(const std::string& digest) const {
   const TokenEntry* match = nullptr;
   for (const TokenEntry& e : entries_) {  // every entry, in constant time each
     if (CRYPTO_memcmp(e.sha256_hex.data(), digest.data(), digest.size()) == 0) match = &e;
   }
-  // A valid token is never limited: the limiter only slows guessing.
-  if (match == nullptr) return Fail(client, now, "the bearer token is not known");
-  return Principal{match->name, match->role, match->namespaces};
+  return match;
 }
 
 absl::Status TokenStore::Fail(const std::string& client, absl::Time now, std::string message) {

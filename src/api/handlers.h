@@ -27,7 +27,7 @@ namespace gangkeeper::api {
 
 class Api {
  public:
-  Api(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens, const base::Clock* clock, const audit::AuditLog* audit,
+  Api(broker::EventQueue* events, const broker::SnapshotSource* broker, Authenticator* tokens, const base::Clock* clock, const audit::AuditLog* audit,
       model::PolicyStore* policies, PolicyEditor* editor);
 
   // Authenticates, then runs `f` with the principal.
@@ -87,7 +87,7 @@ class Api {
   nlohmann::json History(const std::string& ns, const std::string& name, const std::string& kind) const;
 
   const broker::SnapshotSource* broker_;
-  TokenStore* tokens_;
+  Authenticator* tokens_;
   const base::Clock* clock_;
   const audit::AuditLog* audit_;
   model::PolicyStore* policies_;  // the files + the overlay in effect

@@ -129,7 +129,11 @@ void PutObject(const model::PolicySet& from, const ObjectRef& ref, const std::st
   if (ref.kind == "Namespace") put(from.namespaces, to->namespaces);
 }
 
-absl::Status MayWrite(const Principal& who, const ObjectRef& ref) {
+absl::Status MayWrite(const Principal& who, const ObjectRef& ref, const std::string& verb) {
+  if (who.authorizer != nullptr) {
+    if (who.authorizer->Allowed(KindAttributes(ref.kind, verb, ref.namespace_name, ref.name))) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat(verb, " ", ref.kind, " ", ref.Display()));
+  }
   if (who.role == Role::kAdmin) return absl::OkStatus();
   if (who.role == Role::kTeamAdmin && ref.kind == "LocalQueue" && who.MayRead(ref.namespace_name)) {
     return absl::OkStatus();

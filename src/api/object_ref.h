@@ -97,6 +97,6 @@ void EraseObject(model::PolicySet* p, const ObjectRef& ref);
 // Copies the object `ref` names from `from` into `to`, at `version`.
 void PutObject(const model::PolicySet& from, const ObjectRef& ref, const std::string& version, model::PolicySet* to);
 // OK when `who` may change `ref`; PermissionDenied naming the change.
-absl::Status MayWrite(const Principal& who, const ObjectRef& ref);
+absl::Status MayWrite(const Principal& who, const ObjectRef& ref, const std::string& verb);
 
 }  // namespace gangkeeper::api

@@ -40,7 +40,7 @@ server::HttpResponse Api::GetObjects(const Principal& who, const ObjectRef& ref)
 // PUT (create or replace) and DELETE of one object; POST /v1/apply of a bundle.
 server::HttpResponse Api::Change(const Principal& who, const ObjectRef& ref, const std::string& method,
                                  const std::string& body) {
-  if (absl::Status may = MayWrite(who, ref); !may.ok()) return Forbidden(who, std::string(may.message()));
+  if (absl::Status may = MayWrite(who, ref, method == "DELETE" ? "delete" : "update"); !may.ok()) return Forbidden(who, std::string(may.message()));
   const bool remove = method == "DELETE";
   model::PolicySet decoded;
   std::string sent_version;

@@ -28,6 +28,9 @@ server::HttpResponse Invalid(const model::Diagnostics& d) {
 }
 
 server::HttpResponse Forbidden(const Principal& who, const std::string& what) {
+  if (who.authorizer != nullptr) {
+    return Error(absl::PermissionDeniedError(absl::StrCat("user \"", who.name, "\" may not ", what)));
+  }
   return Error(absl::PermissionDeniedError(
       absl::StrCat("token \"", who.name, "\" (role ", RoleName(who.role), ") may not ", what)));
 }

@@ -14,15 +14,25 @@ void AddFlavors(const std::vector<model::ResourceGroup>& groups, std::set<std::s
 
 }  // namespace
 
-ReadScope::ReadScope(const Principal& who, const model::PolicySet& p) : who_(who) {
-  if (!who.MayReadQuota()) return;
-  if (who.role != Role::kTeamAdmin) {
-    all_ = true;
-    return;
-  }
+ReadScope::ReadScope(const Principal& who, const model::PolicySet& p) : who_(who), policies_(p) {
+  all_ = who.authorizer == nullptr && who.MayReadQuota() && who.role != Role::kTeamAdmin;
+}
+
+void ReadScope::Derive() const {
+  if (derived_) return;
+  derived_ = true;
+  const model::PolicySet& p = policies_;
+  std::set<std::string> namespaces_read, namespaces_denied;
   for (const auto& [key, lq] : p.local_queues) {
     const std::string& ns = key.first;
-    if (!who.MayRead(ns)) continue;
+    if (namespaces_denied.count(ns) != 0) continue;
+    if (namespaces_read.count(ns) == 0) {
+      if (!who_.MayReadLocalQueues(ns)) {
+        namespaces_denied.insert(ns);
+        continue;
+      }
+      namespaces_read.insert(ns);
+    }
     // Only a ClusterQueue that takes this namespace's workloads: pointing a
     // LocalQueue (which a team-admin may write) at another team's queue
     // shows nothing of it.
@@ -33,6 +43,7 @@ ReadScope::ReadScope(const Principal& who, const model::PolicySet& p) : who_(who
     }
     cluster_queues_.insert(cq->first);
   }
+  any_namespace_ = !namespaces_read.empty();
   for (const std::string& name : cluster_queues_) {
     const model::ClusterQueue& cq = p.cluster_queues.at(name);
     AddFlavors(cq.resource_groups, &flavors_);
@@ -50,16 +61,28 @@ ReadScope::ReadScope(const Principal& who, const model::PolicySet& p) : who_(who
   }
 }
 
+bool ReadScope::ClusterQueue(const std::string& name) const {
+  if (!ReadsQuota()) return false;
+  if (all_ || KindWhole("ClusterQueue")) return true;
+  Derive();
+  return cluster_queues_.count(name) != 0;
+}
+
 bool ReadScope::Object(const std::string& kind, const std::string& namespace_name, const std::string& name) const {
   if (!ReadsQuota()) return false;
-  if (all_) return true;
+  if (all_ || KindWhole(kind)) return true;
   if (kind == "LocalQueue") return Namespace(namespace_name);
+  Derive();
   if (kind == "ClusterQueue") return cluster_queues_.count(name) != 0;
   if (kind == "Cohort") return cohorts_.count(name) != 0;
   if (kind == "ResourceFlavor") return flavors_.count(name) != 0;
   if (kind == "GPUNodePool") return gpu_node_pools_.count(name) != 0;
-  // The priority names any job may carry.
-  return kind == "WorkloadPriorityClass" || kind == "PriorityClass";
+  // The priority names any job may carry (a Kubernetes identity: one that
+  // reads some namespace's LocalQueues).
+  if (kind == "WorkloadPriorityClass" || kind == "PriorityClass") {
+    return who_.authorizer == nullptr || any_namespace_;
+  }
+  return false;
 }
 
 }  // namespace gangkeeper::api

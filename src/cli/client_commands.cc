@@ -5,7 +5,8 @@
 //                  [-o table|wide|json|yaml]
 //   gangkeeper describe workload [KIND/]NS/NAME [-o json|yaml]
 // --server, --token and --ca, or GANGKEEPER_SERVER, GANGKEEPER_TOKEN and
-// GANGKEEPER_CA. Exit codes: 0 done, 1 the API refused or failed (its
+// GANGKEEPER_CA; without a token, the current kubeconfig context's
+// (KUBECONFIG or ~/.kube/config, kube_token.h). Exit codes: 0 done, 1 the API refused or failed (its
 // message on stderr), 2 usage errors.
 #include <algorithm>
 #include <filesystem>
@@ -32,6 +33,7 @@
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
 #include "src/cli/flags.h"
+#include "src/cli/kube_token.h"
 
 namespace gangkeeper::cli {
 namespace {
@@ -170,7 +172,8 @@ std::unique_ptr<ApiClient> Connect(const ClientFlags& f) {
                  std::string(pool.status().message()).c_str());
     return nullptr;
   }
-  return std::make_unique<ApiClient>(*std::move(pool), f.token);
+  // No --token: the current kubeconfig context's, for --api-auth kubernetes|both.
+  return std::make_unique<ApiClient>(*std::move(pool), f.token.empty() ? KubeconfigApiToken() : f.token);
 }
 
 // GET `path`; prints the API's error and returns nullopt on failure.

@@ -69,6 +69,9 @@ void DefineListenerAndPolicyFlags(FlagSet& flags, ServeFlags& f) {
                "and shown, not sent), in-cluster, or the path of a kubeconfig file");
   flags.String("tokens", &f.node.tokens_file,
                "API bearer tokens: YAML/JSON list of {name, sha256, role, namespaces}; reloaded when it changes");
+  flags.String("api-auth", &f.node.api_auth,
+               "who may call the API: tokens (--tokens), kubernetes (TokenReview + SubjectAccessReview), or both "
+               "(a --tokens token wins); default both with a cluster, tokens with --kube none");
   flags.Bool("metrics-public", &f.node.metrics_public,
              "serve GET /metrics to anyone (otherwise it needs a token of role admin, viewer or metrics)");
 }

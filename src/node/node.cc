@@ -37,6 +37,7 @@
 #include "gangkeeper/replica/replica.h"
 #include "gangkeeper/store/file_system.h"
 #include "gangkeeper/store/journal.h"
+#include "src/node/api_auth.h"
 #include "src/node/cluster_feeds.h"
 #include "src/node/wiring.h"
 
@@ -95,6 +96,9 @@ struct Node::Impl {
   std::unique_ptr<replica::IntakeRegistry> intake;
   std::unique_ptr<admission::Webhook> webhook;
   std::unique_ptr<api::TokenStore> tokens;
+  // --kube's cluster (when there is one), and who the API's callers are.
+  std::optional<kube::ClusterConfig> kube_config;
+  std::unique_ptr<ApiAuth> api_auth;
   std::unique_ptr<audit::DenialAggregator> denials;
   std::unique_ptr<replica::EtcdPolicyEditor> policy_editor;
   std::unique_ptr<server::Server> server;
@@ -283,6 +287,7 @@ absl::Status Node::Impl::ConnectKube() {
     absl::StatusOr<std::unique_ptr<kube::Client>> c = kube::Client::Create(**config);
     if (!c.ok()) return Setting(absl::StrCat("--kube ", o.kube, ": ", c.status().message()));
     kube_client = *std::move(c);
+    kube_config = **config;
     log->info("kube: API server https://{}:{} ({})", (*config)->host, (*config)->port, (*config)->source);
     ClusterFeeds::Options fo;
     fo.clock = clock;
@@ -383,7 +388,12 @@ absl::Status Node::Impl::BuildFrontEnds() {
   absl::StatusOr<std::unique_ptr<api::TokenStore>> t = api::TokenStore::Load(o.tokens_file);
   if (!t.ok()) return Setting(absl::StrCat("--tokens: ", t.status().message()));
   tokens = *std::move(t);
-  if (o.tokens_file.empty()) {
+  absl::StatusOr<std::unique_ptr<ApiAuth>> auth = BuildApiAuth(o.api_auth, kube_config, tokens.get(), clock);
+  if (!auth.ok()) return Setting(absl::StrCat("--api-auth: ", auth.status().message()));
+  api_auth = *std::move(auth);
+  log->info("API authentication: {}{}", api::AuthModeName(api_auth->mode),
+            o.api_auth.empty() ? " (the default with --kube " + o.kube + ")" : "");
+  if (o.tokens_file.empty() && api_auth->mode == api::AuthMode::kTokens) {
     log->warn("no --tokens: the API (/v1/..., and /metrics without --metrics-public) answers 401 to everyone");
   }
   audit::DenialAggregator::Sink sink = [a = audit_log.get()](const audit::Event& e) { return a->Append({e}).status(); };
@@ -408,11 +418,11 @@ absl::Status Node::Impl::BuildFrontEnds() {
   }
   server::Options so = o.server;
   so.clock = clock;
-  for (server::Route& r : api::Routes(front.get(), front.get(), tokens.get(), clock, audit_log.get(),
+  for (server::Route& r : api::Routes(front.get(), front.get(), api_auth->authenticator, clock, audit_log.get(),
                                       policy_store.get(), policy_editor.get())) {
     so.routes.push_back(std::move(r));
   }
-  if (!o.metrics_public) so.routes.push_back(api::MetricsRoute(&registry, tokens.get(), clock));
+  if (!o.metrics_public) so.routes.push_back(api::MetricsRoute(&registry, api_auth->authenticator, clock));
   admission::Webhook* w = webhook.get();
   // /mutate decides from the snapshot alone (no broker round trip, no
   // fsync): it answers on the event loop. /validate checks on the event

@@ -36,6 +36,7 @@
 #include "test/deploy/render.h"
 #include "test/testing/wait.h"
 #include "test/testing/fake_kube_api.h"
+#include "test/testing/kubeconfig.h"
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
@@ -119,10 +120,18 @@ TEST(AccessOfTest, MapsRequestsTheWayTheAuthorizerDoes) {
 absl::StatusOr<std::set<Access>> Granted() {
   absl::StatusOr<Rendering> r = Kustomize(SourceDir() + "/deploy");
   if (!r.ok()) return r.status();
-  std::vector<const json*> roles = OfKind(r->objects, "ClusterRole");
-  if (roles.size() != 1) return absl::FailedPreconditionError("deploy/ must render one ClusterRole");
+  // gangkeeper's own ClusterRole; the others (rbac-api-roles.yaml) are
+  // for the API's callers.
+  const json* role = nullptr;
+  for (const json* c : OfKind(r->objects, "ClusterRole")) {
+    if (c->contains("metadata") && (*c)["metadata"].value("name", "") == "gangkeeper") {
+      if (role != nullptr) return absl::FailedPreconditionError("deploy/ renders two ClusterRoles named gangkeeper");
+      role = c;
+    }
+  }
+  if (role == nullptr) return absl::FailedPreconditionError("deploy/ must render the ClusterRole gangkeeper");
   std::set<Access> out;
-  for (const json& rule : (*roles[0])["rules"]) {
+  for (const json& rule : (*role)["rules"]) {
     for (const json& g : rule["apiGroups"]) {
       for (const json& res : rule["resources"]) {
         for (const json& v : rule["verbs"]) out.insert({g.get<std::string>(), res.get<std::string>(), v.get<std::string>()});
@@ -248,11 +257,7 @@ class Cluster {
     auto fake = testing::FakeKubeApi::Start(fo);
     ASSERT_THAT(fake, IsOk());
     fake_ = *std::move(fake);
-    std::ofstream(dir_.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                                           << "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:"
-                                           << fake_->port() << "\n    certificate-authority: certs/ca.crt\n"
-                                           << "users:\n- name: gk\n  user:\n    token: fake-token\n"
-                                           << "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: gk\n";
+    testing::WriteKubeconfigFor(*fake_, dir_.path());
     auto p = testing::ServerProcess::Start(
         {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
          "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
@@ -271,6 +276,21 @@ class Cluster {
       auto r = (*api)->Request("GET", "/readyz");
       return r.ok() && r->status == 200;
     })) << server_->Stderr();
+  }
+
+  // A call of the API with a Kubernetes identity (--api-auth both, the
+  // default with a cluster): gangkeeper sends a TokenReview, then
+  // SubjectAccessReviews.
+  void CallApiAsKubernetesUser() {
+    fake_->SetTokenUser("dana-token", {"dana", "uid-dana", {"system:authenticated"}, {}});
+    fake_->SetAccessRule([](const json& spec) { return spec.contains("resourceAttributes"); });
+    testing::TlsClientOptions o;
+    o.ca_file = dir_.File("certs/ca.crt");
+    auto api = testing::TlsConnection::Connect(server_->api_port(), o);
+    ASSERT_THAT(api, IsOk());
+    auto r = (*api)->Request("GET", "/v1/clusterqueues", "", "Authorization: Bearer dana-token\r\n");
+    ASSERT_THAT(r, IsOk());
+    EXPECT_EQ(r->status, 200) << r->body;
   }
 
   // Events are written after the decisions, on their own thread: waits
@@ -384,6 +404,7 @@ TEST(RbacTest, TheClusterRoleGrantsExactlyTheCallsGangkeeperMakes) {
       EXPECT_TRUE(Cluster::WaitFor([&] { return c.Released(w); })) << w.kind << " was not released\n" << c.Stderr();
     }
     EXPECT_TRUE(c.EventWritten("job", "Admitted")) << c.Stderr();
+    ASSERT_NO_FATAL_FAILURE(c.CallApiAsKubernetesUser());
     record(c.Stop());
   }
   {  // team-a's 6 GPUs taken by a Job that then runs, preempted by a higher priority.

@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "test/testing/wait.h"
 #include "test/testing/fake_kube_api.h"
+#include "test/testing/kubeconfig.h"
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
@@ -129,11 +130,7 @@ class KubeIntegrationTest : public ::testing::Test {
     auto fake = testing::FakeKubeApi::Start(fo);
     ASSERT_THAT(fake, IsOk());
     fake_ = *std::move(fake);
-    std::ofstream(dir_.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                                           << "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:"
-                                           << fake_->port() << "\n    certificate-authority: certs/ca.crt\n"
-                                           << "users:\n- name: gk\n  user:\n    token: fake-token\n"
-                                           << "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: gk\n";
+    testing::WriteKubeconfigFor(*fake_, dir_.path());
     StartGangkeeper();
   }
 

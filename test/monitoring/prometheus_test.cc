@@ -60,6 +60,7 @@
 #include "test/monitoring/promql_probe.h"
 #include "test/testing/etcd_process.h"
 #include "test/testing/fake_kube_api.h"
+#include "test/testing/kubeconfig.h"
 #include "test/testing/job_review.h"
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
@@ -231,11 +232,7 @@ class MonitoringCluster {
     auto fake = testing::FakeKubeApi::Start(fo);
     ASSERT_THAT(fake, IsOk());
     fake_ = *std::move(fake);
-    std::ofstream(dir_.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                                           << "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:"
-                                           << fake_->port() << "\n    certificate-authority: certs/ca.crt\n"
-                                           << "users:\n- name: gk\n  user:\n    token: fake-token\n"
-                                           << "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: gk\n";
+    testing::WriteKubeconfigFor(*fake_, dir_.path());
     const std::vector<std::string> common = {
         "--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
         "--tls-key=" + dir_.File("certs/tls.key"), "--policies=" + std::string(GK_SOURCE_DIR) + "/policies",

@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "test/testing/wait.h"
 #include "test/testing/fake_kube_api.h"
+#include "test/testing/kubeconfig.h"
 #include "test/testing/job_review.h"
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
@@ -74,13 +75,9 @@ class NodeTest : public ::testing::Test {
     return (*c)->Request(method, path, body, headers);
   }
 
-  // A kubeconfig for a FakeKubeApi on `port` (token fake-token, the test CA).
-  void WriteKubeconfig(int port) const {
-    std::ofstream(dir_.File("kubeconfig")) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                                           << "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:"
-                                           << port << "\n    certificate-authority: " << dir_.File("certs/ca.crt")
-                                           << "\nusers:\n- name: gk\n  user:\n    token: fake-token\n"
-                                           << "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: gk\n";
+  // A kubeconfig for `fake` (token fake-token, the test CA).
+  void WriteKubeconfig(const testing::FakeKubeApi& fake) const {
+    testing::WriteKubeconfigFor(fake, dir_.path(), dir_.File("certs/ca.crt"));
   }
 
   testing::TempDir dir_;
@@ -192,7 +189,7 @@ TEST_F(NodeTest, WithAClusterItIsReadyOnceTheFirstListIsDoneAndReleasesThroughTh
   fo.key_file = dir_.File("certs/tls.key");
   auto fake = testing::FakeKubeApi::Start(fo);
   ASSERT_THAT(fake, IsOk());
-  WriteKubeconfig((*fake)->port());
+  WriteKubeconfig(**fake);
   Options o = BaseOptions();
   o.kube = dir_.File("kubeconfig");
   auto n = Node::Create(o);
@@ -236,7 +233,7 @@ TEST_F(NodeTest, ANamespaceLabelledAfterStartIsSelectedWithoutARestartAndEventsS
   ASSERT_THAT(fake, IsOk());
   ASSERT_THAT((*fake)->Create("/api/v1/namespaces", {{"metadata", {{"name", "team-a"}, {"labels", {{"tier", "bronze"}}}}}}),
               IsOk());
-  WriteKubeconfig((*fake)->port());
+  WriteKubeconfig(**fake);
   Options o = BaseOptions();
   o.kube = dir_.File("kubeconfig");
   auto n = Node::Create(o);

@@ -716,6 +716,14 @@ class FakeKubeApi::Impl {
     absl::MutexLock lock(&mu_);
     token_ = token;
   }
+  void SetTokenUser(const std::string& token, FakeUser user) {
+    absl::MutexLock lock(&mu_);
+    review_users_[token] = std::move(user);
+  }
+  void SetAccessRule(FakeAccessRule rule) {
+    absl::MutexLock lock(&mu_);
+    access_rule_ = std::move(rule);
+  }
   void Fail(ScriptedFailure f) {
     absl::MutexLock lock(&mu_);
     failures_.push_back(std::move(f));
@@ -842,6 +850,11 @@ class FakeKubeApi::Impl {
       }
     }
     if (ApplyScriptedFailure(req, res, watch)) return;
+    if (req.method == "POST" && (req.path == "/apis/authentication.k8s.io/v1/tokenreviews" ||
+                                 req.path == "/apis/authorization.k8s.io/v1/subjectaccessreviews")) {
+      HandleReview(req, res);
+      return;
+    }
     absl::MutexLock lock(&mu_);
     auto p = ParsePathLocked(req.path);
     if (!p.ok()) {
@@ -870,6 +883,40 @@ class FakeKubeApi::Impl {
     } else {
       SendStatus(res, 405, absl::StrCat("the fake API server does not implement ", req.method, " on ", req.path));
     }
+  }
+
+  // TokenReview / SubjectAccessReview: the review back with its status
+  // (201, as the API server answers a create of a review).
+  void HandleReview(const httplib::Request& req, httplib::Response& res) {
+    json review = json::parse(req.body, nullptr, false);
+    if (review.is_discarded() || !review.is_object() || !review.contains("spec") || !review["spec"].is_object()) {
+      SendStatus(res, 400, "the review is not JSON with a spec");
+      return;
+    }
+    const json& spec = review["spec"];
+    json status = json::object();
+    if (absl::StrContains(req.path, "tokenreviews")) {
+      const std::string token = spec.contains("token") && spec["token"].is_string() ? spec["token"].get<std::string>() : "";
+      absl::MutexLock lock(&mu_);
+      auto it = review_users_.find(token);
+      if (it == review_users_.end()) {
+        status = {{"authenticated", false}, {"error", "[invalid bearer token, token lookup failed]"}};
+      } else {
+        json user = {{"username", it->second.username}, {"uid", it->second.uid}, {"groups", it->second.groups}};
+        if (!it->second.extra.empty()) user["extra"] = it->second.extra;
+        status = {{"authenticated", true}, {"user", user}};
+      }
+    } else {
+      FakeAccessRule rule;
+      {
+        absl::MutexLock lock(&mu_);
+        rule = access_rule_;
+      }
+      const bool allowed = rule ? rule(spec) : false;
+      status = {{"allowed", allowed}, {"reason", allowed ? "allowed by the fake's rule" : ""}};
+    }
+    review["status"] = std::move(status);
+    SendJson(res, 201, review);
   }
 
   // Returns true when a scripted failure answered the request.
@@ -1330,6 +1377,8 @@ class FakeKubeApi::Impl {
   int64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<ScriptedFailure> failures_ ABSL_GUARDED_BY(mu_);
   std::vector<RecordedCall> calls_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, FakeUser> review_users_ ABSL_GUARDED_BY(mu_);  // TokenReview: token -> user
+  FakeAccessRule access_rule_ ABSL_GUARDED_BY(mu_);
 };
 
 // ======================================================================
@@ -1358,6 +1407,8 @@ absl::StatusOr<json> FakeKubeApi::Replace(const std::string& object_path, json o
 absl::Status FakeKubeApi::Delete(const std::string& object_path) { return impl_->Delete(object_path); }
 std::vector<json> FakeKubeApi::List(const std::string& collection_path) const { return impl_->List(collection_path); }
 void FakeKubeApi::set_token(const std::string& token) { impl_->set_token(token); }
+void FakeKubeApi::SetTokenUser(const std::string& token, FakeUser user) { impl_->SetTokenUser(token, std::move(user)); }
+void FakeKubeApi::SetAccessRule(FakeAccessRule rule) { impl_->SetAccessRule(std::move(rule)); }
 void FakeKubeApi::Fail(ScriptedFailure f) { impl_->Fail(std::move(f)); }
 void FakeKubeApi::ClearFailures() { impl_->ClearFailures(); }
 void FakeKubeApi::CloseWatches() { impl_->CloseWatches(); }

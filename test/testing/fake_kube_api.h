@@ -25,8 +25,12 @@
 //   - DELETE with DeleteOptions preconditions (409) and propagationPolicy
 //     (body or query), the Job orphaning Warning header;
 //   - bearer-token auth (401), Status error bodies, 429 as plain text with
-//     Retry-After, scripted failures and delays, a record of every call.
-// What it does NOT implement: PUT and cluster-scoped POST (405; seed objects with Create),
+//     Retry-After, scripted failures and delays, a record of every call;
+//   - POST of TokenReview (authentication.k8s.io/v1) and SubjectAccessReview
+//     (authorization.k8s.io/v1), answered from SetTokenUser and
+//     SetAccessRule (script their failures with Fail, path_contains
+//     "tokenreviews" / "subjectaccessreviews").
+// What it does NOT implement: PUT and other cluster-scoped POSTs (405; seed objects with Create),
 // protobuf, Table output, field managers / server-side apply, admission,
 // defaulting (except the two default tolerations on new Pods), garbage
 // collection (deleting a Job never deletes Pods), finalizers and graceful
@@ -44,6 +48,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +61,19 @@
 namespace gangkeeper::testing {
 
 struct RecordedCall;  // below
+
+// Who a token is, as the fake's TokenReview answers.
+struct FakeUser {
+  std::string username;
+  std::string uid;
+  std::vector<std::string> groups;
+  std::map<std::string, std::vector<std::string>> extra;
+};
+
+// Decides a SubjectAccessReview from its spec, as sent (user, groups, uid,
+// extra, resourceAttributes or nonResourceAttributes). Called without the
+// fake's lock, on a server thread: must be thread-safe.
+using FakeAccessRule = std::function<bool(const nlohmann::json& spec)>;
 
 struct FakeKubeOptions {
   // Serving certificate and key (PEM). `gangkeeper certs --out DIR` writes
@@ -146,6 +164,11 @@ class FakeKubeApi {
 
   // ---- Behaviour ----
   void set_token(const std::string& token);
+  // TokenReview: `token` is `user` (authenticated); unknown tokens are not.
+  void SetTokenUser(const std::string& token, FakeUser user);
+  // SubjectAccessReview: allowed when `rule` says so; without a rule every
+  // review is denied.
+  void SetAccessRule(FakeAccessRule rule);
   void Fail(ScriptedFailure f);
   void ClearFailures();
   // Ends every open watch stream now (clean end of the chunked body).

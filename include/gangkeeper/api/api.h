@@ -46,24 +46,26 @@
 namespace gangkeeper::api {
 
 // The API's routes. They read the broker's state from `broker` and give
-// changes (with no `editor`) to `events`. `events`, `broker`, `tokens`,
+// changes (with no `editor`) to `events`. `tokens` says who calls (a
+// TokenStore, or a KubeAuthenticator: kube_auth.h). `events`, `broker`, `tokens`,
 // `clock` and `audit` (may be null:
 // /v1/audit answers 503) must outlive them. `policies` (may be null: no
 // policy files) is the node's policy store: quota changes are an overlay
 // over its files (model/overlay.h), validated by it and published to it
 // once written. `editor` (may be null: the broker takes changes directly)
 // is where changes to quota objects go. Both must outlive the routes.
-std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, TokenStore* tokens,
+std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, Authenticator* tokens,
                                   const base::Clock* clock,
                                   const audit::AuditLog* audit = nullptr,
                                   model::PolicyStore* policies = nullptr,
                                   PolicyEditor* editor = nullptr);
 
 // GET /metrics on the API listener: `registry`'s Prometheus text for a token
-// of role admin, viewer or metrics; 401 without a valid token, 403 for the
+// of role admin, viewer or metrics (a Kubernetes identity: get on the
+// non-resource path /metrics); 401 without a valid token, 403 for the
 // other roles. It takes the place of the server's open /metrics (serve
 // leaves it out with --metrics-public). `registry`, `tokens` and `clock`
 // must outlive the route.
-server::Route MetricsRoute(const metrics::Registry* registry, TokenStore* tokens, const base::Clock* clock);
+server::Route MetricsRoute(const metrics::Registry* registry, Authenticator* tokens, const base::Clock* clock);
 
 }  // namespace gangkeeper::api

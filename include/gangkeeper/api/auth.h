@@ -41,14 +41,39 @@
 // it exists, so a 404 never tells a team-admin that another team's object
 // exists; inside, a missing object is 404. Writes are checked before
 // existence (403 before 404).
+//
+// Kubernetes identities (`--api-auth kubernetes|both`, api/kube_auth.h): a
+// Principal with an `authorizer` has no role; each check below becomes a
+// SubjectAccessReview of these attributes (README "API roles" lists them
+// and deploy/rbac-api-roles.yaml grants them):
+//   reads of one kind      list  <resource>.<group>, cluster-wide: every object of it
+//   LocalQueues in NS      list  localqueues.kueue.x-k8s.io in NS
+//   workloads in NS        list  workloads.kueue.x-k8s.io in NS (also the audit log with namespace=NS)
+//   PUT of an object       update <resource>.<group> [in NS] NAME
+//   DELETE of an object    delete <resource>.<group> [in NS] NAME
+//   POST /v1/apply         patch on each object of the bundle (server-side apply's verb)
+//   the audit log          get on the non-resource path /v1/audit (also /v1/audit/head, /export)
+//   /metrics               get on the non-resource path /metrics
+// with resources clusterqueues, localqueues, workloads, resourceflavors,
+// cohorts, workloadpriorityclasses (group kueue.x-k8s.io), gpunodepools
+// (gangkeeper.io), priorityclasses (scheduling.k8s.io). Whoever may list
+// LocalQueues in a namespace but not a cluster-scoped kind reads of it what
+// a team-admin of that namespace reads (the ClusterQueues its LocalQueues
+// use, their Cohorts, flavors, pools, and every priority class): the
+// per-namespace check replaces a check per object, and a Role's
+// resourceNames are not consulted for lists. A list the caller may read
+// nothing of is 200 and empty. A review that fails (API server down, 5xx,
+// timeout) answers the request 503 and never allows.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -59,19 +84,69 @@ namespace gangkeeper::api {
 enum class Role { kAdmin, kTeamAdmin, kViewer, kAuditor, kMetrics };
 const char* RoleName(Role role);
 
+// What a Kubernetes authorizer is asked (a SubjectAccessReview's spec):
+// resource attributes, or with `path` set non-resource ones.
+struct AccessAttributes {
+  std::string verb;
+  std::string group;
+  std::string resource;
+  std::string namespace_name;  // "" = cluster-wide
+  std::string name;            // "" = the collection
+  std::string path;            // non-resource URL (/v1/audit, /metrics)
+};
+
+// The attributes of `verb` on the API's `kind` ("ClusterQueue",
+// "LocalQueue", "Workload", ..., the names ReadScope::Object takes).
+AccessAttributes KindAttributes(const std::string& kind, const std::string& verb,
+                                const std::string& namespace_name = "", const std::string& name = "");
+
+// Decides for a Principal that has no role (a Kubernetes identity). One per
+// request: a check that could not be made answers false and is kept in
+// error(), and the API answers that request 503.
+class Authorizer {
+ public:
+  virtual ~Authorizer() = default;
+  virtual bool Allowed(const AccessAttributes& attributes) const = 0;
+  // The first failed check of this request (OK when none failed).
+  virtual absl::Status error() const = 0;
+};
+
 struct Principal {
   std::string name;
-  Role role = Role::kViewer;
+  Role role = Role::kViewer;         // tokens only
   std::set<std::string> namespaces;  // team-admin only
+  // Set for Kubernetes identities: every check below asks it (the table
+  // at the top), and `role` is not used.
+  std::shared_ptr<const Authorizer> authorizer;
 
-  // Reads of workloads and LocalQueues in `namespace_name`.
+  // Reads of workloads (and, with tokens, LocalQueues) in `namespace_name`.
   bool MayRead(const std::string& namespace_name) const;
+  bool MayReadLocalQueues(const std::string& namespace_name) const;
   // Reads of quota objects and queue status at all (what of them: scope.h).
-  bool MayReadQuota() const { return role == Role::kAdmin || role == Role::kViewer || role == Role::kTeamAdmin; }
+  bool MayReadQuota() const;
+  // Every object of `kind` (admin, viewer; Kubernetes: list it cluster-wide).
+  bool MayReadAll(const std::string& kind) const;
   // Every audit event (a team-admin reads those of its namespaces only).
-  bool MayReadAudit() const { return role == Role::kAdmin || role == Role::kAuditor; }
-  bool MayReadMetrics() const { return role == Role::kAdmin || role == Role::kViewer || role == Role::kMetrics; }
+  bool MayReadAudit() const;
+  // The audit events of one namespace it may read workloads of.
+  bool MayReadNamespaceAudit(const std::string& namespace_name) const;
+  bool MayReadMetrics() const;
 };
+
+// Answers who sends an Authorization header value ("Bearer TOKEN") from
+// address `client`. Unauthenticated (401), ResourceExhausted (429: the
+// address failed too often) or Unavailable (503: the identity could not
+// be checked).
+class Authenticator {
+ public:
+  virtual ~Authenticator() = default;
+  virtual absl::StatusOr<Principal> Authenticate(absl::string_view authorization, const std::string& client,
+                                                 absl::Time now) = 0;
+};
+
+// The token of an Authorization header value "Bearer TOKEN" (the scheme
+// is case-insensitive, RFC 7235); empty when there is none.
+absl::string_view BearerToken(absl::string_view authorization);
 
 struct TokenEntry {
   std::string name;
@@ -84,7 +159,7 @@ struct TokenEntry {
 [[nodiscard]] absl::StatusOr<std::vector<TokenEntry>> ParseTokens(absl::string_view text,
                                                                   const std::string& source);
 
-class TokenStore {
+class TokenStore : public Authenticator {
  public:
   // An empty path: no tokens; every call is Unauthenticated with a message
   // saying how to configure them.
@@ -95,7 +170,10 @@ class TokenStore {
   // `client` failed too often in the last minute (the failure is not
   // counted then). `now` times the limiter.
   absl::StatusOr<Principal> Authenticate(absl::string_view authorization, const std::string& client,
-                                         absl::Time now);
+                                         absl::Time now) override;
+  // The principal of a bare `token`, without counting anything (nullopt
+  // when the file has no such token). For `--api-auth both`.
+  std::optional<Principal> Lookup(absl::string_view token);
 
   // Re-reads the file if its size or modification time changed.
   void ReloadIfChanged();
@@ -109,6 +187,8 @@ class TokenStore {
  private:
   explicit TokenStore(std::string path) : path_(std::move(path)) {}
   absl::Status Reload();
+  // The entry whose digest is `digest` (compared with every entry).
+  const TokenEntry* MatchLocked(const std::string& digest) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Failures {
     absl::Time window_start;
     int count = 0;

@@ -53,6 +53,9 @@ struct Options {
   std::string policies_dir;           // "" = no policy files
   std::string data_dir = "./data";
   std::string tokens_file;            // "" = the API answers 401 to everyone
+  // --api-auth: tokens | kubernetes | both; "" = both with a cluster,
+  // tokens with --kube none (api/kube_auth.h).
+  std::string api_auth;
   bool metrics_public = false;
   // auto (in-cluster when KUBERNETES_SERVICE_HOST is set and a service
   // account token is mounted), none, in-cluster, or a kubeconfig path.
