@@ -85,7 +85,7 @@ int RunAudit(const std::vector<std::string>& args) {
   FlagSet flags("audit", "Shows audit events from the API, oldest first: who changed quota, which workloads were "
                          "admitted, preempted or denied, and why.");
   flags.Synopsis("gangkeeper audit [filters] [--follow] [-o table|json|yaml]\n"
-                 "       gangkeeper audit verify DATA_DIR [--audit-hmac-key FILE]   (offline; see audit verify --help)");
+                 "       gangkeeper audit verify DATA_DIR [--audit-hmac-key FILE]    (offline)");
   AddClientFlags(flags, &f, "output format: table, json (one event per line) or yaml");
   flags.String("n,namespace", &ns, "namespace");
   flags.String("name", &name, "object name");

@@ -42,8 +42,9 @@ std::string ConnectionSentence(const std::string& server, const std::string& ca,
   switch (r.failure) {
     case httpc::Failure::kConnection:
     case httpc::Failure::kConnectionTimeout:
-      return absl::StrCat("cannot reach the gangkeeper API at ", server, " (", r.error,
-                          "): is `gangkeeper serve` running there, and is ", port,
+      return absl::StrCat("cannot connect to the gangkeeper API at ", server,
+                          r.failure == httpc::Failure::kConnectionTimeout ? " (timed out)" : "",
+                          ": is `gangkeeper serve` running there, and is ", port,
                           " its API port (serve --api-addr)? Point --server or GANGKEEPER_SERVER at it");
     case httpc::Failure::kTlsVerify:
     case httpc::Failure::kTls:

@@ -83,7 +83,7 @@ int GetClusterQueues(ApiClient& client, const GetOptions& o) {
   // One row per flavor and resource with quota or usage; the queue's own
   // columns on its first row.
   TableRows rows = {{"NAME", "COHORT", "PENDING", "ADMITTED", "RESOURCE@FLAVOR", "USAGE/NOMINAL"}};
-  if (wide) rows[0].insert(rows[0].end(), {"BORROWED", "LENT", "SHARE", "ACTIVE"});
+  if (wide) rows[0].insert(rows[0].end(), {"BORROWED", "LENT", "SHARE"});
   for (const json& q : items) {
     bool first = true;
     for (const json& r : Member(q, "resources")) {
@@ -93,17 +93,21 @@ int GetClusterQueues(ApiClient& client, const GetOptions& o) {
       if (first) row = {row[0], Field(q, "cohort"), Field(q, "pending"), Field(q, "admitted"), row[4], row[5]};
       if (wide) {
         row.insert(row.end(), {HumanQuantity(Field(r, "borrowed")), HumanQuantity(Field(r, "lent")),
-                               first ? Field(q, "weightedShare") : "", first ? Field(q, "active") : ""});
+                               first ? Field(q, "weightedShare") : ""});
       }
       rows.push_back(std::move(row));
       first = false;
     }
     if (first) {
       rows.push_back({Field(q, "name"), Field(q, "cohort"), Field(q, "pending"), Field(q, "admitted"), "", ""});
-      if (wide) rows.back().insert(rows.back().end(), {"", "", Field(q, "weightedShare"), Field(q, "active")});
+      if (wide) rows.back().insert(rows.back().end(), {"", "", Field(q, "weightedShare")});
     }
   }
-  GetPrintRows(rows, "clusterqueues");
+  if (rows.size() <= 1) {
+    std::printf("No clusterqueues found.\n");
+  } else {
+    PrintTable(rows, wide ? 2 : 3);  // -o wide fits 120 columns with narrower gutters
+  }
   return 0;
 }
 

@@ -48,7 +48,7 @@ void DescribeWorkloadList(const json& items) {
 }
 
 int DescribeClusterQueue(ApiClient& client, const ClientFlags& f, const std::string& name) {
-  std::optional<json> status = Fetch(client, "/v1/clusterqueues/" + httpc::QueryEscape(name));
+  std::optional<json> status = Fetch(client, absl::StrCat("/v1/clusterqueues/", httpc::QueryEscape(name), "/status"));
   if (!status.has_value()) return 1;
   std::optional<json> object = Fetch(client, *QuotaPath("clusterqueue", "", name));
   if (!object.has_value()) return 1;

@@ -220,8 +220,9 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args, std::vector<st
 
 std::string FlagSet::Usage() const {
   std::string out = absl::StrCat(
-      "usage: ", synopsis_.empty() ? absl::StrCat("gangkeeper ", command_, " [flags]") : synopsis_, "\n\n", summary_,
-      "\n\nflags:\n");
+      "usage: ", synopsis_.empty() ? absl::StrCat("gangkeeper ", command_, " [flags]") : synopsis_, "\n\n");
+  for (absl::string_view line : absl::StrSplit(summary_, '\n')) absl::StrAppend(&out, FlagWrap(std::string(line), 0, 118), "\n");
+  absl::StrAppend(&out, "\nflags:\n");
   for (const Flag& f : flags_) {
     std::vector<std::string> spelled = FlagSpellings(f.name);
     std::string names = absl::StrJoin(spelled, ", ");

@@ -61,7 +61,7 @@ void EmitYaml(const json& j, YAML::Emitter& out) {
 
 }  // namespace
 
-std::string FormatTable(const TableRows& rows) {
+std::string FormatTable(const TableRows& rows, size_t gutter) {
   std::vector<size_t> width;
   for (const auto& r : rows) {
     for (size_t i = 0; i < r.size(); ++i) {
@@ -74,14 +74,14 @@ std::string FormatTable(const TableRows& rows) {
     std::string line;
     for (size_t i = 0; i < r.size(); ++i) {
       line += r[i];
-      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 3, ' ');
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + gutter, ' ');
     }
     absl::StrAppend(&out, absl::StripTrailingAsciiWhitespace(line), "\n");
   }
   return out;
 }
 
-void PrintTable(const TableRows& rows) { std::fputs(FormatTable(rows).c_str(), stdout); }
+void PrintTable(const TableRows& rows, size_t gutter) { std::fputs(FormatTable(rows, gutter).c_str(), stdout); }
 
 std::string FormatYaml(const json& j) {
   YAML::Emitter out;
@@ -142,13 +142,31 @@ std::string LineDiff(const std::string& before, const std::string& after) {
     if (i < a.size() && k < b.size() && a[i] == b[k]) {
       if (!a[i].empty()) absl::StrAppend(&out, "  ", a[i], "\n");
       ++i, ++k;
-    } else if (k < b.size() && (i == a.size() || lcs[i][k + 1] >= lcs[i + 1][k])) {
-      absl::StrAppend(&out, "+ ", b[k++], "\n");
-    } else {
+    } else if (i < a.size() && (k == b.size() || lcs[i + 1][k] >= lcs[i][k + 1])) {
       absl::StrAppend(&out, "- ", a[i++], "\n");
+    } else {
+      absl::StrAppend(&out, "+ ", b[k++], "\n");
     }
   }
-  return out;
+  // Only the changes and three lines around each.
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  std::vector<bool> keep(lines.size(), false);
+  for (size_t n = 0; n < lines.size(); ++n) {
+    if (lines[n][0] == ' ') continue;
+    for (size_t m = n >= 3 ? n - 3 : 0; m < lines.size() && m <= n + 3; ++m) keep[m] = true;
+  }
+  std::string shown;
+  bool skipped = false;
+  for (size_t n = 0; n < lines.size(); ++n) {
+    if (!keep[n]) {
+      skipped = true;
+      continue;
+    }
+    if (skipped && !shown.empty()) shown += "  ...\n";
+    skipped = false;
+    absl::StrAppend(&shown, lines[n], "\n");
+  }
+  return shown;
 }
 
 }  // namespace gangkeeper::cli

@@ -12,10 +12,10 @@ namespace gangkeeper::cli {
 
 using TableRows = std::vector<std::vector<std::string>>;
 
-// Columns padded to their widest cell, three spaces apart, no trailing
+// Columns padded to their widest cell, `gutter` spaces apart, no trailing
 // blanks.
-std::string FormatTable(const TableRows& rows);
-void PrintTable(const TableRows& rows);
+std::string FormatTable(const TableRows& rows, size_t gutter = 3);
+void PrintTable(const TableRows& rows, size_t gutter = 3);
 
 // `j` as block-style YAML (yaml-cpp's emitter). Strings that a YAML reader
 // would take for a number, a boolean or null are quoted.
@@ -31,7 +31,9 @@ bool PrintStructured(const nlohmann::json& j, const std::string& output);
 std::string HumanQuantity(const std::string& text);
 
 // A line-by-line diff of two texts (lines only in `before` with "-", only in
-// `after` with "+", the rest with two spaces), "" when they are equal.
+// `after` with "+", the rest with two spaces), showing three unchanged
+// lines around each change ("  ..." for the lines left out); "" when the
+// texts are equal.
 std::string LineDiff(const std::string& before, const std::string& after);
 
 }  // namespace gangkeeper::cli
