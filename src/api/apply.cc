@@ -57,15 +57,17 @@ server::HttpResponse Api::Apply(const Principal& who, const std::string& body) {
         std::vector<std::string> changed;
         for (const ObjectRef& ref : refs) {
           const std::vector<json> before = ObjectsOf(now, ref);
-          // An object equal to the one in effect is reported, not written.
+          // An object equal to the one in effect is reported unchanged.
           std::string action = before.empty() ? "created" : "configured";
           if (before.size() == 1 && ApplyComparable(before[0]) == ApplyComparable(ObjectsOf(decoded, ref).at(0))) {
             action = "unchanged";
           } else {
-            PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
-            overlay->deleted.erase(model::ObjectId(ref.kind, ref.namespace_name, ref.name));
             changed.push_back(absl::StrCat(ref.kind, " ", ref.Display(), " ", action));
           }
+          // Every object is put (the bundle is validated as sent), unless
+          // none changed.
+          PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
+          overlay->deleted.erase(model::ObjectId(ref.kind, ref.namespace_name, ref.name));
           applied.push_back({{"kind", ref.kind}, {"namespace", ref.namespace_name}, {"name", ref.name},
                              {"action", action}});
         }

@@ -82,22 +82,14 @@ void FlagSet::Duration(std::string name, absl::Duration* target, std::string hel
   flags_.push_back({std::move(name), Type::kDuration, target, std::move(help), absl::FormatDuration(*target)});
 }
 
-absl::Status FlagSet::Parse(const std::vector<std::string>& args, std::vector<std::string>* positional, bool* help) {
-  *help = false;
-  CLI::App app(summary_, absl::StrCat("gangkeeper ", command_));
-  app.set_help_flag();  // our own -h/--help and Usage()
-  app.allow_extras(true);
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_flag("-h,--help", *help);
-  // Values are checked by our callbacks; the first problem is kept here
-  // (a callback must not throw: errors are values).
-  absl::Status problem;
-  std::vector<std::string> words;
+// Declares every flag to CLI11; a value's problem goes to *problem (a
+// callback must not throw: errors are values).
+void FlagSet::AddToApp(CLI::App* app, absl::Status* problem) const {
   for (const Flag& f : flags_) {
     const std::string spelled = absl::StrJoin(FlagSpellings(f.name), ",");
     const std::string main = FlagMainSpelling(f.name);
-    auto keep = [&problem](absl::Status s) {
-      if (problem.ok()) problem = std::move(s);
+    auto keep = [problem](absl::Status s) {
+      if (problem->ok()) *problem = std::move(s);
     };
     auto set = [&f, main, keep](const std::string& v) {
       switch (f.type) {
@@ -141,18 +133,32 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args, std::vector<st
       for (const std::string& s : FlagSpellings(f.name)) {
         if (absl::StartsWith(s, "--")) absl::StrAppend(&names, ",!--no-", s.substr(2));
       }
-      app.add_flag_function(
+      app->add_flag_function(
           names,
           [b](int64_t count) { *b = count > 0; },
           f.help);
     } else if (f.type == Type::kStrings) {
-      app.add_option_function<std::vector<std::string>>(
+      app->add_option_function<std::vector<std::string>>(
              spelled, [set](const std::vector<std::string>& vs) { for (const auto& v : vs) set(v); }, f.help)
-          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+          ->allow_extra_args(false);  // -f a x: x is positional, as in kubectl
     } else {
-      app.add_option_function<std::string>(spelled, set, f.help);
+      app->add_option_function<std::string>(spelled, set, f.help);
     }
   }
+}
+
+absl::Status FlagSet::Parse(const std::vector<std::string>& args, std::vector<std::string>* positional, bool* help) {
+  *help = false;
+  CLI::App app(summary_, absl::StrCat("gangkeeper ", command_));
+  app.set_help_flag();  // our own -h/--help and Usage()
+  app.allow_extras(true);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("-h,--help", *help);
+  // Values are checked by our callbacks; the first problem is kept here.
+  absl::Status problem;
+  std::vector<std::string> words;
+  AddToApp(&app, &problem);
   app.add_option("ARGS", words)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   // What follows "--" is positional; --bool=VALUE is checked here (CLI11
   // would hand "maybe" to std::stoll).

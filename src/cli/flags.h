@@ -18,6 +18,10 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace gangkeeper::cli {
 
 class FlagSet {
@@ -61,6 +65,8 @@ class FlagSet {
     std::string help;
     std::string default_text;
   };
+  void AddToApp(CLI::App* app, absl::Status* problem) const;
+
   std::string command_;
   std::string summary_;
   std::string synopsis_;
