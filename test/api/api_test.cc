@@ -688,7 +688,7 @@ TEST_F(ApiTest, FractionalGpuQuotaIs422WithTheField) {
   Reply put = Send("POST", "/v1/apply", "admin-secret", json::array({flavor, queue}).dump());
   ExpectError(put, 422, "Invalid",
               "nvidia.com/gpu is an extended resource and must be a whole number, not \"0.5\" (use \"1\" or \"0\")");
-  EXPECT_EQ(put.body["error"].value("field", ""), "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota") << put.raw.body;
+  EXPECT_EQ(put.body["error"].value("field", ""), "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota");
 }
 
 // Issue #20: a Namespace in a bundle is applied like every other object (its
