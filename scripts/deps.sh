@@ -7,7 +7,7 @@ set -euo pipefail
 build_pkgs=(
   g++ cmake ninja-build pkg-config make
   libcpp-httplib-dev libssl-dev openssl libboost-dev
-  nlohmann-json3-dev rapidjson-dev libabsl-dev libspdlog-dev libyaml-cpp-dev
+  nlohmann-json3-dev rapidjson-dev libabsl-dev libspdlog-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   curl ca-certificates
 )

@@ -16,6 +16,16 @@ namespace gangkeeper::api {
 
 using nlohmann::json;
 
+namespace {
+
+// An object as encoded, without the version the store gives it.
+json ApplyComparable(json object) {
+  if (object.contains("metadata") && object["metadata"].is_object()) object["metadata"].erase("resourceVersion");
+  return object;
+}
+
+}  // namespace
+
 server::HttpResponse Api::Apply(const Principal& who, const std::string& body) {
   model::PolicySet decoded;
   model::Diagnostics diagnostics;
@@ -44,14 +54,26 @@ server::HttpResponse Api::Apply(const Principal& who, const std::string& body) {
                                         ": nothing was applied; GET them again and apply your changes to those")),
                        "metadata.resourceVersion");
         }
+        std::vector<std::string> changed;
         for (const ObjectRef& ref : refs) {
-          const bool exists = !ObjectsOf(now, ref).empty();
+          const std::vector<json> before = ObjectsOf(now, ref);
+          // An object equal to the one in effect is reported unchanged.
+          std::string action = before.empty() ? "created" : "configured";
+          if (before.size() == 1 && ApplyComparable(before[0]) == ApplyComparable(ObjectsOf(decoded, ref).at(0))) {
+            action = "unchanged";
+          } else {
+            changed.push_back(absl::StrCat(ref.kind, " ", ref.Display(), " ", action));
+          }
+          // Every object is put (the bundle is validated as sent), unless
+          // none changed.
           PutObject(decoded, ref, absl::StrCat(overlay->generation), &overlay->put);
           overlay->deleted.erase(model::ObjectId(ref.kind, ref.namespace_name, ref.name));
           applied.push_back({{"kind", ref.kind}, {"namespace", ref.namespace_name}, {"name", ref.name},
-                             {"action", exists ? "configured" : "created"}});
+                             {"action", action}});
         }
-        *what = absl::StrCat("apply of ", refs.size(), " object(s)");
+        // Nothing to write (and so nothing audited): answer as is.
+        if (changed.empty()) return Ok({{"applied", applied}});
+        *what = absl::StrCat("apply: ", absl::StrJoin(changed, ", "));
         return std::nullopt;
       },
       [&](const model::PolicySet&) { return Ok({{"applied", applied}}); });

@@ -33,11 +33,12 @@ int RunAuditVerify(const std::vector<std::string>& args) {
   std::string key_file;
   FlagSet flags("audit verify",
                 "Checks an audit log offline: segment headers, every record's CRC and seq (no gaps), the hash chain,\n"
-                "the HMACs (with --audit-hmac-key) and HEAD (a cut-off tail). Names the first bad record.\n"
-                "usage: gangkeeper audit verify DATA_DIR [--audit-hmac-key FILE]\n"
-                "exit codes: 0 intact; 1 a bad record (changed, removed or corrupt: named); 2 usage, or files that\n"
-                "cannot be read; 3 warnings only (a truncated tail, with the count of missing records; a torn last\n"
-                "write; no HEAD)");
+                "the HMACs (with --audit-hmac-key) and HEAD (a cut-off tail). Names the first bad record.");
+  flags.Synopsis("gangkeeper audit verify DATA_DIR [--audit-hmac-key FILE]");
+  flags.ExitCodes("0 intact; 1 a bad record (changed, removed or corrupt: named); 2 usage, or files that\n"
+                  "cannot be read; 3 warnings only (a truncated tail, with the count of missing records; a torn last\n"
+                  "write; no HEAD)");
+  flags.Examples("  gangkeeper audit verify data/ --audit-hmac-key /etc/gangkeeper/audit-hmac");
   flags.String("audit-hmac-key", &key_file, "the key file gangkeeper serve --audit-hmac-key was given");
   std::vector<std::string> rest;
   if (std::optional<int> done = flags.ParseOrExit(args, &rest)) return *done;

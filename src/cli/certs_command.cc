@@ -13,9 +13,11 @@ int RunCerts(const std::vector<std::string>& args) {
   FlagSet flags("certs",
                 "Makes a CA (reused when DIR already holds a valid one) and an ECDSA P-256 serving certificate\n"
                 "for the webhook Service, then prints the base64 caBundle for the webhook configurations.");
+  flags.Synopsis("gangkeeper certs [--out DIR] [--service NAME] [--namespace NS] [--validity DURATION] [--new-ca]");
+  flags.Examples("  gangkeeper certs --out certs/ --service gangkeeper --namespace gangkeeper-system");
   flags.String("out", &options.out_dir, "directory for ca.crt, ca.key, tls.crt, tls.key");
   flags.String("service", &options.service, "Service name of the webhook");
-  flags.String("namespace", &options.namespace_name, "namespace of the Service");
+  flags.String("n,namespace", &options.namespace_name, "namespace of the Service");
   flags.Duration("validity", &options.validity, "lifetime of the serving certificate");
   flags.Bool("new-ca", &options.new_ca, "make a new CA even if DIR has a valid one");
   if (std::optional<int> done = flags.ParseOrExit(args, nullptr)) return *done;

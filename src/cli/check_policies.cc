@@ -15,8 +15,10 @@ int RunCheckPolicies(const std::vector<std::string>& args) {
   bool quiet = false;
   FlagSet flags("check-policies",
                 "Reads Kueue manifests, PriorityClasses and GPUNodePools from DIR or FILE and reports every problem\n"
-                "with its file, document, object, field and fix. Exit 0: clean; 1: errors; 2: unreadable input.\n"
-                "usage: gangkeeper check-policies [--quiet] DIR|FILE...");
+                "with its file, document, object, field and fix.");
+  flags.Synopsis("gangkeeper check-policies [--quiet] DIR|FILE...");
+  flags.ExitCodes("0 clean; 1 errors in the manifests; 2 unreadable input or a usage error");
+  flags.Examples("  gangkeeper check-policies policies/");
   flags.Bool("quiet", &quiet, "print errors and warnings only (no notes about skipped objects)");
   std::vector<std::string> paths;
   if (std::optional<int> done = flags.ParseOrExit(args, &paths)) return *done;

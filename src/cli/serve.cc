@@ -252,6 +252,10 @@ int RunServe(const std::vector<std::string>& args) {
   mallopt(M_TRIM_THRESHOLD, 4 << 20);
   ServeFlags f;
   FlagSet flags("serve", "Runs the admission webhook listener and the API listener over TLS until SIGTERM.");
+  flags.Examples(
+      "  gangkeeper serve --dev --policies policies/ --tokens data/dev-tokens.yaml     what ./run.sh runs\n"
+      "  gangkeeper serve --tls-cert tls.crt --tls-key tls.key --policies /etc/gangkeeper/policies --kube in-cluster");
+  flags.ExitCodes("0 stopped by SIGTERM/SIGINT after draining; 1 a start or shutdown failure; 2 a bad flag or setting");
   DefineListenerAndPolicyFlags(flags, f);
   DefineStoreAndOperationFlags(flags, f);
   if (std::optional<int> done = flags.ParseOrExit(args, nullptr)) return *done;

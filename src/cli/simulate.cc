@@ -55,10 +55,11 @@ int RunSimulate(const std::vector<std::string>& args) {
                 "reports makespan, utilization of nominal quota, time to admission per class, preemptions, fair\n"
                 "share and lower bounds. Traces: CSV, JSON Lines, or Kueue's scheduler-performance generator.yaml\n"
                 "(which brings its own policies; --policies then replaces them).\n"
-                "See README \"Simulate a quota change\".\n"
-                "Exit 0: done; 2: bad input (the message names file, line and field); 1: the simulation failed.\n"
-                "usage: gangkeeper simulate [--policies DIR] --workload FILE [--until DURATION] [-o report.json]\n"
-                "                           [--html report.html]");
+                "See README \"Simulate a quota change\".");
+  flags.Synopsis("gangkeeper simulate [--policies DIR] --workload FILE [--until DURATION] [-o report.json]\n"
+                 "                           [--html report.html]");
+  flags.ExitCodes("0 done; 1 the simulation failed; 2 bad input (the message names file, line and field)");
+  flags.Examples("  gangkeeper simulate --policies policies/ --workload trace.csv --html report.html");
   flags.String("policies", &policies_dir, "Kueue manifests (file or directory), as for serve --policies");
   flags.String("workload", &workload_file, "the trace: .csv, .jsonl or a Kueue generator .yaml");
   flags.Duration("until", &until, "stop at this simulated time (0 = when nothing is left to happen)");
@@ -67,12 +68,7 @@ int RunSimulate(const std::vector<std::string>& args) {
   flags.Duration("stop-delay", &stop_delay, "how long a preempted gang takes to stop and free its quota");
   flags.Bool("one-head-per-cycle", &one_head, "Kueue's cycle: one workload per ClusterQueue per cycle");
   flags.Bool("fair-sharing", &fair_sharing, "enable fair sharing in every cohort");
-  bool help = false;
-  if (absl::Status s = flags.Parse(args, nullptr, &help); !s.ok()) return Fail(2, std::string(s.message()));
-  if (help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return 0;
-  }
+  if (std::optional<int> done = flags.ParseOrExit(args, nullptr)) return *done;
   if (workload_file.empty()) return Fail(2, "name the trace with --workload FILE (.csv, .jsonl or generator .yaml)");
   if (absl::ToInt64Milliseconds(until) < 0 || absl::Milliseconds(absl::ToInt64Milliseconds(until)) != until ||
       absl::Milliseconds(absl::ToInt64Milliseconds(stop_delay)) != stop_delay) {

@@ -75,5 +75,37 @@ TEST(FlagSetTest, PositionalsAndHelp) {
   EXPECT_THAT(f.Usage(), HasSubstr("(default 25s)"));
 }
 
+TEST(FlagSetTest, KubectlSpellings) {
+  std::string ns, output = "table";
+  bool all = false;
+  std::vector<std::string> files;
+  FlagSet f("get", "test");
+  f.String("n,namespace", &ns, "namespace");
+  f.Bool("A,all-namespaces", &all, "all");
+  f.String("o,output", &output, "format");
+  f.Strings("f,filename", &files, "files");
+  bool help = false;
+  std::vector<std::string> pos;
+  ASSERT_THAT(f.Parse({"workloads", "-n", "team-a", "-A", "-ojson", "-f", "a", "--filename=b", "x"}, &pos, &help),
+              IsOk());
+  EXPECT_THAT(pos, ElementsAre("workloads", "x"));
+  EXPECT_EQ(ns, "team-a");
+  EXPECT_TRUE(all);
+  EXPECT_EQ(output, "json");
+  EXPECT_THAT(files, ElementsAre("a", "b"));
+  ASSERT_THAT(f.Parse({"--namespace=team-b", "--all-namespaces=false", "--output", "yaml"}, &pos, &help), IsOk());
+  EXPECT_EQ(ns, "team-b");
+  EXPECT_FALSE(all);
+  EXPECT_EQ(output, "yaml");
+  EXPECT_THAT(f.Parse({"-x"}, &pos, &help), StatusIs(absl::StatusCode::kInvalidArgument, "unknown flag -x"));
+  EXPECT_THAT(f.Parse({"-n"}, &pos, &help), StatusIs(absl::StatusCode::kInvalidArgument, "needs a value"));
+  // One line per flag with both spellings; no --o.
+  EXPECT_THAT(f.Usage(), HasSubstr("  -n, --namespace VALUE"));
+  EXPECT_THAT(f.Usage(), HasSubstr("  -A, --all-namespaces"));
+  EXPECT_THAT(f.Usage(), ::testing::Not(HasSubstr("--o ")));
+  EXPECT_THAT(f.Usage(), HasSubstr("exit codes: 0 done"));
+  EXPECT_THAT(f.Spellings(), ::testing::IsSupersetOf({"-n", "--namespace", "--no-all-namespaces", "--help"}));
+}
+
 }  // namespace
 }  // namespace gangkeeper::cli

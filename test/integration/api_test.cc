@@ -925,12 +925,12 @@ TEST_F(ApiIntegrationTest, ApplyFromTheCommandLine) {
   EXPECT_THAT(applied->out, HasSubstr("LocalQueue team-b/research created"));
   EXPECT_THAT(applied->out, HasSubstr("WorkloadPriorityClass urgent created"));
   EXPECT_EQ(Get("/apis/kueue.x-k8s.io/v1beta1/workloadpriorityclasses/urgent", "admin-secret").first, 200);
-  // Again: configured, not created. A bad bundle changes nothing and exits 1 with the reason.
+  // Again, the same: unchanged (and not written). A bad bundle changes nothing and exits 1 with the reason.
   auto again = testing::RunCommand(
       {testing::GangkeeperBinary(), "apply", "-f", dir_.File("bundle/a.yaml"), server, ca, "--token=admin-secret"},
       absl::Seconds(30));
   ASSERT_THAT(again, IsOk());
-  EXPECT_THAT(again->out, HasSubstr("LocalQueue team-b/research configured"));
+  EXPECT_THAT(again->out, HasSubstr("LocalQueue team-b/research unchanged"));
   std::ofstream(dir_.File("bad.yaml")) << "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
                                           "metadata: {name: lost, namespace: team-b}\nspec: {clusterQueue: nowhere}\n";
   auto bad = testing::RunCommand(
