@@ -24,6 +24,8 @@ constexpr size_t kReviewStackBytes = 16 * 1024;
 constexpr size_t kReviewArenasKept = 64;
 // The document's initial value stack (RapidJSON's default).
 constexpr size_t kReviewDocStack = 1024;
+// The encoding buffer each thread keeps (EncodeResponse) stays below this.
+constexpr size_t kMaxKeptAnswerBytes = 64 * 1024;
 
 }  // namespace
 
@@ -164,8 +166,12 @@ absl::StatusOr<std::unique_ptr<Review>> DecodeReview(absl::string_view body) {
 }
 
 std::string EncodeResponse(const Response& r) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  // The thread's buffer, kept between answers: writing costs no
+  // allocation once it has grown to an answer's size.
+  thread_local rapidjson::StringBuffer buf;
+  thread_local rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  buf.Clear();
+  w.Reset(buf);
   w.StartObject();
   w.Key("apiVersion");
   w.String("admission.k8s.io/v1");
@@ -213,7 +219,12 @@ std::string EncodeResponse(const Response& r) {
   }
   w.EndObject();
   w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
+  std::string out(buf.GetString(), buf.GetSize());
+  if (buf.GetSize() > kMaxKeptAnswerBytes) {  // an unusually long answer: not kept
+    buf.Clear();
+    buf.ShrinkToFit();
+  }
+  return out;
 }
 
 }  // namespace gangkeeper::admission
