@@ -1,7 +1,10 @@
 // gangkeeper admission: AdmissionReview v1 (see review.h).
 #include "src/admission/review.h"
 
+#include <vector>
+
 #include "absl/strings/escaping.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "rapidjson/error/en.h"
 #include "rapidjson/stringbuffer.h"
@@ -11,6 +14,61 @@ namespace gangkeeper::admission {
 namespace {
 
 constexpr size_t kMaxWarningBytes = 4096;
+
+// Arena sizes: a 5 KB Job review takes about 20 KB of values and a few KB
+// of parse stack; larger reviews spill into heap chunks, freed when the
+// arena is recycled.
+constexpr size_t kReviewValueBytes = 48 * 1024;
+constexpr size_t kReviewStackBytes = 16 * 1024;
+// Arenas kept for reuse: about as many as reviews in flight at once.
+constexpr size_t kReviewArenasKept = 64;
+// The document's initial value stack (RapidJSON's default).
+constexpr size_t kReviewDocStack = 1024;
+// The encoding buffer each thread keeps (EncodeResponse) stays below this.
+constexpr size_t kMaxKeptAnswerBytes = 64 * 1024;
+
+}  // namespace
+
+struct ReviewArena {
+  ReviewArena()
+      : values(value_buffer, sizeof(value_buffer)), stacks(stack_buffer, sizeof(stack_buffer)) {}
+  // Back to empty (heap chunks a large review added are freed).
+  void Clear() {
+    values.Clear();
+    stacks.Clear();
+  }
+  alignas(16) char value_buffer[kReviewValueBytes];
+  alignas(16) char stack_buffer[kReviewStackBytes];
+  ReviewAllocator values;
+  ReviewAllocator stacks;
+};
+
+namespace {
+
+// The recycled arenas, shared by every thread (a review may be decoded on
+// a loop thread and destroyed on the broker's).
+struct ReviewArenaPool {
+  absl::Mutex mu;
+  std::vector<ReviewArena*> free ABSL_GUARDED_BY(mu);
+};
+
+ReviewArenaPool& ReviewArenas() {
+  static auto* pool = new ReviewArenaPool();
+  return *pool;
+}
+
+ReviewArenaPtr TakeReviewArena() {
+  ReviewArenaPool& pool = ReviewArenas();
+  {
+    absl::MutexLock lock(&pool.mu);
+    if (!pool.free.empty()) {
+      ReviewArena* arena = pool.free.back();
+      pool.free.pop_back();
+      return ReviewArenaPtr(arena);
+    }
+  }
+  return ReviewArenaPtr(new ReviewArena());
+}
 
 const rapidjson::Value* Member(const rapidjson::Value& v, const char* name) {
   if (!v.IsObject()) return nullptr;
@@ -33,8 +91,24 @@ absl::string_view Utf8Prefix(absl::string_view text, size_t max) {
 
 }  // namespace
 
+void ReviewArenaRecycler::operator()(ReviewArena* arena) const {
+  arena->Clear();
+  ReviewArenaPool& pool = ReviewArenas();
+  {
+    absl::MutexLock lock(&pool.mu);
+    if (pool.free.size() < kReviewArenasKept) {
+      pool.free.push_back(arena);
+      return;
+    }
+  }
+  delete arena;
+}
+
+Review::Review(ReviewArenaPtr a)
+    : arena(std::move(a)), doc(&arena->values, kReviewDocStack, &arena->stacks) {}
+
 absl::StatusOr<std::unique_ptr<Review>> DecodeReview(absl::string_view body) {
-  auto review = std::make_unique<Review>();
+  auto review = std::make_unique<Review>(TakeReviewArena());
   review->doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag>(body.data(), body.size());
   if (review->doc.HasParseError()) {
     return absl::InvalidArgumentError(absl::StrCat("body is not JSON: ",
@@ -92,8 +166,12 @@ absl::StatusOr<std::unique_ptr<Review>> DecodeReview(absl::string_view body) {
 }
 
 std::string EncodeResponse(const Response& r) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  // The thread's buffer, kept between answers: writing costs no
+  // allocation once it has grown to an answer's size.
+  thread_local rapidjson::StringBuffer buf;
+  thread_local rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  buf.Clear();
+  w.Reset(buf);
   w.StartObject();
   w.Key("apiVersion");
   w.String("admission.k8s.io/v1");
@@ -141,7 +219,12 @@ std::string EncodeResponse(const Response& r) {
   }
   w.EndObject();
   w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
+  std::string out(buf.GetString(), buf.GetSize());
+  if (buf.GetSize() > kMaxKeptAnswerBytes) {  // an unusually long answer: not kept
+    buf.Clear();
+    buf.ShrinkToFit();
+  }
+  return out;
 }
 
 }  // namespace gangkeeper::admission

@@ -2,7 +2,10 @@
 //
 // DecodeReview parses the body once with RapidJSON (iteratively, so nesting
 // depth cannot exhaust the stack) and checks the envelope; the object stays
-// in the Review's own document for the handlers to read. EncodeResponse
+// in the Review's own document for the handlers to read. The document and
+// the parser's stacks live in a recycled arena (a review of up to some tens
+// of KB parses without touching the heap); the arena goes back to a
+// bounded pool when the Review is destroyed, on whichever thread. EncodeResponse
 // writes the AdmissionReview v1 answer with the patch base64-encoded.
 // Thread-compatible.
 #pragma once
@@ -17,8 +20,24 @@
 
 namespace gangkeeper::admission {
 
+// The memory a Review is parsed into (review.cc).
+struct ReviewArena;
+struct ReviewArenaRecycler {
+  void operator()(ReviewArena* arena) const;
+};
+using ReviewArenaPtr = std::unique_ptr<ReviewArena, ReviewArenaRecycler>;
+using ReviewAllocator = rapidjson::MemoryPoolAllocator<>;
+// A Document whose parse stacks are pooled too; its values are plain
+// rapidjson::Value.
+using ReviewDocument = rapidjson::GenericDocument<rapidjson::UTF8<>, ReviewAllocator, ReviewAllocator>;
+
 struct Review {
-  rapidjson::Document doc;  // owns everything below
+  explicit Review(ReviewArenaPtr arena);
+  Review(const Review&) = delete;
+  Review& operator=(const Review&) = delete;
+
+  ReviewArenaPtr arena;  // declared first: destroyed after the document in it
+  ReviewDocument doc;    // owns everything below
   std::string uid;
   std::string operation;  // CREATE, UPDATE, DELETE, CONNECT
   bool dry_run = false;

@@ -555,6 +555,17 @@ Response ConcludeReview(const Review& review, Verdict verdict, const absl::Statu
   return std::move(verdict.response);
 }
 
+RegistryWrite TakeWrite(Verdict* verdict) {
+  RegistryWrite out = std::move(verdict->write);
+  RegistryWrite& left = verdict->write;
+  left = RegistryWrite();
+  left.op = out.op;
+  left.workload.namespace_name = out.workload.namespace_name;  // ObjectName()
+  left.workload.name = out.workload.name;
+  left.workload.generate_name = out.workload.generate_name;
+  return out;
+}
+
 absl::Status WriteNow(const RegistryWrite& write, broker::WorkloadRegistry& registry) {
   switch (write.op) {
     case RegistryWrite::Op::kNone: return absl::OkStatus();
@@ -566,14 +577,16 @@ absl::Status WriteNow(const RegistryWrite& write, broker::WorkloadRegistry& regi
   return absl::OkStatus();
 }
 
-void WriteAsync(const RegistryWrite& write, broker::WorkloadRegistry& registry, const broker::BlockingRunner& blocking,
+void WriteAsync(RegistryWrite write, broker::WorkloadRegistry& registry, const broker::BlockingRunner& blocking,
                 broker::WriteDone done) {
   switch (write.op) {
     case RegistryWrite::Op::kNone: break;
     case RegistryWrite::Op::kRegister:
-      registry.RegisterAsync(write.workload, write.cluster_queue, blocking, std::move(done));
+      registry.RegisterAsync(std::move(write.workload), write.cluster_queue, blocking, std::move(done));
       return;
-    case RegistryWrite::Op::kUpdate: registry.UpdateAsync(write.workload, blocking, std::move(done)); return;
+    case RegistryWrite::Op::kUpdate:
+      registry.UpdateAsync(std::move(write.workload), blocking, std::move(done));
+      return;
     case RegistryWrite::Op::kRemove: registry.RemoveAsync(write.key, write.uid, blocking, std::move(done)); return;
     case RegistryWrite::Op::kFinish: registry.FinishAsync(write.key, write.uid, blocking, std::move(done)); return;
   }

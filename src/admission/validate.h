@@ -37,10 +37,14 @@ Verdict DecideReview(const Review& review, const model::PolicySet& policies, con
 // registration or update is a 503 denial (retry); a failed removal or
 // finish changes nothing (the watch catches up).
 Response ConcludeReview(const Review& review, Verdict verdict, const absl::Status& written);
-// Does `write` now (blocking) / through the registry's *Async form.
+// Does `write` now (blocking) / through the registry's *Async form (which
+// takes the write's workload: nothing copies it).
 absl::Status WriteNow(const RegistryWrite& write, broker::WorkloadRegistry& registry);
-void WriteAsync(const RegistryWrite& write, broker::WorkloadRegistry& registry, const broker::BlockingRunner& blocking,
+void WriteAsync(RegistryWrite write, broker::WorkloadRegistry& registry, const broker::BlockingRunner& blocking,
                 broker::WriteDone done);
+// Moves the write out of `verdict` for WriteAsync, leaving what
+// ConcludeReview reads of it (the operation and the object's name).
+RegistryWrite TakeWrite(Verdict* verdict);
 
 // All three at once: decides, writes (blocking) and answers.
 Response ValidateReview(const Review& review, const model::PolicySet& policies, broker::WorkloadRegistry& registry,

@@ -89,16 +89,16 @@ void Webhook::ValidateAsync(absl::string_view body, const broker::BlockingRunner
     done(ValidateResult(**review, verdict.response));
     return;
   }
-  // On the heap, so that the write can be read from where it stays while
-  // the callback takes ownership.
+  // The write's workload goes to the registry (moved, not copied); the
+  // callback keeps the rest for the answer.
+  RegistryWrite write = TakeWrite(&verdict);
   struct Pending {
     std::unique_ptr<Review> review;
     Verdict verdict;
     absl::AnyInvocable<void(WebhookResult)> done;
   };
   auto pending = std::make_unique<Pending>(Pending{*std::move(review), std::move(verdict), std::move(done)});
-  const RegistryWrite& write = pending->verdict.write;
-  WriteAsync(write, registry_, blocking, [p = std::move(pending)](absl::Status s) mutable {
+  WriteAsync(std::move(write), registry_, blocking, [p = std::move(pending)](absl::Status s) mutable {
     const Response r = ConcludeReview(*p->review, std::move(p->verdict), s);
     p->done(ValidateResult(*p->review, r));
   });

@@ -390,7 +390,9 @@ void Broker::Impl::PublishFirst(absl::Time now) {
   auto first = std::make_shared<Snapshot>();
   first->policies_ = scheduler->shared_policies();
   first->time_ = now;
-  for (size_t i = 0; i < Snapshot::kShards; ++i) first->shards_.push_back(std::make_shared<const Snapshot::Shard>());
+  auto table = std::make_shared<Snapshot::ShardTable>();
+  for (size_t i = 0; i < Snapshot::kShards; ++i) table->push_back(std::make_shared<const Snapshot::Shard>());
+  first->shards_ = std::move(table);
   current.store(std::move(first));
   Publish(now);
 }

@@ -34,12 +34,12 @@ class BrokerRegistry final : public WorkloadRegistry {
   }
 
   // No thread waits: the broker calls back once the batch is durable.
-  void RegisterAsync(const workload::Workload& w, const std::string& /*cluster_queue*/, const BlockingRunner&,
+  void RegisterAsync(workload::Workload w, const std::string& /*cluster_queue*/, const BlockingRunner&,
                      WriteDone done) override {
-    events_->SubmitAsync(Event::Add(w), std::move(done));
+    events_->SubmitAsync(Event::Add(std::move(w)), std::move(done));
   }
-  void UpdateAsync(const workload::Workload& w, const BlockingRunner&, WriteDone done) override {
-    events_->SubmitAsync(Event::Update(w), std::move(done));
+  void UpdateAsync(workload::Workload w, const BlockingRunner&, WriteDone done) override {
+    events_->SubmitAsync(Event::Update(std::move(w)), std::move(done));
   }
   void RemoveAsync(const WorkloadKey& key, const std::string& uid, const BlockingRunner&, WriteDone done) override {
     events_->SubmitAsync(Event::Remove(key, uid), std::move(done));
@@ -66,15 +66,15 @@ class BrokerRegistry final : public WorkloadRegistry {
 
 }  // namespace
 
-void WorkloadRegistry::RegisterAsync(const workload::Workload& w, const std::string& cluster_queue,
+void WorkloadRegistry::RegisterAsync(workload::Workload w, const std::string& cluster_queue,
                                      const BlockingRunner& blocking, WriteDone done) {
-  RunBlockingWork(blocking, [this, w, cluster_queue, done = std::move(done)]() mutable {
+  RunBlockingWork(blocking, [this, w = std::move(w), cluster_queue, done = std::move(done)]() mutable {
     done(Register(w, cluster_queue));
   });
 }
 
-void WorkloadRegistry::UpdateAsync(const workload::Workload& w, const BlockingRunner& blocking, WriteDone done) {
-  RunBlockingWork(blocking, [this, w, done = std::move(done)]() mutable { done(Update(w)); });
+void WorkloadRegistry::UpdateAsync(workload::Workload w, const BlockingRunner& blocking, WriteDone done) {
+  RunBlockingWork(blocking, [this, w = std::move(w), done = std::move(done)]() mutable { done(Update(w)); });
 }
 
 void WorkloadRegistry::RemoveAsync(const WorkloadKey& key, const std::string& uid, const BlockingRunner& blocking,

@@ -30,10 +30,25 @@ std::string SnapshotKey(const WorkloadKey& k) {
 
 // --- Snapshot reads. ---
 
+const std::shared_ptr<const Snapshot::Older>& Snapshot::EmptyOlder() {
+  static const auto* empty = new std::shared_ptr<const Older>(std::make_shared<const Older>());
+  return *empty;
+}
+
+const std::shared_ptr<const Snapshot::ClusterQueueMap>& Snapshot::EmptyQueues() {
+  static const auto* empty = new std::shared_ptr<const ClusterQueueMap>(std::make_shared<const ClusterQueueMap>());
+  return *empty;
+}
+
+const std::shared_ptr<const Snapshot::Finished>& Snapshot::EmptyFinished() {
+  static const auto* empty = new std::shared_ptr<const Finished>(std::make_shared<const Finished>());
+  return *empty;
+}
+
 const WorkloadInfo* Snapshot::Find(const WorkloadKey& key) const {
-  if (shards_.empty()) return nullptr;
+  if (shards_ == nullptr) return nullptr;
   const std::string k = SnapshotKey(key);
-  const Shard& shard = *shards_[ShardOf(k)];
+  const Shard& shard = *(*shards_)[ShardOf(k)];
   auto it = shard.find(k);
   if (it == shard.end()) return nullptr;
   // The newest the API server confirmed, as Scheduler::Find.
@@ -49,9 +64,9 @@ const WorkloadInfo* Snapshot::Find(const WorkloadKey& key) const {
 
 std::vector<const WorkloadInfo*> Snapshot::Instances(const WorkloadKey& key) const {
   std::vector<const WorkloadInfo*> out;
-  if (shards_.empty()) return out;
+  if (shards_ == nullptr) return out;
   const std::string k = SnapshotKey(key);
-  const Shard& shard = *shards_[ShardOf(k)];
+  const Shard& shard = *(*shards_)[ShardOf(k)];
   auto it = shard.find(k);
   if (it == shard.end()) return out;
   if (auto o = older_->find(k); o != older_->end()) {
@@ -95,8 +110,8 @@ std::map<WorkloadKey, QueuePosition> Snapshot::Positions(const model::ClusterQue
 }
 
 const ClusterQueueView* Snapshot::FindClusterQueue(const model::ClusterQueueName& cq) const {
-  auto it = queues_.find(cq);
-  return it == queues_.end() ? nullptr : it->second.get();
+  auto it = queues_->find(cq);
+  return it == queues_->end() ? nullptr : it->second.get();
 }
 
 std::optional<WorkloadRecord> Snapshot::Record(const WorkloadKey& key) const {
@@ -128,7 +143,8 @@ void Snapshot::ForEachShared(const std::function<void(const std::shared_ptr<cons
   for (const auto& [key, instances] : *older_) {
     for (const auto& w : instances) f(w);
   }
-  for (const auto& shard : shards_) {
+  if (shards_ == nullptr) return;
+  for (const auto& shard : *shards_) {
     for (const auto& [key, newest] : *shard) f(newest);
   }
 }
@@ -166,15 +182,17 @@ DurableBatch Broker::Impl::MakeDurableBatch(const std::vector<StateChange>& chan
 }
 
 // The snapshot's workloads after the changes to `keys`: copy-on-write per
-// shard, and of the side table of older instances.
+// shard, and of the side table of older instances; the shard table itself
+// is copied only when a key changed.
 void Broker::Impl::PublishWorkloads(const std::vector<WorkloadKey>& keys, Snapshot* snap) const {
+  if (keys.empty()) return;
   std::map<size_t, std::shared_ptr<Snapshot::Shard>> copies;
   std::shared_ptr<Snapshot::Older> older;  // a copy, once one changes
   for (const WorkloadKey& key : keys) {
     const std::string k = SnapshotKey(key);
     const size_t shard = ShardOf(k);
     auto& copy = copies[shard];
-    if (copy == nullptr) copy = std::make_shared<Snapshot::Shard>(*snap->shards_[shard]);
+    if (copy == nullptr) copy = std::make_shared<Snapshot::Shard>(*(*snap->shards_)[shard]);
     std::vector<std::shared_ptr<const WorkloadInfo>> instances = scheduler->Instances(key);
     if (instances.empty()) {
       copy->erase(k);
@@ -193,7 +211,9 @@ void Broker::Impl::PublishWorkloads(const std::vector<WorkloadKey>& keys, Snapsh
       }
     }
   }
-  for (auto& [shard, copy] : copies) snap->shards_[shard] = std::move(copy);
+  auto table = std::make_shared<Snapshot::ShardTable>(*snap->shards_);
+  for (auto& [shard, copy] : copies) (*table)[shard] = std::move(copy);
+  snap->shards_ = std::move(table);
   if (older != nullptr) snap->older_ = std::move(older);
 }
 
@@ -227,8 +247,7 @@ void Broker::Impl::Publish(absl::Time now) {
            (finished.size() > options.keep_finished || now - finished.front()->finished_at > options.keep_finished_for)) {
       finished.pop_front();
     }
-    snap->finished_ = std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>(finished.begin(),
-                                                                                               finished.end());
+    snap->finished_ = std::make_shared<const Snapshot::Finished>(finished.begin(), finished.end());
   } else {
     snap->finished_ = old->finished_;
   }
@@ -250,7 +269,6 @@ void Broker::Impl::Publish(absl::Time now) {
       refresh.push_back(st.name);
     }
   } else {
-    queues = old->queues_;
     std::set<std::string> trees;
     for (const model::ClusterQueueName& q : dirty_queues) {
       auto t = tree_of.find(q);
@@ -264,6 +282,12 @@ void Broker::Impl::Publish(absl::Time now) {
     for (const std::string& q : stale_orders) refresh.push_back(q);
     std::sort(refresh.begin(), refresh.end());
     refresh.erase(std::unique(refresh.begin(), refresh.end()), refresh.end());
+    // Nothing to refresh: the views stay shared with the last snapshot.
+    if (refresh.empty()) {
+      current.store(std::move(snap));
+      return;
+    }
+    queues = *old->queues_;
   }
   for (const model::ClusterQueueName& name : refresh) {
     std::optional<ClusterQueueStatus> st = scheduler->ClusterQueue(name);
@@ -289,7 +313,7 @@ void Broker::Impl::Publish(absl::Time now) {
     view->status = *std::move(st);
     queues[name] = std::move(view);
   }
-  snap->queues_ = std::move(queues);
+  snap->queues_ = std::make_shared<const Snapshot::ClusterQueueMap>(std::move(queues));
   current.store(std::move(snap));
 }
 

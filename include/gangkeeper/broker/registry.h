@@ -139,9 +139,11 @@ class WorkloadRegistry {
   // when it is known at once); `done` must not block. The defaults run the
   // blocking call through `blocking` (inline when `blocking` is empty); the
   // broker's registry needs no thread at all (EventQueue::SubmitAsync).
-  virtual void RegisterAsync(const workload::Workload& w, const std::string& cluster_queue,
-                             const BlockingRunner& blocking, WriteDone done);
-  virtual void UpdateAsync(const workload::Workload& w, const BlockingRunner& blocking, WriteDone done);
+  // The workload is taken by value: a caller that is done with it moves it
+  // in (the broker's registry moves it on into its event, uncopied).
+  virtual void RegisterAsync(workload::Workload w, const std::string& cluster_queue, const BlockingRunner& blocking,
+                             WriteDone done);
+  virtual void UpdateAsync(workload::Workload w, const BlockingRunner& blocking, WriteDone done);
   virtual void RemoveAsync(const WorkloadKey& key, const std::string& uid, const BlockingRunner& blocking,
                            WriteDone done);
   virtual void FinishAsync(const WorkloadKey& key, const std::string& uid, const BlockingRunner& blocking,

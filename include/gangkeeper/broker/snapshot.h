@@ -90,9 +90,8 @@ class Snapshot {
   std::map<WorkloadKey, QueuePosition> Positions(const model::ClusterQueueName& cq) const;
   // nullptr for an unknown ClusterQueue.
   const ClusterQueueView* FindClusterQueue(const model::ClusterQueueName& cq) const;
-  const std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>>& cluster_queues() const {
-    return queues_;
-  }
+  using ClusterQueueMap = std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>>;
+  const ClusterQueueMap& cluster_queues() const { return *queues_; }
   // Calls `f` for every tracked instance (unordered).
   void ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const;
   // The same, shared (a snapshot writer keeps them without copying).
@@ -124,6 +123,16 @@ class Snapshot {
   // The older instances of the few keys that have more than one, oldest
   // first (copied only when one of them changes).
   using Older = absl::flat_hash_map<std::string, std::vector<std::shared_ptr<const WorkloadInfo>>>;
+  // The shard table, shared by consecutive snapshots until a workload
+  // changes (a batch that changes none publishes without touching its
+  // kShards pointers); likewise the ClusterQueue views.
+  using ShardTable = std::vector<std::shared_ptr<const Shard>>;
+  using Finished = std::vector<std::shared_ptr<const WorkloadInfo>>;
+  // Shared empty tables, so that constructing a snapshot allocates nothing
+  // but itself.
+  static const std::shared_ptr<const Older>& EmptyOlder();
+  static const std::shared_ptr<const ClusterQueueMap>& EmptyQueues();
+  static const std::shared_ptr<const Finished>& EmptyFinished();
   uint64_t version_ = 0;
   absl::Time time_;
   uint64_t durable_position_ = 0;
@@ -131,14 +140,13 @@ class Snapshot {
   std::vector<model::ClusterQueue> terminating_;
   std::shared_ptr<const model::PolicyOverlay> overlay_;
   std::shared_ptr<const model::PolicySet> policies_;
-  std::vector<std::shared_ptr<const Shard>> shards_;
-  std::shared_ptr<const Older> older_ = std::make_shared<const Older>();
-  std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>> queues_;
+  std::shared_ptr<const ShardTable> shards_;  // null until the first publication
+  std::shared_ptr<const Older> older_ = EmptyOlder();
+  std::shared_ptr<const ClusterQueueMap> queues_ = EmptyQueues();
   size_t workload_count_ = 0;
   size_t unconfirmed_count_ = 0;
   BrokerStats stats_;
-  std::shared_ptr<const std::vector<std::shared_ptr<const WorkloadInfo>>> finished_ =
-      std::make_shared<const std::vector<std::shared_ptr<const WorkloadInfo>>>();
+  std::shared_ptr<const Finished> finished_ = EmptyFinished();
 };
 
 // Where readers get the broker's state: the latest snapshot, never null,
