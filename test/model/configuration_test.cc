@@ -43,7 +43,7 @@ waitForPodsReady:
 manageJobsWithoutQueueName: true
 )";
 
-Quantity Q(int64_t milli) { return Quantity::FromMilli(milli); }
+Quantity MilliQ(int64_t milli) { return Quantity::FromMilli(milli); }
 
 TEST(ConfigurationTest, ReadsTransformationsAndFairSharing) {
   Decoded d = Decode(kMigConfiguration);
@@ -53,7 +53,7 @@ TEST(ConfigurationTest, ReadsTransformationsAndFairSharing) {
   ASSERT_EQ(c.transformations.size(), 2u);
   EXPECT_EQ(c.transformations[0].input, "nvidia.com/mig-1g.10gb");
   EXPECT_EQ(c.transformations[0].strategy, TransformationStrategy::kReplace);
-  EXPECT_THAT(c.transformations[0].outputs, ElementsAre(Pair("nvidia.com/gpu", Q(125))));
+  EXPECT_THAT(c.transformations[0].outputs, ElementsAre(Pair("nvidia.com/gpu", MilliQ(125))));
   EXPECT_EQ(c.transformations[1].strategy, TransformationStrategy::kRetain);  // Kueue's default
   EXPECT_TRUE(c.fair_sharing);
   EXPECT_THAT(c.preemption_strategies, ElementsAre(FairPreemptionStrategy::kLessThanInitialShare));
@@ -168,24 +168,24 @@ TEST(ConfigurationTest, QuotaRequestsApplyRetainAndReplace) {
   Decoded d = Decode(kMigConfiguration);
   const KueueConfiguration& c = d.policies.configuration;
   // Replace: two 1g slices are a quarter of a GPU, and no slice is charged.
-  EXPECT_THAT(QuotaRequests(c, {{"cpu", Q(1000)}, {"nvidia.com/mig-1g.10gb", Q(2000)}}),
-              ElementsAre(Pair("cpu", Q(1000)), Pair("nvidia.com/gpu", Q(250))));
+  EXPECT_THAT(QuotaRequests(c, {{"cpu", MilliQ(1000)}, {"nvidia.com/mig-1g.10gb", MilliQ(2000)}}),
+              ElementsAre(Pair("cpu", MilliQ(1000)), Pair("nvidia.com/gpu", MilliQ(250))));
   // Retain: the slice is charged as well as its half GPU; generated
   // charges add to a GPU requested directly.
-  EXPECT_THAT(QuotaRequests(c, {{"nvidia.com/gpu", Q(1000)}, {"nvidia.com/mig-3g.40gb", Q(1000)}}),
-              ElementsAre(Pair("nvidia.com/gpu", Q(1500)), Pair("nvidia.com/mig-3g.40gb", Q(1000))));
+  EXPECT_THAT(QuotaRequests(c, {{"nvidia.com/gpu", MilliQ(1000)}, {"nvidia.com/mig-3g.40gb", MilliQ(1000)}}),
+              ElementsAre(Pair("nvidia.com/gpu", MilliQ(1500)), Pair("nvidia.com/mig-3g.40gb", MilliQ(1000))));
   // Untouched when nothing matches.
-  EXPECT_THAT(QuotaRequests(c, {{"cpu", Q(500)}}), ElementsAre(Pair("cpu", Q(500))));
+  EXPECT_THAT(QuotaRequests(c, {{"cpu", MilliQ(500)}}), ElementsAre(Pair("cpu", MilliQ(500))));
   // A product finer than a milli-unit rounds up.
   KueueConfiguration tiny;
-  tiny.transformations.push_back({"example.com/unit", TransformationStrategy::kReplace, "", {{"cpu", Q(1)}}});
-  EXPECT_THAT(QuotaRequests(tiny, {{"example.com/unit", Q(1)}}), ElementsAre(Pair("cpu", Q(1))));
+  tiny.transformations.push_back({"example.com/unit", TransformationStrategy::kReplace, "", {{"cpu", MilliQ(1)}}});
+  EXPECT_THAT(QuotaRequests(tiny, {{"example.com/unit", MilliQ(1)}}), ElementsAre(Pair("cpu", MilliQ(1))));
   // multiplyBy scales the input; a negative total generated is zero.
   KueueConfiguration scaled;
   scaled.transformations.push_back(
-      {"example.com/cores", TransformationStrategy::kReplace, "example.com/pods", {{"cpu", Q(2000)}, {"memory", Q(-1000)}}});
-  EXPECT_THAT(QuotaRequests(scaled, {{"example.com/cores", Q(3000)}, {"example.com/pods", Q(2000)}, {"memory", Q(5000)}}),
-              ElementsAre(Pair("cpu", Q(12000)), Pair("example.com/pods", Q(2000)), Pair("memory", Q(5000))));
+      {"example.com/cores", TransformationStrategy::kReplace, "example.com/pods", {{"cpu", MilliQ(2000)}, {"memory", MilliQ(-1000)}}});
+  EXPECT_THAT(QuotaRequests(scaled, {{"example.com/cores", MilliQ(3000)}, {"example.com/pods", MilliQ(2000)}, {"memory", MilliQ(5000)}}),
+              ElementsAre(Pair("cpu", MilliQ(12000)), Pair("example.com/pods", MilliQ(2000)), Pair("memory", MilliQ(5000))));
 }
 
 }  // namespace
