@@ -54,10 +54,12 @@ bool IsGpu(const std::string& resource) {
 }
 
 // Total request of every resource over the gang.
-std::map<std::string, Quantity> GangTotals(const Workload& w) {
+// As the quota charges them: through the Configuration's resource
+// transformations.
+std::map<std::string, Quantity> GangTotals(const Workload& w, const model::KueueConfiguration& config) {
   std::map<std::string, Quantity> totals;
   for (const workload::PodSet& ps : w.pod_sets) {
-    for (const auto& [res, q] : ps.requests) {
+    for (const auto& [res, q] : model::QuotaRequests(config, ps.requests)) {
       absl::StatusOr<Quantity> all = q.MultiplyBy(ps.count);
       totals[res] = totals[res].SaturatingAdd(all.ok() ? *all : Quantity::Max());
     }
@@ -155,7 +157,7 @@ struct Demand {
 
 std::map<std::string, Demand> DemandOf(const Workload& w, const model::PolicySet& p, const model::ClusterQueue& cq) {
   std::map<std::string, Demand> out;
-  for (auto& [res, total] : GangTotals(w)) {
+  for (auto& [res, total] : GangTotals(w, p.configuration)) {
     Demand& d = out[res];
     d.total = total;
     if (!total.IsZero()) d.capacities = CapacitiesFor(p, cq, res);
@@ -177,6 +179,13 @@ std::set<std::string> CoveredResources(const model::ClusterQueue& cq) {
   return out;
 }
 
+// `w` with every pod set at its minimum count (partial admission).
+Workload LeastOf(const Workload& w) {
+  Workload least = w;
+  for (workload::PodSet& ps : least.pod_sets) ps.count = ps.MinCount();
+  return least;
+}
+
 // Denials that need the ClusterQueue: coverage, size, per-node MIG fit.
 std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::PolicySet& p,
                                              const model::ClusterQueue& cq,
@@ -184,7 +193,7 @@ std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::Pol
   const std::string who = ObjectName(w);
   const std::set<std::string> covered = CoveredResources(cq);
   for (const workload::PodSet& ps : w.pod_sets) {
-    for (const auto& [res, q] : ps.requests) {
+    for (const auto& [res, q] : model::QuotaRequests(p.configuration, ps.requests)) {
       if (q.IsZero() || covered.count(res) != 0) continue;
       // Kueue ignores requests of resources no ClusterQueue covers unless
       // they are GPUs; a GPU/MIG resource without quota can never run.
@@ -212,8 +221,9 @@ std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::Pol
                           " can hold at most ", sum.Format(), " (", how, "): lower parallelism or ask for quota");
     }
     for (const workload::PodSet& ps : w.pod_sets) {
-      auto it = ps.requests.find(res);
-      if (it == ps.requests.end()) continue;
+      const std::map<std::string, Quantity> charged = model::QuotaRequests(p.configuration, ps.requests);
+      auto it = charged.find(res);
+      if (it == charged.end()) continue;
       absl::StatusOr<Quantity> need = it->second.MultiplyBy(ps.count);
       if (need.ok() && *need > best->Max()) {
         return absl::StrCat(who, " pod set ", ps.name, " needs ", need->Format(), " ", res,
@@ -285,7 +295,11 @@ std::vector<std::string> Warnings(const Workload& w, const model::PolicySet& p, 
   out.push_back(absl::StrCat("gangkeeper: ", ObjectName(w), " (", w.TotalPods(), " pod", w.TotalPods() == 1 ? "" : "s",
                              ") is suspended and queued in LocalQueue ", lq.meta.name, " -> ClusterQueue ",
                              cq.meta.name, cq.cohort.empty() ? "" : absl::StrCat(" (cohort ", cq.cohort, ")"), "; ",
-                             ahead, " workload", ahead == 1 ? "" : "s", " ahead; it starts as a whole gang when it fits"));
+                             ahead, " workload", ahead == 1 ? "" : "s", " ahead; ",
+                             LeastOf(w).TotalPods() < w.TotalPods()
+                                 ? absl::StrCat("it starts with as many of its pods as fit, at least ",
+                                                LeastOf(w).TotalPods(), " (partial admission)")
+                                 : "it starts as a whole gang when it fits"));
   for (const auto& [res, d] : demand) {
     if (!IsGpu(res)) continue;
     const Quantity& total = d.total;
@@ -410,7 +424,9 @@ Verdict ValidateCreate(const Review& review, const workload::KindInfo& info, con
     return Decided(Deny(review, 403, "Forbidden", "gangkeeper: " + *why));
   }
   const std::map<std::string, Demand> demand = DemandOf(w, p, queue);
-  if (std::optional<std::string> why = CheckAgainstQueue(w, p, queue, demand)) {
+  // Partial admission: it can never run only if its minimum cannot.
+  const Workload least = LeastOf(w);
+  if (std::optional<std::string> why = CheckAgainstQueue(least, p, queue, DemandOf(least, p, queue))) {
     return Decided(Deny(review, 403, "Forbidden", "gangkeeper: " + *why));
   }
   if (!w.pod_group_name.empty()) {

@@ -85,7 +85,7 @@ bool ClassicalBefore(const Nomination& a, const Nomination& b) {
 size_t ShapeOf(const Entry& e) {
   size_t h = absl::HashOf(e.cinfo().priority, e.cinfo().can_preempt);
   for (const workload::PodSet& ps : e.PodSets()) {
-    h = absl::HashOf(h, ps.count, ps.tolerations.size());
+    h = absl::HashOf(h, ps.count, ps.MinCount(), ps.tolerations.size());
     for (const auto& [res, q] : ps.requests) h = absl::HashOf(h, res, q);
     for (const auto& [k, v] : ps.node_selector) h = absl::HashOf(h, k, v);
     for (const model::Toleration& t : ps.tolerations) h = absl::HashOf(h, t.key, t.op, t.value, t.effect);
@@ -264,6 +264,15 @@ Nomination Cycle::Nominate(size_t slot_index, Entry* head) {
   if (n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) {
     n.targets = n.result.targets.has_value() ? *std::move(n.result.targets)
                                              : s_.FindTargets(*n.entry, *cq, n.fair, n.result);
+  }
+  // Neither fits nor finds victims whole: the largest counts that do
+  // (Kueue's partial admission); otherwise the whole gang's answer stands.
+  if (n.result.mode != FitMode::kFit && n.targets.empty() && CanBePartiallyAdmitted(head->PodSets())) {
+    if (std::optional<State::Reduced> reduced = s_.AssignReduced(*n.entry, *cq, n.fair)) {
+      n.result = std::move(reduced->result);
+      n.targets = std::move(reduced->targets);
+      ++stats_.partial;
+    }
   }
   // Until it is processed, what it holds stays held for the others.
   if (head->waiting()) PutHold(s_, head);

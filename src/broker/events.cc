@@ -329,7 +329,7 @@ absl::Status Scheduler::Adopt(const workload::Workload& w,
     psa.name = ps.name;
     psa.count = ps.count;
     auto hint = flavors.find(ps.name);
-    for (const auto& [res, total] : PodSetTotals(ps, *cq)) {
+    for (const auto& [res, total] : PodSetTotals(ps, *cq, s.policies->configuration)) {
       if (total.IsZero()) continue;
       const model::ResourceGroup* group = nullptr;
       for (const model::ResourceGroup& g : cq->resource_groups) {

@@ -316,10 +316,10 @@ void FailGroup(const GroupScan& g, const workload::PodSet& ps, const model::Reso
 
 }  // namespace
 
-std::map<model::ResourceName, Quantity> PodSetTotals(const workload::PodSet& ps,
-                                                     const model::ClusterQueue& cq) {
+std::map<model::ResourceName, Quantity> PodSetTotals(const workload::PodSet& ps, const model::ClusterQueue& cq,
+                                                     const model::KueueConfiguration& config) {
   std::map<model::ResourceName, Quantity> totals;
-  for (const auto& [res, per_pod] : ps.requests) {
+  for (const auto& [res, per_pod] : model::QuotaRequests(config, ps.requests)) {
     absl::StatusOr<Quantity> total = per_pod.MultiplyBy(ps.count);
     totals[res] = total.ok() ? *total : Quantity::Max();
   }
@@ -343,7 +343,7 @@ AssignmentResult FlavorAssigner::Assign(const std::vector<workload::PodSet>& pod
     PodSetAssignment psa;
     psa.name = ps.name;
     psa.count = ps.count;
-    const Totals totals = PodSetTotals(ps, cq);
+    const Totals totals = PodSetTotals(ps, cq, config_);
     std::map<size_t, std::vector<model::ResourceName>> by_group;
     if (PendingReason r; !GroupResources(ps, cq, totals, &by_group, &r)) {
       out.mode = FitMode::kNoFit;

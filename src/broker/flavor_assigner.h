@@ -62,17 +62,21 @@ struct AssignmentResult {
 using PreemptionOracle = absl::FunctionRef<bool(const FlavorResource& fr, quantity::Quantity amount,
                                                 bool* only_other_queues, std::vector<Target>* targets)>;
 
-// Total requests of pod set `ps` (count x per-pod request), plus `pods` when
-// the ClusterQueue covers it. Saturates on overflow.
+// Total requests of pod set `ps` (count x per-pod request, the request
+// as the Configuration's resources.transformations charge it), plus `pods`
+// when the ClusterQueue covers it. Saturates on overflow.
 std::map<model::ResourceName, quantity::Quantity> PodSetTotals(const workload::PodSet& ps,
-                                                               const model::ClusterQueue& cq);
+                                                               const model::ClusterQueue& cq,
+                                                               const model::KueueConfiguration& config);
 
 class FlavorAssigner {
  public:
-  // Reads the quota and usage in `tree` and the ResourceFlavors (taints,
-  // node labels) in `flavors`; owns neither, and both must outlive it.
-  FlavorAssigner(const ResourceTree& tree, const std::map<std::string, model::ResourceFlavor>& flavors)
-      : tree_(tree), flavors_(flavors) {}
+  // Reads the quota and usage in `tree`, the ResourceFlavors (taints,
+  // node labels) in `flavors` and the resource transformations in
+  // `config`; owns none, and all must outlive it.
+  FlavorAssigner(const ResourceTree& tree, const std::map<std::string, model::ResourceFlavor>& flavors,
+                 const model::KueueConfiguration& config)
+      : tree_(tree), flavors_(flavors), config_(config) {}
 
   // Assigns a flavor per resource group to every pod set in `pod_sets` in
   // ClusterQueue `cq` against the tree's current usage. `fair_sharing`:
@@ -87,6 +91,7 @@ class FlavorAssigner {
  private:
   const ResourceTree& tree_;
   const std::map<std::string, model::ResourceFlavor>& flavors_;
+  const model::KueueConfiguration& config_;
 };
 
 }  // namespace gangkeeper::broker

@@ -26,9 +26,12 @@ struct Tally {
   size_t unconfirmed = 0;
 };
 
-// The whole gang: every pod set, every non-zero request, in full, and the
-// admission's total equal to its pod sets'.
-absl::Status CheckWholeGang(const std::string& name, const Entry& e, const Assignment& a) {
+// The whole gang: every pod set, with at least its minimum count (partial
+// admission) and at most its count, every non-zero request (as the
+// resource transformations charge it) in full for the count admitted, and
+// the admission's total equal to its pod sets'.
+absl::Status CheckWholeGang(const std::string& name, const Entry& e, const Assignment& a,
+                            const model::KueueConfiguration& config) {
   if (a.pod_sets.size() != e.PodSets().size()) {
     return absl::InternalError(absl::StrCat(name, " has ", a.pod_sets.size(), " pod sets admitted of ",
                                             e.PodSets().size()));
@@ -36,12 +39,13 @@ absl::Status CheckWholeGang(const std::string& name, const Entry& e, const Assig
   ResourceAmounts total;
   for (size_t i = 0; i < a.pod_sets.size(); ++i) {
     const workload::PodSet& ps = e.PodSets()[i];
-    if (a.pod_sets[i].count != ps.count) {
-      return absl::InternalError(absl::StrCat(name, ": pod set ", ps.name, " admitted with ", a.pod_sets[i].count,
-                                              " of ", ps.count, " pods"));
+    const int64_t admitted = a.pod_sets[i].count;
+    if (admitted > ps.count || admitted < ps.MinCount()) {
+      return absl::InternalError(absl::StrCat(name, ": pod set ", ps.name, " admitted with ", admitted, " of ",
+                                              ps.count, " pods (at least ", ps.MinCount(), ")"));
     }
-    for (const auto& [res, per_pod] : ps.requests) {
-      absl::StatusOr<Quantity> want = per_pod.MultiplyBy(ps.count);
+    for (const auto& [res, per_pod] : model::QuotaRequests(config, ps.requests)) {
+      absl::StatusOr<Quantity> want = per_pod.MultiplyBy(admitted);
       if (!want.ok() || want->IsZero()) continue;
       auto f = a.pod_sets[i].flavors.find(res);
       auto u = a.pod_sets[i].usage.find(res);
@@ -78,7 +82,7 @@ absl::Status CheckAdmitted(const State& s, const std::string& name, Entry* e, Ta
   if (q == s.queues.end() || q->second.admitted.count(e) == 0) {
     return absl::InternalError(absl::StrCat(name, " is admitted but not listed in ClusterQueue ", a.cluster_queue));
   }
-  if (absl::Status whole = CheckWholeGang(name, *e, a); !whole.ok()) return whole;
+  if (absl::Status whole = CheckWholeGang(name, *e, a, s.policies->configuration); !whole.ok()) return whole;
   ResourceAmounts& sum = tally.sums[a.cluster_queue];
   for (const auto& [fr, amount] : a.usage) sum[fr] = sum[fr].SaturatingAdd(amount);
   return absl::OkStatus();

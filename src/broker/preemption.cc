@@ -418,6 +418,10 @@ std::vector<Target> Preemptor::Search::Fair() {
     const int lca = LowestCommonAncestor(tree_, cq_node_, target);
     return std::pair<int, int>{ChildToward(tree_, cq_node_, lca), ChildToward(tree_, target, lca)};
   };
+  // Kueue's default order unless the Configuration names one.
+  static const model::KueueConfiguration kDefaultConfiguration;
+  const std::vector<model::FairPreemptionStrategy>& strategies =
+      (p_.config_ != nullptr ? *p_.config_ : kDefaultConfiguration).preemption_strategies;
   std::vector<VictimCandidate> taken;
   std::vector<VictimCandidate> retry;
   std::map<int, size_t> next;  // per queue: the next candidate
@@ -447,9 +451,13 @@ std::vector<Target> Preemptor::Search::Fair() {
     } else {
       auto [p_side, t_side] = sides(best);
       const int64_t preemptor_share = tree_.DominantResourceShare(p_side, request_);
+      const int64_t target_before = tree_.DominantResourceShare(t_side, none);
       Take(c);
       const int64_t target_after = tree_.DominantResourceShare(t_side, none);
-      if (preemptor_share <= target_after) {
+      const bool passed = strategies.front() == model::FairPreemptionStrategy::kLessThanInitialShare
+                              ? preemptor_share < target_before
+                              : preemptor_share <= target_after;
+      if (passed) {
         taken.push_back(c);
       } else {
         Give(c);
@@ -460,6 +468,10 @@ std::vector<Target> Preemptor::Search::Fair() {
     if (Fits(true)) return Finish(std::move(taken), true);
   }
   // Second strategy: less than the target's initial share, one per queue.
+  if (strategies.size() < 2) {
+    Restore(taken);
+    return {};
+  }
   std::set<int> used;
   for (const VictimCandidate& c : retry) {
     if (used.count(c.cq_node) != 0) continue;

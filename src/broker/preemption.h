@@ -45,6 +45,13 @@ class Preemptor {
   Preemptor(const Preemptor&) = delete;
   Preemptor& operator=(const Preemptor&) = delete;
 
+  // The fair-sharing preemption strategies come from `config` (Kueue's
+  // Configuration, fairSharing.preemptionStrategies): the first decides
+  // each candidate of the main pass, a second (LessThanInitialShare) runs
+  // on the candidates the first refused. Must outlive the searches; Kueue's
+  // default order until set.
+  void UseConfiguration(const model::KueueConfiguration* config) { config_ = config; }
+
   // The victims whose eviction lets `in` take `request` in ClusterQueue
   // `cq`, where `need_preemption` are the FlavorResources it cannot get
   // otherwise, each with the reason it is preempted; empty when no set of
@@ -68,6 +75,7 @@ class Preemptor {
   const std::vector<Queue*>& queue_by_node_;
   const EntryIndex& entries_;
   const ChurnGuard& guard_;
+  const model::KueueConfiguration* config_ = nullptr;
 };
 
 }  // namespace gangkeeper::broker

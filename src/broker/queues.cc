@@ -286,6 +286,13 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   s.Touch(*e);
   StateChange c = Change(StateChange::Type::kAdmitted, *e, now);
   c.assignment = assignment;
+  // Partial admission: say how many of its pods it starts with.
+  int64_t admitted_pods = 0;
+  for (const PodSetAssignment& psa : assignment.pod_sets) admitted_pods += psa.count;
+  const int64_t all_pods = e->cinfo().workload->TotalPods();
+  if (e->group == nullptr && admitted_pods < all_pods) {
+    c.message = absl::StrCat("admitted with ", admitted_pods, " of ", all_pods, " pods");
+  }
   Record(s, std::move(c));
   // What it held is now its usage: workloads that were set aside against
   // the hold may now reclaim from it or fit elsewhere.

@@ -77,7 +77,7 @@ const char* StateChangeTypeName(StateChange::Type type) {
 }
 
 bool Scheduler::State::FairSharingFor(const model::ClusterQueueName& cq) const {
-  if (options.fair_sharing) return true;
+  if (options.fair_sharing || policies->configuration.fair_sharing) return true;
   const int node = tree.ClusterQueueNode(cq);
   if (node < 0 || tree.Parent(node) < 0) return false;
   auto c = policies->cohorts.find(tree.NodeName(tree.Root(node)));
@@ -149,6 +149,13 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
     std::shared_ptr<WorkloadInfo> mine = info.use_count() == 1 ? std::const_pointer_cast<WorkloadInfo>(info)
                                                                : std::make_shared<WorkloadInfo>(*info);
     mine->reason = PendingReason{};
+    // Partial admission: the durable state keeps a Job's annotation, not
+    // its minimum count.
+    if (mine->workload->annotations.count(std::string(workload::kJobMinParallelismAnnotation)) != 0) {
+      if (workload::Workload copy = *mine->workload; workload::RestoreMinCounts(&copy)) {
+        mine->workload = std::make_shared<const workload::Workload>(std::move(copy));
+      }
+    }
     e->info_ptr = std::move(mine);
     const workload::Workload& w = *e->cinfo().workload;
     if (!w.pod_group_name.empty()) {

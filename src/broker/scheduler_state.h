@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -25,6 +26,9 @@
 #include "src/broker/resource_tree.h"
 
 namespace gangkeeper::broker {
+
+// Whether some pod set may be admitted with fewer pods than its count.
+bool CanBePartiallyAdmitted(const std::vector<workload::PodSet>& pod_sets);
 
 struct Scheduler::State {
   explicit State(const SchedulerOptions& o) : options(o) {}
@@ -82,8 +86,15 @@ struct Scheduler::State {
   // The flavor assigner on the current usage, with the preemptor as its
   // oracle: flavors for every pod set of `e` in its ClusterQueue `cq`.
   AssignmentResult AssignFlavors(const Entry& e, const model::ClusterQueue& cq, bool fair_sharing) {
-    const FlavorAssigner assigner(tree, policies->flavors);
-    return assigner.Assign(e.PodSets(), cq, fair_sharing,
+    return AssignFlavors(e, e.PodSets(), cq, fair_sharing);
+  }
+  // The same for `e` with `pod_sets` in place of its own (its pod sets
+  // with fewer pods: partial admission).
+  AssignmentResult AssignFlavors(const Entry& e, const std::vector<workload::PodSet>& pod_sets,
+                                 const model::ClusterQueue& cq, bool fair_sharing) {
+    preemptor.UseConfiguration(&policies->configuration);
+    const FlavorAssigner assigner(tree, policies->flavors, policies->configuration);
+    return assigner.Assign(pod_sets, cq, fair_sharing,
                            [&](const FlavorResource& fr, quantity::Quantity amount, bool* only_other_queues,
                                std::vector<Target>* targets) {
                              return preemptor.CanPreemptFor(e, cq, fair_sharing, fr, amount, only_other_queues,
@@ -94,8 +105,18 @@ struct Scheduler::State {
   // can. Leaves the tree as it found it.
   std::vector<Target> FindTargets(const Entry& e, const model::ClusterQueue& cq, bool fair_sharing,
                                   const AssignmentResult& result) {
+    preemptor.UseConfiguration(&policies->configuration);
     return preemptor.FindTargets(e, cq, fair_sharing, result.assignment.usage, result.need_preemption);
   }
+  // Partial admission (partial_admission.cc): when `e`'s whole counts
+  // neither fit nor find victims, the largest counts down to its pod sets'
+  // minimums that fit (targets empty) or that victims make room for; nullopt
+  // when none do or its pod sets cannot shrink.
+  struct Reduced {
+    AssignmentResult result;
+    std::vector<Target> targets;
+  };
+  std::optional<Reduced> AssignReduced(const Entry& e, const model::ClusterQueue& cq, bool fair_sharing);
 };
 
 }  // namespace gangkeeper::broker

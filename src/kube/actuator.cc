@@ -86,6 +86,25 @@ std::string AnnotationPath() {
   return absl::StrCat("/metadata/annotations/", workload::JsonPointerEscape(workload::kAdmittedFlavorsAnnotation));
 }
 
+std::string FullParallelismPath() {
+  return absl::StrCat("/metadata/annotations/", workload::JsonPointerEscape(workload::kFullParallelismAnnotation));
+}
+
+// Partial admission of a Job: the admitted count becomes spec.parallelism
+// and the Job's own count is kept in an annotation (a later suspend puts it
+// back). Nothing for a Job admitted whole or another kind.
+void AppendParallelismOps(const workload::KindInfo& kind, const broker::ReleaseOrder& order, json* ops) {
+  if (kind.kind != workload::Kind::kJob || order.workload->pod_sets.size() != 1 ||
+      order.assignment.pod_sets.size() != 1) {
+    return;
+  }
+  const int64_t full = order.workload->pod_sets[0].count;
+  const int64_t admitted = order.assignment.pod_sets[0].count;
+  if (admitted >= full) return;
+  ops->push_back(Op("add", FullParallelismPath(), absl::StrCat(full)));
+  ops->push_back(Op("add", "/spec/parallelism", admitted));
+}
+
 // The kinds table's hold operations (workload/hold.h) read a json through this.
 class JsonDocProbe final : public workload::JsonProbe {
  public:
@@ -398,6 +417,7 @@ struct KubeActuator::Impl {
       ops->push_back(Op("add", "/metadata/annotations", json::object()));
     }
     ops->push_back(Op("add", AnnotationPath(), record.dump()));
+    AppendParallelismOps(kind, order, ops);
     AppendOps(workload::ReleaseOps(JsonDocProbe(obj), kind), ops);
     return absl::OkStatus();
   }
@@ -472,6 +492,17 @@ struct KubeActuator::Impl {
       }
     }
     ops->push_back(Remove(AnnotationPath()));
+    // A Job released with fewer pods gets its own parallelism back.
+    const json* annotations = At(obj, "/metadata/annotations");
+    if (annotations != nullptr && annotations->is_object()) {
+      auto full = annotations->find(std::string(workload::kFullParallelismAnnotation));
+      int64_t count = 0;
+      if (full != annotations->end() && full->is_string() && absl::SimpleAtoi(full->get<std::string>(), &count) &&
+          count > 0) {
+        ops->push_back(Op("add", "/spec/parallelism", count));
+      }
+      if (full != annotations->end()) ops->push_back(Remove(FullParallelismPath()));
+    }
   }
 
   // Sends `ops` as a JSON patch. A server that takes no JSON patches (415)

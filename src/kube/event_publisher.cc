@@ -71,7 +71,8 @@ void EventPublisher::OnDurable(const std::vector<StateChange>& changes, const br
         const std::string flavors = c.assignment.has_value() ? FlavorsNote(*c.assignment) : "";
         recorder_->Record(NewEvent(target, false, "QuotaReserved", "Reserve",
                                    absl::StrCat("Quota reserved in ClusterQueue ", cq,
-                                                flavors.empty() ? "" : absl::StrCat("; flavors: ", flavors))));
+                                                flavors.empty() ? "" : absl::StrCat("; flavors: ", flavors),
+                                                c.message.empty() ? "" : absl::StrCat("; ", c.message))));
         recorder_->Record(NewEvent(target, false, "Admitted", "Admit",
                                    absl::StrCat("Admitted by ClusterQueue ", cq, ": the whole gang is released")));
         break;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/validate.h"
+#include "src/model/configuration_codec.h"
 #include "src/model/documents.h"
 #include "src/model/gpu_pool_decode.h"
 #include "src/model/reader.h"
@@ -530,6 +531,10 @@ void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies,
   const bool priority_class = kind == "PriorityClass" && group == "scheduling.k8s.io";
   const bool ns = kind == "Namespace" && api_version == "v1";
   const bool pool = kind == "GPUNodePool" && group == "gangkeeper.io";
+  if (IsConfigurationDocument(api_version, kind)) {
+    DecodeConfigurationDocument(doc, api_version, source, policies, d);
+    return;
+  }
   if (!kueue_kind && !priority_class && !ns && !pool) {
     d->Add(Diagnostic::Severity::kNote, source, ObjectLabel(doc), "",
            absl::StrCat("skipped: ", api_version, " ", kind, " is not a policy object"));

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "src/model/configuration_codec.h"
 
 namespace gangkeeper::model {
 namespace {
@@ -316,6 +317,7 @@ std::string EncodeManifests(const PolicySet& policies) {
   AppendAll(policies.cohorts, &items);
   AppendAll(policies.cluster_queues, &items);
   AppendAll(policies.local_queues, &items);
+  if (policies.configuration.present) items.push_back(EncodeConfiguration(policies.configuration));
   json list = json::object();
   list["apiVersion"] = kCoreV1;
   list["kind"] = "List";

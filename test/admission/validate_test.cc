@@ -121,6 +121,38 @@ TEST_F(ValidateTest, DeniesAGangLargerThanTheClusterQueueCanEverHold) {
             "borrowing limit 2): lower parallelism or ask for quota");
 }
 
+// Partial admission: only a minimum that can never fit is denied.
+TEST_F(ValidateTest, AJobThatMayShrinkIsDeniedOnlyWhenItsMinimumCannotFit) {
+  ReviewSpec may_shrink = Job(8, Gpus(1));
+  may_shrink.object["metadata"]["annotations"] = {{"kueue.x-k8s.io/job-min-parallelism", "4"}};
+  Answer a = Validate(may_shrink);
+  EXPECT_TRUE(a.allowed()) << a.message();
+  EXPECT_THAT(a.warnings(), Contains(HasSubstr("it starts with as many of its pods as fit, at least 4 (partial "
+                                               "admission)")));
+  ReviewSpec too_big = Job(20, Gpus(1));
+  too_big.object["metadata"]["annotations"] = {{"kueue.x-k8s.io/job-min-parallelism", "7"}};
+  Answer denied = Validate(too_big);
+  EXPECT_FALSE(denied.allowed());
+  EXPECT_THAT(denied.message(), HasSubstr("needs 7 nvidia.com/gpu; ClusterQueue team-a-gpu can hold at most 6"));
+}
+
+// resources.transformations: a slice charged as part of a GPU is checked as
+// that part, so a queue covering only nvidia.com/gpu takes it.
+TEST_F(ValidateTest, TransformedRequestsAreCheckedAsTheQuotaChargesThem) {
+  model::ResourceTransformation t;
+  t.input = "nvidia.com/mig-4g.40gb";
+  t.strategy = model::TransformationStrategy::kReplace;
+  t.outputs["nvidia.com/gpu"] = quantity::Quantity::FromMilli(500);
+  policies_->configuration.present = true;
+  policies_->configuration.transformations.push_back(t);
+  Answer a = Validate(Job(4, {{"cpu", "1"}, {"nvidia.com/mig-4g.40gb", "1"}}));
+  EXPECT_TRUE(a.allowed()) << a.message();
+  // 14 slices are 7 GPUs: more than the queue can ever hold.
+  Answer denied = Validate(Job(14, {{"cpu", "1"}, {"nvidia.com/mig-4g.40gb", "1"}}));
+  EXPECT_FALSE(denied.allowed());
+  EXPECT_THAT(denied.message(), HasSubstr("needs 7 nvidia.com/gpu"));
+}
+
 TEST_F(ValidateTest, DeniesAPodNeedingMoreMigThanOneNodeHas) {
   Answer a = Validate(Job(1, {{"cpu", "1"}, {"nvidia.com/mig-3g.40gb", "2"}}));
   EXPECT_FALSE(a.allowed());

@@ -292,6 +292,11 @@ class Runner {
     workload::PodSet ps;
     ps.name = "main";
     ps.count = op.pods;
+    if (op.min_pods > 0) {
+      // As a Job says it (the durable state keeps the annotation).
+      ps.min_count = op.min_pods;
+      w.annotations[std::string(workload::kJobMinParallelismAnnotation)] = absl::StrCat(op.min_pods);
+    }
     ps.requests[kGpu] = Quantity::FromUnits(op.gpus);
     ps.limits = ps.requests;
     w.pod_sets.push_back(ps);
@@ -604,6 +609,21 @@ class Runner {
       Fail(absl::StrCat("after ", Describe(op), ": ", s.message()));
       return;
     }
+    // A gang admitted with fewer pods keeps at least its minimum and never
+    // more than it asked for (its quota is CheckInvariants' to check).
+    for (const WorkloadInfo* w : s_->Workloads()) {
+      if (!w->admission.has_value() || w->admission->pod_sets.size() != w->workload->pod_sets.size()) continue;
+      for (size_t i = 0; i < w->workload->pod_sets.size(); ++i) {
+        const workload::PodSet& ps = w->workload->pod_sets[i];
+        const int64_t got = w->admission->pod_sets[i].count;
+        if (w->key.pod_group) continue;
+        if (got < ps.MinCount() || got > ps.count) {
+          Fail(absl::StrCat("after ", Describe(op), ": ", KeyString(w->key), " admitted with ", got, " of ", ps.count,
+                            " pods (at least ", ps.MinCount(), ")"));
+          return;
+        }
+      }
+    }
     // Every acknowledged workload is tracked exactly once.
     std::set<InstanceKey> tracked;
     for (const WorkloadInfo* w : s_->Workloads()) {
@@ -674,8 +694,9 @@ void SetTrace(bool on) { g_trace = on; }
 std::string Describe(const Op& op) {
   switch (op.type) {
     case Op::Type::kArrive:
-      return absl::StrCat("arrive cq=", op.cq, " pods=", op.pods, " gpus=", op.gpus, " priority=", op.priority,
-                          op.never_preempts ? " never-preempts" : "");
+      return absl::StrCat("arrive cq=", op.cq, " pods=", op.pods,
+                          op.min_pods > 0 ? absl::StrCat(" (at least ", op.min_pods, ")") : "", " gpus=", op.gpus,
+                          " priority=", op.priority, op.never_preempts ? " never-preempts" : "");
     case Op::Type::kArriveGroup:
       return absl::StrCat("arrive-group cq=", op.cq, " pods=", op.pods, " gpus=", op.gpus, " priority=", op.priority);
     case Op::Type::kReuse: return absl::StrCat("reuse-name pick=", op.pick, " delete-old-after=", op.delay);
@@ -797,6 +818,11 @@ std::vector<Op> MakeOps(uint64_t seed, int count) {
       op.pods = static_cast<int>(r.Uniform(1, 3));
       op.gpus = static_cast<int>(r.Uniform(1, 3));
       op.never_preempts = r.Chance(0.1);
+      // Some gangs may start with fewer pods (partial admission).
+      if (r.Chance(0.2)) {
+        op.pods += static_cast<int>(r.Uniform(1, 4));
+        op.min_pods = static_cast<int>(r.Uniform(1, op.pods - 1));
+      }
     } else if (roll < 195) {
       op.type = Op::Type::kArriveGroup;
       op.pods = static_cast<int>(r.Uniform(2, 3));

@@ -68,6 +68,8 @@ struct Op {
   int cq = 0;
   int pods = 1;
   int gpus = 1;
+  // kArrive: partial admission down to this many pods (0: whole only).
+  int min_pods = 0;
   int32_t priority = 0;
   bool never_preempts = false;
   int factor = 2;

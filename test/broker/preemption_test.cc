@@ -40,6 +40,12 @@ std::string Cohort(const std::string& spec, const std::vector<std::pair<std::str
   return Docs(docs);
 }
 
+// Kueue's Configuration with fair sharing on and these strategies.
+std::string FairStrategies(const std::string& list) {
+  return absl::StrCat("apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nfairSharing:\n  enable: true\n",
+                      "  preemptionStrategies: ", list, "\n");
+}
+
 constexpr char kPreemptLowerPriority[] = "  preemption: {withinClusterQueue: LowerPriority}\n";
 constexpr char kReclaimAny[] = "  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n";
 
@@ -163,6 +169,29 @@ std::vector<PreemptCase> PreemptCases() {
       // --- Fair sharing (§3.7): S2-b, below the target's initial share.
       {.name = "FairSharingReclaimsFromTheQueueAboveItsShare",
        .policies = Cohort("  preemption: {reclaimWithinCohort: Any}\n", {{"team-a", 2}, {"team-b", 6}}),
+       .admitted = {Gang("b-1", "team-b", 0, 4, 1), Gang("b-2", "team-b", 0, 4, 2)},
+       .gpus = 3,
+       .fair_sharing = true,
+       .want_victims = {"b-2 InCohortFairSharing"}},
+      // --- Kueue's Configuration, fairSharing.preemptionStrategies: the same
+      // world, where only S2-b (less than the target's initial share)
+      // finds the victim.
+      {.name = "FairSharingWithOnlyTheFinalShareStrategyReclaimsNothing",
+       .policies = Cohort("  preemption: {reclaimWithinCohort: Any}\n", {{"team-a", 2}, {"team-b", 6}}) +
+                   "---\n" + FairStrategies("[LessThanOrEqualToFinalShare]"),
+       .admitted = {Gang("b-1", "team-b", 0, 4, 1), Gang("b-2", "team-b", 0, 4, 2)},
+       .gpus = 3,
+       .fair_sharing = true},
+      {.name = "FairSharingWithOnlyTheInitialShareStrategyReclaimsInTheFirstPass",
+       .policies = Cohort("  preemption: {reclaimWithinCohort: Any}\n", {{"team-a", 2}, {"team-b", 6}}) +
+                   "---\n" + FairStrategies("[LessThanInitialShare]"),
+       .admitted = {Gang("b-1", "team-b", 0, 4, 1), Gang("b-2", "team-b", 0, 4, 2)},
+       .gpus = 3,
+       .fair_sharing = true,
+       .want_victims = {"b-2 InCohortFairSharing"}},
+      {.name = "FairSharingWithBothStrategiesInKueuesOrder",
+       .policies = Cohort("  preemption: {reclaimWithinCohort: Any}\n", {{"team-a", 2}, {"team-b", 6}}) +
+                   "---\n" + FairStrategies("[LessThanOrEqualToFinalShare, LessThanInitialShare]"),
        .admitted = {Gang("b-1", "team-b", 0, 4, 1), Gang("b-2", "team-b", 0, 4, 2)},
        .gpus = 3,
        .fair_sharing = true,

@@ -93,6 +93,7 @@ QuotaWorld::QuotaWorld(const std::string& yaml, bool anti_churn_guard)
       tree_(BuildTree(*policies_, &error_)),
       guard_(tree_, anti_churn_guard),
       preemptor_(tree_, queues_, queue_by_node_, entries_, guard_) {
+  preemptor_.UseConfiguration(&policies_->configuration);
   for (const auto& [name, cq] : policies_->cluster_queues) queues_[name];
   queue_by_node_.assign(static_cast<size_t>(tree_.node_count()), nullptr);
   for (auto& [name, q] : queues_) {
@@ -160,7 +161,7 @@ const model::ClusterQueue& QuotaWorld::cluster_queue(const std::string& name) co
 
 AssignmentResult QuotaWorld::Assign(const Entry& in, const std::string& cq, bool fair_sharing) {
   const model::ClusterQueue& q = cluster_queue(cq);
-  const FlavorAssigner assigner(tree_, policies_->flavors);
+  const FlavorAssigner assigner(tree_, policies_->flavors, policies_->configuration);
   return assigner.Assign(in.PodSets(), q, fair_sharing,
                          [&](const FlavorResource& fr, Quantity amount, bool* only_other_queues,
                              std::vector<Target>* targets) {

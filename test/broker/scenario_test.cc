@@ -153,6 +153,23 @@ class Wl {
     w_.pod_sets.push_back(ps);
     return *this;
   }
+  // Partial admission: the last pod set may shrink to `min` pods.
+  Wl& Min(int64_t min) {
+    w_.pod_sets.back().min_count = min;
+    return *this;
+  }
+  // Per-pod requests in milli-units (fractions, MIG slices).
+  Wl& PodSetMilli(const std::string& name, int64_t count, const std::map<std::string, int64_t>& milli) {
+    workload::PodSet ps;
+    ps.name = name;
+    ps.count = count;
+    for (const auto& [r, v] : milli) {
+      ps.requests[r] = Quantity::FromMilli(v);
+      ps.limits[r] = Quantity::FromMilli(v);
+    }
+    w_.pod_sets.push_back(ps);
+    return *this;
+  }
   // One pod set "main" of one pod with `n` GPUs.
   Wl& Gpus(int64_t n) { return PodSet("main", 1, {{kGpu, n}}); }
   Wl& Tolerate(const std::string& key, const std::string& op, const std::string& value = "",
@@ -656,6 +673,37 @@ Step Members(const std::string& ref, int64_t n) {
             const WorkloadInfo* info = r.Get(ref);
             if (info) {
               EXPECT_EQ(info->pod_group_members, n);
+            }
+          }};
+}
+
+// The pod counts of `ref`'s admission, by pod set.
+Step PodCounts(const std::string& ref, const std::map<std::string, int64_t>& want) {
+  return {absl::StrCat("pod counts of ", ref), [ref, want](ScenarioRun& r) {
+            const WorkloadInfo* info = r.Get(ref);
+            if (info == nullptr) return;
+            ASSERT_TRUE(info->admission.has_value()) << ref << " has no admission";
+            std::map<std::string, int64_t> got;
+            for (const PodSetAssignment& ps : info->admission->pod_sets) got[ps.name] = ps.count;
+            EXPECT_EQ(got, want);
+          }};
+}
+// The last admission of `ref` in the change log says `message`.
+Step AdmittedSaying(const std::string& ref, const std::string& message) {
+  return {absl::StrCat(ref, "'s admission says \"", message, "\""), [ref, message](ScenarioRun& r) {
+            std::string got = "(no admission)";
+            for (const StateChange& c : r.log()) {
+              if (c.type == StateChange::Type::kAdmitted && c.key.name == ref) got = c.message;
+            }
+            EXPECT_EQ(got, message);
+          }};
+}
+// Usage in milli-units.
+Step UsageMilli(const std::string& cq, const std::string& flavor, const std::string& resource, int64_t milli) {
+  return {absl::StrCat("usage of ", cq, " ", flavor, "/", resource, " is ", milli, "m"), [=](ScenarioRun& r) {
+            std::optional<FlavorResourceStatus> st = StatusOf(r, cq, flavor, resource);
+            if (st) {
+              EXPECT_EQ(st->usage, Quantity::FromMilli(milli));
             }
           }};
 }
@@ -1418,11 +1466,169 @@ std::vector<Scenario> StopAndReleaseScenarios() {
   return out;
 }
 
+// Partial admission (KUEUE-SEMANTICS.md §3.8), from Kueue's own cases
+// (pkg/scheduler/scheduler_test.go "partial admission ...",
+// flavorassigner/podset_reducer_test.go): each pod asks for one GPU, so a
+// quota of N GPUs is Kueue's "count limit" N.
+std::vector<Scenario> PartialAdmissionScenarios() {
+  std::vector<Scenario> out;
+  const std::string preempting = OneQueue(20, "  preemption: {withinClusterQueue: LowerPriority}\n");
+  out.push_back({"PartialSingleVariablePodSet", OneQueue(50),
+                 {Add(Wl("new").PodSet("one", 50, {{kGpu, 2}}).Min(20)), Schedule(), Admitted({"new"}),
+                  PodCounts("new", {{"one", 25}}), GpuUsage("cq-a", "a100", 50),
+                  AdmittedSaying("new", "admitted with 25 of 50 pods")}});
+  out.push_back({"PartialNotNeededWhenTheWholeGangFits", OneQueue(50),
+                 {Add(Wl("new").PodSet("one", 20, {{kGpu, 2}}).Min(5)), Schedule(), Admitted({"new"}),
+                  PodCounts("new", {{"one", 20}}), AdmittedSaying("new", "")}});
+  out.push_back({"PartialBelowTheMinimumStaysPending", OneQueue(9),
+                 {Add(Wl("new").PodSet("one", 20, {{kGpu, 1}}).Min(10)), Schedule(), Pending({"new"}),
+                  GpuUsage("cq-a", "a100", 0)}});
+  // The whole gang finds victims: preemption first, no reduction.
+  out.push_back({"PartialPreemptsFirstWhenTheWholeGangCan", preempting,
+                 {Add(Wl("old").Prio(-4).PodSet("one", 10, {{kGpu, 1}})), Schedule(), Admitted({"old"}),
+                  Add(Wl("new").Prio(4).PodSet("one", 20, {{kGpu, 1}}).Min(10)), Schedule(), Evicting({"old"}),
+                  Pending({"new"}), StopEvicting(), Schedule(), Admitted({"new"}), PodCounts("new", {{"one", 20}})}});
+  // 30 can never fit in 20: reduced to 20, with old preempted for it.
+  out.push_back({"PartialPreemptsForTheReducedCount", preempting,
+                 {Add(Wl("old").Prio(-4).PodSet("one", 10, {{kGpu, 1}})), Schedule(), Admitted({"old"}),
+                  Add(Wl("new").Prio(4).PodSet("one", 30, {{kGpu, 1}}).Min(10)), Schedule(), Evicting({"old"}),
+                  Pending({"new"}), StopEvicting(), Schedule(), Admitted({"new"}), PodCounts("new", {{"one", 20}}),
+                  GpuUsage("cq-a", "a100", 20)}});
+  // Room for 10 next to old, and new may not preempt: 10 without victims.
+  out.push_back({"PartialTakesWhatIsFreeWhenItCannotPreempt", OneQueue(20),
+                 {Add(Wl("old").PodSet("one", 10, {{kGpu, 1}})), Schedule(), Admitted({"old"}),
+                  Add(Wl("new").Prio(4).PodSet("one", 30, {{kGpu, 1}}).Min(10)), Schedule(), Admitted({"old", "new"}),
+                  PodCounts("new", {{"one", 10}}), GpuUsage("cq-a", "a100", 20)}});
+  out.push_back({"PartialMultipleVariablePodSets", OneQueue(50),
+                 {Add(Wl("new")
+                          .PodSet("one", 20, {{kGpu, 1}})
+                          .PodSet("two", 30, {{kGpu, 1}})
+                          .Min(10)
+                          .PodSet("three", 15, {{kGpu, 1}})
+                          .Min(5)),
+                  Schedule(), Admitted({"new"}), PodCounts("new", {{"one", 20}, {"two", 20}, {"three", 10}}),
+                  GpuUsage("cq-a", "a100", 50)}});
+  out.push_back({"PartialNotAvailableWhenNoPodSetMayShrink", OneQueue(2),
+                 {Add(Wl("new").PodSet("ps1", 1, {{kGpu, 1}}).PodSet("ps2", 2, {{kGpu, 1}}).Min(2)), Schedule(),
+                  Pending({"new"})}});
+  const auto four = [](const std::string& name) {
+    return Wl(name)
+        .PodSet("ps1", 5, {{kGpu, 1}})
+        .Min(3)
+        .PodSet("ps2", 5, {{kGpu, 1}})
+        .Min(4)
+        .PodSet("ps3", 5, {{kGpu, 1}})
+        .Min(1)
+        .PodSet("ps4", 5, {{kGpu, 1}})
+        .Min(2);
+  };
+  out.push_back({"PartialAvailable", OneQueue(15),
+                 {Add(four("new")), Schedule(), Admitted({"new"}),
+                  PodCounts("new", {{"ps1", 4}, {"ps2", 5}, {"ps3", 3}, {"ps4", 3}}), GpuUsage("cq-a", "a100", 15)}});
+  out.push_back({"PartialOnePodSetAvailable", OneQueue(19),
+                 {Add(Wl("new")
+                          .PodSet("ps1", 5, {{kGpu, 1}})
+                          .Min(3)
+                          .PodSet("ps2", 5, {{kGpu, 1}})
+                          .PodSet("ps3", 5, {{kGpu, 1}})
+                          .PodSet("ps4", 5, {{kGpu, 1}})),
+                  Schedule(), Admitted({"new"}), PodCounts("new", {{"ps1", 4}, {"ps2", 5}, {"ps3", 5}, {"ps4", 5}})}});
+  out.push_back({"PartialDownToTheMinimum", OneQueue(10),
+                 {Add(four("new")), Schedule(), Admitted({"new"}),
+                  PodCounts("new", {{"ps1", 3}, {"ps2", 4}, {"ps3", 1}, {"ps4", 2}}), GpuUsage("cq-a", "a100", 10)}});
+  out.push_back({"PartialUpToTheMaximum", OneQueue(20),
+                 {Add(four("new")), Schedule(), Admitted({"new"}),
+                  PodCounts("new", {{"ps1", 5}, {"ps2", 5}, {"ps3", 5}, {"ps4", 5}})}});
+  {
+    Wl big("new");
+    for (int i = 1; i <= 8; ++i) big.PodSet(absl::StrCat("ps", i), 150'000, {{kGpu, 1}}).Min(1);
+    out.push_back({"PartialWithoutOverflow", OneQueue(150'000),
+                   {Add(big), Schedule(), Admitted({"new"}), GpuUsage("cq-a", "a100", 150'000)}});
+  }
+  // Kueue's partial-admission sample Job (20 pods of 1 cpu and 200Mi, at
+  // least 5) in Kueue's quick-start ClusterQueue (9 cpu, 9Gi).
+  out.push_back({"PartialTheKueueSampleJobInTheQuickStartQueue",
+                 Docs({Rf("default-flavor"), Cq("cluster-queue", R"(
+  resourceGroups:
+  - coveredResources: ["cpu", "memory"]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 9}
+      - {name: memory, nominalQuota: 9Gi}
+)"),
+                       Lq("user-queue", "cluster-queue")}),
+                 {Add(Wl("sample-job-partial-admission")
+                          .Queue("user-queue")
+                          .PodSet("main", 20, {{"cpu", 1}, {"memory", 200 * 1024 * 1024}})
+                          .Min(5)),
+                  Schedule(), Admitted({"sample-job-partial-admission"}),
+                  PodCounts("sample-job-partial-admission", {{"main", 9}}),
+                  AdmittedSaying("sample-job-partial-admission", "admitted with 9 of 20 pods"),
+                  Usage("cluster-queue", "default-flavor", "cpu", 9)}});
+  // A partially admitted gang that is preempted is admitted again, never
+  // below its minimum meanwhile.
+  out.push_back({"PartialGangIsAdmittedAgainAfterEviction",
+                 OneQueue(20, "  preemption: {withinClusterQueue: LowerPriority}\n"),
+                 {Add(Wl("new").PodSet("one", 30, {{kGpu, 1}}).Min(10)), Schedule(), PodCounts("new", {{"one", 20}}),
+                  Add(Wl("vip").Prio(10).PodSet("one", 15, {{kGpu, 1}})), Schedule(), Evicting({"new"}),
+                  StopEvicting(), Schedule(), Admitted({"vip"}), Pending({"new"}), Finish("vip"), Schedule(),
+                  Admitted({"new"}),
+                  PodCounts("new", {{"one", 20}})}});
+  return out;
+}
+
+// resources.transformations (Kueue's Configuration): MIG slices charged as
+// fractions of a GPU.
+std::vector<Scenario> TransformationScenarios() {
+  std::vector<Scenario> out;
+  const std::string config = Trim(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+resources:
+  transformations:
+  - input: nvidia.com/mig-1g.10gb
+    strategy: Replace
+    outputs:
+      nvidia.com/gpu: 125m
+  - input: nvidia.com/mig-3g.40gb
+    strategy: Retain
+    outputs:
+      nvidia.com/gpu: 500m
+)");
+  // Quota only in nvidia.com/gpu: one GPU is eight 1g.10gb slices.
+  out.push_back({"MigSlicesAreChargedAsFractionsOfAGpu", Docs({kA100, GpuCq("cq-a", {"a100: 1"}), Lq("lq-a", "cq-a"), config}),
+                 {Add(Wl("a").PodSet("main", 4, {{kMig1g, 1}})), Add(Wl("b").PodSet("main", 3, {{kMig1g, 1}})),
+                  Add(Wl("c").PodSet("main", 2, {{kMig1g, 1}})), Schedule(), Admitted({"a", "b"}), Pending({"c"}),
+                  UsageMilli("cq-a", "a100", kGpu, 875), Finish("a"), Schedule(), Admitted({"b", "c"}),
+                  UsageMilli("cq-a", "a100", kGpu, 625)}});
+  // Without the transformation the same slices have no quota at all.
+  out.push_back({"MigSlicesWithoutATransformationHaveNoQuota", Docs({kA100, GpuCq("cq-a", {"a100: 1"}), Lq("lq-a", "cq-a")}),
+                 {Add(Wl("a").PodSet("main", 1, {{kMig1g, 1}})), Schedule(), Reason("a", Code::kNoMatchingFlavor)}});
+  // Retain keeps the input: the queue must cover it as well.
+  out.push_back({"RetainChargesTheInputAndItsOutputs",
+                 Docs({kA100,
+                       Cq("cq-a", R"(
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu, nvidia.com/mig-3g.40gb]
+    flavors:
+    - name: a100
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 2}
+      - {name: nvidia.com/mig-3g.40gb, nominalQuota: 4}
+)"),
+                       Lq("lq-a", "cq-a"), config}),
+                 {Add(Wl("a").PodSet("main", 3, {{kMig3g, 1}})), Schedule(), Admitted({"a"}),
+                  UsageMilli("cq-a", "a100", kGpu, 1500), Usage("cq-a", "a100", kMig3g, 3),
+                  Add(Wl("b").PodSet("main", 2, {{kMig3g, 1}})), Schedule(), Pending({"b"})}});
+  return out;
+}
+
 std::vector<Scenario> AllScenarios() {
   std::vector<Scenario> all;
   for (auto group : {GangAndFlavorScenarios, FungibilityScenarios, CohortScenarios, QueueingScenarios,
                      PreemptionScenarios, ReclaimScenarios, FairSharingScenarios, PolicyChangeScenarios,
-                     StopAndReleaseScenarios}) {
+                     StopAndReleaseScenarios, PartialAdmissionScenarios, TransformationScenarios}) {
     for (Scenario& s : group()) all.push_back(std::move(s));
   }
   return all;

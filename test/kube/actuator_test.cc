@@ -650,6 +650,32 @@ TEST_F(ActuatorTest, SuspendOfReleasedJobThatNeverStarted) {
   ExpectPatchesTestUid({{path, release.uid}});
 }
 
+// Partial admission: the Job runs the admitted count and gets its own back
+// when suspended.
+TEST_F(ActuatorTest, APartiallyAdmittedJobRunsTheAdmittedCountUntilSuspended) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  broker::ReleaseOrder release = JobRelease("train", created["metadata"]["uid"]);
+  release.assignment.pod_sets = {PodSetAssignment("main", 1, "a100")};
+  StartActuator();
+  actuator_->Release(release);
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  json job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], false);
+  EXPECT_EQ(job["spec"]["parallelism"], 1);
+  EXPECT_EQ(job["metadata"]["annotations"]["gangkeeper.io/full-parallelism"], "2");
+
+  actuator_->Suspend(SuspendOf(release));
+  ASSERT_EQ(recorder_.WaitFor(2).size(), 2u);
+  job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], true);
+  EXPECT_EQ(job["spec"]["parallelism"], 2);
+  EXPECT_FALSE(job["metadata"]["annotations"].contains("gangkeeper.io/full-parallelism"));
+  EXPECT_EQ(job["spec"]["template"], created["spec"]["template"]);
+}
+
 TEST_F(ActuatorTest, ReleaseAfterSomeoneElseSuspendedTakesTheOldPlacementOutFirst) {
   const std::string path = std::string(kJobs) + "/train";
   const json created = MustCreate(kJobs, JobObject("train"));

@@ -298,7 +298,8 @@ void Compare(Differ& d, const std::string& p, const GpuNodePool& a, const GpuNod
 // the sealed digest (not content: the identity of the rest).
 std::vector<std::string> Diff(const PolicySet& a, const PolicySet& b) {
   [[maybe_unused]] const auto& [flavors, cluster_queues, local_queues, cohorts, workload_priority_classes,
-                                priority_classes, namespaces, gpu_node_pools, gpu_node_pool_sources, sealed] = a;
+                                priority_classes, namespaces, gpu_node_pools, gpu_node_pool_sources, configuration,
+                                configuration_source, sealed] = a;
   Differ d;
   auto each = [](Differ& dd, const std::string& p, const auto& x, const auto& y) { Compare(dd, p, x, y); };
   d.EachKey("flavors", a.flavors, b.flavors, each);
@@ -309,6 +310,9 @@ std::vector<std::string> Diff(const PolicySet& a, const PolicySet& b) {
   d.EachKey("priority_classes", a.priority_classes, b.priority_classes, each);
   d.EachKey("namespaces", a.namespaces, b.namespaces, each);
   d.EachKey("gpu_node_pools", a.gpu_node_pools, b.gpu_node_pools, each);
+  // Kueue's Configuration: what is enforced (configuration_test.cc reads
+  // it field by field); its source is a SourceRef only.
+  if (!(a.configuration == b.configuration)) d.Add("configuration: differs");
   return d.diffs();
 }
 

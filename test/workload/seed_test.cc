@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/status_matchers.h"
@@ -183,6 +184,66 @@ TEST(KueueSampleTest, TheSampleJobsExtract) {
     EXPECT_THAT(PodSetCounts(*w), ElementsAre(3));
     EXPECT_EQ(Formatted(w->pod_sets[0].requests), (SeedStrings{{"cpu", "1"}, {"memory", "200Mi"}}));
   }
+}
+
+// Kueue's partial-admission sample (site/static/examples/jobs): 20 pods,
+// at least 5 (kueue.x-k8s.io/job-min-parallelism).
+TEST(KueueSampleTest, ThePartialAdmissionSampleCarriesItsMinimum) {
+  absl::StatusOr<std::vector<std::string>> docs = testing::YamlFileToJson(
+      std::string(GK_SOURCE_DIR) + "/test/fixtures/kueue/jobs-sample-job-partial-admission.yaml");
+  ASSERT_THAT(docs, IsOk());
+  ASSERT_THAT(*docs, SizeIs(1));
+  absl::StatusOr<Workload> w = Extract((*docs)[0], Kind::kJob);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(20));
+  EXPECT_EQ(w->pod_sets[0].min_count, 5);
+  EXPECT_EQ(w->pod_sets[0].MinCount(), 5);
+}
+
+// What the actuator writes on a partial release: spec.parallelism is the
+// admitted count, the annotation the Job's own; the gang stays 20 pods.
+TEST(PartialAdmissionExtractTest, AReleasedJobIsReadWithItsOwnCount) {
+  absl::StatusOr<Workload> w = Extract(R"({"apiVersion":"batch/v1","kind":"Job",
+    "metadata":{"name":"j","namespace":"default","labels":{"kueue.x-k8s.io/queue-name":"user-queue"},
+      "annotations":{"kueue.x-k8s.io/job-min-parallelism":"10","gangkeeper.io/full-parallelism":"20"}},
+    "spec":{"parallelism":12,"completions":20,"template":{"spec":{"containers":[{"name":"c","image":"x",
+      "resources":{"requests":{"cpu":"1"}}}]}}}})",
+                                       Kind::kJob);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(20));
+  EXPECT_EQ(w->pod_sets[0].MinCount(), 10);
+}
+
+TEST(PartialAdmissionExtractTest, AMinimumOutsideOneToCountMinusOneIsRefused) {
+  for (const char* bad : {"0", "20", "25", "-1", "ten"}) {
+    SCOPED_TRACE(bad);
+    absl::StatusOr<Workload> w = Extract(absl::StrCat(R"({"apiVersion":"batch/v1","kind":"Job",
+      "metadata":{"name":"j","namespace":"default","annotations":{"kueue.x-k8s.io/job-min-parallelism":")",
+                                                      bad, R"("}},
+      "spec":{"parallelism":20,"template":{"spec":{"containers":[{"name":"c","image":"x"}]}}}})"),
+                                         Kind::kJob);
+    EXPECT_FALSE(w.ok());
+    EXPECT_THAT(std::string(w.status().message()), ::testing::HasSubstr("job-min-parallelism"));
+  }
+  // Without the annotation only the whole count.
+  absl::StatusOr<Workload> whole = Extract(R"({"apiVersion":"batch/v1","kind":"Job",
+      "metadata":{"name":"j","namespace":"default"},
+      "spec":{"parallelism":20,"template":{"spec":{"containers":[{"name":"c","image":"x"}]}}}})",
+                                           Kind::kJob);
+  ASSERT_THAT(whole, IsOk());
+  EXPECT_FALSE(whole->pod_sets[0].min_count.has_value());
+  EXPECT_EQ(whole->pod_sets[0].MinCount(), 20);
+}
+
+TEST(PartialAdmissionExtractTest, RestoreMinCountsReadsTheAnnotation) {
+  Workload w;
+  w.kind = Kind::kJob;
+  w.pod_sets.push_back(PodSet{.name = "main", .count = 20});
+  EXPECT_FALSE(RestoreMinCounts(&w));
+  w.annotations[std::string(kJobMinParallelismAnnotation)] = "10";
+  EXPECT_TRUE(RestoreMinCounts(&w));
+  EXPECT_EQ(w.pod_sets[0].MinCount(), 10);
+  EXPECT_FALSE(RestoreMinCounts(&w));  // already set
 }
 
 }  // namespace

@@ -248,6 +248,8 @@ struct ScheduleStats {
   // Preemption candidates spared because they were preempted once already
   // and nothing changed in their tree since (the anti-churn rule).
   int64_t guarded = 0;
+  // Nominations that fit only with fewer pods (partial admission).
+  int64_t partial = 0;
   bool more = false;       // stopped at the time budget with work left
 };
 

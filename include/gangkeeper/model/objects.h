@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "gangkeeper/model/configuration.h"
 #include "gangkeeper/model/gpu_pool.h"
 #include "gangkeeper/model/policy_digest.h"
 #include "gangkeeper/quantity/quantity.h"
@@ -175,6 +176,10 @@ struct PolicySet {
   std::map<std::string, Namespace> namespaces;
   std::map<std::string, GpuNodePool> gpu_node_pools;
   std::map<std::string, SourceRef> gpu_node_pool_sources;  // GpuNodePool has no ObjectMeta
+  // Kueue's Configuration (configuration.h): at most one, from the policy
+  // files; an overlay never changes it.
+  KueueConfiguration configuration;
+  SourceRef configuration_source;
   // The content's identity, stamped on a shared set by Seal
   // (policy_digest.h); read it with DigestOf. A copy starts unsealed.
   SealedDigest sealed;

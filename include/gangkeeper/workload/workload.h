@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,15 @@ inline constexpr absl::string_view kQueueNameLabel = "kueue.x-k8s.io/queue-name"
 inline constexpr absl::string_view kPriorityClassLabel = "kueue.x-k8s.io/priority-class";
 inline constexpr absl::string_view kPodGroupNameLabel = "kueue.x-k8s.io/pod-group-name";
 inline constexpr absl::string_view kPodGroupTotalCountAnnotation = "kueue.x-k8s.io/pod-group-total-count";
+// Partial admission of a batch Job (Kueue's): the fewest pods it may start
+// with when its parallelism does not fit.
+inline constexpr absl::string_view kJobMinParallelismAnnotation = "kueue.x-k8s.io/job-min-parallelism";
 // What gangkeeper writes.
 inline constexpr absl::string_view kSchedulingGate = "gangkeeper.io/admission";
+// A Job released with fewer pods than it asked for keeps its own
+// parallelism here while spec.parallelism holds the admitted count; the
+// Job is read with this count, and suspending it puts the count back.
+inline constexpr absl::string_view kFullParallelismAnnotation = "gangkeeper.io/full-parallelism";
 
 enum class Kind {
   kJob,
@@ -86,6 +94,17 @@ const KindInfo& InfoFor(Kind kind);
 struct PodSet {
   std::string name;   // "main", "master", "worker", "launcher", "head", a replicated job or worker group
   int64_t count = 0;  // pods in this set
+  // Partial admission (KUEUE-SEMANTICS.md §3.8): the fewest pods the set
+  // may be admitted with when `count` does not fit (a Job's
+  // kueue.x-k8s.io/job-min-parallelism annotation, a kind's minCount);
+  // nullopt: only the whole count.
+  std::optional<int64_t> min_count;
+  // The fewest pods it may be admitted with: min_count clamped to
+  // [0, count], or count.
+  int64_t MinCount() const {
+    if (!min_count.has_value() || *min_count >= count) return count;
+    return *min_count < 0 ? 0 : *min_count;
+  }
   // Per pod, as Kubernetes computes the pod's effective request:
   // max(sum of containers, each init container) + sidecars + overhead,
   // with limits standing in for missing requests.
@@ -105,6 +124,13 @@ struct PodSet {
   // tolerations under it.
   std::string template_pointer;
 };
+
+struct Workload;
+// Sets the pod sets' min_count from the annotation that carries it (a
+// Job's kueue.x-k8s.io/job-min-parallelism) when not set: for a Workload
+// rebuilt from durable state, which keeps the annotation but not the
+// minimum. True when it set one.
+bool RestoreMinCounts(Workload* w);
 
 // `token` escaped for a JSON pointer ("~" -> "~0", "/" -> "~1").
 std::string JsonPointerEscape(absl::string_view token);

@@ -1,0 +1,192 @@
+// Kueue's Configuration document in the policy files: what is read, what is
+// a warning, what is an error, and the requests the quota sees.
+#include "gangkeeper/model/configuration.h"
+
+#include "gangkeeper/model/encode.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/model/test_util.h"
+
+namespace gangkeeper::model {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+using quantity::Quantity;
+
+// The MIG example of the README: one 1g.10gb slice is charged as an eighth
+// of a GPU, and the slice itself is not charged (Replace).
+constexpr char kMigConfiguration[] = R"(
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+namespace: kueue-system
+health:
+  healthProbeBindAddress: :8081
+resources:
+  transformations:
+  - input: nvidia.com/mig-1g.10gb
+    strategy: Replace
+    outputs:
+      nvidia.com/gpu: 125m
+  - input: nvidia.com/mig-3g.40gb
+    outputs:
+      nvidia.com/gpu: 500m
+fairSharing:
+  enable: true
+  preemptionStrategies: [LessThanInitialShare]
+waitForPodsReady:
+  enable: true
+  timeout: 5m
+manageJobsWithoutQueueName: true
+)";
+
+Quantity MilliQ(int64_t milli) { return Quantity::FromMilli(milli); }
+
+TEST(ConfigurationTest, ReadsTransformationsAndFairSharing) {
+  Decoded d = Decode(kMigConfiguration);
+  EXPECT_THAT(d.Errors(), IsEmpty()) << d.All();
+  const KueueConfiguration& c = d.policies.configuration;
+  ASSERT_TRUE(c.present);
+  ASSERT_EQ(c.transformations.size(), 2u);
+  EXPECT_EQ(c.transformations[0].input, "nvidia.com/mig-1g.10gb");
+  EXPECT_EQ(c.transformations[0].strategy, TransformationStrategy::kReplace);
+  EXPECT_THAT(c.transformations[0].outputs, ElementsAre(Pair("nvidia.com/gpu", MilliQ(125))));
+  EXPECT_EQ(c.transformations[1].strategy, TransformationStrategy::kRetain);  // Kueue's default
+  EXPECT_TRUE(c.fair_sharing);
+  EXPECT_THAT(c.preemption_strategies, ElementsAre(FairPreemptionStrategy::kLessThanInitialShare));
+  // No "skipped" note: the document is read.
+  EXPECT_THAT(d.Notes(), IsEmpty()) << d.All();
+}
+
+TEST(ConfigurationTest, WhatIsNotEnforcedIsAWarningNamingIt) {
+  Decoded d = Decode(kMigConfiguration);
+  const std::vector<std::string> warnings = d.Warnings();
+  EXPECT_THAT(warnings, Contains(AllOf(HasSubstr("Configuration: waitForPodsReady"), HasSubstr("not enforced"))));
+  EXPECT_THAT(warnings,
+              Contains(AllOf(HasSubstr("Configuration: manageJobsWithoutQueueName"), HasSubstr("not enforced"))));
+  // The process's own settings (namespace, health) say nothing about admission.
+  for (const std::string& w : warnings) {
+    EXPECT_THAT(w, ::testing::Not(HasSubstr("health")));
+    EXPECT_THAT(w, ::testing::Not(HasSubstr("namespace:")));
+  }
+  Decoded unknown = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+resources:
+  excludeResourcePrefixes: [example.com/]
+someFutureOption: {}
+)");
+  EXPECT_THAT(unknown.Errors(), IsEmpty()) << unknown.All();
+  EXPECT_THAT(unknown.Warnings(), Contains(HasSubstr("resources.excludeResourcePrefixes: not enforced")));
+  EXPECT_THAT(unknown.Warnings(), Contains(HasSubstr("someFutureOption: not enforced")));
+}
+
+TEST(ConfigurationTest, V1beta2TurnsFairSharingOnByPresence) {
+  Decoded on = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+fairSharing: {}
+)");
+  EXPECT_THAT(on.Errors(), IsEmpty()) << on.All();
+  EXPECT_TRUE(on.policies.configuration.fair_sharing);
+  EXPECT_THAT(on.policies.configuration.preemption_strategies,
+              ElementsAre(FairPreemptionStrategy::kLessThanOrEqualToFinalShare,
+                          FairPreemptionStrategy::kLessThanInitialShare));
+  Decoded off = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+fairSharing:
+  enable: false
+)");
+  EXPECT_FALSE(off.policies.configuration.fair_sharing);
+  Decoded none = Decode(std::string(R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: default
+)"));
+  EXPECT_FALSE(none.policies.configuration.present);
+  EXPECT_FALSE(none.policies.configuration.fair_sharing);
+}
+
+TEST(ConfigurationTest, BadDocumentsAreErrors) {
+  Decoded order = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+fairSharing:
+  enable: true
+  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]
+)");
+  EXPECT_THAT(order.Errors(), ElementsAre(HasSubstr("fairSharing.preemptionStrategies: must be")));
+  EXPECT_FALSE(order.policies.configuration.present);
+
+  Decoded twice = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+resources:
+  transformations:
+  - input: nvidia.com/mig-1g.10gb
+    outputs: {nvidia.com/gpu: 125m}
+  - input: nvidia.com/mig-1g.10gb
+    strategy: Sideways
+    outputs: {nvidia.com/gpu: 1}
+)");
+  EXPECT_THAT(twice.Errors(), Contains(HasSubstr("a second transformation for nvidia.com/mig-1g.10gb")));
+  EXPECT_THAT(twice.Errors(), Contains(HasSubstr("strategy")));
+
+  Decoded two_docs = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+---
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+)");
+  EXPECT_THAT(two_docs.Errors(), ElementsAre(HasSubstr("a second Kueue Configuration (the first is in test.yaml#1)")));
+
+  Decoded version = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1alpha9
+kind: Configuration
+)");
+  EXPECT_THAT(version.Errors(), ElementsAre(HasSubstr("is not supported for Configuration")));
+}
+
+TEST(ConfigurationTest, EncodingKeepsWhatIsEnforced) {
+  Decoded d = Decode(kMigConfiguration);
+  ASSERT_THAT(d.Errors(), IsEmpty()) << d.All();
+  Decoded again = Decode(EncodeManifests(d.policies));
+  EXPECT_THAT(again.Errors(), IsEmpty()) << again.All();
+  EXPECT_EQ(again.policies.configuration, d.policies.configuration);
+  // Without a Configuration, nothing is added to the encoding.
+  PolicySet empty;
+  EXPECT_THAT(EncodeManifests(empty), ::testing::Not(HasSubstr("Configuration")));
+}
+
+TEST(ConfigurationTest, QuotaRequestsApplyRetainAndReplace) {
+  Decoded d = Decode(kMigConfiguration);
+  const KueueConfiguration& c = d.policies.configuration;
+  // Replace: two 1g slices are a quarter of a GPU, and no slice is charged.
+  EXPECT_THAT(QuotaRequests(c, {{"cpu", MilliQ(1000)}, {"nvidia.com/mig-1g.10gb", MilliQ(2000)}}),
+              ElementsAre(Pair("cpu", MilliQ(1000)), Pair("nvidia.com/gpu", MilliQ(250))));
+  // Retain: the slice is charged as well as its half GPU; generated
+  // charges add to a GPU requested directly.
+  EXPECT_THAT(QuotaRequests(c, {{"nvidia.com/gpu", MilliQ(1000)}, {"nvidia.com/mig-3g.40gb", MilliQ(1000)}}),
+              ElementsAre(Pair("nvidia.com/gpu", MilliQ(1500)), Pair("nvidia.com/mig-3g.40gb", MilliQ(1000))));
+  // Untouched when nothing matches.
+  EXPECT_THAT(QuotaRequests(c, {{"cpu", MilliQ(500)}}), ElementsAre(Pair("cpu", MilliQ(500))));
+  // A product finer than a milli-unit rounds up.
+  KueueConfiguration tiny;
+  tiny.transformations.push_back({"example.com/unit", TransformationStrategy::kReplace, "", {{"cpu", MilliQ(1)}}});
+  EXPECT_THAT(QuotaRequests(tiny, {{"example.com/unit", MilliQ(1)}}), ElementsAre(Pair("cpu", MilliQ(1))));
+  // multiplyBy scales the input; a negative total generated is zero.
+  KueueConfiguration scaled;
+  scaled.transformations.push_back(
+      {"example.com/cores", TransformationStrategy::kReplace, "example.com/pods", {{"cpu", MilliQ(2000)}, {"memory", MilliQ(-1000)}}});
+  EXPECT_THAT(QuotaRequests(scaled, {{"example.com/cores", MilliQ(3000)}, {"example.com/pods", MilliQ(2000)}, {"memory", MilliQ(5000)}}),
+              ElementsAre(Pair("cpu", MilliQ(12000)), Pair("example.com/pods", MilliQ(2000)), Pair("memory", MilliQ(5000))));
+}
+
+}  // namespace
+}  // namespace gangkeeper::model
