@@ -854,7 +854,7 @@ section_micro() {
     echo
     echo "### Audit log (\`gangkeeper_audit_bench\`)"
     echo
-    echo "No DESIGN §10 target; the README states about 30,000 events/s with 64 writers and about 1 ms per"
+    echo "No DESIGN §10 target; docs/internals.md states about 30,000 events/s with 64 writers and about 1 ms per"
     echo "page of 100 over a million indexed events."
     echo
     echo "| benchmark | what it measures | figure |"
