@@ -215,7 +215,9 @@ absl::Status ApplyOp(const rapidjson::Value& op, rapidjson::Document* doc) {
 
 // Applies the patch `patch_json` to a copy of request.object in `review`
 // and returns the review body with the patched object.
-absl::StatusOr<std::string> ApplyPatch(const std::string& patch_json, const rapidjson::Document& review) {
+// (`Review` is the decoder's document type, whatever its allocator.)
+template <typename Review>
+absl::StatusOr<std::string> ApplyPatch(const std::string& patch_json, const Review& review) {
   rapidjson::Document patch;
   patch.Parse<rapidjson::kParseIterativeFlag>(patch_json.data(), patch_json.size());
   if (patch.HasParseError() || !patch.IsArray()) return absl::InternalError("the patch is not a JSON array");
