@@ -2,12 +2,16 @@
 // global gangkeeper has (STYLE §6.10).
 #include "gangkeeper/base/log.h"
 
+#include <chrono>
+#include <cstdio>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spdlog/details/registry.h"
 #include "spdlog/pattern_formatter.h"
+#include "spdlog/sinks/base_sink.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -52,6 +56,88 @@ void Apply(spdlog::logger& logger, const LogOptions& options) {
   logger.flush_on(spdlog::level::warn);
 }
 
+// Gathers formatted lines and writes them to stderr a batch at a time: one
+// write(2) for many requests instead of one each under the console mutex.
+// Written when kBatchBytes gather, when the logger flushes (a warning or
+// worse, FlushLogs), and by the flusher thread every kFlushInterval.
+class BatchingStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  static constexpr size_t kBatchBytes = 64 * 1024;
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    batch_.append(formatted.data(), formatted.size());
+    if (batch_.size() >= kBatchBytes) flush_();
+  }
+  void flush_() override {
+    if (batch_.empty()) return;
+    std::fwrite(batch_.data(), 1, batch_.size(), stderr);
+    std::fflush(stderr);
+    batch_.clear();
+  }
+
+ private:
+  std::string batch_;
+};
+
+// Flushes the batching loggers every kBatchFlushInterval, for the life of
+// the process. The loggers it holds are never destroyed (the registry's
+// destruction at exit must not leave the thread a dangling logger).
+class BatchFlusher {
+ public:
+  static BatchFlusher& Get() {
+    static BatchFlusher* flusher = new BatchFlusher();
+    return *flusher;
+  }
+  void Add(std::shared_ptr<spdlog::logger> logger) {
+    std::lock_guard<std::mutex> lock(mu_);
+    loggers_.push_back(std::move(logger));
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { Run(); }).detach();
+    }
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      std::this_thread::sleep_for(kBatchFlushInterval);
+      std::vector<std::shared_ptr<spdlog::logger>> loggers;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        loggers = loggers_;
+      }
+      for (const auto& l : loggers) l->flush();
+    }
+  }
+
+  std::mutex mu_;
+  std::vector<std::shared_ptr<spdlog::logger>> loggers_;
+  bool started_ = false;
+};
+
+std::shared_ptr<spdlog::logger> MakeLogger(absl::string_view module, bool batching) {
+  std::string name(module);
+  std::shared_ptr<spdlog::logger> logger;
+  {
+    std::lock_guard<std::mutex> lock(ConfigMutex());
+    if (auto existing = spdlog::get(name)) return existing;
+    spdlog::sink_ptr sink;
+    if (batching) {
+      sink = std::make_shared<BatchingStderrSink>();
+    } else {
+      sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    }
+    logger = std::make_shared<spdlog::logger>(name, std::move(sink));
+    Apply(*logger, CurrentOptions());
+    spdlog::register_logger(logger);
+  }
+  if (batching) BatchFlusher::Get().Add(logger);
+  return logger;
+}
+
 }  // namespace
 
 absl::Status ParseLogFormat(absl::string_view text, LogFormat* format) {
@@ -82,15 +168,9 @@ absl::Status ConfigureLogging(const LogOptions& options) {
   return absl::OkStatus();
 }
 
-std::shared_ptr<spdlog::logger> GetLogger(absl::string_view module) {
-  std::string name(module);
-  std::lock_guard<std::mutex> lock(ConfigMutex());
-  if (auto existing = spdlog::get(name)) return existing;
-  auto logger = std::make_shared<spdlog::logger>(name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  Apply(*logger, CurrentOptions());
-  spdlog::register_logger(logger);
-  return logger;
-}
+std::shared_ptr<spdlog::logger> GetLogger(absl::string_view module) { return MakeLogger(module, false); }
+
+std::shared_ptr<spdlog::logger> GetBatchingLogger(absl::string_view module) { return MakeLogger(module, true); }
 
 void FlushLogs() {
   spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });

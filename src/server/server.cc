@@ -156,7 +156,7 @@ class ServerImpl final : public Server, public RequestSink {
   std::unique_ptr<CertificateSource> certs_;
   ReadinessImpl readiness_;
   std::shared_ptr<spdlog::logger> log_ = base::GetLogger("server");
-  std::shared_ptr<spdlog::logger> access_log_ = base::GetLogger("access");
+  std::shared_ptr<spdlog::logger> access_log_ = base::GetBatchingLogger("access");
 
   // Routing tables, fixed after construction.
   absl::flat_hash_map<std::string, const Route*> exact_;  // "L METHOD PATH"

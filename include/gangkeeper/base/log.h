@@ -6,6 +6,7 @@
 // Never log request bodies, tokens or keys.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,16 @@ struct LogOptions {
 
 // The logger for `module` ("server", "access", "broker", ...).
 std::shared_ptr<spdlog::logger> GetLogger(absl::string_view module);
+
+// A logger for high-volume lines (the access log, one line per request):
+// lines gather in memory and reach stderr in batches, at most
+// kBatchFlushInterval late (or when 64 KiB gather, or at once from a
+// warning up). FlushLogs() writes what is gathered. A kill -9 loses at
+// most the last interval's lines; their order among themselves is kept,
+// against other loggers' lines it may not be. The same name gives the same
+// logger, whichever function made it first.
+inline constexpr std::chrono::milliseconds kBatchFlushInterval{100};
+std::shared_ptr<spdlog::logger> GetBatchingLogger(absl::string_view module);
 
 // Flushes every logger (at shutdown).
 void FlushLogs();
