@@ -149,7 +149,7 @@ constexpr char kHead[] =
     "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1340px}h1{font-size:1.4em}"
     "h2{font-size:1.15em;margin-top:1.6em}h3{font-size:1em;margin:1.2em 0 .4em}"
     "table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
-    "th{background:#f3f3f3}td.l,th.l{text-align:left}td.up{color:#a00}td.down{color:#070}"
+    "th{background:#f3f3f3}td.l,th.l{text-align:left}table.sum td{white-space:nowrap}"
     ".grid{display:flex;flex-wrap:wrap;gap:12px}.pair{display:flex;gap:12px;margin-bottom:12px}"
     ".verdict{background:#f4f7fb;border-left:4px solid #1f77b4;padding:.4em 1em;font-size:1.05em}"
     ".verdict li{margin:.3em 0}"
@@ -196,7 +196,7 @@ std::string PointsChange(double before, double after) {
 // The summary table: makespan, its bound, utilization and counts.
 void AppendSummary(const std::vector<Run>& runs, std::string* out) {
   std::string& h = *out;
-  h += "<h2>Summary</h2>\n<table>\n";
+  h += "<h2>Summary</h2>\n<table class=\"sum\">\n";
   if (runs.size() > 1) {
     h += "<tr><th></th>";
     for (const Run& run : runs) absl::StrAppend(&h, "<th>", Escape(run.label), "</th>");
@@ -217,9 +217,13 @@ void AppendSummary(const std::vector<Run>& runs, std::string* out) {
              first.makespan_ms.has_value() && last.makespan_ms.has_value()
                  ? DurChange(static_cast<double>(*first.makespan_ms), static_cast<double>(*last.makespan_ms))
                  : "");
-  SummaryRow(&h, "lower bound", each([](const Report& r) {
-               return absl::StrCat(Dur(r.bounds.max_ms()), " (work ", Dur(r.bounds.work_ms), ": ",
-                                   r.bounds.work_bound_by, "; arrivals ", Dur(r.bounds.arrival_ms), ")");
+  const bool detail = runs.size() == 1;  // which cohort and workload bound it: in one column only
+  SummaryRow(&h, "lower bound", each([&](const Report& r) {
+               return detail ? absl::StrCat(Dur(r.bounds.max_ms()), " (work ", Dur(r.bounds.work_ms), ": ",
+                                            r.bounds.work_bound_by, "; arrivals ", Dur(r.bounds.arrival_ms), ": ",
+                                            r.bounds.arrival_bound_by, ")")
+                             : absl::StrCat(Dur(r.bounds.max_ms()), " (work ", Dur(r.bounds.work_ms), ", arrivals ",
+                                            Dur(r.bounds.arrival_ms), ")");
              }));
   SummaryRow(&h, "makespan / lower bound", each([](const Report& r) {
                return r.makespan_ms.has_value() && r.bounds.max_ms() > 0
@@ -249,16 +253,17 @@ void AppendSummary(const std::vector<Run>& runs, std::string* out) {
     }
   }
   auto count_change = [](int64_t b, int64_t a) { return a == b ? "0" : absl::StrCat(a > b ? "+" : "", a - b); };
-  SummaryRow(&h, "admissions", each([](const Report& r) { return absl::StrCat(r.admissions); }),
+  auto count = [](int64_t n) { return RoundedNumber(static_cast<double>(n)); };
+  SummaryRow(&h, "admissions", each([&](const Report& r) { return count(r.admissions); }),
              count_change(first.admissions, last.admissions));
-  SummaryRow(&h, "preemptions", each([](const Report& r) { return absl::StrCat(r.preemptions); }),
+  SummaryRow(&h, "preemptions", each([&](const Report& r) { return count(r.preemptions); }),
              count_change(first.preemptions, last.preemptions));
   SummaryRow(&h, "work lost to preemption", each([](const Report& r) { return Dur(r.lost_work_ms); }),
              DurChange(static_cast<double>(first.lost_work_ms), static_cast<double>(last.lost_work_ms)));
-  SummaryRow(&h, "never admitted", each([](const Report& r) { return absl::StrCat(r.unadmitted_count); }),
+  SummaryRow(&h, "never admitted", each([&](const Report& r) { return count(r.unadmitted_count); }),
              count_change(first.unadmitted_count, last.unadmitted_count));
   SummaryRow(&h, "scheduling passes / cycles",
-             each([](const Report& r) { return absl::StrCat(r.scheduling_passes, " / ", r.scheduling_cycles); }));
+             each([&](const Report& r) { return count(r.scheduling_passes) + " / " + count(r.scheduling_cycles); }));
   SummaryRow(&h, "stop delay", each([](const Report& r) { return Dur(r.stop_delay_ms); }));
   h += "</table>\n";
 }
