@@ -9,11 +9,13 @@ build_pkgs=(
   libcpp-httplib-dev libssl-dev openssl libboost-dev
   nlohmann-json3-dev rapidjson-dev libabsl-dev libspdlog-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev  # test/sim's browser test decodes Chromium's PNG
   curl ca-certificates
 )
 test_pkgs=(
   testssl.sh etcd-server
   prometheus  # /usr/bin/prometheus and promtool for test/monitoring
+  chromium    # headless, renders simulate's HTML report in test/sim (ctest -L browser)
 )
 
 want=("${build_pkgs[@]}")

@@ -1,6 +1,8 @@
 // gangkeeper CLI: `gangkeeper simulate`, replaying a workload trace against
 // the real scheduler on a simulated clock (include/gangkeeper/sim/).
 //
+// With --compare the trace runs twice (--policies, then the --compare
+// policies) and the reports show both runs side by side with a verdict.
 // Exit 0 with the report written (or the summary printed), 2 for bad input
 // (flags, an unreadable or malformed trace or policy file: the message names
 // the file, line and field), 1 when the simulation itself fails.
@@ -43,10 +45,34 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
+// Loads the Kueue manifests at `path` (file or directory); `flag` names the
+// flag that gave it, for the message.
+absl::StatusOr<std::shared_ptr<const model::PolicySet>> LoadPolicySet(const std::string& path,
+                                                                      const std::string& flag) {
+  absl::StatusOr<model::LoadResult> loaded = model::LoadPolicies(path);
+  if (!loaded.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", loaded.status().message()));
+  }
+  if (loaded->diagnostics.HasErrors()) {
+    return absl::InvalidArgumentError(absl::StrCat("the policies in ", path, " (", flag,
+                                                   ") have errors (see gangkeeper check-policies):\n",
+                                                   loaded->diagnostics.ErrorSummary()));
+  }
+  return std::make_shared<const model::PolicySet>(std::move(loaded->policies));
+}
+
+// Runs the simulation; the exit code and message when it fails.
+absl::StatusOr<sim::Report> Run(const sim::Trace& trace, std::shared_ptr<const model::PolicySet> policies,
+                                const sim::SimOptions& options, int* code) {
+  absl::StatusOr<sim::Report> report = sim::Simulate(trace, std::move(policies), options);
+  if (!report.ok()) *code = report.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  return report;
+}
+
 }  // namespace
 
 int RunSimulate(const std::vector<std::string>& args) {
-  std::string policies_dir, workload_file, json_out, html_out;
+  std::string policies_dir, compare_dir, workload_file, json_out, html_out;
   absl::Duration until = absl::ZeroDuration();
   absl::Duration stop_delay = absl::ZeroDuration();
   bool one_head = false, fair_sharing = false;
@@ -55,15 +81,23 @@ int RunSimulate(const std::vector<std::string>& args) {
                 "reports makespan, utilization of nominal quota, time to admission per class, preemptions, fair\n"
                 "share and lower bounds. Traces: CSV, JSON Lines, or Kueue's scheduler-performance generator.yaml\n"
                 "(which brings its own policies; --policies then replaces them).\n"
-                "See README \"Simulate a quota change\".");
-  flags.Synopsis("gangkeeper simulate [--policies DIR] --workload FILE [--until DURATION] [-o report.json]\n"
-                 "                           [--html report.html]");
+                "With --compare the trace runs twice, against --policies (before) and against the --compare\n"
+                "policies (after), and the reports put both runs side by side with a verdict.\n"
+                "Unlike get's -o (a format), simulate's -o names the JSON report's file (also --json).\n"
+                "See README \"Simulate a quota change\" and docs/simulate.md.");
+  flags.Synopsis("gangkeeper simulate [--policies DIR] --workload FILE [--compare DIR] [--until DURATION]\n"
+                 "                           [-o report.json] [--html report.html]");
   flags.ExitCodes("0 done; 1 the simulation failed; 2 bad input (the message names file, line and field)");
-  flags.Examples("  gangkeeper simulate --policies policies/ --workload trace.csv --html report.html");
+  flags.Examples(
+      "  gangkeeper simulate --policies policies/ --workload trace.csv --html report.html\n"
+      "  # what if team-b lends 2 GPUs: before and after, side by side\n"
+      "  gangkeeper simulate --policies test/bench/traces/lend-gpus/before --workload test/bench/traces/lend-gpus/trace.csv \\\n"
+      "      --compare test/bench/traces/lend-gpus/after --html compare.html -o compare.json");
   flags.String("policies", &policies_dir, "Kueue manifests (file or directory), as for serve --policies");
+  flags.String("compare", &compare_dir, "run the trace again against these policies (after) and compare");
   flags.String("workload", &workload_file, "the trace: .csv, .jsonl or a Kueue generator .yaml");
   flags.Duration("until", &until, "stop at this simulated time (0 = when nothing is left to happen)");
-  flags.String("o", &json_out, "write the JSON report here (without it, print a summary)");
+  flags.String("o,json", &json_out, "write the JSON report to this file (without it, print a summary)");
   flags.String("html", &html_out, "write a self-contained HTML report here");
   flags.Duration("stop-delay", &stop_delay, "how long a preempted gang takes to stop and free its quota");
   flags.Bool("one-head-per-cycle", &one_head, "Kueue's cycle: one workload per ClusterQueue per cycle");
@@ -81,13 +115,9 @@ int RunSimulate(const std::vector<std::string>& args) {
   std::shared_ptr<const model::PolicySet> policies;
   sim::SimOptions options;
   if (!policies_dir.empty()) {
-    absl::StatusOr<model::LoadResult> loaded = model::LoadPolicies(policies_dir);
+    absl::StatusOr<std::shared_ptr<const model::PolicySet>> loaded = LoadPolicySet(policies_dir, "--policies");
     if (!loaded.ok()) return Fail(2, std::string(loaded.status().message()));
-    if (loaded->diagnostics.HasErrors()) {
-      return Fail(2, absl::StrCat("the policies in ", policies_dir, " have errors (see gangkeeper check-policies):\n",
-                                  loaded->diagnostics.ErrorSummary()));
-    }
-    policies = std::make_shared<const model::PolicySet>(std::move(loaded->policies));
+    policies = *std::move(loaded);
     options.policies_source = policies_dir;
   } else if (trace->policies != nullptr) {
     options.policies_source = "generated from " + workload_file;
@@ -95,27 +125,42 @@ int RunSimulate(const std::vector<std::string>& args) {
     return Fail(2, absl::StrCat(workload_file, " is a ", sim::TraceFormatName(trace->format),
                                 " trace: give the policies its LocalQueues belong to with --policies DIR"));
   }
+  std::shared_ptr<const model::PolicySet> compare_policies;
+  if (!compare_dir.empty()) {
+    absl::StatusOr<std::shared_ptr<const model::PolicySet>> loaded = LoadPolicySet(compare_dir, "--compare");
+    if (!loaded.ok()) return Fail(2, std::string(loaded.status().message()));
+    compare_policies = *std::move(loaded);
+  }
   if (until > absl::ZeroDuration()) options.until_ms = absl::ToInt64Milliseconds(until);
   options.stop_delay_ms = absl::ToInt64Milliseconds(stop_delay);
   options.scheduler.one_head_per_cycle = one_head;
   options.scheduler.fair_sharing = fair_sharing;
 
-  absl::StatusOr<sim::Report> report = sim::Simulate(*trace, policies, options);
-  if (!report.ok()) {
-    return Fail(report.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
-                std::string(report.status().message()));
+  int code = 0;
+  absl::StatusOr<sim::Report> report = Run(*trace, policies, options, &code);
+  if (!report.ok()) return Fail(code, std::string(report.status().message()));
+  std::string json, html, summary;
+  if (compare_policies != nullptr) {
+    sim::SimOptions after_options = options;
+    after_options.policies_source = compare_dir;
+    absl::StatusOr<sim::Report> after = Run(*trace, compare_policies, after_options, &code);
+    if (!after.ok()) return Fail(code, absl::StrCat("with --compare ", compare_dir, ": ", after.status().message()));
+    const sim::Comparison comparison{*std::move(report), *std::move(after)};
+    if (!json_out.empty()) json = sim::ComparisonJson(comparison);
+    if (!html_out.empty()) html = sim::ComparisonHtml(comparison);
+    summary = sim::ComparisonSummary(comparison);
+  } else {
+    if (!json_out.empty()) json = sim::ReportJson(*report);
+    if (!html_out.empty()) html = sim::ReportHtml(*report);
+    summary = sim::ReportSummary(*report);
   }
   if (!json_out.empty()) {
-    if (absl::Status s = WriteFile(json_out, sim::ReportJson(*report)); !s.ok()) {
-      return Fail(2, std::string(s.message()));
-    }
+    if (absl::Status s = WriteFile(json_out, json); !s.ok()) return Fail(2, std::string(s.message()));
   }
   if (!html_out.empty()) {
-    if (absl::Status s = WriteFile(html_out, sim::ReportHtml(*report)); !s.ok()) {
-      return Fail(2, std::string(s.message()));
-    }
+    if (absl::Status s = WriteFile(html_out, html); !s.ok()) return Fail(2, std::string(s.message()));
   }
-  if (json_out.empty()) std::fputs(sim::ReportSummary(*report).c_str(), stdout);
+  if (json_out.empty()) std::fputs(summary.c_str(), stdout);
   return 0;
 }
 

@@ -2,12 +2,14 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/time.h"
 #include "gangkeeper/sim/report.h"
 #include "nlohmann/json.hpp"
+#include "src/sim/report_format.h"
 
 namespace gangkeeper::sim {
 namespace {
@@ -15,6 +17,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 constexpr char kFormat[] = "gangkeeper-simulate/v1";
+constexpr char kCompareFormat[] = "gangkeeper-simulate-compare/v1";
 constexpr char kCycleModel[] =
     "at each instant with events: completions, then stops, then arrivals; then Schedule(t) to a fixed point; "
     "admissions are released at once and run from t; preempted gangs stop after the stop delay and are re-queued";
@@ -22,10 +25,7 @@ constexpr char kCycleModel[] =
 // Milliseconds as seconds (exact to the millisecond in the shortest form).
 double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
 double Seconds(double ms) { return std::round(ms) / 1000.0; }
-// " (1h30m)" after a duration of a minute or more, for people.
-std::string Human(int64_t ms) {
-  return ms >= 60'000 ? absl::StrCat(" (", absl::FormatDuration(absl::Milliseconds(ms)), ")") : std::string();
-}
+std::string Human(int64_t ms) { return HumanDuration(static_cast<double>(ms)); }
 // A ratio to four decimals.
 double Ratio(double v) { return std::round(v * 10000.0) / 10000.0; }
 
@@ -186,9 +186,7 @@ ojson TimeseriesJson(const Report& r) {
   return ts;
 }
 
-}  // namespace
-
-std::string ReportJson(const Report& r) {
+ojson ReportObject(const Report& r) {
   ojson root = ojson::object();
   root["format"] = kFormat;
   root["input"] = InputJson(r);
@@ -199,6 +197,75 @@ std::string ReportJson(const Report& r) {
   root["cluster_queues"] = ClusterQueuesJson(r);
   root["unadmitted"] = UnadmittedJson(r);
   root["timeseries"] = TimeseriesJson(r);
+  return root;
+}
+
+// {"before": b, "after": a, "change": a - b}, null where a run has no value.
+ojson Change(const ojson& b, const ojson& a) {
+  ojson o = ojson::object();
+  o["before"] = b;
+  o["after"] = a;
+  o["change"] = b.is_number() && a.is_number()
+                    ? ojson(std::round((a.get<double>() - b.get<double>()) * 10000.0) / 10000.0)
+                    : ojson(nullptr);
+  return o;
+}
+
+// The figures a reader compares first, before and after.
+ojson ChangesJson(const Report& b, const Report& a) {
+  ojson changes = ojson::object();
+  auto makespan = [](const Report& r) {
+    return r.makespan_ms.has_value() ? ojson(Seconds(*r.makespan_ms)) : ojson(nullptr);
+  };
+  changes["makespan_s"] = Change(makespan(b), makespan(a));
+  changes["finished"] = Change(b.finished, a.finished);
+  changes["never_admitted"] = Change(b.unadmitted_count, a.unadmitted_count);
+  changes["preemptions"] = Change(b.preemptions, a.preemptions);
+  changes["lost_work_s"] = Change(Seconds(b.lost_work_ms), Seconds(a.lost_work_ms));
+  auto util = [](const Report& r, const std::string& res) {
+    auto it = r.utilization.find(res);
+    return it == r.utilization.end() ? ojson(nullptr) : ojson(Ratio(it->second));
+  };
+  ojson utilization = ojson::object();
+  for (const auto& [res, v] : b.utilization) utilization[res] = Change(util(b, res), util(a, res));
+  for (const auto& [res, v] : a.utilization) {
+    if (!utilization.contains(res)) utilization[res] = Change(util(b, res), util(a, res));
+  }
+  changes["utilization"] = std::move(utilization);
+  auto wait = [](const Report& r, const std::string& cls, bool p90) {
+    auto it = r.classes.find(cls);
+    if (it == r.classes.end() || it->second.time_to_admission.count == 0) return ojson(nullptr);
+    const WaitStats& s = it->second.time_to_admission;
+    return p90 ? ojson(Seconds(s.p90_ms)) : ojson(Seconds(s.mean_ms));
+  };
+  ojson mean = ojson::object(), p90 = ojson::object();
+  for (const Report* r : {&b, &a}) {
+    for (const auto& [cls, c] : r->classes) {
+      if (mean.contains(cls)) continue;
+      mean[cls] = Change(wait(b, cls, false), wait(a, cls, false));
+      p90[cls] = Change(wait(b, cls, true), wait(a, cls, true));
+    }
+  }
+  changes["mean_time_to_admission_s"] = std::move(mean);
+  changes["p90_time_to_admission_s"] = std::move(p90);
+  return changes;
+}
+
+}  // namespace
+
+std::string ReportJson(const Report& r) {
+  return ReportObject(r).dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
+}
+
+std::string ComparisonJson(const Comparison& c) {
+  ojson root = ojson::object();
+  root["format"] = kCompareFormat;
+  ojson verdict = ojson::array();
+  for (const std::string& s : Verdict(c.before, c.after)) verdict.push_back(s);
+  root["verdict"] = std::move(verdict);
+  root["changes"] = ChangesJson(c.before, c.after);
+  root["before"] = ReportObject(c.before);
+  root["after"] = ReportObject(c.after);
   return root.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
@@ -206,43 +273,42 @@ std::string ReportSummary(const Report& r) {
   std::string out = absl::StrFormat("simulated %d workloads (%s trace %s) on %d ClusterQueues\n", r.workloads,
                                     r.trace_format, r.workload_file, r.cluster_queues.size());
   if (r.makespan_ms.has_value()) {
-    absl::StrAppendFormat(&out, "makespan        %.3f s%s", Seconds(*r.makespan_ms), Human(*r.makespan_ms));
+    absl::StrAppendFormat(&out, "makespan        %s", Human(*r.makespan_ms));
     if (r.bounds.max_ms() > 0) {
       absl::StrAppendFormat(&out, "  (%.2fx the lower bound)",
                             static_cast<double>(*r.makespan_ms) / static_cast<double>(r.bounds.max_ms()));
     }
     out += "\n";
   } else {
-    absl::StrAppendFormat(&out, "makespan        none: %d of %d workloads finished by %.3f s\n", r.finished,
-                          r.workloads, Seconds(r.end_ms));
+    absl::StrAppendFormat(&out, "makespan        none: %d of %d workloads finished by %s\n", r.finished,
+                          r.workloads, Human(r.end_ms));
   }
-  absl::StrAppendFormat(&out, "lower bound     %.3f s%s  (work %.3f s: %s; arrivals %.3f s: %s)\n",
-                        Seconds(r.bounds.max_ms()), Human(r.bounds.max_ms()), Seconds(r.bounds.work_ms),
-                        r.bounds.work_bound_by,
-                        Seconds(r.bounds.arrival_ms), r.bounds.arrival_bound_by);
+  absl::StrAppendFormat(&out, "lower bound     %s  (work %s: %s; arrivals %s: %s)\n", Human(r.bounds.max_ms()),
+                        Human(r.bounds.work_ms), r.bounds.work_bound_by, Human(r.bounds.arrival_ms),
+                        r.bounds.arrival_bound_by);
   out += "utilization     ";
   bool first = true;
   for (const auto& [res, v] : r.utilization) {
-    absl::StrAppendFormat(&out, "%s%s %.1f%%", first ? "" : ", ", res, v * 100.0);
+    absl::StrAppendFormat(&out, "%s%s %s", first ? "" : ", ", res, RoundedPercent(v));
     first = false;
   }
   if (first) out += "-";
   out += " of nominal quota\n";
-  absl::StrAppendFormat(&out, "preemptions     %d (work lost %.3f s); admissions %d; scheduling passes %d\n",
-                        r.preemptions, Seconds(r.lost_work_ms), r.admissions, r.scheduling_passes);
+  absl::StrAppendFormat(&out, "preemptions     %d (work lost %s); admissions %d; scheduling passes %d\n",
+                        r.preemptions, Human(r.lost_work_ms), r.admissions, r.scheduling_passes);
   int width = 5;
   for (const auto& [name, c] : r.classes) width = std::max(width, static_cast<int>(name.size()));
-  absl::StrAppendFormat(&out, "time to admission (s)\n  %-*s %8s %10s %10s %10s %10s %10s\n", width, "class", "n",
+  absl::StrAppendFormat(&out, "time to admission\n  %-*s %6s %11s %11s %11s %11s %11s\n", width, "class", "n",
                         "mean", "p50", "p90", "p99", "max");
   for (const auto& [name, c] : r.classes) {
     const WaitStats& s = c.time_to_admission;
     if (s.count == 0) {
-      absl::StrAppendFormat(&out, "  %-*s %8d %10s\n", width, name, 0, "-");
+      absl::StrAppendFormat(&out, "  %-*s %6d %11s\n", width, name, 0, "-");
       continue;
     }
-    absl::StrAppendFormat(&out, "  %-*s %8d %10.3f %10.3f %10.3f %10.3f %10.3f\n", width, name, s.count,
-                          Seconds(s.mean_ms), Seconds(s.p50_ms), Seconds(s.p90_ms), Seconds(s.p99_ms),
-                          Seconds(s.max_ms));
+    absl::StrAppendFormat(&out, "  %-*s %6d %11s %11s %11s %11s %11s\n", width, name, s.count,
+                          HumanDuration(s.mean_ms), Human(s.p50_ms), Human(s.p90_ms), Human(s.p99_ms),
+                          Human(s.max_ms));
   }
   if (r.unadmitted_count > 0) {
     absl::StrAppendFormat(&out, "never admitted  %d workload(s)", r.unadmitted_count);
@@ -251,6 +317,57 @@ std::string ReportSummary(const Report& r) {
     }
     out += "\n";
   }
+  return out;
+}
+
+namespace {
+
+// "17.5 min (p90 45 min)" for one class in one run.
+std::string MeanAndP90(const Report& r, const std::string& cls) {
+  auto it = r.classes.find(cls);
+  if (it == r.classes.end() || it->second.time_to_admission.count == 0) return "-";
+  const WaitStats& s = it->second.time_to_admission;
+  return absl::StrCat(HumanDuration(s.mean_ms), " (", Human(s.p90_ms), ")");
+}
+
+}  // namespace
+
+std::string ComparisonSummary(const Comparison& c) {
+  const Report& b = c.before;
+  const Report& a = c.after;
+  std::string out = absl::StrFormat("compared %d workloads (%s trace %s)\n  before: %s\n  after:  %s\n", b.workloads,
+                                    b.trace_format, b.workload_file, b.policies, a.policies);
+  std::vector<std::pair<std::string, std::pair<std::string, std::string>>> rows;
+  auto makespan = [](const Report& r) {
+    return r.makespan_ms.has_value() ? Human(*r.makespan_ms)
+                                     : absl::StrCat(r.finished, " of ", r.workloads, " done");
+  };
+  rows.push_back({"makespan", {makespan(b), makespan(a)}});
+  for (const auto& [res, v] : b.utilization) {
+    auto it = a.utilization.find(res);
+    rows.push_back({"utilization " + res, {RoundedPercent(v), it == a.utilization.end() ? "-" : RoundedPercent(it->second)}});
+  }
+  rows.push_back({"preemptions", {absl::StrCat(b.preemptions), absl::StrCat(a.preemptions)}});
+  rows.push_back({"work lost", {Human(b.lost_work_ms), Human(a.lost_work_ms)}});
+  rows.push_back({"never admitted", {absl::StrCat(b.unadmitted_count), absl::StrCat(a.unadmitted_count)}});
+  rows.push_back({"time to admission, mean (p90)", {"", ""}});
+  for (const auto& [cls, f] : b.classes) rows.push_back({"  " + cls, {MeanAndP90(b, cls), MeanAndP90(a, cls)}});
+  size_t w0 = 6, w1 = 6, w2 = 5;
+  for (const auto& [k, v] : rows) {
+    if (!v.first.empty()) w0 = std::max(w0, k.size());
+    w1 = std::max(w1, v.first.size());
+    w2 = std::max(w2, v.second.size());
+  }
+  absl::StrAppendFormat(&out, "%-*s  %*s  %*s\n", w0, "", w1, "before", w2, "after");
+  for (const auto& [k, v] : rows) {
+    if (v.first.empty() && v.second.empty()) {
+      absl::StrAppend(&out, k, "\n");
+      continue;
+    }
+    absl::StrAppendFormat(&out, "%-*s  %*s  %*s\n", w0, k, w1, v.first, w2, v.second);
+  }
+  out += "verdict\n";
+  for (const std::string& s : Verdict(b, a)) absl::StrAppend(&out, "  ", s, "\n");
   return out;
 }
 

@@ -96,7 +96,7 @@ TEST_F(SimulateCliTest, WritesTheJsonAndHtmlReports) {
   auto s = Simulate({"--policies", dir_.File("policies"), "--workload", dir_.File("trace.csv")});
   ASSERT_THAT(s, IsOk());
   EXPECT_EQ(s->exit_code, 0) << s->err;
-  EXPECT_THAT(s->out, HasSubstr("makespan        17.000 s"));
+  EXPECT_THAT(s->out, HasSubstr("makespan        17 s"));
   EXPECT_THAT(s->out, HasSubstr("low"));
 }
 
@@ -167,6 +167,80 @@ TEST_F(SimulateCliTest, IsListedInTheHelp) {
   EXPECT_EQ(h->exit_code, 0);
   EXPECT_THAT(h->out, HasSubstr("--workload"));
   EXPECT_THAT(h->out, HasSubstr("--html"));
+  EXPECT_THAT(h->out, HasSubstr("--compare"));
+  EXPECT_THAT(h->out, HasSubstr("-o, --json"));
+}
+
+// The README's example, before and after in one run: what if team-b lends 2 GPUs.
+TEST_F(SimulateCliTest, ComparesTheReadmeExampleBeforeAndAfter) {
+  const std::string ex = std::string(GK_SOURCE_DIR) + "/test/bench/traces/lend-gpus";
+  auto r = Simulate({"--policies", ex + "/before", "--workload", ex + "/trace.csv", "--compare", ex + "/after",
+                     "--json", dir_.File("compare.json"), "--html", dir_.File("compare.html")});
+  ASSERT_THAT(r, IsOk());
+  ASSERT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_EQ(r->out, "");  // with a JSON file, nothing on stdout
+  nlohmann::json j = nlohmann::json::parse(Slurp(dir_.File("compare.json")), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["format"], "gangkeeper-simulate-compare/v1");
+  EXPECT_EQ(j["before"]["input"]["policies"], ex + "/before");
+  EXPECT_EQ(j["after"]["input"]["policies"], ex + "/after");
+  // The figures the README quotes.
+  EXPECT_EQ(j["before"]["summary"]["makespan_s"], 32100.0);
+  EXPECT_EQ(j["after"]["summary"]["makespan_s"], 30000.0);
+  EXPECT_EQ(j["changes"]["makespan_s"]["change"], -2100.0);
+  EXPECT_EQ(j["changes"]["preemptions"]["after"], 2);
+  ASSERT_TRUE(j["verdict"].is_array());
+  EXPECT_THAT(j["verdict"][0].get<std::string>(),
+              HasSubstr("team-a/eval's mean wait drops from 18 min to 2.9 min; team-a/finetune's drops from 20 min "
+                        "to 1.2 min; team-b/batch's stays at 7.5 min"));
+  EXPECT_EQ(j["verdict"][1], "The last workload finishes 35 min earlier (8 h 20 min instead of 8 h 55 min).");
+  const std::string html = Slurp(dir_.File("compare.html"));
+  EXPECT_THAT(html, HasSubstr("before: team-b-gpu"));
+  EXPECT_THAT(html, HasSubstr("after: team-b-gpu"));
+  EXPECT_THAT(html, Not(HasSubstr("<script")));
+
+  // Without a JSON file: the comparison on stdout, -o still a file.
+  auto s = Simulate({"--policies", ex + "/before", "--workload", ex + "/trace.csv", "--compare", ex + "/after"});
+  ASSERT_THAT(s, IsOk());
+  ASSERT_EQ(s->exit_code, 0) << s->err;
+  EXPECT_THAT(s->out, HasSubstr("makespan                          8 h 55 min        8 h 20 min\n"));
+  EXPECT_THAT(s->out, HasSubstr("verdict\n  team-a/eval's mean wait drops"));
+  auto o = Simulate({"--policies", ex + "/before", "--workload", ex + "/trace.csv", "--compare", ex + "/after", "-o",
+                     dir_.File("o.json")});
+  ASSERT_THAT(o, IsOk());
+  ASSERT_EQ(o->exit_code, 0) << o->err;
+  EXPECT_EQ(Slurp(dir_.File("o.json")), Slurp(dir_.File("compare.json")));
+}
+
+TEST_F(SimulateCliTest, CompareWithBadPoliciesExitsTwoNamingTheFlag) {
+  auto missing = Simulate({"--policies", dir_.File("policies"), "--workload", dir_.File("trace.csv"), "--compare",
+                           dir_.File("nope")});
+  ASSERT_THAT(missing, IsOk());
+  EXPECT_EQ(missing->exit_code, 2);
+  EXPECT_THAT(missing->err, HasSubstr("--compare"));
+  EXPECT_THAT(missing->err, HasSubstr("nope"));
+
+  std::filesystem::create_directories(dir_.File("bad"));
+  std::ofstream(dir_.File("bad/q.yaml")) << "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\n"
+                                            "metadata: {name: team-a}\nspec:\n  resourceGroups:\n"
+                                            "  - coveredResources: [cpu]\n    flavors:\n    - name: f\n"
+                                            "      resources: [{name: cpu, nominalQuota: four}]\n";
+  auto bad = Simulate({"--policies", dir_.File("policies"), "--workload", dir_.File("trace.csv"), "--compare",
+                       dir_.File("bad")});
+  ASSERT_THAT(bad, IsOk());
+  EXPECT_EQ(bad->exit_code, 2);
+  EXPECT_THAT(bad->err, HasSubstr("(--compare) have errors"));
+
+  // The after run's own failure names --compare: here its LocalQueue is missing.
+  std::filesystem::create_directories(dir_.File("other"));
+  std::ofstream(dir_.File("other/q.yaml")) << std::string(kPolicies).substr(0, std::string(kPolicies).find("---\n"
+                                                                              "apiVersion: kueue.x-k8s.io/v1beta1\n"
+                                                                              "kind: LocalQueue"));
+  auto other = Simulate({"--policies", dir_.File("policies"), "--workload", dir_.File("trace.csv"), "--compare",
+                         dir_.File("other")});
+  ASSERT_THAT(other, IsOk());
+  EXPECT_EQ(other->exit_code, 2) << other->out;
+  EXPECT_THAT(other->err, HasSubstr("--compare"));
 }
 
 }  // namespace

@@ -130,11 +130,31 @@ struct Report {
 // The report as one JSON document (keys in a fixed order, two-space indent,
 // times in seconds with millisecond precision, ratios to 4 decimals).
 std::string ReportJson(const Report& report);
-// One self-contained HTML page: inline CSS and SVG plots (utilization over
-// time per ClusterQueue, wait-time distribution per class), no scripts, no
-// external resources.
+// One self-contained HTML page: inline CSS and SVG plots (quota held over
+// time per flavor/resource and ClusterQueue, one y-scale per resource; the
+// wait-time distribution per class), times and numbers rounded for reading,
+// no scripts, no external resources.
 std::string ReportHtml(const Report& report);
 // A few lines for a terminal.
 std::string ReportSummary(const Report& report);
+
+// Before and after: the same trace run against the policies in effect
+// (`before`) and against proposed ones (`after`, simulate --compare).
+struct Comparison {
+  Report before;
+  Report after;
+};
+
+// {"format": "gangkeeper-simulate-compare/v1", "verdict": [sentences],
+// "changes": {figure: {"before", "after", "change"}}, "before": <ReportJson>,
+// "after": <ReportJson>}; same conventions as ReportJson.
+std::string ComparisonJson(const Comparison& comparison);
+// One self-contained page with both runs side by side: the verdict, the
+// figures with their change, utilization charts per flavor/resource and
+// ClusterQueue (before | after, one time axis and one y-scale per resource
+// for both), the wait tables and distributions.
+std::string ComparisonHtml(const Comparison& comparison);
+// The verdict and the figures side by side, for a terminal.
+std::string ComparisonSummary(const Comparison& comparison);
 
 }  // namespace gangkeeper::sim
