@@ -13,6 +13,20 @@ phase() {  # prints how long the previous phase took, then the next one's name
 }
 phase "deps"
 scripts/deps.sh test
+# Chromium (about 100 MB of packages) downloads and unpacks while the first
+# build compiles; the tests wait for it.
+mkdir -p build
+scripts/deps.sh browser > build/deps-browser.log 2>&1 &
+browser_pid=$!
+wait_browser() {  # before the first tests: Chromium is installed, or the run fails
+  [[ -n "$browser_pid" ]] || return 0
+  if ! wait "$browser_pid"; then
+    cat build/deps-browser.log >&2
+    echo "test.sh: installing Chromium failed (scripts/deps.sh browser)" >&2
+    exit 1
+  fi
+  browser_pid=""
+}
 scripts/check-layering.sh
 scripts/check-size.sh --strict
 
@@ -93,11 +107,13 @@ for b in $builds; do
   fi
   if [[ "$b" == release && "$builds" == *asan* ]]; then
     phase "test: $b (in the background, beside the next build)"
+    wait_browser
     run_tests "$b" &
     pending=$b pending_pid=$!
     continue
   fi
   phase "test: $b"
+  wait_browser
   rc=0; run_tests "$b" live || rc=$?
   report "$b" "$rc" printed
 done

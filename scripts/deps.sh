@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gangkeeper builds and tests with, if any
 # is missing. Needs root (or sudo) only when something must be installed.
-# Usage: scripts/deps.sh [build|test]   (test adds the tools the tests run)
+# Usage: scripts/deps.sh [build|test|browser]
+#   test adds the tools the tests run; browser is Chromium alone (the
+#   simulate report's rendering test), which test.sh installs in the
+#   background while the first build compiles.
 set -euo pipefail
 
 build_pkgs=(
@@ -15,13 +18,17 @@ build_pkgs=(
 test_pkgs=(
   testssl.sh etcd-server
   prometheus  # /usr/bin/prometheus and promtool for test/monitoring
+)
+browser_pkgs=(
   chromium    # headless, renders simulate's HTML report in test/sim (ctest -L browser)
 )
 
-want=("${build_pkgs[@]}")
-if [[ "${1:-build}" == "test" ]]; then
-  want+=("${test_pkgs[@]}")
-fi
+case "${1:-build}" in
+  build) want=("${build_pkgs[@]}") ;;
+  test) want=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+  browser) want=("${browser_pkgs[@]}") ;;
+  *) echo "deps.sh: unknown set '$1' (build, test, browser)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${want[@]}"; do
