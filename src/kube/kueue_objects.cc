@@ -87,6 +87,32 @@ void Put(std::vector<KueueCondition>* cs, KueueCondition c) {
   cs->push_back(std::move(c));
 }
 
+// Why the broker holds `name` inactive, in the words its pending workloads
+// are told (broker/queues.cc ClusterQueueBlocked, checked in the same
+// order), with a Kueue-style reason.
+KueueCondition InactiveCondition(const std::string& name, const model::PolicySet& policies) {
+  auto cq = policies.cluster_queues.find(name);
+  if (cq == policies.cluster_queues.end()) {
+    return {"Active", "False", "Terminating", absl::StrCat("ClusterQueue ", name, " does not exist")};
+  }
+  if (cq->second.stop_policy != model::StopPolicy::kNone) {
+    return {"Active", "False", "Stopped",
+            absl::StrCat("ClusterQueue ", name, " is stopped (stopPolicy ", model::StopPolicyName(cq->second.stop_policy),
+                         ")")};
+  }
+  for (const model::ResourceGroup& rg : cq->second.resource_groups) {
+    for (const model::FlavorQuotas& fq : rg.flavors) {
+      if (policies.flavors.count(fq.name) == 0) {
+        return {"Active", "False", "FlavorNotFound",
+                absl::StrCat("ClusterQueue ", name, " uses ResourceFlavor ", fq.name, ", which does not exist")};
+      }
+    }
+  }
+  return {"Active", "False", "CohortCycle",
+          absl::StrCat("ClusterQueue ", name, " is in cohort ", cq->second.cohort,
+                       ", which is on a cycle of parent cohorts")};
+}
+
 }  // namespace
 
 const char* KueueVersionName(KueueVersion v) { return v == KueueVersion::kV1beta2 ? "v1beta2" : "v1beta1"; }
@@ -169,7 +195,7 @@ std::vector<std::string> LocalQueueStatusKeys(KueueVersion v) {
           v == KueueVersion::kV1beta2 ? "flavorsUsage" : "flavorUsage"};
 }
 
-KueueStatus ClusterQueueStatusOf(const broker::ClusterQueueView& view) {
+KueueStatus ClusterQueueStatusOf(const broker::ClusterQueueView& view, const model::PolicySet& policies) {
   const broker::ClusterQueueStatus& s = view.status;
   KueueStatus out;
   out.fields["pendingWorkloads"] = s.pending;
@@ -188,9 +214,7 @@ KueueStatus ClusterQueueStatusOf(const broker::ClusterQueueView& view) {
   if (s.active) {
     out.conditions.push_back({"Active", "True", "Ready", "Can admit new workloads"});
   } else {
-    const std::string reason = s.inactive_reason.empty() ? "Inactive" : s.inactive_reason;
-    out.conditions.push_back(
-        {"Active", "False", reason, s.inactive_message.empty() ? "Can't admit new workloads" : s.inactive_message});
+    out.conditions.push_back(InactiveCondition(s.name, policies));
   }
   return out;
 }
@@ -238,7 +262,7 @@ std::map<std::pair<std::string, std::string>, KueueStatus> LocalQueueStatusesOf(
     } else if (!cq->status.active) {
       s.conditions.push_back({"Active", "False", "ClusterQueueIsInactive",
                               absl::StrCat("ClusterQueue ", lq.cluster_queue, " is inactive: ",
-                                           cq->status.inactive_message)});
+                                           InactiveCondition(lq.cluster_queue, snap.policies()).message)});
     } else {
       s.conditions.push_back({"Active", "True", "Ready", "Can submit new workloads to localQueue"});
     }

@@ -126,7 +126,7 @@ int StatusWriter::Sync() {
   bool complete = true;
   const KueueVersion v = options_.version;
   for (const auto& [name, view] : snap->cluster_queues()) {
-    complete &= WriteOne(KueuePath(v, "clusterqueues", "", name), name, ClusterQueueStatusOf(*view), &budget);
+    complete &= WriteOne(KueuePath(v, "clusterqueues", "", name), name, ClusterQueueStatusOf(*view, snap->policies()), &budget);
   }
   for (const auto& [key, status] : LocalQueueStatusesOf(*snap, v)) {
     complete &= WriteOne(KueuePath(v, "localqueues", key.first, key.second), key.second, status, &budget);

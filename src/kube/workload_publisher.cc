@@ -172,7 +172,12 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
     json object = WorkloadObject(w, options_.version);
     absl::StatusOr<json> created =
         client_->Post(KueuePath(options_.version, "workloads", w.key.namespace_name), object.dump());
-    if (!created.ok() && HttpCode(created.status()) == 409) created = client_->Get(path);  // made earlier
+    if (!created.ok() && HttpCode(created.status()) == 409) {
+      // Made by someone else since the list (another leader's last pass):
+      // list again rather than guess what it holds.
+      ResyncNext();
+      return false;
+    }
     Count(created.ok());
     if (!created.ok()) {
       base::GetLogger("kube")->warn("kueue workloads: creating {}: {}", key, created.status().message());

@@ -299,6 +299,23 @@ TEST_F(KueuePublishingTest, ConditionsFollowAdmitPreemptRequeueAdmitFinish) {
   EXPECT_EQ(w["status"]["admission"]["clusterQueue"], "team-a");  // kept, as Kueue keeps it
 }
 
+TEST_F(KueuePublishingTest, APendingWorkloadsChangedPodSetsUpdateItsSpec) {
+  AddJob(GpuGang("big", 3, 4));  // 12 GPUs: more than team-a ever has
+  publisher_->Sync();
+  json w = WorkloadOf("big");
+  EXPECT_EQ(w["spec"]["podSets"][0]["count"], 3);
+  EXPECT_EQ(Condition(w, "QuotaReserved")["reason"], "ExceedsMaxQuota");
+  workload::Workload smaller = GpuGang("big", 1, 4);
+  smaller.api_version = "batch/v1";
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Update(std::move(smaller))), IsOk());
+  Settle();
+  publisher_->Sync();
+  w = WorkloadOf("big");
+  EXPECT_EQ(w["spec"]["podSets"][0]["count"], 1);
+  EXPECT_EQ(Condition(w, "Admitted")["status"], "True");
+  EXPECT_EQ(fake_->List(kWorkloads).size(), 1u);
+}
+
 TEST_F(KueuePublishingTest, WorkloadsGoWithTheirJobs) {
   AddJob(GpuGang("one", 1, 2));
   AddJob(GpuGang("two", 1, 2));

@@ -206,10 +206,6 @@ struct ClusterQueueStatus {
   model::ClusterQueueName name;
   model::CohortName cohort;
   bool active = true;  // exists, not disabled, not held
-  // Why not active: "Stopped" (stopPolicy) or "Inactive", and the sentence
-  // its pending workloads are told (the ClusterQueue's Active condition).
-  std::string inactive_reason;
-  std::string inactive_message;
   std::map<FlavorResource, FlavorResourceStatus> resources;
   int64_t pending = 0;
   // Of those, set aside until something changes in the cohort (Kueue's

@@ -88,7 +88,8 @@ nlohmann::json StatusJson(const KueueStatus& s, const nlohmann::json& previous_c
 // ---- ClusterQueue and LocalQueue ----
 const std::vector<std::string>& ClusterQueueStatusKeys();
 std::vector<std::string> LocalQueueStatusKeys(KueueVersion v);
-KueueStatus ClusterQueueStatusOf(const broker::ClusterQueueView& view);
+// `policies`: the snapshot's (why an inactive queue is inactive).
+KueueStatus ClusterQueueStatusOf(const broker::ClusterQueueView& view, const model::PolicySet& policies);
 // Every LocalQueue of the snapshot's policies, by (namespace, name).
 std::map<std::pair<std::string, std::string>, KueueStatus> LocalQueueStatusesOf(const broker::Snapshot& snap,
                                                                                  KueueVersion v);
