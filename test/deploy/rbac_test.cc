@@ -259,7 +259,9 @@ class Cluster {
     auto fake = testing::FakeKubeApi::Start(fo);
     ASSERT_THAT(fake, IsOk());
     fake_ = *std::move(fake);
-    if (kueue) ASSERT_NO_FATAL_FAILURE(ServeKueue());
+    if (kueue) {
+      ASSERT_NO_FATAL_FAILURE(ServeKueue());
+    }
     testing::WriteKubeconfigFor(*fake_, dir_.path());
     auto p = testing::ServerProcess::Start(
         {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
