@@ -136,6 +136,28 @@ std::string KueueWorkloadName(absl::string_view kind, absl::string_view group, a
   return absl::StrCat(prefix, "-", hash.substr(0, kHashLength));
 }
 
+std::string JsonString(const json& o, const char* key) {
+  if (!o.is_object()) return "";
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+json JsonField(const json& o, const char* key) {
+  if (!o.is_object()) return nullptr;
+  auto it = o.find(key);
+  return it != o.end() ? *it : json(nullptr);
+}
+
+json JsonObject(const json& o, const char* key) {
+  json f = JsonField(o, key);
+  return f.is_object() ? f : json::object();
+}
+
+json JsonArray(const json& o, const char* key) {
+  json f = JsonField(o, key);
+  return f.is_array() ? f : json::array();
+}
+
 KueueStatus ObservedStatus(const json& status, const std::vector<std::string>& keys) {
   KueueStatus s;
   for (const std::string& k : keys) {
@@ -145,10 +167,10 @@ KueueStatus ObservedStatus(const json& status, const std::vector<std::string>& k
     for (const json& c : status["conditions"]) {
       if (!c.is_object()) continue;
       KueueCondition kc;
-      kc.type = c.value("type", "");
-      kc.status = c.value("status", "");
-      kc.reason = c.value("reason", "");
-      kc.message = c.value("message", "");
+      kc.type = JsonString(c, "type");
+      kc.status = JsonString(c, "status");
+      kc.reason = JsonString(c, "reason");
+      kc.message = JsonString(c, "message");
       s.conditions.push_back(std::move(kc));
     }
   }
@@ -161,7 +183,7 @@ json ConditionsJson(const std::vector<KueueCondition>& want, const json& previou
     std::string when = Rfc3339(now);
     if (previous.is_array()) {
       for (const json& p : previous) {
-        if (p.is_object() && p.value("type", "") == c.type && p.value("status", "") == c.status &&
+        if (p.is_object() && JsonString(p, "type") == c.type && JsonString(p, "status") == c.status &&
             p.contains("lastTransitionTime") && p["lastTransitionTime"].is_string()) {
           when = p["lastTransitionTime"].get<std::string>();
         }
@@ -436,11 +458,11 @@ absl::StatusOr<std::string> DetectKueueController(Client& client, const KueueDet
                                        " (RBAC: list ", kind, ")"));
     }
     for (const json& item : list->items) {
-      const std::string name = item.contains("metadata") ? item["metadata"].value("name", "") : "";
+      const std::string name = item.contains("metadata") ? JsonString(item["metadata"], "name") : "";
       bool kueue = absl::StrContains(name, "kueue") && absl::EndsWith(name, "webhook-configuration");
       if (item.contains("webhooks") && item["webhooks"].is_array()) {
         for (const json& h : item["webhooks"]) {
-          const std::string hook = h.is_object() ? h.value("name", "") : "";
+          const std::string hook = h.is_object() ? JsonString(h, "name") : "";
           if (hook == "mclusterqueue.kb.io" || hook == "vclusterqueue.kb.io") kueue = true;
         }
       }
@@ -451,7 +473,7 @@ absl::StatusOr<std::string> DetectKueueController(Client& client, const KueueDet
                                                        QueryEscape(options.kueue_namespace), "/leases/",
                                                        QueryEscape(options.lease_name)));
   if (lease.ok()) {
-    const json holder = lease->contains("spec") ? (*lease)["spec"].value("holderIdentity", json(nullptr)) : json(nullptr);
+    const json holder = lease->contains("spec") ? JsonField((*lease)["spec"], "holderIdentity") : json(nullptr);
     if (holder.is_string() && !holder.get<std::string>().empty()) {
       found.push_back(absl::StrCat("leader Lease ", options.kueue_namespace, "/", options.lease_name, " held by ",
                                    holder.get<std::string>()));

@@ -60,12 +60,12 @@ void StatusWriter::List() {
     }
     for (const json& item : list->items) {
       if (!item.contains("metadata")) continue;
-      const std::string name = item["metadata"].value("name", "");
-      const std::string ns = namespaced ? item["metadata"].value("namespace", "") : "";
-      const json status = item.value("status", json::object());
+      const std::string name = JsonString(item["metadata"], "name");
+      const std::string ns = namespaced ? JsonString(item["metadata"], "namespace") : "";
+      const json status = JsonObject(item, "status");
       Written w;
       w.status = ObservedStatus(status, keys);
-      w.conditions = status.value("conditions", json::array());
+      w.conditions = JsonArray(status, "conditions");
       written_[KueuePath(v, collection, ns, name)] = std::move(w);
     }
   };

@@ -20,17 +20,17 @@ std::string Key(const std::string& ns, const std::string& name) { return absl::S
 // and normalizes the pod templates (quantities, empty fields), which would
 // otherwise look like a change on every pass.
 json SpecSummary(const json& spec) {
-  json out = {{"queueName", spec.value("queueName", json(nullptr))},
-              {"priority", spec.value("priority", json(nullptr))},
-              {"priorityClassName", spec.value("priorityClassName", json(nullptr))},
-              {"priorityClassRef", spec.value("priorityClassRef", json(nullptr))}};
+  json out = {{"queueName", JsonField(spec, "queueName")},
+              {"priority", JsonField(spec, "priority")},
+              {"priorityClassName", JsonField(spec, "priorityClassName")},
+              {"priorityClassRef", JsonField(spec, "priorityClassRef")}};
   json sets = json::array();
   if (spec.contains("podSets") && spec["podSets"].is_array()) {
     for (const json& ps : spec["podSets"]) {
       if (!ps.is_object()) continue;
-      sets.push_back({{"name", ps.value("name", json(nullptr))},
-                      {"count", ps.value("count", json(nullptr))},
-                      {"minCount", ps.value("minCount", json(nullptr))}});
+      sets.push_back({{"name", JsonField(ps, "name")},
+                      {"count", JsonField(ps, "count")},
+                      {"minCount", JsonField(ps, "minCount")}});
     }
   }
   out["podSets"] = std::move(sets);
@@ -127,12 +127,12 @@ void WorkloadPublisher::List() {
     if (!item.contains("metadata")) continue;
     const json& meta = item["metadata"];
     Written w;
-    w.object_uid = meta.value("uid", "");
-    w.spec = SpecSummary(item.value("spec", json::object()));
-    const json status = item.value("status", json::object());
+    w.object_uid = JsonString(meta, "uid");
+    w.spec = SpecSummary(JsonObject(item, "spec"));
+    const json status = JsonObject(item, "status");
     w.status = ObservedStatus(status, WorkloadStatusKeys());
-    w.conditions = status.value("conditions", json::array());
-    written_[Key(meta.value("namespace", ""), meta.value("name", ""))] = std::move(w);
+    w.conditions = JsonArray(status, "conditions");
+    written_[Key(JsonString(meta, "namespace"), JsonString(meta, "name"))] = std::move(w);
   }
   listed_ = true;
 }
@@ -184,11 +184,11 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
       return false;
     }
     Written entry;
-    entry.object_uid = created->contains("metadata") ? (*created)["metadata"].value("uid", "") : "";
-    entry.spec = SpecSummary(created->value("spec", json::object()));
-    const json status = created->value("status", json::object());
+    entry.object_uid = created->contains("metadata") ? JsonString((*created)["metadata"], "uid") : "";
+    entry.spec = SpecSummary(JsonObject(*created, "spec"));
+    const json status = JsonObject(*created, "status");
     entry.status = ObservedStatus(status, WorkloadStatusKeys());
-    entry.conditions = status.value("conditions", json::array());
+    entry.conditions = JsonArray(status, "conditions");
     it = written_.emplace(key, std::move(entry)).first;
   }
   Written& entry = it->second;

@@ -43,6 +43,22 @@ TEST(KueueObjectsTest, WorkloadNamesAreKueues) {
   EXPECT_EQ(n.substr(0, 4), "job-");
 }
 
+TEST(KueueObjectsTest, AnInactiveClusterQueueSaysWhyInItsActiveCondition) {
+  std::string yaml = ::gangkeeper::testing::kOneTeamPolicies;
+  yaml.replace(yaml.find("namespaceSelector: {}"), std::string("namespaceSelector: {}").size(),
+               "namespaceSelector: {}\n  stopPolicy: Hold");
+  std::shared_ptr<const model::PolicySet> policies = ::gangkeeper::testing::PoliciesFrom(yaml);
+  broker::ClusterQueueView view;
+  view.status.name = "team-a";
+  view.status.active = false;
+  const KueueStatus s = ClusterQueueStatusOf(view, *policies);
+  ASSERT_EQ(s.conditions.size(), 1u);
+  EXPECT_EQ(s.conditions[0].type, "Active");
+  EXPECT_EQ(s.conditions[0].status, "False");
+  EXPECT_EQ(s.conditions[0].reason, "Stopped");
+  EXPECT_THAT(s.conditions[0].message, HasSubstr("stopPolicy Hold"));
+}
+
 // An actuator that confirms releases at once and keeps suspensions until
 // the test says the gang stopped.
 class ManualActuator : public broker::Actuator {

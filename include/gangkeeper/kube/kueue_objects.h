@@ -85,6 +85,14 @@ nlohmann::json ConditionsJson(const std::vector<KueueCondition>& want, const nlo
 // conditions.
 nlohmann::json StatusJson(const KueueStatus& s, const nlohmann::json& previous_conditions, absl::Time now);
 
+// Non-throwing reads of what the API server sent (STYLE §6.5): the field
+// `key` of `o` when `o` is an object and the field has the type, else
+// "" / null / {} / [].
+std::string JsonString(const nlohmann::json& o, const char* key);
+nlohmann::json JsonField(const nlohmann::json& o, const char* key);
+nlohmann::json JsonObject(const nlohmann::json& o, const char* key);
+nlohmann::json JsonArray(const nlohmann::json& o, const char* key);
+
 // ---- ClusterQueue and LocalQueue ----
 const std::vector<std::string>& ClusterQueueStatusKeys();
 std::vector<std::string> LocalQueueStatusKeys(KueueVersion v);
