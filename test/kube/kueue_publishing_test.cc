@@ -59,6 +59,28 @@ TEST(KueueObjectsTest, AnInactiveClusterQueueSaysWhyInItsActiveCondition) {
   EXPECT_THAT(s.conditions[0].message, HasSubstr("stopPolicy Hold"));
 }
 
+TEST(KueueObjectsTest, TheTwoVersionsNameTheirFieldsAsKueueDoes) {
+  broker::WorkloadInfo w;
+  w.key = {"a", "llm"};
+  workload::Workload job = GpuGang("llm", 2, 1, /*priority=*/100);
+  job.priority_class = "high";
+  job.priority_class_source = "WorkloadPriorityClass";
+  w.workload = std::make_shared<workload::Workload>(job);
+  w.local_queue = "q";
+  w.priority = 100;
+  const json v2 = WorkloadSpec(w, KueueVersion::kV1beta2);
+  EXPECT_EQ(v2["priorityClassRef"], json({{"group", "kueue.x-k8s.io"}, {"kind", "WorkloadPriorityClass"}, {"name", "high"}}));
+  EXPECT_FALSE(v2.contains("priorityClassName"));
+  const json v1 = WorkloadSpec(w, KueueVersion::kV1beta1);
+  EXPECT_EQ(v1["priorityClassName"], "high");
+  EXPECT_EQ(v1["priorityClassSource"], "kueue.x-k8s.io/workloadpriorityclass");
+  EXPECT_EQ(v1["priority"], 100);
+  // LocalQueue flavor usage: flavorUsage in v1beta1, flavorsUsage in v1beta2.
+  EXPECT_THAT(LocalQueueStatusKeys(KueueVersion::kV1beta1), ::testing::Contains("flavorUsage"));
+  EXPECT_THAT(LocalQueueStatusKeys(KueueVersion::kV1beta2), ::testing::Contains("flavorsUsage"));
+  EXPECT_EQ(KueuePath(KueueVersion::kV1beta1, "workloads", "a", "x"), "/apis/kueue.x-k8s.io/v1beta1/namespaces/a/workloads/x");
+}
+
 // An actuator that confirms releases at once and keeps suspensions until
 // the test says the gang stopped.
 class ManualActuator : public broker::Actuator {
