@@ -78,6 +78,14 @@ void DefineListenerAndPolicyFlags(FlagSet& flags, ServeFlags& f) {
 
 void DefineStoreAndOperationFlags(FlagSet& flags, ServeFlags& f) {
   flags.String("kube-context", &f.node.kube_context, "the kubeconfig context to use (default: current-context)");
+  flags.String("publish-kueue-status", &f.node.publish_kueue_status,
+               "write ClusterQueue and LocalQueue .status to Kueue's objects in the cluster (from the leader): auto "
+               "(when the cluster serves Kueue's CRDs), true or false; never while Kueue's own controller runs");
+  flags.String("publish-workloads", &f.node.publish_workloads,
+               "publish one kueue.x-k8s.io Workload per tracked workload, owned by its job (from the leader): auto "
+               "(when the cluster serves Kueue's CRDs), true or false; never while Kueue's own controller runs");
+  flags.String("kueue-namespace", &f.node.kueue_namespace,
+               "where Kueue's own controller manager would hold its leader Lease (to refuse publishing while it runs)");
   flags.String("data-dir", &f.node.data_dir, "directory for gangkeeper's durable state (journal, snapshots)");
   flags.String("store", &f.node.store,
                "where state is kept: file (the journal in --data-dir), or etcd://host:port[,host:port...] (several "

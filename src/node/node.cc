@@ -39,6 +39,7 @@
 #include "gangkeeper/store/journal.h"
 #include "src/node/api_auth.h"
 #include "src/node/cluster_feeds.h"
+#include "src/node/kueue_publishing.h"
 #include "src/node/wiring.h"
 
 namespace gangkeeper::node {
@@ -74,6 +75,9 @@ struct Node::Impl {
   // Namespace labels and Events (a cluster only); an observer of the
   // broker, so it outlives it.
   std::unique_ptr<ClusterFeeds> cluster_feeds;
+  // Kueue's status and Workload objects written back (a cluster serving
+  // Kueue's CRDs only); an observer of the broker, so it outlives it.
+  std::unique_ptr<KueuePublishing> kueue_publishing;
   // With etcd only the leader sends, and only while its lease surely holds.
   std::atomic<replica::Replica*> leader_gate{nullptr};
   std::unique_ptr<kube::KubeActuator> actuator;
@@ -118,6 +122,7 @@ struct Node::Impl {
   absl::Status ConnectEtcd(const std::vector<std::string>& endpoints);
   absl::Status OpenAudit();
   absl::Status ConnectKube();
+  absl::Status ConnectKueuePublishing();
   absl::Status BuildBroker();
   absl::Status BuildFrontEnds();
   absl::Status RegisterMetrics();
@@ -302,6 +307,7 @@ absl::Status Node::Impl::ConnectKube() {
     if (!feeds.ok()) return Setting(absl::StrCat("--kube ", o.kube, ": ", feeds.status().message()));
     cluster_feeds = *std::move(feeds);
     o.broker.observers.push_back(cluster_feeds->observer());
+    if (absl::Status k = ConnectKueuePublishing(); !k.ok()) return k;
   } else {
     log->info("kube: none: releases and suspensions are recorded and shown, not sent");
   }
@@ -321,6 +327,29 @@ absl::Status Node::Impl::ConnectKube() {
     };
   }
   actuator = std::make_unique<kube::KubeActuator>(kube_client.get(), ao);
+  return absl::OkStatus();
+}
+
+// What gangkeeper writes to Kueue's own API (issue #24 items 2-4): from the
+// leader only, never while Kueue's own controller runs.
+absl::Status Node::Impl::ConnectKueuePublishing() {
+  KueuePublishing::Options ko;
+  ko.clock = clock;
+  ko.status = o.publish_kueue_status;
+  ko.workloads = o.publish_workloads;
+  ko.detection.kueue_namespace = o.kueue_namespace;
+  if (replicated) {
+    ko.leading = [this] {
+      replica::Replica* r = leader_gate.load();
+      return r != nullptr && r->MaySend();
+    };
+  }
+  absl::StatusOr<std::unique_ptr<KueuePublishing>> k = KueuePublishing::Create(*kube_config, std::move(ko));
+  if (!k.ok()) return Setting(k.status().message());
+  kueue_publishing = *std::move(k);
+  if (kueue_publishing != nullptr && kueue_publishing->observer() != nullptr) {
+    o.broker.observers.push_back(kueue_publishing->observer());
+  }
   return absl::OkStatus();
 }
 
@@ -467,6 +496,9 @@ absl::Status Node::Impl::RegisterMetrics() {
   if (cluster_feeds != nullptr) {
     if (absl::Status m = cluster_feeds->RegisterMetrics(registry); !m.ok()) return RunTime(m.message());
   }
+  if (kueue_publishing != nullptr) {
+    if (absl::Status m = kueue_publishing->RegisterMetrics(registry); !m.ok()) return RunTime(m.message());
+  }
   if (!replicated) return absl::OkStatus();
   absl::Status m = registry.AddCallbackGauge(
       "gangkeeper_replica_leader", "1 while this replica leads (holds the lease, schedules and actuates), else 0.",
@@ -494,6 +526,11 @@ void Node::Impl::DeclareReadiness() {
       if (!kube_synced.exchange(true)) log->info("kube: first list done; ready");
       return "";
     });
+  }
+  // Kueue's own controller runs: said on /readyz, without failing it (the
+  // webhook and the broker work on; only the publishing to Kueue's API stops).
+  if (kueue_publishing != nullptr) {
+    ready.Note("kueue", [this] { return kueue_publishing->last_refusal(); });
   }
   ready.Watch("store", [this]() -> std::string {
     absl::Status health = journal != nullptr ? journal->health() : absl::OkStatus();
@@ -556,6 +593,7 @@ absl::Status Node::Start() {
   Impl& n = *impl_;
   n.DeclareReadiness();
   if (n.cluster_feeds != nullptr) n.cluster_feeds->Connect(n.policy_store.get(), n.front.get(), n.front.get());
+  if (n.kueue_publishing != nullptr) n.kueue_publishing->Connect(n.front.get());
   if (!n.replicated) n.StartReconciler();
   if (absl::Status started = n.server->Start(); !started.ok()) return RunTime(started.message());
   n.phase.store(Impl::Phase::kStarted);
@@ -603,6 +641,7 @@ absl::Status Node::Shutdown(absl::Duration grace) {
   if (n.audit_feed != nullptr) n.audit_feed->Stop();
   n.StopReconciler();
   if (n.cluster_feeds != nullptr) n.cluster_feeds->Stop();
+  if (n.kueue_publishing != nullptr) n.kueue_publishing->Stop();
   // The file journal's broker applies what is queued (its last batch is
   // durable), then a final snapshot makes the next start quick.
   if (n.broker != nullptr) n.broker->Stop();

@@ -64,6 +64,23 @@ class ReadinessImpl final : public Readiness {
     conditions_.erase(std::string(name));
     watched_[std::string(name)] = std::make_shared<std::function<std::string()>>(std::move(check));
   }
+  void Note(absl::string_view name, std::function<std::string()> check) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    notes_[std::string(name)] = std::make_shared<std::function<std::string()>>(std::move(check));
+  }
+  std::vector<std::string> Notes() const override {
+    std::map<std::string, std::shared_ptr<std::function<std::string()>>> notes;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      notes = notes_;
+    }
+    std::vector<std::string> out;
+    for (const auto& [name, check] : notes) {
+      std::string text = (*check)();
+      if (!text.empty()) out.push_back(absl::StrCat(name, ": ", text));
+    }
+    return out;
+  }
   bool Ready(std::string* why) const override {
     std::map<std::string, std::string> now;
     std::map<std::string, std::shared_ptr<std::function<std::string()>>> checks;
@@ -85,6 +102,7 @@ class ReadinessImpl final : public Readiness {
   mutable std::mutex mu_;
   std::map<std::string, std::string> conditions_;  // name -> "" when ready, else the reason
   std::map<std::string, std::shared_ptr<std::function<std::string()>>> watched_;
+  std::map<std::string, std::shared_ptr<std::function<std::string()>>> notes_;  // reported, never failing
 };
 
 // Metric handles resolved once at start-up (STYLE §6.9 rule 7).
@@ -422,11 +440,18 @@ HttpResponse ServerImpl::BuiltIn(const HttpRequest& req) const {
     r.body = R"({"status":"ok"})";
   } else if (req.path == "/readyz") {
     std::string why;
-    if (readiness_.Ready(&why)) {
-      r.body = R"({"status":"ready"})";
+    const bool ready = readiness_.Ready(&why);
+    // Notes (Readiness::Note) are reported either way and never fail it.
+    std::string notes;
+    for (const std::string& n : readiness_.Notes()) {
+      absl::StrAppend(&notes, notes.empty() ? "" : ",", "\"", base::JsonEscape(n), "\"");
+    }
+    const std::string notes_field = notes.empty() ? "" : absl::StrCat(R"(,"notes":[)", notes, "]");
+    if (ready) {
+      r.body = absl::StrCat(R"({"status":"ready")", notes_field, "}");
     } else {
       r.status = 503;
-      r.body = absl::StrCat(R"({"status":"not ready","reason":")", base::JsonEscape(why), "\"}");
+      r.body = absl::StrCat(R"({"status":"not ready","reason":")", base::JsonEscape(why), "\"", notes_field, "}");
     }
   } else {
     r.content_type = std::string(metrics::kPrometheusContentType);

@@ -245,8 +245,10 @@ bool Held(const Workload& w, const json& stored) {
 class Cluster {
  public:
   // Starts FakeKubeApi and `gangkeeper serve --kube` against it; waits
-  // until /readyz (the reconciler's first list of every kind).
-  void Start() {
+  // until /readyz (the reconciler's first list of every kind). With
+  // `kueue`, the fake serves Kueue's CRDs (v1beta2) with the policies'
+  // team-a ClusterQueue and LocalQueue: gangkeeper publishes to them.
+  void Start(bool kueue = false) {
     auto certs = testing::RunCommand({testing::GangkeeperBinary(), "certs", "--out", dir_.File("certs")},
                                      absl::Seconds(30));
     ASSERT_THAT(certs, IsOk());
@@ -257,6 +259,9 @@ class Cluster {
     auto fake = testing::FakeKubeApi::Start(fo);
     ASSERT_THAT(fake, IsOk());
     fake_ = *std::move(fake);
+    if (kueue) {
+      ASSERT_NO_FATAL_FAILURE(ServeKueue());
+    }
     testing::WriteKubeconfigFor(*fake_, dir_.path());
     auto p = testing::ServerProcess::Start(
         {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
@@ -277,6 +282,25 @@ class Cluster {
       return r.ok() && r->status == 200;
     })) << server_->Stderr();
   }
+
+  void ServeKueue() {
+    for (const char* r : {"clusterqueues", "localqueues", "workloads", "cohorts"}) {
+      fake_->set_served(absl::StrCat("kueue.x-k8s.io/v1beta2/", r), true);
+    }
+    ASSERT_THAT(fake_->Create("/apis/kueue.x-k8s.io/v1beta2/clusterqueues", {{"metadata", {{"name", "team-a-gpu"}}}})
+                    .status(),
+                IsOk());
+    ASSERT_THAT(fake_->Create("/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues",
+                              {{"metadata", {{"name", "gpu-queue"}}}, {"spec", {{"clusterQueue", "team-a-gpu"}}}})
+                    .status(),
+                IsOk());
+  }
+  std::vector<json> KueueWorkloads() { return fake_->List("/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads"); }
+  json KueueClusterQueue() {
+    auto o = fake_->Get("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a-gpu");
+    return o.ok() ? *o : json();
+  }
+  void DeleteObject(const Workload& w) { ASSERT_THAT(fake_->Delete(w.path()), IsOk()); }
 
   // A call of the API with a Kubernetes identity (--api-auth both, the
   // default with a cluster): gangkeeper sends a TokenReview, then
@@ -439,6 +463,26 @@ TEST(RbacTest, TheClusterRoleGrantsExactlyTheCallsGangkeeperMakes) {
     record(c.Stop());
   }
 
+  {  // Kueue's CRDs served: status and a Workload published, the Workload
+     // deleted with its job.
+    SCOPED_TRACE("publishing to Kueue's API");
+    Cluster c;
+    ASSERT_NO_FATAL_FAILURE(c.Start(/*kueue=*/true));
+    const Workload job = JobOf("published", 1, "100m", 1);
+    ASSERT_NO_FATAL_FAILURE(c.Submit(job));
+    ASSERT_TRUE(Cluster::WaitFor([&] { return c.Released(job); })) << c.Stderr();
+    EXPECT_TRUE(Cluster::WaitFor([&] {
+      std::vector<json> w = c.KueueWorkloads();
+      return w.size() == 1 && w[0].value("status", json::object()).contains("admission");
+    })) << c.Stderr();
+    EXPECT_TRUE(Cluster::WaitFor([&] {
+      return c.KueueClusterQueue().value("status", json::object()).value("admittedWorkloads", 0) == 1;
+    })) << c.Stderr();
+    ASSERT_NO_FATAL_FAILURE(c.DeleteObject(job));
+    EXPECT_TRUE(Cluster::WaitFor([&] { return c.KueueWorkloads().empty(); })) << c.Stderr();
+    record(c.Stop());
+  }
+
   std::set<Access> used;
   for (const testing::RecordedCall& call : calls) {
     absl::StatusOr<Access> a = AccessOf(call);
@@ -453,8 +497,13 @@ TEST(RbacTest, TheClusterRoleGrantsExactlyTheCallsGangkeeperMakes) {
   // the fake API server in test/kube/events_test.cc: a repeated Event
   // raises its series count (patch), and a cluster without events.k8s.io
   // gets core/v1 Events (create, patch).
+  // Likewise in test/kube/kueue_publishing_test.cc: a pending workload's
+  // changed pod sets patch its Workload's spec, and a job deleted while
+  // gangkeeper watches has its Workload deleted by gangkeeper itself (here
+  // the fake's garbage collection may come first).
   const std::set<Access> untried = {{"events.k8s.io", "events", "patch"}, {"", "events", "create"},
-                                    {"", "events", "patch"}};
+                                    {"", "events", "patch"}, {"kueue.x-k8s.io", "workloads", "patch"},
+                                    {"kueue.x-k8s.io", "workloads", "delete"}};
   for (const Access& a : *granted) {
     if (!used.count(a) && !untried.count(a)) unused.push_back(Describe(a));
   }

@@ -131,8 +131,11 @@ class KubeIntegrationTest : public ::testing::Test {
     ASSERT_THAT(fake, IsOk());
     fake_ = *std::move(fake);
     testing::WriteKubeconfigFor(*fake_, dir_.path());
+    ASSERT_NO_FATAL_FAILURE(BeforeGangkeeper());
     StartGangkeeper();
   }
+  // What a test's cluster holds before gangkeeper starts (Kueue's CRDs...).
+  virtual void BeforeGangkeeper() {}
 
   // `data` is the data directory (a fresh one loses the state: everything
   // running is adopted from the cluster).

@@ -88,6 +88,42 @@ std::vector<ResourceInfo> DefaultResources() {
   };
 }
 
+// ---- Kueue's objects as gangkeeper writes them (issue #24 items 2-4) ----
+// Kueue's group at v1beta1 and v1beta2 (one store per resource, like every
+// group here), NOT served until a test calls set_served (as when Kueue's
+// CRDs are not installed), and what tells whether Kueue's own controller
+// runs: webhook configurations and Leases (served).
+std::vector<ResourceInfo> KueueWriteResources() {
+  std::vector<ResourceInfo> out;
+  for (const char* v : {"v1beta1", "v1beta2"}) {
+    out.push_back({"kueue.x-k8s.io", v, "clusterqueues", "ClusterQueue", /*namespaced=*/false, /*served=*/false});
+    out.push_back({"kueue.x-k8s.io", v, "localqueues", "LocalQueue", /*namespaced=*/true, /*served=*/false});
+    out.push_back({"kueue.x-k8s.io", v, "cohorts", "Cohort", /*namespaced=*/false, /*served=*/false});
+    out.push_back({"kueue.x-k8s.io", v, "workloads", "Workload", /*namespaced=*/true, /*served=*/false});
+  }
+  out.push_back({"admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                 "MutatingWebhookConfiguration", /*namespaced=*/false});
+  out.push_back({"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                 "ValidatingWebhookConfiguration", /*namespaced=*/false});
+  out.push_back({"coordination.k8s.io", "v1", "leases", "Lease"});
+  return out;
+}
+
+// A custom resource with a status subresource: a create through the API
+// ignores .status, as the real server does.
+bool HasStatusSubresource(const ResourceInfo& r) { return r.group == "kueue.x-k8s.io"; }
+
+// The garbage collector's part the tests need: the Workloads whose
+// controller ownerReference names `owner_uid` (deleted with their owner).
+bool OwnedBy(const nlohmann::json& object, const std::string& owner_uid) {
+  const nlohmann::json* refs = object.contains("metadata") ? &object["metadata"] : nullptr;
+  if (refs == nullptr || !refs->contains("ownerReferences") || !(*refs)["ownerReferences"].is_array()) return false;
+  for (const nlohmann::json& r : (*refs)["ownerReferences"]) {
+    if (r.is_object() && r.value("uid", "") == owner_uid && r.value("controller", false)) return true;
+  }
+  return false;
+}
+
 struct ParsedPath {
   ResourceInfo res;
   std::string ns;           // "" = all namespaces (or cluster-scoped)
@@ -565,6 +601,7 @@ class FakeKubeApi::Impl {
  public:
   explicit Impl(FakeKubeOptions options) : options_(std::move(options)), token_(options_.token) {
     for (ResourceInfo& r : DefaultResources()) resources_[r.gvr()] = r;
+    for (ResourceInfo& r : KueueWriteResources()) resources_.try_emplace(r.gvr(), r);
   }
 
   ~Impl() { Stop(); }
@@ -1133,6 +1170,7 @@ class FakeKubeApi::Impl {
       SendStatus(res, 400, "the body of the request could not be decoded as a JSON object");
       return;
     }
+    if (HasStatusSubresource(p.res)) body.erase("status");
     absl::StatusOr<json> created = CreateLocked(req.path, std::move(body));
     if (created.ok()) {
       SendJson(res, 201, *created);
@@ -1341,7 +1379,31 @@ class FakeKubeApi::Impl {
     objs.erase(it);
     last["metadata"]["resourceVersion"] = std::to_string(++rv_);
     EmitLocked("DELETED", p, last, nullptr);
+    CollectOwnedWorkloadsLocked(Meta(last, "uid"));
     return last;
+  }
+
+  // Garbage collection of Kueue Workloads owned (controller: true) by a
+  // deleted object; nothing else is collected.
+  void CollectOwnedWorkloadsLocked(const std::string& owner_uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (owner_uid.empty()) return;
+    for (const auto& [gvr, res] : resources_) {
+      if (res.group != "kueue.x-k8s.io" || res.resource != "workloads") continue;
+      auto store = objects_.find(res.store_key());
+      if (store == objects_.end()) continue;
+      std::vector<ObjectKey> owned;
+      for (const auto& [key, obj] : store->second) {
+        if (OwnedBy(obj, owner_uid)) owned.push_back(key);
+      }
+      for (const ObjectKey& key : owned) {
+        ParsedPath wp;
+        wp.res = res;
+        wp.ns = key.first;
+        wp.name = key.second;
+        DeleteLocked(wp);
+      }
+      return;  // one store for every version
+    }
   }
 
   void EmitLocked(const std::string& type, const ParsedPath& p, const json& object, const json& previous)

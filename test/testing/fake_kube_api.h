@@ -30,6 +30,14 @@
 //     (authorization.k8s.io/v1), answered from SetTokenUser and
 //     SetAccessRule (script their failures with Fail, path_contains
 //     "tokenreviews" / "subjectaccessreviews").
+// Kueue's objects (issue #24; KueueWriteResources in the .cc): the
+// kueue.x-k8s.io clusterqueues, localqueues, cohorts and workloads at
+// v1beta1 and v1beta2, not served until set_served (e.g.
+// "kueue.x-k8s.io/v1beta2/workloads"); a POST of one drops .status (the
+// status subresource); deleting any object deletes the Workloads whose
+// controller ownerReference names its uid (the only garbage collection);
+// admissionregistration.k8s.io/v1 webhook configurations and
+// coordination.k8s.io/v1 leases are served.
 // What it does NOT implement: PUT and other cluster-scoped POSTs (405; seed objects with Create),
 // protobuf, Table output, field managers / server-side apply, admission,
 // defaulting (except the two default tolerations on new Pods), garbage

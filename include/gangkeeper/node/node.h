@@ -78,6 +78,14 @@ struct Options {
   absl::Duration lease_ttl = absl::Seconds(10);
   absl::Duration lease_renew = absl::Seconds(3);
   std::string replica_id;  // "" = host-pid-start time
+  // What is written to Kueue's own API (issue #24; node/kueue_publishing.h):
+  // --publish-kueue-status and --publish-workloads, auto | true | false
+  // (auto: on when the cluster serves Kueue's CRDs); never while Kueue's
+  // own controller manager runs, found by its webhook configurations or its
+  // leader Lease in `kueue_namespace`.
+  std::string publish_kueue_status = "auto";
+  std::string publish_workloads = "auto";
+  std::string kueue_namespace = "kueue-system";
 };
 
 class Node {

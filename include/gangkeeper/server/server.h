@@ -133,6 +133,13 @@ class Readiness {
   // True when every condition is ready; otherwise false and `*why` lists the
   // conditions that are not.
   virtual bool Ready(std::string* why) const = 0;
+  // A note /readyz reports without failing readiness (e.g. "kueue:
+  // Kueue's own controller runs; gangkeeper publishes nothing to Kueue's
+  // API"): `check` returns "" when there is nothing to say. Called like a
+  // Watch() check.
+  virtual void Note(absl::string_view name, std::function<std::string()> check) = 0;
+  // The notes that have something to say now, as "name: text".
+  virtual std::vector<std::string> Notes() const = 0;
 };
 
 class Server {

@@ -1,0 +1,162 @@
+// gangkeeper: StatusWriter (see status_writer.h).
+#include "gangkeeper/kube/status_writer.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/base/check.h"
+#include "gangkeeper/base/log.h"
+
+namespace gangkeeper::kube {
+
+using json = nlohmann::json;
+
+StatusWriter::StatusWriter(Client* client, const broker::SnapshotSource* view, KueueWriterOptions options)
+    : client_(client), view_(view), options_(std::move(options)) {
+  GK_CHECK_MSG(options_.clock != nullptr, "KueueWriterOptions::clock is required");
+}
+
+StatusWriter::~StatusWriter() { Stop(); }
+
+void StatusWriter::ResyncNext() {
+  absl::MutexLock lock(&mu_);
+  resync_next_ = true;
+}
+
+KueueWriterStats StatusWriter::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+bool StatusWriter::Allowed() {
+  if (options_.leading && !options_.leading()) {
+    listed_ = false;  // leading again: list first
+    return false;
+  }
+  if (options_.refused) {
+    if (!options_.refused().empty()) {
+      listed_ = false;
+      absl::MutexLock lock(&mu_);
+      ++stats_.refused;
+      return false;
+    }
+  }
+  return true;
+}
+
+void StatusWriter::List() {
+  written_.clear();
+  missing_.clear();
+  done_version_ = UINT64_MAX;
+  const KueueVersion v = options_.version;
+  bool ok = true;
+  auto take = [&](const std::string& collection, bool namespaced, const std::vector<std::string>& keys) {
+    absl::StatusOr<ListResult> list = client_->List(KueuePath(v, collection));
+    if (!list.ok()) {
+      base::GetLogger("kube")->warn("kueue status: listing {}: {}", collection, list.status().message());
+      ok = false;
+      return;
+    }
+    for (const json& item : list->items) {
+      if (!item.contains("metadata")) continue;
+      const std::string name = JsonString(item["metadata"], "name");
+      const std::string ns = namespaced ? JsonString(item["metadata"], "namespace") : "";
+      const json status = JsonObject(item, "status");
+      Written w;
+      w.status = ObservedStatus(status, keys);
+      w.conditions = JsonArray(status, "conditions");
+      written_[KueuePath(v, collection, ns, name)] = std::move(w);
+    }
+  };
+  take("clusterqueues", false, ClusterQueueStatusKeys());
+  take("localqueues", true, LocalQueueStatusKeys(v));
+  listed_ = ok;
+  last_list_ = options_.clock->Now();
+  absl::MutexLock lock(&mu_);
+  ++stats_.lists;
+}
+
+bool StatusWriter::WriteOne(const std::string& path, const std::string& key, const KueueStatus& want, int* budget) {
+  (void)key;
+  auto it = written_.find(path);
+  if (it == written_.end() && missing_.count(path) > 0) return true;  // not in the cluster
+  if (it != written_.end() && it->second.status == want) return true;
+  if (*budget <= 0) return false;
+  --*budget;
+  const json previous = it != written_.end() ? it->second.conditions : json::array();
+  const json status = StatusJson(want, previous, options_.clock->Now());
+  absl::StatusOr<json> r = client_->Patch(absl::StrCat(path, "/status"), PatchType::kMerge, {{"status", status}});
+  absl::MutexLock lock(&mu_);
+  if (!r.ok()) {
+    if (HttpCode(r.status()) == 404) {
+      missing_.insert(path);
+      return true;
+    }
+    ++stats_.failures;
+    base::GetLogger("kube")->warn("kueue status: {}: {}", path, r.status().message());
+    return false;
+  }
+  ++stats_.writes;
+  written_[path] = Written{want, status["conditions"]};
+  return true;
+}
+
+int StatusWriter::Sync() {
+  absl::MutexLock sync(&sync_mu_);
+  if (!Allowed()) return 0;
+  bool resync = false;
+  {
+    absl::MutexLock lock(&mu_);
+    resync = resync_next_;
+    resync_next_ = false;
+    ++stats_.passes;
+  }
+  const absl::Time now = options_.clock->Now();
+  if (!listed_ || resync || now - last_list_ >= options_.resync) List();
+  if (!listed_) return 0;
+  std::shared_ptr<const broker::Snapshot> snap = view_->snapshot();
+  if (snap->version() == done_version_) return 0;  // nothing changed since everything was written
+  uint64_t before;
+  {
+    absl::MutexLock lock(&mu_);
+    before = stats_.writes;
+  }
+  int budget = options_.max_writes_per_pass;
+  bool complete = true;
+  const KueueVersion v = options_.version;
+  for (const auto& [name, view] : snap->cluster_queues()) {
+    complete &= WriteOne(KueuePath(v, "clusterqueues", "", name), name, ClusterQueueStatusOf(*view, snap->policies()), &budget);
+  }
+  for (const auto& [key, status] : LocalQueueStatusesOf(*snap, v)) {
+    complete &= WriteOne(KueuePath(v, "localqueues", key.first, key.second), key.second, status, &budget);
+  }
+  done_version_ = complete ? snap->version() : UINT64_MAX;
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(stats_.writes - before);
+}
+
+void StatusWriter::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void StatusWriter::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void StatusWriter::Run() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_), options_.interval)) return;
+    }
+    Sync();
+  }
+}
+
+}  // namespace gangkeeper::kube

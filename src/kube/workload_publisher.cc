@@ -1,0 +1,300 @@
+// gangkeeper: WorkloadPublisher (see workload_publisher.h).
+#include "gangkeeper/kube/workload_publisher.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gangkeeper/base/check.h"
+#include "gangkeeper/base/log.h"
+#include "gangkeeper/workload/workload.h"
+
+namespace gangkeeper::kube {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string Key(const std::string& ns, const std::string& name) { return absl::StrCat(ns, "/", name); }
+
+// What of a spec gangkeeper decides and compares: the API server defaults
+// and normalizes the pod templates (quantities, empty fields), which would
+// otherwise look like a change on every pass.
+json SpecSummary(const json& spec) {
+  json out = {{"queueName", JsonField(spec, "queueName")},
+              {"priority", JsonField(spec, "priority")},
+              {"priorityClassName", JsonField(spec, "priorityClassName")},
+              {"priorityClassRef", JsonField(spec, "priorityClassRef")}};
+  json sets = json::array();
+  if (spec.contains("podSets") && spec["podSets"].is_array()) {
+    for (const json& ps : spec["podSets"]) {
+      if (!ps.is_object()) continue;
+      sets.push_back({{"name", JsonField(ps, "name")},
+                      {"count", JsonField(ps, "count")},
+                      {"minCount", JsonField(ps, "minCount")}});
+    }
+  }
+  out["podSets"] = std::move(sets);
+  return out;
+}
+
+}  // namespace
+
+WorkloadPublisher::WorkloadPublisher(Client* client, const broker::SnapshotSource* view, KueueWriterOptions options)
+    : client_(client), view_(view), options_(std::move(options)) {
+  GK_CHECK_MSG(options_.clock != nullptr, "KueueWriterOptions::clock is required");
+}
+
+WorkloadPublisher::~WorkloadPublisher() { Stop(); }
+
+void WorkloadPublisher::OnDurable(const std::vector<broker::StateChange>& changes, const broker::Snapshot&) {
+  absl::MutexLock lock(&mu_);
+  for (const broker::StateChange& c : changes) {
+    if (c.key.pod_group || c.uid.empty()) continue;
+    switch (c.type) {
+      case broker::StateChange::Type::kEvicted: {
+        EvictionNote n;
+        n.preempted = !c.preemptor.name.empty();
+        n.reason = c.reason;
+        n.message = c.message.empty() ? c.reason : c.message;
+        if (n.preempted) {
+          n.message = absl::StrCat("Preempted to accommodate ", c.preemptor.namespace_name, "/", c.preemptor.name,
+                                   ": ", n.message);
+        }
+        evictions_[c.uid] = std::move(n);
+        break;
+      }
+      case broker::StateChange::Type::kRemoved: {
+        const workload::KindInfo& kind = workload::InfoFor(c.key.kind);
+        removed_.insert(Key(c.key.namespace_name, KueueWorkloadName(kind.name, kind.group, c.key.name, c.uid)));
+        evictions_.erase(c.uid);
+        break;
+      }
+      case broker::StateChange::Type::kFinished:
+        evictions_.erase(c.uid);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void WorkloadPublisher::ResyncNext() {
+  absl::MutexLock lock(&mu_);
+  resync_next_ = true;
+}
+
+KueueWriterStats WorkloadPublisher::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void WorkloadPublisher::Count(bool ok) {
+  absl::MutexLock lock(&mu_);
+  ++(ok ? stats_.writes : stats_.failures);
+}
+
+bool WorkloadPublisher::Allowed() {
+  if (options_.leading && !options_.leading()) {
+    listed_ = false;
+    return false;
+  }
+  if (options_.refused && !options_.refused().empty()) {
+    listed_ = false;
+    absl::MutexLock lock(&mu_);
+    ++stats_.refused;
+    return false;
+  }
+  return true;
+}
+
+void WorkloadPublisher::List() {
+  written_.clear();
+  done_version_ = UINT64_MAX;
+  ListOptions lo;
+  lo.label_selector = absl::StrCat(kManagedByLabel, "=", kManagedByValue);
+  absl::StatusOr<ListResult> list = client_->List(KueuePath(options_.version, "workloads"), lo);
+  last_list_ = options_.clock->Now();
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.lists;
+  }
+  if (!list.ok()) {
+    base::GetLogger("kube")->warn("kueue workloads: listing: {}", list.status().message());
+    listed_ = false;
+    return;
+  }
+  for (const json& item : list->items) {
+    if (!item.contains("metadata")) continue;
+    const json& meta = item["metadata"];
+    Written w;
+    w.object_uid = JsonString(meta, "uid");
+    w.spec = SpecSummary(JsonObject(item, "spec"));
+    const json status = JsonObject(item, "status");
+    w.status = ObservedStatus(status, WorkloadStatusKeys());
+    w.conditions = JsonArray(status, "conditions");
+    written_[Key(JsonString(meta, "namespace"), JsonString(meta, "name"))] = std::move(w);
+  }
+  listed_ = true;
+}
+
+bool WorkloadPublisher::WriteStatus(const std::string& path, Written* entry, const KueueStatus& want, int* budget) {
+  if (entry->status == want) return true;
+  if (*budget <= 0) return false;
+  --*budget;
+  const json status = StatusJson(want, entry->conditions, options_.clock->Now());
+  absl::StatusOr<json> r = client_->Patch(absl::StrCat(path, "/status"), PatchType::kMerge, {{"status", status}});
+  Count(r.ok());
+  if (!r.ok()) {
+    base::GetLogger("kube")->warn("kueue workloads: status of {}: {}", path, r.status().message());
+    if (HttpCode(r.status()) == 404) ResyncNext();  // deleted meanwhile: list and create again
+    return false;
+  }
+  entry->status = want;
+  entry->conditions = status["conditions"];
+  return true;
+}
+
+bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
+  const std::string name = KueueWorkloadNameOf(w);
+  const std::string key = Key(w.key.namespace_name, name);
+  const std::string path = KueuePath(options_.version, "workloads", w.key.namespace_name, name);
+  std::optional<EvictionNote> eviction;
+  {
+    absl::MutexLock lock(&mu_);
+    auto e = evictions_.find(w.workload->uid);
+    if (e != evictions_.end()) eviction = e->second;
+  }
+  auto it = written_.find(key);
+  if (it == written_.end()) {
+    if (w.phase == broker::Phase::kFinished) return true;  // none is created for a finished workload
+    if (*budget <= 0) return false;
+    --*budget;
+    json object = WorkloadObject(w, options_.version);
+    absl::StatusOr<json> created =
+        client_->Post(KueuePath(options_.version, "workloads", w.key.namespace_name), object.dump());
+    if (!created.ok() && HttpCode(created.status()) == 409) {
+      // Made by someone else since the list (another leader's last pass):
+      // list again rather than guess what it holds.
+      ResyncNext();
+      return false;
+    }
+    Count(created.ok());
+    if (!created.ok()) {
+      base::GetLogger("kube")->warn("kueue workloads: creating {}: {}", key, created.status().message());
+      return false;
+    }
+    Written entry;
+    entry.object_uid = created->contains("metadata") ? JsonString((*created)["metadata"], "uid") : "";
+    entry.spec = SpecSummary(JsonObject(*created, "spec"));
+    const json status = JsonObject(*created, "status");
+    entry.status = ObservedStatus(status, WorkloadStatusKeys());
+    entry.conditions = JsonArray(status, "conditions");
+    it = written_.emplace(key, std::move(entry)).first;
+  }
+  Written& entry = it->second;
+  if (w.phase != broker::Phase::kFinished) {
+    const json spec = WorkloadSpec(w, options_.version);
+    if (entry.spec != SpecSummary(spec)) {
+      if (*budget <= 0) return false;
+      --*budget;
+      absl::StatusOr<json> r = client_->Patch(path, PatchType::kMerge, {{"spec", spec}});
+      Count(r.ok());
+      if (!r.ok()) {
+        base::GetLogger("kube")->warn("kueue workloads: spec of {}: {}", key, r.status().message());
+        if (HttpCode(r.status()) == 404) ResyncNext();
+        return false;
+      }
+      entry.spec = SpecSummary(spec);
+    }
+  }
+  return WriteStatus(path, &entry, WorkloadStatusOf(w, &entry.status, eviction), budget);
+}
+
+int WorkloadPublisher::Sync() {
+  absl::MutexLock sync(&sync_mu_);
+  if (!Allowed()) return 0;
+  bool resync = false;
+  std::set<std::string> removed;
+  uint64_t before;
+  {
+    absl::MutexLock lock(&mu_);
+    resync = resync_next_;
+    resync_next_ = false;
+    removed.swap(removed_);
+    ++stats_.passes;
+    before = stats_.writes;
+  }
+  if (!listed_ || resync || options_.clock->Now() - last_list_ >= options_.resync) List();
+  if (!listed_) {
+    absl::MutexLock lock(&mu_);
+    removed_.insert(removed.begin(), removed.end());
+    return 0;
+  }
+  int budget = options_.max_writes_per_pass;
+  bool complete = true;
+  // 1. The Workloads of deleted jobs.
+  for (const std::string& key : removed) {
+    auto it = written_.find(key);
+    if (it == written_.end()) continue;  // never published, or gone already
+    if (budget <= 0) {
+      absl::MutexLock lock(&mu_);
+      removed_.insert(key);
+      complete = false;
+      continue;
+    }
+    --budget;
+    const size_t slash = key.find('/');
+    const std::string path =
+        KueuePath(options_.version, "workloads", key.substr(0, slash), key.substr(slash + 1));
+    absl::StatusOr<json> r = client_->Delete(path, it->second.object_uid, "Background");
+    if (r.ok() || HttpCode(r.status()) == 404 || HttpCode(r.status()) == 409) {
+      written_.erase(it);
+      if (r.ok()) Count(true);
+    } else {
+      Count(false);
+      absl::MutexLock lock(&mu_);
+      removed_.insert(key);
+      complete = false;
+    }
+  }
+  // 2. Every tracked workload, then the finished ones still remembered.
+  std::shared_ptr<const broker::Snapshot> snap = view_->snapshot();
+  if (snap->version() != done_version_ || !removed.empty()) {
+    snap->ForEachWorkload([&](const broker::WorkloadInfo& w) {
+      if (PublishesWorkload(w)) complete &= Publish(w, &budget);
+    });
+    for (const std::shared_ptr<const broker::WorkloadInfo>& w : snap->finished()) {
+      if (PublishesWorkload(*w) && snap->FindInstance(w->key, w->workload->uid) == nullptr) {
+        complete &= Publish(*w, &budget);
+      }
+    }
+    done_version_ = complete ? snap->version() : UINT64_MAX;
+  }
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(stats_.writes - before);
+}
+
+void WorkloadPublisher::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void WorkloadPublisher::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void WorkloadPublisher::Run() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_), options_.interval)) return;
+    }
+    Sync();
+  }
+}
+
+}  // namespace gangkeeper::kube

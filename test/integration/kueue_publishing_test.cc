@@ -1,0 +1,101 @@
+// The real binary with Kueue's CRDs served by the fake API server (issue
+// #24 items 2-4): the queues' status and a Workload per job are written
+// back; with Kueue's own controller running nothing is, and /readyz says
+// why without failing.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "test/integration/kube_fixture.h"
+
+namespace gangkeeper {
+namespace {
+
+using ::gangkeeper::testing::IsOk;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using namespace ::gangkeeper::kube_it;  // NOLINT: the fixture and its objects
+
+constexpr char kClusterQueue[] = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a-gpu";
+constexpr char kWorkloads[] = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads";
+
+class KueuePublishingIntegrationTest : public KubeIntegrationTest {
+ protected:
+  void BeforeGangkeeper() override {
+    for (const char* r : {"clusterqueues", "localqueues", "workloads", "cohorts"}) {
+      fake_->set_served(std::string("kueue.x-k8s.io/v1beta2/") + r, true);
+    }
+    ASSERT_THAT(fake_->Create("/apis/kueue.x-k8s.io/v1beta2/clusterqueues", {{"metadata", {{"name", "team-a-gpu"}}}})
+                    .status(),
+                IsOk());
+    ASSERT_THAT(fake_->Create("/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues",
+                              {{"metadata", {{"name", "gpu-queue"}}}, {"spec", {{"clusterQueue", "team-a-gpu"}}}})
+                    .status(),
+                IsOk());
+    if (kueue_controller_) {
+      ASSERT_THAT(fake_->Create("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+                                {{"metadata", {{"name", "kueue-validating-webhook-configuration"}}}})
+                      .status(),
+                  IsOk());
+    }
+  }
+  std::string Readyz() {
+    testing::TlsClientOptions o;
+    o.ca_file = dir_.File("certs/ca.crt");
+    auto api = testing::TlsConnection::Connect(server_->api_port(), o);
+    if (!api.ok()) return "";
+    auto r = (*api)->Request("GET", "/readyz");
+    return r.ok() ? absl::StrCat(r->status, " ", r->body) : "";
+  }
+  bool kueue_controller_ = false;
+};
+
+class WithKueuesControllerTest : public KueuePublishingIntegrationTest {
+ protected:
+  void SetUp() override {
+    kueue_controller_ = true;
+    KueuePublishingIntegrationTest::SetUp();
+  }
+};
+
+TEST_F(KueuePublishingIntegrationTest, AJobsWorkloadAndTheQueuesStatusAreWrittenBack) {
+  SubmitJob(Job("trainer", 2, 1));
+  ASSERT_TRUE(WaitFor([&] { return Released("trainer"); })) << server_->Stderr();
+  ASSERT_TRUE(WaitFor([&] {
+    std::vector<json> w = fake_->List(kWorkloads);
+    return w.size() == 1 && w[0].value("status", json::object()).contains("admission");
+  })) << server_->Stderr();
+  const json w = fake_->List(kWorkloads)[0];
+  EXPECT_THAT(w["metadata"]["name"].get<std::string>(), ::testing::StartsWith("job-trainer-"));
+  EXPECT_EQ(w["spec"]["queueName"], "gpu-queue");
+  EXPECT_EQ(w["status"]["admission"]["clusterQueue"], "team-a-gpu");
+  ASSERT_TRUE(WaitFor([&] {
+    auto cq = fake_->Get(kClusterQueue);
+    return cq.ok() && cq->value("status", json::object()).value("admittedWorkloads", 0) == 1;
+  })) << server_->Stderr();
+  EXPECT_THAT(server_->Stderr(), HasSubstr("kueue: publishing"));
+  EXPECT_THAT(Readyz(), ::testing::StartsWith("200"));
+  // The job is deleted: so is its Workload.
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kJobs, "/trainer")), IsOk());
+  EXPECT_TRUE(WaitFor([&] { return fake_->List(kWorkloads).empty(); }));
+}
+
+TEST_F(WithKueuesControllerTest, NothingIsPublishedAndReadyzSaysWhy) {
+  SubmitJob(Job("trainer", 2, 1));
+  ASSERT_TRUE(WaitFor([&] { return Released("trainer"); })) << server_->Stderr();
+  const std::string ready = Readyz();
+  EXPECT_THAT(ready, ::testing::StartsWith("200"));
+  EXPECT_THAT(ready, HasSubstr("kueue-validating-webhook-configuration"));
+  EXPECT_THAT(server_->Stderr(), HasSubstr("not publishing status or Workloads"));
+  // Given time for a pass or two: nothing was written.
+  EXPECT_FALSE(WaitFor([&] { return !fake_->List(kWorkloads).empty(); }, absl::Seconds(3)));
+  for (const testing::RecordedCall& c : fake_->Calls()) {
+    EXPECT_FALSE(c.method != "GET" && absl::StrContains(c.path, "kueue.x-k8s.io")) << c.method << " " << c.path;
+  }
+}
+
+}  // namespace
+}  // namespace gangkeeper

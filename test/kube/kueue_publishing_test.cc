@@ -1,0 +1,480 @@
+// Tests for what gangkeeper writes to Kueue's API (issue #24 items 2-4):
+// StatusWriter (ClusterQueue and LocalQueue .status), WorkloadPublisher
+// (Workload objects) and the detection of Kueue's own controller, against
+// a FakeKubeApi serving Kueue's group, with a real broker deciding.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/broker/broker.h"
+#include "gangkeeper/kube/kueue_objects.h"
+#include "gangkeeper/kube/status_writer.h"
+#include "gangkeeper/kube/workload_publisher.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "src/api/views.h"
+#include "test/kube/fake_cluster.h"
+#include "test/testing/gangs.h"
+#include "test/testing/policies.h"
+#include "test/testing/status_matchers.h"
+
+namespace gangkeeper::kube {
+namespace {
+
+using json = nlohmann::json;
+using ::gangkeeper::testing::GpuGang;
+using ::gangkeeper::testing::IsOk;
+using ::testing::HasSubstr;
+
+constexpr char kCq[] = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a";
+constexpr char kLq[] = "/apis/kueue.x-k8s.io/v1beta2/namespaces/a/localqueues/q";
+constexpr char kWorkloads[] = "/apis/kueue.x-k8s.io/v1beta2/namespaces/a/workloads";
+constexpr char kJobs[] = "/apis/batch/v1/namespaces/a/jobs";
+
+TEST(KueueObjectsTest, WorkloadNamesAreKueues) {
+  // Kind prefix, name, the first 5 hex digits of sha1("Job\nbatch\nllm\nuid-1").
+  EXPECT_EQ(KueueWorkloadName("Job", "batch", "llm", "uid-1"), "job-llm-5807a");
+  EXPECT_EQ(KueueWorkloadName("PyTorchJob", "kubeflow.org", "train", "abc"), "pytorchjob-train-0804b");
+  const std::string long_name(300, 'x');
+  const std::string n = KueueWorkloadName("Job", "batch", long_name, "u");
+  EXPECT_EQ(n.size(), 253u);
+  EXPECT_EQ(n.substr(0, 4), "job-");
+}
+
+TEST(KueueObjectsTest, AnInactiveClusterQueueSaysWhyInItsActiveCondition) {
+  std::string yaml = ::gangkeeper::testing::kOneTeamPolicies;
+  yaml.replace(yaml.find("namespaceSelector: {}"), std::string("namespaceSelector: {}").size(),
+               "namespaceSelector: {}\n  stopPolicy: Hold");
+  std::shared_ptr<const model::PolicySet> policies = ::gangkeeper::testing::PoliciesFrom(yaml);
+  broker::ClusterQueueView view;
+  view.status.name = "team-a";
+  view.status.active = false;
+  const KueueStatus s = ClusterQueueStatusOf(view, *policies);
+  ASSERT_EQ(s.conditions.size(), 1u);
+  EXPECT_EQ(s.conditions[0].type, "Active");
+  EXPECT_EQ(s.conditions[0].status, "False");
+  EXPECT_EQ(s.conditions[0].reason, "Stopped");
+  EXPECT_THAT(s.conditions[0].message, HasSubstr("stopPolicy Hold"));
+}
+
+TEST(KueueObjectsTest, TheTwoVersionsNameTheirFieldsAsKueueDoes) {
+  broker::WorkloadInfo w;
+  w.key = {"a", "llm"};
+  workload::Workload job = GpuGang("llm", 2, 1, /*priority=*/100);
+  job.priority_class = "high";
+  job.priority_class_source = "WorkloadPriorityClass";
+  w.workload = std::make_shared<workload::Workload>(job);
+  w.local_queue = "q";
+  w.priority = 100;
+  const json v2 = WorkloadSpec(w, KueueVersion::kV1beta2);
+  EXPECT_EQ(v2["priorityClassRef"], json({{"group", "kueue.x-k8s.io"}, {"kind", "WorkloadPriorityClass"}, {"name", "high"}}));
+  EXPECT_FALSE(v2.contains("priorityClassName"));
+  const json v1 = WorkloadSpec(w, KueueVersion::kV1beta1);
+  EXPECT_EQ(v1["priorityClassName"], "high");
+  EXPECT_EQ(v1["priorityClassSource"], "kueue.x-k8s.io/workloadpriorityclass");
+  EXPECT_EQ(v1["priority"], 100);
+  // LocalQueue flavor usage: flavorUsage in v1beta1, flavorsUsage in v1beta2.
+  EXPECT_THAT(LocalQueueStatusKeys(KueueVersion::kV1beta1), ::testing::Contains("flavorUsage"));
+  EXPECT_THAT(LocalQueueStatusKeys(KueueVersion::kV1beta2), ::testing::Contains("flavorsUsage"));
+  EXPECT_EQ(KueuePath(KueueVersion::kV1beta1, "workloads", "a", "x"), "/apis/kueue.x-k8s.io/v1beta1/namespaces/a/workloads/x");
+}
+
+// An actuator that confirms releases at once and keeps suspensions until
+// the test says the gang stopped.
+class ManualActuator : public broker::Actuator {
+ public:
+  void Release(const broker::ReleaseOrder& o) override {
+    broker->Submit(broker::Event::ReleaseResult(o.key, o.uid, absl::OkStatus()));
+  }
+  void Suspend(const broker::SuspendOrder& o) override { suspended.push_back(o); }
+  broker::Broker* broker = nullptr;
+  std::vector<broker::SuspendOrder> suspended;  // broker thread only until Settle()
+};
+
+class KueuePublishingTest : public FakeClusterTest {
+ protected:
+  void SetUp() override {
+    FakeClusterTest::SetUp();
+    for (const char* r : {"clusterqueues", "localqueues", "workloads", "cohorts"}) {
+      fake_->set_served(std::string("kueue.x-k8s.io/v1beta2/") + r, true);
+    }
+    ASSERT_THAT(fake_->Create("/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+                              {{"metadata", {{"name", "team-a"}}}, {"spec", json::object()}})
+                    .status(),
+                IsOk());
+    ASSERT_THAT(fake_->Create("/apis/kueue.x-k8s.io/v1beta2/namespaces/a/localqueues",
+                              {{"metadata", {{"name", "q"}}}, {"spec", {{"clusterQueue", "team-a"}}}})
+                    .status(),
+                IsOk());
+    options_.clock = &base::RealClock();
+    options_.interval = absl::Hours(1);  // the tests call Sync themselves
+    options_.leading = [this] { return leading_a_; };
+    status_ = std::make_unique<StatusWriter>(client_.get(), &port_, options_);
+    publisher_ = std::make_unique<WorkloadPublisher>(client_.get(), &port_, options_);
+    broker::BrokerOptions bo;
+    bo.observers.push_back(publisher_.get());
+    auto b = broker::Broker::Create(::gangkeeper::testing::PoliciesFrom(::gangkeeper::testing::kOneTeamPolicies), bo,
+                                    &actuator_, nullptr, &base::RealClock());
+    ASSERT_THAT(b.status(), IsOk());
+    broker_ = *std::move(b);
+    actuator_.broker = broker_.get();
+    port_.broker = broker_.get();
+    broker_->Start();
+  }
+  void TearDown() override {
+    if (broker_ != nullptr) broker_->Stop();
+  }
+
+  // A job in the fake (the Workload's owner) and the same job in the broker.
+  void AddJob(workload::Workload w) {
+    ASSERT_THAT(fake_->Create(kJobs, {{"metadata", {{"name", w.name}, {"uid", w.uid}}}, {"spec", json::object()}})
+                    .status(),
+                IsOk());
+    w.api_version = "batch/v1";
+    ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(std::move(w))), IsOk());
+    Settle();
+  }
+  void Settle() {
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  }
+  // Answers every suspension the broker asked for (the gangs stopped).
+  void StopSuspended() {
+    Settle();
+    std::vector<broker::SuspendOrder> orders;
+    orders.swap(actuator_.suspended);
+    for (const broker::SuspendOrder& o : orders) {
+      ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Stopped(o.key, o.uid)), IsOk());
+    }
+    Settle();
+  }
+  void Finish(const std::string& name) {
+    broker::WorkloadKey key{"a", name};
+    ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Finish(key, "uid-" + name)), IsOk());
+    Settle();
+  }
+  json WorkloadOf(const std::string& name) {
+    absl::StatusOr<json> w =
+        fake_->Get(absl::StrCat(kWorkloads, "/", KueueWorkloadName("Job", "batch", name, "uid-" + name)));
+    return w.ok() ? *w : json(nullptr);
+  }
+  static json Condition(const json& object, const std::string& type) {
+    for (const json& c : object["status"].value("conditions", json::array())) {
+      if (c["type"] == type) return c;
+    }
+    return nullptr;
+  }
+  int Writes() {
+    int n = 0;
+    for (const ::gangkeeper::testing::RecordedCall& c : fake_->Calls()) {
+      if (c.method != "GET") ++n;
+    }
+    return n;
+  }
+  // The ClusterQueue's status in the cluster equals GET
+  // /v1/clusterqueues/team-a/status (api::QueueJson of the same snapshot).
+  void ExpectClusterQueueMatchesTheApi() {
+    std::shared_ptr<const broker::Snapshot> snap = broker_->snapshot();
+    const broker::ClusterQueueView* view = snap->FindClusterQueue("team-a");
+    ASSERT_NE(view, nullptr);
+    const json api = api::QueueJson(*view);
+    absl::StatusOr<json> cq = fake_->Get(kCq);
+    ASSERT_THAT(cq.status(), IsOk());
+    const json& st = (*cq)["status"];
+    EXPECT_EQ(st["pendingWorkloads"], api["pending"]);
+    EXPECT_EQ(st["admittedWorkloads"], api["admitted"]);
+    EXPECT_EQ(st["reservingWorkloads"], api["admitted"]);
+    EXPECT_EQ(st["fairSharing"]["weightedShare"], api["weightedShare"]);
+    ASSERT_EQ(st["flavorsUsage"].size(), 1u);
+    for (const json& r : api["resources"]) {
+      bool found = false;
+      for (const char* field : {"flavorsUsage", "flavorsReservation"}) {
+        for (const json& f : st[field]) {
+          if (f["name"] != r["flavor"]) continue;
+          for (const json& x : f["resources"]) {
+            if (x["name"] != r["resource"]) continue;
+            found = true;
+            EXPECT_EQ(x["total"], r["usage"]) << field;
+            EXPECT_EQ(x["borrowed"], r["borrowed"]) << field;
+          }
+        }
+      }
+      EXPECT_TRUE(found) << r.dump();
+    }
+    EXPECT_EQ(Condition(*cq, "Active")["status"], api["active"].get<bool>() ? "True" : "False");
+    // The LocalQueue (team-a's only one) holds the same.
+    absl::StatusOr<json> lq = fake_->Get(kLq);
+    ASSERT_THAT(lq.status(), IsOk());
+    EXPECT_EQ((*lq)["status"]["pendingWorkloads"], api["pending"]);
+    EXPECT_EQ((*lq)["status"]["admittedWorkloads"], api["admitted"]);
+    const json usage = (*lq)["status"]["flavorsUsage"];
+    const std::string used = api["resources"][0]["usage"].get<std::string>();
+    if (used == "0") {
+      EXPECT_TRUE(usage.empty()) << usage.dump();
+    } else {
+      ASSERT_EQ(usage.size(), 1u);
+      EXPECT_EQ(usage[0]["resources"][0]["total"], used);
+    }
+  }
+
+  struct Port : broker::SnapshotSource {
+    broker::Broker* broker = nullptr;
+    std::shared_ptr<const broker::Snapshot> snapshot() const override { return broker->snapshot(); }
+  };
+
+  bool leading_a_ = true;
+  KueueWriterOptions options_;
+  Port port_;
+  ManualActuator actuator_;
+  std::unique_ptr<StatusWriter> status_;
+  std::unique_ptr<WorkloadPublisher> publisher_;
+  std::unique_ptr<broker::Broker> broker_;
+};
+
+TEST_F(KueuePublishingTest, QueueStatusMatchesTheApiAfterAdmissionsAndPreemptions) {
+  AddJob(GpuGang("low", 2, 4, /*priority=*/0));  // 8 of team-a's 8
+  AddJob(GpuGang("waits", 1, 2, /*priority=*/0));
+  EXPECT_GT(status_->Sync(), 0);
+  ExpectClusterQueueMatchesTheApi();
+  absl::StatusOr<json> cq = fake_->Get(kCq);
+  ASSERT_THAT(cq.status(), IsOk());
+  EXPECT_EQ((*cq)["status"]["admittedWorkloads"], 1);
+  EXPECT_EQ((*cq)["status"]["pendingWorkloads"], 1);
+  EXPECT_EQ((*cq)["status"]["flavorsUsage"][0]["resources"][0]["total"], "8");
+  EXPECT_EQ(Condition(*cq, "Active")["reason"], "Ready");
+
+  // A preemption: while the victim stops, and after.
+  AddJob(GpuGang("urgent", 2, 4, /*priority=*/1000));
+  status_->Sync();
+  ExpectClusterQueueMatchesTheApi();
+  StopSuspended();
+  status_->Sync();
+  ExpectClusterQueueMatchesTheApi();
+  cq = fake_->Get(kCq);
+  EXPECT_EQ((*cq)["status"]["pendingWorkloads"], 2);
+  Finish("urgent");
+  status_->Sync();
+  ExpectClusterQueueMatchesTheApi();
+}
+
+TEST_F(KueuePublishingTest, AThousandCyclesWithoutAChangeWriteNothing) {
+  AddJob(GpuGang("first", 2, 4));
+  AddJob(GpuGang("second", 1, 2));
+  status_->Sync();
+  publisher_->Sync();
+  fake_->ClearCalls();
+  for (int i = 0; i < 1000; ++i) {
+    broker_->Submit(broker::Event::Flush());
+    ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+    EXPECT_EQ(status_->Sync(), 0);
+    EXPECT_EQ(publisher_->Sync(), 0);
+  }
+  EXPECT_EQ(Writes(), 0);
+  // A resync lists again and still writes nothing.
+  status_->ResyncNext();
+  publisher_->ResyncNext();
+  EXPECT_EQ(status_->Sync(), 0);
+  EXPECT_EQ(publisher_->Sync(), 0);
+  EXPECT_EQ(Writes(), 0);
+}
+
+TEST_F(KueuePublishingTest, ConditionsFollowAdmitPreemptRequeueAdmitFinish) {
+  AddJob(GpuGang("low", 2, 4));
+  publisher_->Sync();
+  json w = WorkloadOf("low");
+  ASSERT_FALSE(w.is_null());
+  EXPECT_EQ(w["spec"]["queueName"], "q");
+  EXPECT_EQ(w["spec"]["podSets"][0]["count"], 2);
+  EXPECT_EQ(w["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"],
+            "4");
+  EXPECT_EQ(w["metadata"]["ownerReferences"][0]["uid"], "uid-low");
+  EXPECT_EQ(w["metadata"]["ownerReferences"][0]["controller"], true);
+  EXPECT_EQ(Condition(w, "QuotaReserved")["status"], "True");
+  EXPECT_EQ(Condition(w, "Admitted")["status"], "True");
+  EXPECT_EQ(w["status"]["admission"]["clusterQueue"], "team-a");
+  EXPECT_EQ(w["status"]["admission"]["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"], "a100");
+  EXPECT_EQ(w["status"]["admission"]["podSetAssignments"][0]["count"], 2);
+
+  // Preempted: Evicted and Preempted while it stops.
+  AddJob(GpuGang("urgent", 2, 4, /*priority=*/1000));
+  publisher_->Sync();
+  w = WorkloadOf("low");
+  EXPECT_EQ(Condition(w, "Evicted")["status"], "True");
+  EXPECT_EQ(Condition(w, "Evicted")["reason"], "Preempted");
+  EXPECT_EQ(Condition(w, "Preempted")["status"], "True");
+  EXPECT_EQ(Condition(w, "Preempted")["reason"], "InClusterQueue");
+  EXPECT_THAT(Condition(w, "Preempted")["message"].get<std::string>(), HasSubstr("a/urgent"));
+  json urgent = WorkloadOf("urgent");
+  EXPECT_EQ(Condition(urgent, "QuotaReserved")["status"], "False");
+  EXPECT_EQ(Condition(urgent, "QuotaReserved")["reason"], "WaitingForPreemptedWorkloads");
+
+  // Requeued: pending again, the reason in numbers.
+  StopSuspended();
+  publisher_->Sync();
+  w = WorkloadOf("low");
+  EXPECT_EQ(Condition(w, "QuotaReserved")["status"], "False");
+  EXPECT_THAT(Condition(w, "QuotaReserved")["message"].get<std::string>(), HasSubstr("nvidia.com/gpu"));
+  EXPECT_THAT(Condition(w, "QuotaReserved")["message"].get<std::string>(), ::testing::ContainsRegex("[0-9]"));
+  EXPECT_EQ(Condition(w, "Admitted")["status"], "False");
+  EXPECT_EQ(Condition(w, "Requeued")["status"], "True");
+  EXPECT_TRUE(w["status"]["admission"].is_null());
+  EXPECT_EQ(Condition(WorkloadOf("urgent"), "Admitted")["status"], "True");
+
+  // Admitted again once urgent finished.
+  Finish("urgent");
+  publisher_->Sync();
+  w = WorkloadOf("low");
+  EXPECT_EQ(Condition(w, "QuotaReserved")["status"], "True");
+  EXPECT_EQ(Condition(w, "Admitted")["status"], "True");
+  EXPECT_EQ(Condition(w, "Evicted")["status"], "False");
+  EXPECT_EQ(Condition(WorkloadOf("urgent"), "Finished")["status"], "True");
+
+  Finish("low");
+  publisher_->Sync();
+  w = WorkloadOf("low");
+  EXPECT_EQ(Condition(w, "Finished")["status"], "True");
+  EXPECT_EQ(w["status"]["admission"]["clusterQueue"], "team-a");  // kept, as Kueue keeps it
+}
+
+TEST_F(KueuePublishingTest, APendingWorkloadsChangedPodSetsUpdateItsSpec) {
+  AddJob(GpuGang("big", 3, 4));  // 12 GPUs: more than team-a ever has
+  publisher_->Sync();
+  json w = WorkloadOf("big");
+  EXPECT_EQ(w["spec"]["podSets"][0]["count"], 3);
+  EXPECT_EQ(Condition(w, "QuotaReserved")["reason"], "ExceedsMaxQuota");
+  workload::Workload smaller = GpuGang("big", 1, 4);
+  smaller.api_version = "batch/v1";
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Update(std::move(smaller))), IsOk());
+  Settle();
+  publisher_->Sync();
+  w = WorkloadOf("big");
+  EXPECT_EQ(w["spec"]["podSets"][0]["count"], 1);
+  EXPECT_EQ(Condition(w, "Admitted")["status"], "True");
+  EXPECT_EQ(fake_->List(kWorkloads).size(), 1u);
+}
+
+TEST_F(KueuePublishingTest, WorkloadsGoWithTheirJobs) {
+  AddJob(GpuGang("one", 1, 2));
+  AddJob(GpuGang("two", 1, 2));
+  publisher_->Sync();
+  EXPECT_EQ(fake_->List(kWorkloads).size(), 2u);
+  // Garbage collection: the job is deleted, its Workload with it; the
+  // broker hears of the deletion and the publisher writes nothing more for it.
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kJobs, "/one")), IsOk());
+  EXPECT_EQ(fake_->List(kWorkloads).size(), 1u);
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Remove({"a", "one"}, "uid-one")), IsOk());
+  Settle();
+  publisher_->Sync();
+  EXPECT_EQ(fake_->List(kWorkloads).size(), 1u);
+  EXPECT_TRUE(WorkloadOf("one").is_null());
+  // Removed from the broker first (the publisher deletes it itself).
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Remove({"a", "two"}, "uid-two")), IsOk());
+  Settle();
+  publisher_->Sync();
+  EXPECT_TRUE(fake_->List(kWorkloads).empty());
+}
+
+TEST_F(KueuePublishingTest, AWorkloadDeletedByHandIsRepairedNotObeyed) {
+  AddJob(GpuGang("kept", 2, 4));
+  publisher_->Sync();
+  const std::string name = KueueWorkloadName("Job", "batch", "kept", "uid-kept");
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kWorkloads, "/", name)), IsOk());
+  publisher_->ResyncNext();
+  EXPECT_GT(publisher_->Sync(), 0);
+  json w = WorkloadOf("kept");
+  ASSERT_FALSE(w.is_null());
+  EXPECT_EQ(Condition(w, "Admitted")["status"], "True");
+  // The broker never heard of it: the gang still holds its quota.
+  const broker::WorkloadInfo* info = broker_->snapshot()->Find({"a", "kept"});
+  ASSERT_NE(info, nullptr);
+  EXPECT_TRUE(info->admission.has_value());
+}
+
+TEST_F(KueuePublishingTest, ARestartOrANewLeaderDuplicatesNothing) {
+  AddJob(GpuGang("first", 2, 4));
+  AddJob(GpuGang("second", 1, 2));
+  status_->Sync();
+  publisher_->Sync();
+  const size_t before = fake_->List(kWorkloads).size();
+  ASSERT_EQ(before, 2u);
+  // Another replica (or this one restarted): it lists, finds everything
+  // right and writes nothing; while it does not lead it does not even list.
+  bool b_leads = false;
+  KueueWriterOptions o = options_;
+  o.leading = [&b_leads] { return b_leads; };
+  StatusWriter status_b(client_.get(), &port_, o);
+  WorkloadPublisher publisher_b(client_.get(), &port_, o);
+  fake_->ClearCalls();
+  EXPECT_EQ(status_b.Sync(), 0);
+  EXPECT_EQ(publisher_b.Sync(), 0);
+  EXPECT_TRUE(fake_->Calls().empty());
+  leading_a_ = false;
+  b_leads = true;
+  EXPECT_EQ(status_b.Sync(), 0);
+  EXPECT_EQ(publisher_b.Sync(), 0);
+  EXPECT_EQ(Writes(), 0);
+  EXPECT_EQ(fake_->List(kWorkloads).size(), before);
+  // The old leader writes nothing now, whatever changes.
+  AddJob(GpuGang("third", 1, 2));
+  fake_->ClearCalls();
+  EXPECT_EQ(publisher_->Sync(), 0);
+  EXPECT_EQ(status_->Sync(), 0);
+  EXPECT_TRUE(fake_->Calls().empty());
+  EXPECT_GT(publisher_b.Sync(), 0);
+  EXPECT_EQ(fake_->List(kWorkloads).size(), before + 1);
+}
+
+TEST_F(KueuePublishingTest, KueuesOwnControllerIsDetected) {
+  absl::StatusOr<std::string> none = DetectKueueController(*client_);
+  ASSERT_THAT(none.status(), IsOk());
+  EXPECT_EQ(*none, "");
+  ASSERT_THAT(fake_->Create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+                            {{"metadata", {{"name", "kueue-mutating-webhook-configuration"}}},
+                             {"webhooks", json::array({{{"name", "mclusterqueue.kb.io"}}})}})
+                  .status(),
+              IsOk());
+  absl::StatusOr<std::string> found = DetectKueueController(*client_);
+  ASSERT_THAT(found.status(), IsOk());
+  EXPECT_THAT(*found, HasSubstr("kueue-mutating-webhook-configuration"));
+  ASSERT_THAT(fake_->Delete("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
+                            "kueue-mutating-webhook-configuration"),
+              IsOk());
+  ASSERT_THAT(fake_->Create("/apis/coordination.k8s.io/v1/namespaces/kueue-system/leases",
+                            {{"metadata", {{"name", "c1f6bfd2.kueue.x-k8s.io"}}},
+                             {"spec", {{"holderIdentity", "kueue-controller-manager-abc"}}}})
+                  .status(),
+              IsOk());
+  found = DetectKueueController(*client_);
+  ASSERT_THAT(found.status(), IsOk());
+  EXPECT_THAT(*found, HasSubstr("kueue-controller-manager-abc"));
+
+  // Refused: nothing is written.
+  KueueWriterOptions o = options_;
+  o.refused = [] { return std::string("Kueue's own controller manager runs"); };
+  StatusWriter status(client_.get(), &port_, o);
+  WorkloadPublisher publisher(client_.get(), &port_, o);
+  AddJob(GpuGang("first", 1, 2));
+  fake_->ClearCalls();
+  EXPECT_EQ(status.Sync(), 0);
+  EXPECT_EQ(publisher.Sync(), 0);
+  EXPECT_TRUE(fake_->Calls().empty());
+  EXPECT_EQ(publisher.stats().refused, 1u);
+}
+
+TEST_F(KueuePublishingTest, TheServedVersionIsFound) {
+  absl::StatusOr<std::optional<KueueVersion>> v = ServedKueueVersion(*client_);
+  ASSERT_THAT(v.status(), IsOk());
+  EXPECT_EQ(*v, KueueVersion::kV1beta2);
+  fake_->set_served("kueue.x-k8s.io/v1beta2/clusterqueues", false);
+  v = ServedKueueVersion(*client_);
+  ASSERT_THAT(v.status(), IsOk());
+  EXPECT_EQ(*v, std::nullopt);
+  fake_->set_served("kueue.x-k8s.io/v1beta1/clusterqueues", true);
+  v = ServedKueueVersion(*client_);
+  ASSERT_THAT(v.status(), IsOk());
+  EXPECT_EQ(*v, KueueVersion::kV1beta1);
+}
+
+}  // namespace
+}  // namespace gangkeeper::kube
