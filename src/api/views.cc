@@ -69,6 +69,13 @@ json WorkloadJson(const broker::WorkloadInfo& w, const std::optional<broker::Que
   if (w.phase == broker::Phase::kFinished) j["finished"] = Time(w.finished_at);
   j["admissions"] = w.admissions;
   j["evictions"] = w.evictions;
+  // waitForPodsReady: how far an admitted gang's pods are, and its requeues.
+  if (w.phase == broker::Phase::kReserved || w.phase == broker::Phase::kRunning) {
+    j["readyPods"] = w.ready_pods;
+    j["podsReady"] = w.pods_ready;
+  }
+  if (w.requeue_count > 0) j["requeueCount"] = w.requeue_count;
+  if (!w.active) j["active"] = false;
   if (w.admission.has_value()) {
     json a;
     a["clusterQueue"] = w.admission->cluster_queue;

@@ -205,6 +205,7 @@ absl::Status Broker::Impl::Apply(Event& e, absl::Time now) {
       actuator->Release(MakeRelease(c));
       return absl::OkStatus();
     }
+    case Event::Type::kPodsReady: return scheduler->PodsReady(e.key, e.uid, e.ready, now);
     case Event::Type::kFlush: return absl::OkStatus();
   }
   return absl::OkStatus();

@@ -297,6 +297,18 @@ void Cycle::DecideInOrder(std::vector<Nomination>& noms) {
 
 void Cycle::FitBorrowOrPreempt(Nomination& n) {
   TakeHold(s_, n.entry);
+  if (AdmissionBlocked(s_)) {
+    // waitForPodsReady blockAdmission: a gang admitted earlier in this
+    // pass is not ready yet; nothing else is admitted (nor preempts) until
+    // it is, or is evicted.
+    if (n.entry->waiting()) PutHold(s_, n.entry);
+    PendingReason r;
+    r.code = PendingReason::Code::kWaitingForQuota;
+    r.message = "waitForPodsReady blockAdmission: waiting until every admitted workload's pods are ready";
+    SetReason(s_, n.entry, r);
+    slots_[n.slot].done = true;
+    return;
+  }
   if (n.result.mode == FitMode::kFit) {
     ReserveGang(n);
   } else if ((n.result.mode == FitMode::kPreempt || n.result.mode == FitMode::kReclaim) && !n.targets.empty()) {
@@ -464,8 +476,12 @@ ScheduleStats Scheduler::Schedule(absl::Time now) {
     Enqueue(s, e);  // takes it out of the backoff
     WorldChanged(s, *e);
   }
-  const int64_t guarded_before = s.churn.guarded();
+  // waitForPodsReady: gangs not ready in time are evicted; with
+  // blockAdmission nothing is admitted while one is not ready.
+  EvictUnready(s, now);
   ScheduleStats stats;
+  if (AdmissionBlocked(s)) return stats;
+  const int64_t guarded_before = s.churn.guarded();
   const base::Stopwatch watch;
   for (int i = 0; i < state_->options.max_cycles; ++i) {
     ++stats.cycles;

@@ -44,6 +44,12 @@ Event Event::Adopt(workload::Workload w, std::map<std::string, std::map<std::str
 
 Event Event::Rerelease(WorkloadKey key) { return OfType(Type::kRerelease, std::move(key)); }
 
+Event Event::PodsReady(WorkloadKey key, std::string uid, int64_t ready) {
+  Event e = OfType(Type::kPodsReady, std::move(key), std::move(uid));
+  e.ready = ready;
+  return e;
+}
+
 Event Event::Policies(std::shared_ptr<const model::PolicySet> policies,
                       std::shared_ptr<const model::PolicyOverlay> overlay, std::string actor, std::string what) {
   Event e = OfType(Type::kPolicies);

@@ -54,6 +54,7 @@ void Drain(State& s, absl::Time now) {
 // was replaced under its name leaves once its pods stopped).
 void Forget(State& s, Entry* e, StateChange::Type type, absl::Time now, bool world_change = true) {
   Dequeue(s, e);
+  s.unready.erase(e->seq);  // (ReleaseQuota does it too; nothing may point at `e` once it is gone)
   TakeHold(s, e);
   ClearPreemptor(s, e);
   if (world_change && !e->cinfo().workload->unconfirmed) WorldChanged(s, *e);
@@ -280,6 +281,7 @@ absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
   TakeHold(s, e);
   ClearPreemptor(s, e);
   Dequeue(s, e);  // the queue order may change with the priority
+  Reactivate(s, e);  // a deactivated workload whose object changed
   auto updated = std::make_shared<workload::Workload>(w);
   if (!w.pod_group_name.empty()) {
     // A pod group's shape is its members'; only the queue and priority change.
@@ -515,7 +517,14 @@ absl::Status Scheduler::Stopped(const WorkloadKey& key, const std::string& uid, 
   ReleaseQuota(s, e);
   e->info().phase = Phase::kPending;  // queued_at is kept: its original position
   e->info().reason = PendingReason{};
-  Enqueue(s, e);
+  // Evicted for a PodsReady timeout: it backs off (or is deactivated)
+  // instead of being queued now; the change says which.
+  if (BackOffAfterPodsReadyTimeout(s, e, now)) {
+    c.reason = e->cinfo().active ? "RequeueBackoff" : "Deactivated";
+    absl::StrAppend(&c.message, "; ", e->cinfo().reason.message);
+  } else {
+    Enqueue(s, e);
+  }
   Record(s, std::move(c));
   // An object replaced by a newer one under its name is gone: it is not
   // queued again (it would take quota, and preempt, for nothing).

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -217,6 +218,20 @@ absl::Status Scheduler::CheckInvariants() const {
   for (const Entry* p : s.preemptors) {
     if (FindEntry(s, p->instance()) != p) return absl::InternalError("a preemptor is not tracked");
     if (!p->waiting() || p->preemption->need.empty()) return absl::InternalError("a preemptor needs nothing");
+  }
+  // waitForPodsReady's watch list: tracked gangs that hold quota, not ready.
+  if (!s.unready.empty()) {
+    std::set<const Entry*> tracked;
+    for (const auto& [key, list] : s.entries) {
+      for (const std::unique_ptr<Entry>& e : list) tracked.insert(e.get());
+    }
+    for (const auto& [seq, e] : s.unready) {
+      if (tracked.count(e) == 0) return absl::InternalError("a gang waiting for its pods is not tracked");
+      if (e->seq != seq || !e->cinfo().admission.has_value() || e->cinfo().pods_ready) {
+        return absl::InternalError(absl::StrCat(KeyString(e->cinfo().key),
+                                                " waits for its pods but holds no quota or is ready"));
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -283,6 +283,7 @@ void Admit(State& s, Entry* e, const Assignment& assignment, absl::Time now) {
   e->info().eviction_reason.clear();
   e->info().reason = PendingReason{};
   ++e->info().admissions;
+  WatchReadiness(s, e, now);
   s.Touch(*e);
   StateChange c = Change(StateChange::Type::kAdmitted, *e, now);
   c.assignment = assignment;
@@ -307,6 +308,7 @@ void ReleaseQuota(State& s, Entry* e) {
   auto q = s.queues.find(cq);
   if (q != s.queues.end()) q->second.admitted.erase(e);  // before the admission it is indexed by goes
   e->info().admission.reset();
+  UnwatchReadiness(s, e);
   PruneOverQuota(s);
   RequeueInadmissible(s, cq);
 }

@@ -78,6 +78,26 @@ void SyncPodGroup(Entry* e);
 // nothing new is admitted there until usage falls back.
 void NoteOverQuota(State& s);
 
+// --- waitForPodsReady (pods_ready.cc). ---
+// The waitForPodsReady in effect (Scheduler::wait_for_pods_ready).
+const model::WaitForPodsReady& PodsReadyConfig(const State& s);
+// A gang just admitted waits for its pods: not ready, watched from `now`.
+void WatchReadiness(State& s, Entry* e, absl::Time now);
+// It no longer holds quota: no longer watched (ReleaseQuota calls it).
+void UnwatchReadiness(State& s, Entry* e);
+// Evicts every watched gang whose wait passed its timeout (Kueue's
+// PodsReadyTimeout); nothing when waitForPodsReady is off.
+void EvictUnready(State& s, absl::Time now);
+// blockAdmission: a watched gang is not ready yet, so nothing is admitted.
+bool AdmissionBlocked(const State& s);
+// An evicted gang has stopped: when it was evicted for a PodsReady timeout
+// it waits out its backoff, or is deactivated past backoffLimitCount (true:
+// it is parked, not queued).
+bool BackOffAfterPodsReadyTimeout(State& s, Entry* e, absl::Time now);
+// A deactivated workload whose object changed is active again, with its
+// requeue count reset (Kueue resets requeueState on reactivation).
+void Reactivate(State& s, Entry* e);
+
 // --- Pending reasons. ---
 // The reason of a workload waiting behind StrictFIFO head `head` of `cq`.
 std::string BlockedMessage(const std::string& head, const std::string& cq);

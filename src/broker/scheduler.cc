@@ -54,6 +54,8 @@ const char* PendingReasonCodeName(PendingReason::Code code) {
     case PendingReason::Code::kNamespaceMismatch: return "NamespaceMismatch";
     case PendingReason::Code::kIncompletePodGroup: return "IncompletePodGroup";
     case PendingReason::Code::kReleaseFailed: return "ReleaseFailed";
+    case PendingReason::Code::kRequeueBackoff: return "RequeueBackoff";
+    case PendingReason::Code::kDeactivated: return "Deactivated";
     case PendingReason::Code::kUnconfirmed: return "Unconfirmed";
   }
   return "Queued";
@@ -182,6 +184,10 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
                                                                        "ClusterQueue ", a.cluster_queue, " is gone"));
       if (held.ok()) {
         s.queues[a.cluster_queue].admitted.insert(e);
+        // Its readiness is not journaled: a restored gang counts as ready
+        // (a drop from here on waits recoveryTimeout).
+        e->info().pods_ready = true;
+        e->info().was_ready = true;
         continue;
       }
       e->info().actuation = absl::StrCat("its quota could not be restored after a restart (", held.message(),

@@ -59,6 +59,9 @@ struct Scheduler::State {
   std::vector<std::shared_ptr<const WorkloadInfo>> finished;
   // Pending entries waiting out a release backoff, by when they return.
   std::multimap<absl::Time, Entry*> backoff;
+  // waitForPodsReady: the gangs holding quota whose pods are not all ready,
+  // by registration order (pods_ready.cc; ReleaseQuota takes them out).
+  std::map<uint64_t, Entry*> unready;
   uint64_t next_seq = 0;
   // What changed since the last TakeDirty (for incremental snapshots).
   absl::flat_hash_set<WorkloadKey> dirty_workloads;

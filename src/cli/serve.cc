@@ -35,7 +35,27 @@ struct ServeFlags {
   std::string log_level = "info";
   absl::Duration shutdown_grace = absl::Seconds(25);
   bool test_hooks = false;
+  // --wait-for-pods-ready (0: off), applied by ApplyWaitForPodsReady.
+  absl::Duration wait_for_pods_ready = absl::ZeroDuration();
 };
+
+// waitForPodsReady's short form: Kueue's option with this timeout (and
+// recoveryTimeout), its backoff defaults, and blockAdmission off. A Kueue
+// Configuration in the policies that enables waitForPodsReady wins.
+void DefineWaitForPodsReadyFlag(FlagSet& flags, ServeFlags& f) {
+  flags.Duration("wait-for-pods-ready", &f.wait_for_pods_ready,
+                 "evict an admitted gang whose pods are not all ready within this long, and requeue it with a "
+                 "backoff (Kueue's waitForPodsReady; 0: off; a Kueue Configuration's waitForPodsReady wins)");
+}
+
+void ApplyWaitForPodsReady(ServeFlags& f) {
+  if (f.wait_for_pods_ready <= absl::ZeroDuration()) return;
+  model::WaitForPodsReady& w = f.node.broker.scheduler.wait_for_pods_ready;
+  w.enabled = true;
+  w.timeout = f.wait_for_pods_ready;
+  w.recovery_timeout = f.wait_for_pods_ready;
+  w.block_admission = false;
+}
 
 void DefineListenerAndPolicyFlags(FlagSet& flags, ServeFlags& f) {
   flags.String("webhook-addr", &f.node.server.webhook_addr, "webhook listener address (host:port)");
@@ -266,7 +286,9 @@ int RunServe(const std::vector<std::string>& args) {
   flags.ExitCodes("0 stopped by SIGTERM/SIGINT after draining; 1 a start or shutdown failure; 2 a bad flag or setting");
   DefineListenerAndPolicyFlags(flags, f);
   DefineStoreAndOperationFlags(flags, f);
+  DefineWaitForPodsReadyFlag(flags, f);
   if (std::optional<int> done = flags.ParseOrExit(args, nullptr)) return *done;
+  ApplyWaitForPodsReady(f);
   base::LogOptions log_options;
   log_options.level = f.log_level;
   absl::Status s = base::ParseLogFormat(f.log_format, &log_options.format);

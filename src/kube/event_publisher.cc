@@ -96,8 +96,11 @@ void EventPublisher::OnDurable(const std::vector<StateChange>& changes, const br
         break;
       }
       case StateChange::Type::kRequeued:
-        recorder_->Record(NewEvent(target, false, "Requeued", "Requeue",
-                                   absl::StrCat("Stopped and requeued in ClusterQueue ", cq, "; its quota is free")));
+        // After a PodsReady timeout (waitForPodsReady) the change says
+        // when it is queued again, or that it was deactivated.
+        recorder_->Record(NewEvent(target, false, c.reason.empty() ? "Requeued" : c.reason.c_str(), "Requeue",
+                                   absl::StrCat("Stopped and requeued in ClusterQueue ", cq, "; its quota is free",
+                                                c.reason.empty() ? "" : absl::StrCat(": ", c.message))));
         break;
       case StateChange::Type::kReleaseFailed:
         recorder_->Record(NewEvent(target, true, "ReleaseFailed", "Release",

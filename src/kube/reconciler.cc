@@ -83,6 +83,7 @@ struct Member {
   std::string uid;
   bool held = false;
   bool finished = false;
+  int64_t ready = 0;  // 1 when its Ready condition is True (or it succeeded)
   workload::Workload workload;
   std::map<std::string, std::map<std::string, std::string>> flavors;
   std::optional<absl::Time> admitted_at;
@@ -179,12 +180,22 @@ struct Reconciler::Impl {
       Check(events->SubmitAndWait(broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o))), name);
       return;
     }
+    ReportReadiness(*info, key, o->uid, o->ready_pods, name);
     // A workload known only from a review is confirmed (from now on as
     // stored); a pending one takes what changed in the stored object.
     if (info->workload->unconfirmed ||
         (info->phase == broker::Phase::kPending && SchedulingDiffers(*info->workload, w))) {
       Check(events->SubmitAndWait(broker::Event::Update(w)), name);
     }
+  }
+
+  // waitForPodsReady: a gang holding quota hears how many of its pods are
+  // ready whenever its object's count differs from what the broker has.
+  void ReportReadiness(const broker::WorkloadInfo& info, const broker::WorkloadKey& key, const std::string& uid,
+                       int64_t ready, const std::string& name) {
+    if (info.phase != broker::Phase::kReserved && info.phase != broker::Phase::kRunning) return;
+    if (info.ready_pods == ready) return;
+    Check(events->SubmitAndWait(broker::Event::PodsReady(key, uid, ready)), name);
   }
 
   void ObservePodOfGroup(const workload::ObservedObject& o, std::set<broker::InstanceKey>* seen) {
@@ -195,6 +206,7 @@ struct Reconciler::Impl {
     m.uid = o.uid;
     m.held = o.held;
     m.finished = o.finished;
+    m.ready = o.ready_pods;
     m.workload = w;
     m.flavors = FlavorsOf(o);
     m.admitted_at = AdmittedAtOf(o);
@@ -234,6 +246,11 @@ struct Reconciler::Impl {
       // still in flight: the actuator does the two in order).
       events->Submit(broker::Event::Rerelease(key));
       return;
+    }
+    if (info != nullptr) {
+      int64_t ready = 0;
+      for (const auto& [pod, m] : g->second) ready += m.ready;
+      ReportReadiness(*info, key, "", ready, name);
     }
     if (any_running && info != nullptr && info->phase == broker::Phase::kPending) {
       const Member& first = g->second.begin()->second;

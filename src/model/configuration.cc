@@ -4,10 +4,12 @@
 #include "src/model/configuration_codec.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "src/model/reader.h"
 
 namespace gangkeeper::model {
@@ -36,7 +38,6 @@ struct ConfigUnenforced {
   const char* why;
 };
 constexpr ConfigUnenforced kConfigUnenforced[] = {
-    {"waitForPodsReady", "not enforced: an admitted gang keeps its quota however long its pods take to become ready"},
     {"manageJobsWithoutQueueName",
      "not enforced: gangkeeper manages only objects with the kueue.x-k8s.io/queue-name label (or a defaulted queue)"},
     {"managedJobsNamespaceSelector", "not enforced: gangkeeper's webhook rules decide which namespaces it sees"},
@@ -133,6 +134,57 @@ void DecodeConfigFairSharing(ObjectReader& top, bool v1beta1, KueueConfiguration
   fs.Finish();
 }
 
+// A Kubernetes duration ("5m", "90s", "1h30m", "0s") at `key`; nullopt
+// when absent or bad (with an error).
+std::optional<absl::Duration> ConfigDuration(ObjectReader& r, const std::string& key) {
+  if (!r.Has(key)) return std::nullopt;
+  const std::string text = r.String(key);
+  absl::Duration d;
+  if (text.empty() || !absl::ParseDuration(text, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) {
+    r.errors()->Add(r.path().Child(key), FieldErrorType::kInvalid,
+                    absl::StrCat("\"", text, "\" is not a duration; write it as 30s, 5m or 1h30m"));
+    return std::nullopt;
+  }
+  return d;
+}
+
+void DecodeConfigWaitForPodsReady(ObjectReader& top, bool v1beta1, KueueConfiguration* config) {
+  ObjectReader w = top.Object("waitForPodsReady");
+  if (!w.valid()) return;
+  WaitForPodsReady out;
+  // v1beta1: off unless `enable`, timeout 5m, blockAdmission as enable;
+  // v1beta2: on by the section's presence, timeout 30m, blockAdmission false.
+  if (v1beta1) {
+    out.enabled = w.Bool("enable").value_or(false);
+    out.timeout = absl::Minutes(5);
+    out.block_admission = out.enabled;
+  } else {
+    out.enabled = true;
+    out.timeout = absl::Minutes(30);
+    out.block_admission = false;
+  }
+  if (std::optional<absl::Duration> t = ConfigDuration(w, "timeout")) {
+    if (*t == absl::ZeroDuration()) {
+      w.errors()->Add(w.path().Child("timeout"), FieldErrorType::kInvalid,
+                      "must be more than 0s: a gang needs some time for its pods to start");
+    } else {
+      out.timeout = *t;
+    }
+  }
+  out.recovery_timeout = ConfigDuration(w, "recoveryTimeout").value_or(out.timeout);
+  if (std::optional<bool> block = w.Bool("blockAdmission")) out.block_admission = *block;
+  ObjectReader rq = w.Object("requeuingStrategy");
+  if (rq.valid()) {
+    if (rq.Enum("timestamp", {"Eviction", "Creation"}) == "Creation") out.timestamp = RequeuingTimestamp::kCreation;
+    if (std::optional<int64_t> n = rq.Int("backoffLimitCount", false, 0, INT32_MAX)) out.backoff_limit_count = *n;
+    if (std::optional<int64_t> n = rq.Int("backoffBaseSeconds", false, 0, INT32_MAX)) out.backoff_base_seconds = *n;
+    if (std::optional<int64_t> n = rq.Int("backoffMaxSeconds", false, 0, INT32_MAX)) out.backoff_max_seconds = *n;
+    rq.Finish();
+  }
+  w.Finish();
+  config->wait_for_pods_ready = out;
+}
+
 // `a` x `b`, exact, rounded up to the milli-unit; clamped to the range.
 Quantity ConfigProduct(Quantity a, Quantity b) {
   const absl::int128 product = a.milli() * b.milli();
@@ -145,7 +197,10 @@ Quantity ConfigProduct(Quantity a, Quantity b) {
 }
 
 bool ConfigKnownKey(const std::string& key) {
-  if (key == "apiVersion" || key == "kind" || key == "resources" || key == "fairSharing") return true;
+  if (key == "apiVersion" || key == "kind" || key == "resources" || key == "fairSharing" ||
+      key == "waitForPodsReady") {
+    return true;
+  }
   for (const char* k : kConfigProcessKeys) {
     if (key == k) return true;
   }
@@ -156,6 +211,13 @@ bool ConfigKnownKey(const std::string& key) {
 }
 
 }  // namespace
+
+absl::Duration PodsReadyBackoff(const WaitForPodsReady& w, int64_t count) {
+  const int64_t max = std::max<int64_t>(w.backoff_max_seconds, 0);
+  int64_t seconds = std::max<int64_t>(w.backoff_base_seconds, 0);
+  for (int64_t i = 1; i < count && seconds < max; ++i) seconds *= 2;
+  return absl::Seconds(std::min(seconds, max));
+}
 
 const char* FairPreemptionStrategyName(FairPreemptionStrategy s) {
   return s == FairPreemptionStrategy::kLessThanInitialShare ? "LessThanInitialShare" : "LessThanOrEqualToFinalShare";
@@ -192,6 +254,7 @@ void DecodeConfigurationDocument(const json& doc, const std::string& api_version
   config.api_version = api_version;
   DecodeConfigResources(top, &config);
   DecodeConfigFairSharing(top, v1beta1, &config);
+  DecodeConfigWaitForPodsReady(top, v1beta1, &config);
   for (const ConfigUnenforced& u : kConfigUnenforced) top.Unenforced(u.key, u.why);
   // Kueue adds members release by release: one gangkeeper does not know is
   // a warning here, not an error (it may well be a Kueue option).
@@ -237,6 +300,20 @@ json EncodeConfiguration(const KueueConfiguration& config) {
     for (FairPreemptionStrategy s : config.preemption_strategies) order.push_back(FairPreemptionStrategyName(s));
     fs["preemptionStrategies"] = std::move(order);
     out["fairSharing"] = std::move(fs);
+  }
+  if (const WaitForPodsReady& w = config.wait_for_pods_ready; w.enabled) {
+    json section = json::object();
+    if (v1beta1) section["enable"] = true;
+    section["timeout"] = absl::FormatDuration(w.timeout);
+    section["recoveryTimeout"] = absl::FormatDuration(w.recovery_timeout);
+    section["blockAdmission"] = w.block_admission;
+    json rq = json::object();
+    rq["timestamp"] = w.timestamp == RequeuingTimestamp::kCreation ? "Creation" : "Eviction";
+    rq["backoffBaseSeconds"] = w.backoff_base_seconds;
+    rq["backoffMaxSeconds"] = w.backoff_max_seconds;
+    if (w.backoff_limit_count.has_value()) rq["backoffLimitCount"] = *w.backoff_limit_count;
+    section["requeuingStrategy"] = std::move(rq);
+    out["waitForPodsReady"] = std::move(section);
   }
   return out;
 }

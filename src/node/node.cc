@@ -410,6 +410,12 @@ absl::Status Node::Impl::BuildFrontEnds() {
   log->info("admission reviews are {}", o.webhook.trust_reviews
                                             ? "trusted (--kube none: no API server to confirm them)"
                                             : "hints: workloads are confirmed from the API server's objects");
+  // waitForPodsReady needs the cluster's word on readiness (the reconciler).
+  if (kube_client == nullptr && (o.broker.scheduler.wait_for_pods_ready.enabled ||
+                                 front->snapshot()->shared_policies()->configuration.wait_for_pods_ready.enabled)) {
+    log->warn("waitForPodsReady with --kube none: nothing reports pods ready, so every admitted gang is evicted "
+              "after the timeout");
+  }
   webhook = std::make_unique<admission::Webhook>([f = front.get()] { return f->snapshot()->shared_policies(); },
                                                  registrations, o.webhook);
   absl::StatusOr<WebhookMetrics> wm = RegisterWebhookMetrics(registry);

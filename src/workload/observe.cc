@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "rapidjson/document.h"
 #include "rapidjson/error/en.h"
+#include "src/workload/kinds/kinds.h"
 
 namespace gangkeeper::workload {
 namespace {
@@ -48,6 +49,10 @@ bool IsFinishedObject(const rapidjson::Value& object) {
   return false;
 }
 
+int64_t ReadyPods(const rapidjson::Value& object, const KindInfo& kind, const Workload& w) {
+  return ReadyCounterFor(kind.kind)(JsonNode(object, base::FieldPath()), w);
+}
+
 absl::StatusOr<ObservedObject> ObserveObject(absl::string_view json, const KindInfo& kind,
                                              const model::PolicySet& policies, const ExtractOptions& options) {
   rapidjson::Document doc;
@@ -75,6 +80,7 @@ absl::StatusOr<ObservedObject> ObserveObject(absl::string_view json, const KindI
   absl::StatusOr<Workload> w = ExtractWorkload(doc, kind, policies, options);
   if (w.ok()) {
     if (w->namespace_name.empty()) w->namespace_name = o.namespace_name;
+    o.ready_pods = ReadyPods(doc, kind, *w);
     o.workload = *std::move(w);
   } else {
     o.extract_error = w.status();

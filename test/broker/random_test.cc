@@ -199,12 +199,13 @@ void CheckFromOutside(const Scheduler& s) {
 
 struct Counters {
   int64_t adds = 0, schedules = 0, admitted = 0, preempted = 0, finished = 0, removed = 0, stopped = 0,
-          release_ok = 0, release_failed = 0, policy_changes = 0, updates = 0;
+          release_ok = 0, release_failed = 0, policy_changes = 0, updates = 0, readiness = 0, ready_timeouts = 0;
 };
 
 class RandomRun {
  public:
-  RandomRun(uint64_t seed, SchedulerOptions options) : rng_(seed) {
+  RandomRun(uint64_t seed, SchedulerOptions options)
+      : rng_(seed), pods_ready_(options.wait_for_pods_ready.enabled) {
     absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(Policies(multiplier_), options);
     EXPECT_THAT(s, IsOk());
     if (s.ok()) s_ = std::move(s).value();
@@ -284,7 +285,26 @@ class RandomRun {
     ASSERT_THAT(s_->Add(w, Tick()), IsOk()) << w.name;
   }
 
+  // waitForPodsReady: an admitted gang's objects report how many pods are
+  // ready (any number up to all of them, and drops). Only drawn when the
+  // run enables it, so the other runs' streams are as they were.
+  void ReadinessEvent() {
+    const WorkloadInfo* w = Pick(InPhase({Phase::kRunning, Phase::kReserved}));
+    if (w == nullptr || !w->admission.has_value()) return;
+    int64_t admitted = 0;
+    for (const PodSetAssignment& ps : w->admission->pod_sets) admitted += ps.count;
+    ++counters_.readiness;
+    const WorkloadKey key = w->key;
+    const std::string uid = key.pod_group ? "" : w->workload->uid;
+    const int64_t ready = Chance(0.5) ? admitted : Uniform(0, admitted);
+    ASSERT_THAT(s_->PodsReady(key, uid, ready, Tick()), IsOk());
+  }
+
   void Step() {
+    if (pods_ready_ && Chance(0.08)) {
+      ReadinessEvent();
+      return;
+    }
     const int64_t roll = Uniform(0, 999);
     if (roll < 280) {
       AddEvent();
@@ -349,6 +369,11 @@ class RandomRun {
     } else {
       ++counters_.schedules;
       ScheduleStats stats = s_->Schedule(Tick());
+      if (pods_ready_) {
+        for (const StateChange& c : s_->TakeChanges()) {
+          counters_.ready_timeouts += c.type == StateChange::Type::kEvicted && c.reason == "PodsReadyTimeout";
+        }
+      }
       counters_.admitted += stats.admitted;
       counters_.preempted += stats.preempted;
       ASSERT_THAT(s_->CheckInvariants(), IsOk()) << "after schedule " << counters_.schedules;
@@ -373,6 +398,7 @@ class RandomRun {
     int64_t gpus = 1;
   };
   std::mt19937_64 rng_;
+  bool pods_ready_ = false;
   std::unique_ptr<Scheduler> s_;
   int multiplier_ = 2;
   int64_t next_ = 0;
@@ -403,20 +429,54 @@ void RunEvents(uint64_t seed, SchedulerOptions options, int64_t events) {
     for (const auto& [fr, st] : cq.resources) EXPECT_TRUE(st.usage.IsZero()) << cq.name << " " << fr.ToString();
   }
   const Counters& c = run.counters();
-  // The stream must have exercised the interesting paths.
-  EXPECT_GT(c.admitted, events / 20);
-  EXPECT_GT(c.preempted, events / 100);
-  EXPECT_GT(c.stopped, events / 100);
+  // The stream must have exercised the interesting paths. (blockAdmission
+  // admits one gang at a time, until it is ready or evicted: fewer
+  // admissions, hardly any preemption.)
+  const bool serial = options.wait_for_pods_ready.enabled && options.wait_for_pods_ready.block_admission;
+  EXPECT_GT(c.admitted, serial ? events / 100 : events / 20);
+  if (!serial) {
+    EXPECT_GT(c.preempted, events / 100);
+    EXPECT_GT(c.stopped, events / 100);
+  }
   EXPECT_GT(c.release_failed, events / 500);
   EXPECT_GT(c.policy_changes, events / 3000);
   std::cout << "events " << events << ": adds " << c.adds << ", schedules " << c.schedules << ", admitted "
             << c.admitted << ", preempted " << c.preempted << ", finished " << c.finished << ", removed "
             << c.removed << ", stopped " << c.stopped << ", released " << c.release_ok << ", release failures "
-            << c.release_failed << ", updates " << c.updates << ", policy changes " << c.policy_changes << "\n";
+            << c.release_failed << ", updates " << c.updates << ", policy changes " << c.policy_changes
+            << ", readiness reports " << c.readiness << ", PodsReady timeouts " << c.ready_timeouts << "\n";
+  if (run.scheduler()->wait_for_pods_ready().enabled) {
+    EXPECT_GT(c.readiness, events / 100);
+    EXPECT_GT(c.ready_timeouts, events / 1000);
+  }
 }
 
 TEST(SchedulerRandomTest, InvariantsHoldOverALongEventStream) {
   RunEvents(0x9a49'6b65'6570'6572ULL, SchedulerOptions{}, kEvents);
+}
+
+// waitForPodsReady in the mix: timeouts evict, backoffs hold workloads
+// out of the queues, deactivations park them, drops start recoveries.
+TEST(SchedulerRandomTest, InvariantsHoldWithWaitForPodsReady) {
+  SchedulerOptions o;
+  o.wait_for_pods_ready.enabled = true;
+  o.wait_for_pods_ready.timeout = absl::Seconds(40);
+  o.wait_for_pods_ready.recovery_timeout = absl::Seconds(25);
+  o.wait_for_pods_ready.backoff_base_seconds = 5;
+  o.wait_for_pods_ready.backoff_max_seconds = 60;
+  o.wait_for_pods_ready.backoff_limit_count = 3;
+  RunEvents(20261206, o, kFairEvents);
+}
+
+TEST(SchedulerRandomTest, InvariantsHoldWithWaitForPodsReadyBlockingAdmission) {
+  SchedulerOptions o;
+  o.wait_for_pods_ready.enabled = true;
+  o.wait_for_pods_ready.timeout = absl::Seconds(30);
+  o.wait_for_pods_ready.block_admission = true;
+  o.wait_for_pods_ready.timestamp = model::RequeuingTimestamp::kCreation;
+  o.wait_for_pods_ready.backoff_base_seconds = 3;
+  o.wait_for_pods_ready.backoff_max_seconds = 20;
+  RunEvents(20261207, o, kFairEvents);
 }
 
 TEST(SchedulerRandomTest, InvariantsHoldWithFairSharing) {

@@ -64,7 +64,8 @@ TEST(ConfigurationTest, ReadsTransformationsAndFairSharing) {
 TEST(ConfigurationTest, WhatIsNotEnforcedIsAWarningNamingIt) {
   Decoded d = Decode(kMigConfiguration);
   const std::vector<std::string> warnings = d.Warnings();
-  EXPECT_THAT(warnings, Contains(AllOf(HasSubstr("Configuration: waitForPodsReady"), HasSubstr("not enforced"))));
+  // waitForPodsReady is enforced: no warning.
+  for (const std::string& w : warnings) EXPECT_THAT(w, ::testing::Not(HasSubstr("waitForPodsReady")));
   EXPECT_THAT(warnings,
               Contains(AllOf(HasSubstr("Configuration: manageJobsWithoutQueueName"), HasSubstr("not enforced"))));
   // The process's own settings (namespace, health) say nothing about admission.
@@ -82,6 +83,93 @@ someFutureOption: {}
   EXPECT_THAT(unknown.Errors(), IsEmpty()) << unknown.All();
   EXPECT_THAT(unknown.Warnings(), Contains(HasSubstr("resources.excludeResourcePrefixes: not enforced")));
   EXPECT_THAT(unknown.Warnings(), Contains(HasSubstr("someFutureOption: not enforced")));
+}
+
+TEST(ConfigurationTest, ReadsWaitForPodsReadyWithKueuesDefaults) {
+  // v1beta1: `enable`, timeout 5m, blockAdmission as enable, recoveryTimeout as timeout.
+  const WaitForPodsReady& v1 = Decode(kMigConfiguration).policies.configuration.wait_for_pods_ready;
+  EXPECT_TRUE(v1.enabled);
+  EXPECT_EQ(v1.timeout, absl::Minutes(5));
+  EXPECT_EQ(v1.recovery_timeout, absl::Minutes(5));
+  EXPECT_TRUE(v1.block_admission);
+  EXPECT_EQ(v1.timestamp, RequeuingTimestamp::kEviction);
+  EXPECT_EQ(v1.backoff_base_seconds, 60);
+  EXPECT_EQ(v1.backoff_max_seconds, 3600);
+  EXPECT_FALSE(v1.backoff_limit_count.has_value());
+  // v1beta2: on by presence, timeout 30m, blockAdmission false.
+  Decoded v2 = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+waitForPodsReady: {}
+)");
+  EXPECT_THAT(v2.Errors(), IsEmpty()) << v2.All();
+  const WaitForPodsReady& w2 = v2.policies.configuration.wait_for_pods_ready;
+  EXPECT_TRUE(w2.enabled);
+  EXPECT_EQ(w2.timeout, absl::Minutes(30));
+  EXPECT_FALSE(w2.block_admission);
+  Decoded full = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+waitForPodsReady:
+  timeout: 10m
+  recoveryTimeout: 0s
+  blockAdmission: true
+  requeuingStrategy:
+    timestamp: Creation
+    backoffLimitCount: 5
+    backoffBaseSeconds: 10
+    backoffMaxSeconds: 600
+)");
+  EXPECT_THAT(full.Errors(), IsEmpty()) << full.All();
+  EXPECT_THAT(full.Warnings(), IsEmpty()) << full.All();
+  const WaitForPodsReady& w = full.policies.configuration.wait_for_pods_ready;
+  EXPECT_EQ(w.timeout, absl::Minutes(10));
+  EXPECT_EQ(w.recovery_timeout, absl::ZeroDuration());
+  EXPECT_TRUE(w.block_admission);
+  EXPECT_EQ(w.timestamp, RequeuingTimestamp::kCreation);
+  EXPECT_EQ(w.backoff_limit_count, 5);
+  EXPECT_EQ(w.backoff_base_seconds, 10);
+  EXPECT_EQ(w.backoff_max_seconds, 600);
+  // The canonical encoding reads back the same.
+  PolicySet p;
+  p.configuration = full.policies.configuration;
+  Decoded again = Decode(EncodeManifests(p));
+  EXPECT_THAT(again.Errors(), IsEmpty()) << again.All();
+  EXPECT_EQ(again.policies.configuration.wait_for_pods_ready, w);
+  // Off in v1beta1 without enable.
+  Decoded off = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+waitForPodsReady:
+  timeout: 5m
+)");
+  EXPECT_FALSE(off.policies.configuration.wait_for_pods_ready.enabled);
+}
+
+TEST(ConfigurationTest, BadWaitForPodsReadyValuesAreErrorsNamingTheField) {
+  Decoded bad = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+waitForPodsReady:
+  timeout: five minutes
+  recoveryTimeout: -1m
+  requeuingStrategy:
+    timestamp: Admission
+    backoffLimitCount: -1
+)");
+  const std::string all = bad.All();
+  EXPECT_THAT(all, HasSubstr("waitForPodsReady.timeout"));
+  EXPECT_THAT(all, HasSubstr("not a duration; write it as 30s, 5m or 1h30m"));
+  EXPECT_THAT(all, HasSubstr("waitForPodsReady.recoveryTimeout"));
+  EXPECT_THAT(all, HasSubstr("waitForPodsReady.requeuingStrategy.timestamp"));
+  EXPECT_THAT(all, HasSubstr("waitForPodsReady.requeuingStrategy.backoffLimitCount"));
+  EXPECT_FALSE(bad.policies.configuration.present);
+  Decoded zero = Decode(R"(
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+waitForPodsReady: {timeout: 0s}
+)");
+  EXPECT_THAT(zero.All(), HasSubstr("must be more than 0s"));
 }
 
 TEST(ConfigurationTest, V1beta2TurnsFairSharingOnByPresence) {

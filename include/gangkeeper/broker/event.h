@@ -43,6 +43,7 @@ struct Event {
     kReleaseFailed,
     kStopped,
     kFlush,          // nothing: answered once everything before it is applied
+    kPodsReady,      // how many pods of an admitted gang are ready (waitForPodsReady)
   };
   Type type = Type::kFlush;
   workload::Workload workload;                                        // kAdd, kUpdate, kAdopt
@@ -54,6 +55,7 @@ struct Event {
   // what the API changed ("PUT ClusterQueue team-a").
   std::string message;
   std::string actor;  // kPolicies from the API: who
+  int64_t ready = 0;  // kPodsReady
   std::shared_ptr<const model::PolicySet> policies;     // kPolicies
   std::shared_ptr<const model::PolicyOverlay> overlay;  // kPolicies from the API
   // kPolicies: the model::PolicyStore version that published `policies`
@@ -82,6 +84,9 @@ struct Event {
   // Not a state change: the actuator is asked to release `key` again, which
   // lets go of members held again and leaves the rest as they are.
   static Event Rerelease(WorkloadKey key);
+  // `ready` pods of the instance `uid` under `key` ("" for a pod group)
+  // are ready, as its object says (Scheduler::PodsReady).
+  static Event PodsReady(WorkloadKey key, std::string uid, int64_t ready);
   // --- Policies: replaced whole. Through the API, `overlay` (what the API
   // changed over the policy files) is made durable with them, and `actor`
   // and `what` go into the audit event. InvalidArgument when they cannot

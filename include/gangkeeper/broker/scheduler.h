@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gangkeeper/broker/flavor_resource.h"
+#include "gangkeeper/model/configuration.h"
 #include "gangkeeper/broker/registry.h"
 #include "gangkeeper/model/objects.h"
 #include "gangkeeper/quantity/quantity.h"
@@ -77,6 +78,8 @@ struct PendingReason {
     kNoMatchingFlavor,        // no flavor of its ClusterQueue covers a resource / tolerates taints
     kWaitingForPreemption,    // victims chosen; waits for them to stop
     kPreemptionNoCandidates,  // would need preemption, but it may not preempt (preemptionPolicy: Never)
+    kRequeueBackoff,          // evicted for a PodsReady timeout: waits out its backoff (waitForPodsReady)
+    kDeactivated,             // evicted for PodsReady timeouts more than backoffLimitCount allows
     kBlockedByHead,           // StrictFIFO: waits behind the head of its ClusterQueue
     kStopped,                 // its ClusterQueue or LocalQueue is held (stopPolicy)
     kInactive,                // its LocalQueue or ClusterQueue does not exist / is disabled
@@ -140,6 +143,19 @@ struct WorkloadInfo {
   // What the actuator did (or, with --kube none, would have done) for the
   // last release or stop, or why the last release failed.
   std::string actuation;
+  // waitForPodsReady (Kueue's PodsReady condition and requeueState). In
+  // memory only: a restart forgets them (restored gangs count as ready).
+  int64_t ready_pods = 0;     // ready pods, as its object last said (while it holds quota)
+  bool pods_ready = false;    // all admitted pods ready (Kueue's PodsReady=True)
+  bool was_ready = false;     // was ready once since its admission: a drop waits recoveryTimeout
+  // While it holds quota and is not ready: since when (its admission, or
+  // the drop below ready).
+  absl::Time unready_since = absl::InfinitePast();
+  int64_t requeue_count = 0;  // evictions for a PodsReady timeout that were requeued
+  absl::Time requeue_at = absl::InfinitePast();  // kRequeueBackoff: when it is queued again
+  // False once deactivated (Kueue's spec.active=false): pending, never
+  // admitted, until its object is changed or re-created.
+  bool active = true;
 };
 
 // One durable state change (what the StateSink records, and what the audit
@@ -237,6 +253,9 @@ struct SchedulerOptions {
   // between rounds, so that a storm of retries cannot hold up the broker;
   // the next call goes on. Only how the work is split depends on it.
   absl::Duration time_budget = absl::InfiniteDuration();
+  // waitForPodsReady when the policies' Kueue Configuration does not
+  // enable it (serve --wait-for-pods-ready); the Configuration's wins.
+  model::WaitForPodsReady wait_for_pods_ready;
 };
 
 struct ScheduleStats {
@@ -337,7 +356,21 @@ class Scheduler {
   [[nodiscard]] absl::Status Stopped(const WorkloadKey& key, const std::string& uid,
                                      absl::Time now, const std::string& detail = "");
 
+  // How many pods of the instance `uid` under `key` are ready (its
+  // object's word, workload/observe.h ReadyPods; uid "" for a pod group:
+  // the sum over its pods). Only a gang holding quota listens: once all its
+  // admitted pods are ready it is ready (PodsReady); dropping below that
+  // starts the recovery clock. OK when unknown or not admitted.
+  [[nodiscard]] absl::Status PodsReady(const WorkloadKey& key, const std::string& uid, int64_t ready,
+                                       absl::Time now);
+
+  // The waitForPodsReady in effect: the policies' Kueue Configuration's
+  // when it enables it, else SchedulerOptions::wait_for_pods_ready.
+  const model::WaitForPodsReady& wait_for_pods_ready() const;
+
   // Runs scheduling cycles until nothing more can be admitted or preempted.
+  // With waitForPodsReady, first evicts the gangs not ready in time, and
+  // with blockAdmission admits nothing while an admitted gang is not ready.
   ScheduleStats Schedule(absl::Time now);
 
   // The state changes since the last call, in order.

@@ -8,6 +8,11 @@
 //     input as well, Replace drops it. This is how one ClusterQueue quota in
 //     nvidia.com/gpu covers MIG slices: input nvidia.com/mig-1g.10gb,
 //     outputs {nvidia.com/gpu: 125m}, strategy Replace.
+//   - waitForPodsReady: an admitted gang whose pods are not all ready within
+//     `timeout` is evicted whole and requeued after a backoff, and
+//     deactivated after backoffLimitCount requeues (WaitForPodsReady below;
+//     the broker enforces it, `serve --wait-for-pods-ready` is its short
+//     form).
 //   - fairSharing: turns fair sharing on for every cohort (v1beta1
 //     `enable: true`; v1beta2 by its presence) and orders the fair-sharing
 //     preemption strategies (preemptionStrategies).
@@ -17,11 +22,13 @@
 // functions; thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gangkeeper/quantity/quantity.h"
 
 namespace gangkeeper::model {
@@ -48,6 +55,37 @@ enum class FairPreemptionStrategy {
 };
 const char* FairPreemptionStrategyName(FairPreemptionStrategy s);
 
+// Which time orders a workload requeued after a PodsReady timeout:
+// Eviction (Kueue's default: behind what was queued before the eviction)
+// or Creation (back at its original place).
+enum class RequeuingTimestamp { kEviction, kCreation };
+
+// Kueue's waitForPodsReady, with Kueue's defaults (v1beta1 when `enable`
+// is true; v1beta2 by the section's presence).
+struct WaitForPodsReady {
+  bool enabled = false;
+  // How long an admitted gang may take until all its admitted pods are ready.
+  absl::Duration timeout = absl::Minutes(5);
+  // While an admitted gang is not ready, nothing else is admitted.
+  bool block_admission = false;
+  // A running gang whose pods drop below ready for longer than this is
+  // evicted as well; zero: never (Kueue's "0s").
+  absl::Duration recovery_timeout = absl::Minutes(5);
+  RequeuingTimestamp timestamp = RequeuingTimestamp::kEviction;
+  // The n-th requeue waits base * 2^(n-1) seconds, at most max.
+  int64_t backoff_base_seconds = 60;
+  int64_t backoff_max_seconds = 3600;
+  // Requeues allowed before the workload is deactivated; none: unlimited.
+  std::optional<int64_t> backoff_limit_count;
+
+  friend bool operator==(const WaitForPodsReady&, const WaitForPodsReady&) = default;
+};
+
+// The wait before the `count`-th requeue (count >= 1) after a PodsReady
+// timeout: backoff_base_seconds * 2^(count-1), at most backoff_max_seconds.
+// Kueue adds a small random jitter; gangkeeper does not (deterministic).
+absl::Duration PodsReadyBackoff(const WaitForPodsReady& w, int64_t count);
+
 struct KueueConfiguration {
   // A Configuration document was loaded (the fields below have Kueue's
   // defaults when not).
@@ -59,6 +97,7 @@ struct KueueConfiguration {
   // Kueue's default order; only [S2a], [S2b] and [S2a, S2b] are valid.
   std::vector<FairPreemptionStrategy> preemption_strategies = {FairPreemptionStrategy::kLessThanOrEqualToFinalShare,
                                                                FairPreemptionStrategy::kLessThanInitialShare};
+  WaitForPodsReady wait_for_pods_ready;
 
   friend bool operator==(const KueueConfiguration&, const KueueConfiguration&) = default;
 };
