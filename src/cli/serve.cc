@@ -67,6 +67,11 @@ void DefineListenerAndPolicyFlags(FlagSet& flags, ServeFlags& f) {
   flags.String("kube", &f.node.kube,
                "auto (in-cluster when KUBERNETES_SERVICE_HOST is set, else none), none (releases are recorded "
                "and shown, not sent), in-cluster, or the path of a kubeconfig file");
+  flags.String("policy-source", &f.node.policy_source,
+               "where ResourceFlavors, ClusterQueues, LocalQueues, Cohorts and WorkloadPriorityClasses come from: "
+               "files (--policies and the API's changes) or cluster (Kueue's objects in the cluster, watched; the "
+               "API's changes are written there); default cluster when --kube names a cluster that serves "
+               "kueue.x-k8s.io, else files");
   flags.String("tokens", &f.node.tokens_file,
                "API bearer tokens: YAML/JSON list of {name, sha256, role, namespaces}; reloaded when it changes");
   flags.String("api-auth", &f.node.api_auth,

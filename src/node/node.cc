@@ -39,6 +39,7 @@
 #include "gangkeeper/store/journal.h"
 #include "src/node/api_auth.h"
 #include "src/node/cluster_feeds.h"
+#include "src/node/kueue_source.h"
 #include "src/node/wiring.h"
 
 namespace gangkeeper::node {
@@ -74,6 +75,9 @@ struct Node::Impl {
   // Namespace labels and Events (a cluster only); an observer of the
   // broker, so it outlives it.
   std::unique_ptr<ClusterFeeds> cluster_feeds;
+  // --policy-source cluster: Kueue's objects from the cluster, and the
+  // API's writes of them to the cluster (kueue_source.h).
+  std::unique_ptr<KueueSource> kueue_source;
   // With etcd only the leader sends, and only while its lease surely holds.
   std::atomic<replica::Replica*> leader_gate{nullptr};
   std::unique_ptr<kube::KubeActuator> actuator;
@@ -118,6 +122,7 @@ struct Node::Impl {
   absl::Status ConnectEtcd(const std::vector<std::string>& endpoints);
   absl::Status OpenAudit();
   absl::Status ConnectKube();
+  absl::Status ChoosePolicySource();
   absl::Status BuildBroker();
   absl::Status BuildFrontEnds();
   absl::Status RegisterMetrics();
@@ -324,12 +329,50 @@ absl::Status Node::Impl::ConnectKube() {
   return absl::OkStatus();
 }
 
+// --policy-source (kueue_source.h): Kueue's objects from the files or from
+// the cluster; the choice and why are logged.
+absl::Status Node::Impl::ChoosePolicySource() {
+  absl::StatusOr<PolicySourceChoice> choice = node::ChoosePolicySource(o.policy_source, kube_client.get());
+  if (!choice.ok()) return Setting(choice.status().message());
+  if (!choice->cluster) {
+    log->info("policies: source files ({})", choice->why);
+    return absl::OkStatus();
+  }
+  log->info("policies: source cluster ({}): Kueue's objects are watched in the cluster; the API's changes of them "
+            "are written there; GPUNodePools and PriorityClasses come from --policies",
+            choice->why);
+  if (!files->flavors.empty() || !files->cluster_queues.empty() || !files->local_queues.empty() ||
+      !files->cohorts.empty() || !files->workload_priority_classes.empty()) {
+    log->warn("policies: the Kueue objects in --policies {} are not used with --policy-source cluster (the "
+              "cluster's are); apply them with kubectl, or start with --policy-source files",
+              o.policies_dir);
+  }
+  KueueSource::Options ko;
+  ko.clock = clock;
+  ko.version = choice->version;
+  absl::StatusOr<std::unique_ptr<KueueSource>> k = KueueSource::Create(*kube_config, std::move(ko));
+  if (!k.ok()) return Setting(absl::StrCat("--policy-source cluster: ", k.status().message()));
+  kueue_source = *std::move(k);
+  return absl::OkStatus();
+}
+
 // The broker, from the recovered state (file journal) or following the
 // state from etcd (replicas). Quota changes made through the API are kept
 // over the policy files.
 absl::Status Node::Impl::BuildBroker() {
   policy_store = std::make_unique<model::PolicyStore>(files);
   if (cluster_feeds != nullptr) cluster_feeds->Seed(policy_store.get());
+  if (kueue_source != nullptr) {
+    kueue_source->Seed(policy_store.get());
+    // The cluster is the one truth: an overlay recorded with the files is
+    // not laid over it.
+    if (recovered.overlay != nullptr) {
+      log->warn("policies: the API's changes recorded over the policy files (generation {}) are not used with "
+                "--policy-source cluster",
+                recovered.overlay->generation);
+      recovered.overlay = nullptr;
+    }
+  }
   model::Diagnostics problems;
   const std::shared_ptr<const model::EffectiveSet> effective = policy_store->Adopt(recovered.overlay, &problems);
   if (problems.HasErrors()) {
@@ -419,7 +462,8 @@ absl::Status Node::Impl::BuildFrontEnds() {
   server::Options so = o.server;
   so.clock = clock;
   for (server::Route& r : api::Routes(front.get(), front.get(), api_auth->authenticator, clock, audit_log.get(),
-                                      policy_store.get(), policy_editor.get())) {
+                                      policy_store.get(), policy_editor.get(),
+                                      kueue_source != nullptr ? kueue_source->writer() : nullptr)) {
     so.routes.push_back(std::move(r));
   }
   if (!o.metrics_public) so.routes.push_back(api::MetricsRoute(&registry, api_auth->authenticator, clock));
@@ -495,6 +539,12 @@ void Node::Impl::DeclareReadiness() {
       return "";
     });
   }
+  if (kueue_source != nullptr) {
+    ready.Watch("kueue", [this]() -> std::string {
+      return kueue_source->synced() ? "" : "waiting for the first list of Kueue's objects (RBAC: list and watch "
+                                           "kueue.x-k8s.io)";
+    });
+  }
   ready.Watch("store", [this]() -> std::string {
     absl::Status health = journal != nullptr ? journal->health() : absl::OkStatus();
     if (health.ok()) health = audit_log->health();
@@ -539,7 +589,8 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(Options options) {
   auto impl = std::make_unique<Impl>();
   impl->o = std::move(options);
   for (absl::Status (Impl::*step)() : {&Impl::CheckOptions, &Impl::LoadPolicyFiles, &Impl::OpenStore,
-                                       &Impl::OpenAudit, &Impl::ConnectKube, &Impl::BuildBroker,
+                                       &Impl::OpenAudit, &Impl::ConnectKube, &Impl::ChoosePolicySource,
+                                       &Impl::BuildBroker,
                                        &Impl::BuildFrontEnds}) {
     if (absl::Status s = (impl.get()->*step)(); !s.ok()) return s;
   }
@@ -556,6 +607,7 @@ absl::Status Node::Start() {
   Impl& n = *impl_;
   n.DeclareReadiness();
   if (n.cluster_feeds != nullptr) n.cluster_feeds->Connect(n.policy_store.get(), n.front.get(), n.front.get());
+  if (n.kueue_source != nullptr) n.kueue_source->Connect(n.policy_store.get(), n.front.get());
   if (!n.replicated) n.StartReconciler();
   if (absl::Status started = n.server->Start(); !started.ok()) return RunTime(started.message());
   n.phase.store(Impl::Phase::kStarted);
@@ -603,6 +655,7 @@ absl::Status Node::Shutdown(absl::Duration grace) {
   if (n.audit_feed != nullptr) n.audit_feed->Stop();
   n.StopReconciler();
   if (n.cluster_feeds != nullptr) n.cluster_feeds->Stop();
+  if (n.kueue_source != nullptr) n.kueue_source->Stop();
   // The file journal's broker applies what is queued (its last batch is
   // durable), then a final snapshot makes the next start quick.
   if (n.broker != nullptr) n.broker->Stop();
