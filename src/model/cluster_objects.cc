@@ -81,7 +81,8 @@ bool DecodeClusterObject(absl::string_view json, absl::string_view source, absl:
       ObjectMeta meta;
       meta.name = std::string(name);
       meta.source.file = std::string(source);
-      into.cluster_queues[meta.name] = Stub(std::move(meta), std::move(reason));
+      const std::string key = meta.name;
+      into.cluster_queues[key] = Stub(std::move(meta), std::move(reason));
     }
     return false;
   }
