@@ -178,8 +178,6 @@ TEST_F(KueueSourceTest, AnInvalidClusterQueueIsInactiveWithTheReasonAndTheOthers
 TEST_F(KueueSourceTest, AnApiPutLandsInTheClusterAndComesBack) {
   json cq = ClusterQueue("team-a-gpu", "team-a", "4");
   cq["apiVersion"] = "kueue.x-k8s.io/v1beta1";  // the API's own version; written at the cluster's
-  cq["spec"].erase("namespaceSelector");
-  cq["spec"]["namespaceSelector"] = json::object();
   auto put = Api("PUT", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a-gpu", cq.dump());
   ASSERT_THAT(put, IsOk());
   ASSERT_EQ(put->status, 201) << put->body;
