@@ -114,8 +114,14 @@ server::HttpResponse OneWorkload(Api& api, const Principal& who, const server::H
 }  // namespace
 
 Api::Api(broker::EventQueue* events, const broker::SnapshotSource* broker, Authenticator* tokens, const base::Clock* clock, const audit::AuditLog* audit,
-         model::PolicyStore* policies, PolicyEditor* editor)
-    : broker_(broker), tokens_(tokens), clock_(clock), audit_(audit), policies_(policies), editor_(editor) {
+         model::PolicyStore* policies, PolicyEditor* editor, ClusterPolicyWriter* cluster)
+    : broker_(broker),
+      tokens_(tokens),
+      clock_(clock),
+      audit_(audit),
+      policies_(policies),
+      editor_(editor),
+      cluster_(cluster) {
   if (policies_ == nullptr) {
     own_policies_ = std::make_unique<model::PolicyStore>(nullptr);
     policies_ = own_policies_.get();
@@ -134,8 +140,8 @@ server::HttpResponse Api::Guard(const server::HttpRequest& req,
 
 std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, Authenticator* tokens, const base::Clock* clock,
                                   const audit::AuditLog* audit, model::PolicyStore* policies,
-                                  PolicyEditor* editor) {
-  auto api = std::make_shared<Api>(events, broker, tokens, clock, audit, policies, editor);
+                                  PolicyEditor* editor, ClusterPolicyWriter* cluster) {
+  auto api = std::make_shared<Api>(events, broker, tokens, clock, audit, policies, editor, cluster);
   std::vector<server::Route> routes;
   for (const char* prefix : {"/apis/kueue.x-k8s.io/", "/apis/scheduling.k8s.io/", "/apis/gangkeeper.io/"}) {
     for (const char* method : {"GET", "PUT", "DELETE"}) {

@@ -89,6 +89,7 @@ server::HttpResponse Api::Edit(
     const std::function<std::optional<server::HttpResponse>(const model::PolicySet&, model::PolicyOverlay*,
                                                             std::string*)>& change,
     const std::function<server::HttpResponse(const model::PolicySet&)>& answer) {
+  if (cluster_ != nullptr) return EditInCluster(who, change, answer);
   constexpr int kAttempts = 8;
   absl::MutexLock lock(&edit_mu_);
   for (int attempt = 0; attempt < kAttempts; ++attempt) {

@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "gangkeeper/api/auth.h"
+#include "gangkeeper/api/cluster_policy.h"
 #include "gangkeeper/api/policy_editor.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/base/clock.h"
@@ -28,7 +29,7 @@ namespace gangkeeper::api {
 class Api {
  public:
   Api(broker::EventQueue* events, const broker::SnapshotSource* broker, Authenticator* tokens, const base::Clock* clock, const audit::AuditLog* audit,
-      model::PolicyStore* policies, PolicyEditor* editor);
+      model::PolicyStore* policies, PolicyEditor* editor, ClusterPolicyWriter* cluster = nullptr);
 
   // Authenticates, then runs `f` with the principal.
   server::HttpResponse Guard(const server::HttpRequest& req,
@@ -77,6 +78,14 @@ class Api {
       const std::function<std::optional<server::HttpResponse>(const model::PolicySet&, model::PolicyOverlay*,
                                                               std::string*)>& change,
       const std::function<server::HttpResponse(const model::PolicySet&)>& answer);
+  // Edit with --policy-source cluster (cluster_policy.h): the change is
+  // validated as always, then written to the cluster, and answered once
+  // the broker's policies show it (bounded by the writer's view_wait).
+  server::HttpResponse EditInCluster(
+      const Principal& who,
+      const std::function<std::optional<server::HttpResponse>(const model::PolicySet&, model::PolicyOverlay*,
+                                                              std::string*)>& change,
+      const std::function<server::HttpResponse(const model::PolicySet&)>& answer);
   // The audit query of `req`, checked against `who`'s role; or the error
   // to answer with.
   std::optional<server::HttpResponse> AuditQuery(const Principal& who, const server::HttpRequest& req,
@@ -94,6 +103,7 @@ class Api {
   std::unique_ptr<model::PolicyStore> own_policies_;  // when none was given
   PolicyEditor* editor_;
   std::unique_ptr<PolicyEditor> local_editor_;  // when none was given
+  ClusterPolicyWriter* cluster_;  // --policy-source cluster; null: the overlay
   absl::Mutex edit_mu_;  // one quota change at a time on this replica
 };
 

@@ -123,9 +123,11 @@ json QueueJson(const broker::ClusterQueueView& v) {
     if (r.lending_limit.has_value()) x["lendingLimit"] = r.lending_limit->Format();
     resources.push_back(std::move(x));
   }
-  return {{"name", s.name},       {"cohort", s.cohort},     {"active", s.active},
-          {"pending", s.pending}, {"admitted", s.admitted}, {"weightedShare", s.weighted_share},
-          {"resources", resources}};
+  json out = {{"name", s.name},       {"cohort", s.cohort},     {"active", s.active},
+              {"pending", s.pending}, {"admitted", s.admitted}, {"weightedShare", s.weighted_share},
+              {"resources", resources}};
+  if (!s.active) out["inactiveReason"] = s.inactive_reason;
+  return out;
 }
 
 }  // namespace gangkeeper::api

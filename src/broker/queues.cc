@@ -97,6 +97,11 @@ std::optional<PendingReason> ClusterQueueBlocked(const State& s, const std::stri
     r.message = absl::StrCat("ClusterQueue ", name, " does not exist");
     return r;
   }
+  if (!cq->inactive_reason.empty()) {
+    r.code = PendingReason::Code::kInactive;
+    r.message = absl::StrCat("ClusterQueue ", name, " is inactive: ", cq->inactive_reason);
+    return r;
+  }
   if (s.tree.ClusterQueueDisabled(name)) {
     r.code = PendingReason::Code::kInactive;
     r.message = absl::StrCat("ClusterQueue ", name, " is in cohort ", cq->cohort,

@@ -299,7 +299,10 @@ std::optional<ClusterQueueStatus> Scheduler::ClusterQueue(const model::ClusterQu
   st.name = name;
   const int node = s.tree.ClusterQueueNode(name);
   if (const model::ClusterQueue* cq = LiveClusterQueue(s, name)) st.cohort = cq->cohort;
-  st.active = !ClusterQueueBlocked(s, name).has_value();
+  if (std::optional<PendingReason> blocked = ClusterQueueBlocked(s, name)) {
+    st.active = false;
+    st.inactive_reason = blocked->message;
+  }
   st.pending = static_cast<int64_t>(q->second.active.size() + q->second.inadmissible.size());
   st.pending_inadmissible = static_cast<int64_t>(q->second.inadmissible.size());
   st.admitted = static_cast<int64_t>(q->second.admitted.size());

@@ -87,6 +87,11 @@ void DefineListenerAndPolicyFlags(FlagSet& flags, ServeFlags& f) {
   flags.String("kube", &f.node.kube,
                "auto (in-cluster when KUBERNETES_SERVICE_HOST is set, else none), none (releases are recorded "
                "and shown, not sent), in-cluster, or the path of a kubeconfig file");
+  flags.String("policy-source", &f.node.policy_source,
+               "where ResourceFlavors, ClusterQueues, LocalQueues, Cohorts and WorkloadPriorityClasses come from: "
+               "files (--policies and the API's changes) or cluster (Kueue's objects in the cluster, watched; the "
+               "API's changes are written there); default cluster when --kube names a cluster that serves "
+               "kueue.x-k8s.io, else files");
   flags.String("tokens", &f.node.tokens_file,
                "API bearer tokens: YAML/JSON list of {name, sha256, role, namespaces}; reloaded when it changes");
   flags.String("api-auth", &f.node.api_auth,
@@ -100,10 +105,10 @@ void DefineStoreAndOperationFlags(FlagSet& flags, ServeFlags& f) {
   flags.String("kube-context", &f.node.kube_context, "the kubeconfig context to use (default: current-context)");
   flags.String("publish-kueue-status", &f.node.publish_kueue_status,
                "write ClusterQueue and LocalQueue .status to Kueue's objects in the cluster (from the leader): auto "
-               "(when the cluster serves Kueue's CRDs), true or false; never while Kueue's own controller runs");
+               "(with --policy-source cluster), true or false; never while Kueue's own controller runs");
   flags.String("publish-workloads", &f.node.publish_workloads,
                "publish one kueue.x-k8s.io Workload per tracked workload, owned by its job (from the leader): auto "
-               "(when the cluster serves Kueue's CRDs), true or false; never while Kueue's own controller runs");
+               "(with --policy-source cluster), true or false; never while Kueue's own controller runs");
   flags.String("kueue-namespace", &f.node.kueue_namespace,
                "where Kueue's own controller manager would hold its leader Lease (to refuse publishing while it runs)");
   flags.String("data-dir", &f.node.data_dir, "directory for gangkeeper's durable state (journal, snapshots)");

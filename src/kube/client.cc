@@ -291,6 +291,15 @@ absl::StatusOr<nlohmann::json> Client::Post(const std::string& path, const std::
   return j;
 }
 
+absl::StatusOr<nlohmann::json> Client::Put(const std::string& path, const nlohmann::json& object) {
+  absl::StatusOr<std::string> answer = impl_->Call("PUT", path, object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                                                   "application/json", this, /*retry_conflict=*/false);
+  if (!answer.ok()) return answer.status();
+  nlohmann::json j = nlohmann::json::parse(*answer, nullptr, false);
+  if (j.is_discarded()) return absl::DataLossError(absl::StrCat("PUT ", path, ": the answer is not JSON"));
+  return j;
+}
+
 absl::StatusOr<nlohmann::json> Client::Delete(const std::string& path, const std::string& uid,
                                               const std::string& propagation_policy) {
   nlohmann::json options = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}};

@@ -26,8 +26,12 @@ PolicyStore::PolicyStore(std::shared_ptr<const PolicySet> files) {
 }
 
 std::shared_ptr<const PolicySet> PolicyStore::Base() const {
-  if (cluster_namespaces_ == nullptr) return read_files_;
+  if (cluster_namespaces_ == nullptr && cluster_objects_ == nullptr) return read_files_;
   auto base = std::make_shared<PolicySet>(*read_files_);
+  if (cluster_namespaces_ == nullptr) {
+    *base = WithClusterObjects(*base, *cluster_objects_, nullptr);
+    return base;
+  }
   base->namespaces.clear();
   for (const auto& [name, labels] : *cluster_namespaces_) {
     Namespace& ns = base->namespaces[name];
@@ -36,7 +40,24 @@ std::shared_ptr<const PolicySet> PolicyStore::Base() const {
     ns.meta.labels = labels;
     ns.meta.source.file = "the cluster";
   }
+  if (cluster_objects_ != nullptr) *base = WithClusterObjects(*base, *cluster_objects_, nullptr);
   return base;
+}
+
+absl::StatusOr<std::shared_ptr<const EffectiveSet>> PolicyStore::SetClusterObjects(
+    std::shared_ptr<const ClusterKueueObjects> objects, Diagnostics* problems) {
+  absl::MutexLock lock(&mu_);
+  if (objects == cluster_objects_) return current_;
+  std::shared_ptr<const ClusterKueueObjects> before = std::exchange(cluster_objects_, std::move(objects));
+  if (problems != nullptr && cluster_objects_ != nullptr) {
+    (void)WithClusterObjects(*read_files_, *cluster_objects_, problems);
+  }
+  absl::StatusOr<std::shared_ptr<EffectiveSet>> next = Combine(Base(), current_->overlay, problems);
+  if (!next.ok()) {
+    cluster_objects_ = std::move(before);
+    return next.status();
+  }
+  return Publish(*std::move(next));
 }
 
 absl::StatusOr<std::shared_ptr<const EffectiveSet>> PolicyStore::SetClusterNamespaces(

@@ -20,7 +20,9 @@ absl::StatusOr<bool> Decide(const std::string& flag, const std::string& value, b
 
 }  // namespace
 
-bool PublishToKueueByDefault(bool kueue_served) { return kueue_served; }
+bool PublishToKueueByDefault(bool kueue_served, bool policy_source_cluster) {
+  return kueue_served && policy_source_cluster;
+}
 
 absl::StatusOr<std::unique_ptr<KueuePublishing>> KueuePublishing::Create(const kube::ClusterConfig& config,
                                                                           Options options) {
@@ -44,7 +46,7 @@ absl::StatusOr<std::unique_ptr<KueuePublishing>> KueuePublishing::Create(const k
               served.status().message());
     served = std::optional<kube::KueueVersion>();
   }
-  const bool by_default = PublishToKueueByDefault(served->has_value());
+  const bool by_default = PublishToKueueByDefault(served->has_value(), options.policy_source_cluster);
   absl::StatusOr<bool> status_on = Decide("publish-kueue-status", options.status, by_default);
   if (!status_on.ok()) return status_on.status();
   absl::StatusOr<bool> workloads_on = Decide("publish-workloads", options.workloads, by_default);

@@ -31,9 +31,9 @@
 namespace gangkeeper::node {
 
 // What "auto" means for --publish-kueue-status and --publish-workloads: on
-// when --kube names a cluster that serves Kueue's CRDs. TODO(#24): on with
-// --policy-source=cluster once that flag exists (change it here only).
-bool PublishToKueueByDefault(bool kueue_served);
+// when the policies come from the cluster (--policy-source cluster, chosen or
+// the default), which serves Kueue's CRDs.
+bool PublishToKueueByDefault(bool kueue_served, bool policy_source_cluster);
 
 class KueuePublishing {
  public:
@@ -42,6 +42,7 @@ class KueuePublishing {
     std::function<bool()> leading;       // null: always (the file journal)
     std::string status = "auto";         // --publish-kueue-status: auto | true | false
     std::string workloads = "auto";      // --publish-workloads: auto | true | false
+    bool policy_source_cluster = false;  // --policy-source cluster was chosen (auto's answer)
     absl::Duration detect_every = absl::Seconds(30);
     kube::KueueDetectionOptions detection;
   };

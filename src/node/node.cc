@@ -40,6 +40,7 @@
 #include "src/node/api_auth.h"
 #include "src/node/cluster_feeds.h"
 #include "src/node/kueue_publishing.h"
+#include "src/node/kueue_source.h"
 #include "src/node/wiring.h"
 
 namespace gangkeeper::node {
@@ -78,6 +79,9 @@ struct Node::Impl {
   // Kueue's status and Workload objects written back (a cluster serving
   // Kueue's CRDs only); an observer of the broker, so it outlives it.
   std::unique_ptr<KueuePublishing> kueue_publishing;
+  // --policy-source cluster: Kueue's objects from the cluster, and the
+  // API's writes of them to the cluster (kueue_source.h).
+  std::unique_ptr<KueueSource> kueue_source;
   // With etcd only the leader sends, and only while its lease surely holds.
   std::atomic<replica::Replica*> leader_gate{nullptr};
   std::unique_ptr<kube::KubeActuator> actuator;
@@ -123,6 +127,7 @@ struct Node::Impl {
   absl::Status OpenAudit();
   absl::Status ConnectKube();
   absl::Status ConnectKueuePublishing();
+  absl::Status ChoosePolicySource();
   absl::Status BuildBroker();
   absl::Status BuildFrontEnds();
   absl::Status RegisterMetrics();
@@ -307,7 +312,6 @@ absl::Status Node::Impl::ConnectKube() {
     if (!feeds.ok()) return Setting(absl::StrCat("--kube ", o.kube, ": ", feeds.status().message()));
     cluster_feeds = *std::move(feeds);
     o.broker.observers.push_back(cluster_feeds->observer());
-    if (absl::Status k = ConnectKueuePublishing(); !k.ok()) return k;
   } else {
     log->info("kube: none: releases and suspensions are recorded and shown, not sent");
   }
@@ -333,8 +337,10 @@ absl::Status Node::Impl::ConnectKube() {
 // What gangkeeper writes to Kueue's own API (issue #24 items 2-4): from the
 // leader only, never while Kueue's own controller runs.
 absl::Status Node::Impl::ConnectKueuePublishing() {
+  if (!kube_config.has_value()) return absl::OkStatus();
   KueuePublishing::Options ko;
   ko.clock = clock;
+  ko.policy_source_cluster = kueue_source != nullptr;
   ko.status = o.publish_kueue_status;
   ko.workloads = o.publish_workloads;
   ko.detection.kueue_namespace = o.kueue_namespace;
@@ -353,12 +359,50 @@ absl::Status Node::Impl::ConnectKueuePublishing() {
   return absl::OkStatus();
 }
 
+// --policy-source (kueue_source.h): Kueue's objects from the files or from
+// the cluster; the choice and why are logged.
+absl::Status Node::Impl::ChoosePolicySource() {
+  absl::StatusOr<PolicySourceChoice> choice = node::ChoosePolicySource(o.policy_source, kube_client.get());
+  if (!choice.ok()) return Setting(choice.status().message());
+  if (!choice->cluster) {
+    log->info("policies: source files ({})", choice->why);
+    return absl::OkStatus();
+  }
+  log->info("policies: source cluster ({}): Kueue's objects are watched in the cluster; the API's changes of them "
+            "are written there; GPUNodePools and PriorityClasses come from --policies",
+            choice->why);
+  if (!files->flavors.empty() || !files->cluster_queues.empty() || !files->local_queues.empty() ||
+      !files->cohorts.empty() || !files->workload_priority_classes.empty()) {
+    log->warn("policies: the Kueue objects in --policies {} are not used with --policy-source cluster (the "
+              "cluster's are); apply them with kubectl, or start with --policy-source files",
+              o.policies_dir);
+  }
+  KueueSource::Options ko;
+  ko.clock = clock;
+  ko.version = choice->version;
+  absl::StatusOr<std::unique_ptr<KueueSource>> k = KueueSource::Create(*kube_config, std::move(ko));
+  if (!k.ok()) return Setting(absl::StrCat("--policy-source cluster: ", k.status().message()));
+  kueue_source = *std::move(k);
+  return absl::OkStatus();
+}
+
 // The broker, from the recovered state (file journal) or following the
 // state from etcd (replicas). Quota changes made through the API are kept
 // over the policy files.
 absl::Status Node::Impl::BuildBroker() {
   policy_store = std::make_unique<model::PolicyStore>(files);
   if (cluster_feeds != nullptr) cluster_feeds->Seed(policy_store.get());
+  if (kueue_source != nullptr) {
+    kueue_source->Seed(policy_store.get());
+    // The cluster is the one truth: an overlay recorded with the files is
+    // not laid over it.
+    if (recovered.overlay != nullptr) {
+      log->warn("policies: the API's changes recorded over the policy files (generation {}) are not used with "
+                "--policy-source cluster",
+                recovered.overlay->generation);
+      recovered.overlay = nullptr;
+    }
+  }
   model::Diagnostics problems;
   const std::shared_ptr<const model::EffectiveSet> effective = policy_store->Adopt(recovered.overlay, &problems);
   if (problems.HasErrors()) {
@@ -454,7 +498,8 @@ absl::Status Node::Impl::BuildFrontEnds() {
   server::Options so = o.server;
   so.clock = clock;
   for (server::Route& r : api::Routes(front.get(), front.get(), api_auth->authenticator, clock, audit_log.get(),
-                                      policy_store.get(), policy_editor.get())) {
+                                      policy_store.get(), policy_editor.get(),
+                                      kueue_source != nullptr ? kueue_source->writer() : nullptr)) {
     so.routes.push_back(std::move(r));
   }
   if (!o.metrics_public) so.routes.push_back(api::MetricsRoute(&registry, api_auth->authenticator, clock));
@@ -538,6 +583,12 @@ void Node::Impl::DeclareReadiness() {
   if (kueue_publishing != nullptr) {
     ready.Note("kueue", [this] { return kueue_publishing->last_refusal(); });
   }
+  if (kueue_source != nullptr) {
+    ready.Watch("kueue", [this]() -> std::string {
+      return kueue_source->synced() ? "" : "waiting for the first list of Kueue's objects (RBAC: list and watch "
+                                           "kueue.x-k8s.io)";
+    });
+  }
   ready.Watch("store", [this]() -> std::string {
     absl::Status health = journal != nullptr ? journal->health() : absl::OkStatus();
     if (health.ok()) health = audit_log->health();
@@ -582,7 +633,8 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(Options options) {
   auto impl = std::make_unique<Impl>();
   impl->o = std::move(options);
   for (absl::Status (Impl::*step)() : {&Impl::CheckOptions, &Impl::LoadPolicyFiles, &Impl::OpenStore,
-                                       &Impl::OpenAudit, &Impl::ConnectKube, &Impl::BuildBroker,
+                                       &Impl::OpenAudit, &Impl::ConnectKube, &Impl::ChoosePolicySource,
+                                       &Impl::ConnectKueuePublishing, &Impl::BuildBroker,
                                        &Impl::BuildFrontEnds}) {
     if (absl::Status s = (impl.get()->*step)(); !s.ok()) return s;
   }
@@ -600,6 +652,7 @@ absl::Status Node::Start() {
   n.DeclareReadiness();
   if (n.cluster_feeds != nullptr) n.cluster_feeds->Connect(n.policy_store.get(), n.front.get(), n.front.get());
   if (n.kueue_publishing != nullptr) n.kueue_publishing->Connect(n.front.get());
+  if (n.kueue_source != nullptr) n.kueue_source->Connect(n.policy_store.get(), n.front.get());
   if (!n.replicated) n.StartReconciler();
   if (absl::Status started = n.server->Start(); !started.ok()) return RunTime(started.message());
   n.phase.store(Impl::Phase::kStarted);
@@ -648,6 +701,7 @@ absl::Status Node::Shutdown(absl::Duration grace) {
   n.StopReconciler();
   if (n.cluster_feeds != nullptr) n.cluster_feeds->Stop();
   if (n.kueue_publishing != nullptr) n.kueue_publishing->Stop();
+  if (n.kueue_source != nullptr) n.kueue_source->Stop();
   // The file journal's broker applies what is queued (its last batch is
   // durable), then a final snapshot makes the next start quick.
   if (n.broker != nullptr) n.broker->Stop();

@@ -25,6 +25,9 @@ constexpr char kWorkloads[] = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/wo
 class KueuePublishingIntegrationTest : public KubeIntegrationTest {
  protected:
   void BeforeGangkeeper() override {
+    // The quota stays in the files (the queues in the cluster only receive
+    // their status); publishing is asked for explicitly.
+    extra_flags_ = {"--policy-source=files", "--publish-kueue-status=true", "--publish-workloads=true"};
     for (const char* r : {"clusterqueues", "localqueues", "workloads", "cohorts"}) {
       fake_->set_served(std::string("kueue.x-k8s.io/v1beta2/") + r, true);
     }

@@ -220,8 +220,10 @@ void Compare(Differ& d, const std::string& p, const std::optional<LabelSelector>
 
 void Compare(Differ& d, const std::string& p, const ClusterQueue& a, const ClusterQueue& b) {
   [[maybe_unused]] const auto& [meta, namespace_selector, cohort, queueing_strategy, resource_groups,
-                                flavor_fungibility, preemption, fair_sharing_weight, stop_policy] = a;
+                                flavor_fungibility, preemption, fair_sharing_weight, stop_policy,
+                                inactive_reason] = a;
   Compare(d, p + ".meta", a.meta, b.meta);
+  d.Eq(p + ".inactive_reason", a.inactive_reason, b.inactive_reason);
   Compare(d, p + ".namespace_selector", a.namespace_selector, b.namespace_selector);
   d.Eq(p + ".cohort", a.cohort, b.cohort);
   d.Eq(p + ".queueing_strategy", a.queueing_strategy, b.queueing_strategy);

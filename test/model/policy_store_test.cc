@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "gangkeeper/model/manifest.h"
+#include "gangkeeper/model/validate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -242,6 +243,96 @@ TEST(PolicyStoreTest, ClusterNamespacesReplaceTheFilesNamespaces) {
   EXPECT_EQ(store.current()->policies->namespaces.count("b"), 0u);
   ASSERT_TRUE(store.SetClusterNamespaces(nullptr, nullptr).ok());
   EXPECT_EQ(store.current()->policies->NamespaceLabels("a").at("tier"), "bronze");
+}
+
+// --- Kueue's objects from the cluster (--policy-source cluster) ---
+
+constexpr char kClusterObjects[] = R"(
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: good}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: missing-flavor}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: no-such-flavor
+      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: q, namespace: a}
+spec: {clusterQueue: good}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: orphan, namespace: a}
+spec: {clusterQueue: nowhere}
+)";
+
+std::shared_ptr<const ClusterKueueObjects> FromCluster(const std::string& yaml) {
+  auto c = std::make_shared<ClusterKueueObjects>();
+  c->objects = *DecodeSet(yaml);
+  return c;
+}
+
+TEST(ClusterObjectsTest, ReplaceTheFilesKueueObjectsAndRefuseOnlyWhatIsInvalid) {
+  PolicyStore store(DecodeSet(kFiles));
+  Diagnostics problems;
+  auto set = store.SetClusterObjects(FromCluster(kClusterObjects), &problems);
+  ASSERT_TRUE(set.ok()) << set.status();
+  const PolicySet& p = *(*set)->policies;
+  EXPECT_EQ(p.flavors.count("a100"), 0u) << "the files' Kueue objects are replaced";
+  EXPECT_EQ(p.cluster_queues.count("team-a"), 0u);
+  EXPECT_TRUE(p.cluster_queues.at("good").inactive_reason.empty());
+  const ClusterQueue& stub = p.cluster_queues.at("missing-flavor");
+  EXPECT_TRUE(stub.resource_groups.empty());
+  EXPECT_THAT(stub.inactive_reason, HasSubstr("no-such-flavor"));
+  EXPECT_EQ(p.local_queues.count({"a", "q"}), 1u);
+  EXPECT_EQ(p.local_queues.count({"a", "orphan"}), 0u) << "a LocalQueue of a missing ClusterQueue is left out";
+  EXPECT_THAT(problems.ErrorSummary(), HasSubstr("nowhere"));
+  Diagnostics again;
+  ValidatePolicySet(p, &again);
+  EXPECT_FALSE(again.HasErrors()) << again.ErrorSummary();
+  // Back to the files: a new version with the files' objects.
+  const uint64_t v = (*set)->version;
+  auto same = store.SetClusterObjects(nullptr, nullptr);
+  ASSERT_TRUE(same.ok());
+  EXPECT_GT((*same)->version, v);
+  EXPECT_EQ((*same)->policies->cluster_queues.count("team-a"), 1u);
+}
+
+TEST(ClusterObjectsTest, AnUndecodableClusterQueueIsAnInactiveStandInWithTheDecodersMessage) {
+  ClusterKueueObjects c;
+  Diagnostics problems;
+  EXPECT_FALSE(DecodeClusterObject(
+      R"({"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ClusterQueue","metadata":{"name":"cq"},)"
+      R"("spec":{"resourceGroups":[{"coveredResources":["cpu"],"flavors":[{"name":"f","resources":)"
+      R"([{"name":"cpu","nominalQuota":"lots"}]}]}]}})",
+      "the cluster (clusterqueues/cq)", "ClusterQueue", "cq", &c, &problems));
+  ASSERT_EQ(c.objects.cluster_queues.count("cq"), 1u);
+  EXPECT_THAT(c.objects.cluster_queues.at("cq").inactive_reason, HasSubstr("nominalQuota"));
+  EXPECT_TRUE(problems.HasErrors());
+  // Any other kind that does not decode is left out.
+  EXPECT_FALSE(DecodeClusterObject(
+      R"({"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ResourceFlavor","metadata":{"name":"f"},"spec":{"nodeLabels":1}})",
+      "the cluster (resourceflavors/f)", "ResourceFlavor", "f", &c, nullptr));
+  EXPECT_EQ(c.objects.flavors.count("f"), 0u);
 }
 
 }  // namespace

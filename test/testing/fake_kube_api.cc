@@ -124,6 +124,21 @@ bool OwnedBy(const nlohmann::json& object, const std::string& owner_uid) {
   return false;
 }
 
+// ---- Kueue's group (ServeKueue) -------------------------------------------
+// The quota objects gangkeeper reads with --policy-source cluster.
+std::vector<ResourceInfo> KueueResources(const std::string& version) {
+  return {
+      {"kueue.x-k8s.io", version, "resourceflavors", "ResourceFlavor", /*namespaced=*/false},
+      {"kueue.x-k8s.io", version, "clusterqueues", "ClusterQueue", /*namespaced=*/false},
+      {"kueue.x-k8s.io", version, "cohorts", "Cohort", /*namespaced=*/false},
+      {"kueue.x-k8s.io", version, "workloadpriorityclasses", "WorkloadPriorityClass", /*namespaced=*/false},
+      {"kueue.x-k8s.io", version, "localqueues", "LocalQueue"},
+  };
+}
+// PUT is served for these groups only (the rest of the fake never needed it).
+bool PutServed(const ResourceInfo& r) { return r.group == "kueue.x-k8s.io"; }
+// ---- end of Kueue's group ----------------------------------------------------
+
 struct ParsedPath {
   ResourceInfo res;
   std::string ns;           // "" = all namespaces (or cluster-scoped)
@@ -789,6 +804,12 @@ class FakeKubeApi::Impl {
     pages_.clear();
     changed_.SignalAll();
   }
+  void ServeKueue(const std::vector<std::string>& versions) {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& v : versions) {
+      for (ResourceInfo& r : KueueResources(v)) resources_[r.gvr()] = r;
+    }
+  }
   void set_served(const std::string& gvr, bool served) {
     absl::MutexLock lock(&mu_);
     auto it = resources_.find(gvr);
@@ -893,6 +914,7 @@ class FakeKubeApi::Impl {
       return;
     }
     absl::MutexLock lock(&mu_);
+    if (req.method == "GET" && HandleGroupDiscoveryLocked(req, res)) return;
     auto p = ParsePathLocked(req.path);
     if (!p.ok()) {
       SendStatus(res, 404, "the server could not find the requested resource");
@@ -915,8 +937,11 @@ class FakeKubeApi::Impl {
       HandlePatchLocked(req, res, *p);
     } else if (req.method == "DELETE" && !p->name.empty() && p->subresource.empty()) {
       HandleDeleteLocked(req, res, *p);
-    } else if (req.method == "POST" && p->name.empty() && p->subresource.empty() && !p->ns.empty()) {
+    } else if (req.method == "POST" && p->name.empty() && p->subresource.empty() &&
+               (!p->ns.empty() || (!p->res.namespaced && PutServed(p->res)))) {
       HandleCreateLocked(req, res, *p);
+    } else if (req.method == "PUT" && !p->name.empty() && p->subresource.empty() && PutServed(p->res)) {
+      HandlePutLocked(req, res, *p);
     } else {
       SendStatus(res, 405, absl::StrCat("the fake API server does not implement ", req.method, " on ", req.path));
     }
@@ -1181,6 +1206,75 @@ class FakeKubeApi::Impl {
     }
     (void)p;
   }
+
+  // ---- Kueue's group (ServeKueue): discovery and PUT ----
+  // GET /apis/GROUP: an APIGroup naming the versions with a served resource.
+  bool HandleGroupDiscoveryLocked(const httplib::Request& req, httplib::Response& res)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<std::string> segs = absl::StrSplit(req.path, '/', absl::SkipEmpty());
+    if (segs.size() != 2 || segs[0] != "apis") return false;
+    std::set<std::string> versions;
+    for (const auto& [gvr, r] : resources_) {
+      if (r.group == segs[1] && r.served) versions.insert(r.version);
+    }
+    if (versions.empty()) return false;  // 404 below, as for a group without CRDs
+    json list = json::array();
+    for (const std::string& v : versions) list.push_back({{"groupVersion", segs[1] + "/" + v}, {"version", v}});
+    // The newest version first is preferred (v1beta2 over v1beta1).
+    json preferred = list.back();
+    SendJson(res, 200,
+             {{"kind", "APIGroup"}, {"apiVersion", "v1"}, {"name", segs[1]}, {"versions", list},
+              {"preferredVersion", preferred}});
+    return true;
+  }
+
+  // PUT: replace the whole object but its status; a resourceVersion in the
+  // body must be the current one (409).
+  void HandlePutLocked(const httplib::Request& req, httplib::Response& res, const ParsedPath& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) {
+      SendStatus(res, 400, "the body of the request could not be decoded as a JSON object");
+      return;
+    }
+    json* old = FindLocked(p);
+    if (old == nullptr) {
+      SendNotFound(res, p);
+      return;
+    }
+    const std::string sent = At(body, "/metadata/resourceVersion").is_string()
+                                 ? At(body, "/metadata/resourceVersion").get<std::string>()
+                                 : "";
+    if (sent.empty()) {
+      SendStatus(res, 422, "metadata.resourceVersion: Invalid value: 0: must be specified for an update");
+      return;
+    }
+    if (sent != Meta(*old, "resourceVersion")) {
+      SendStatus(res, 409,
+                 absl::StrCat("Operation cannot be fulfilled on ", p.res.group_resource(), " \"", p.name,
+                              "\": the object has been modified; please apply your changes to the latest version "
+                              "and try again"));
+      return;
+    }
+    json updated = Strip(std::move(body));
+    if (!updated["metadata"].is_object()) updated["metadata"] = json::object();
+    for (const char* f : {"name", "namespace", "uid", "creationTimestamp", "resourceVersion", "generation"}) {
+      json v = At(*old, absl::StrCat("/metadata/", f));
+      if (v.is_null()) {
+        updated["metadata"].erase(f);
+      } else {
+        updated["metadata"][f] = v;
+      }
+    }
+    if (old->contains("status")) {
+      updated["status"] = (*old)["status"];
+    } else {
+      updated.erase("status");
+    }
+    CommitUpdateLocked(p, *old, std::move(updated));
+    SendJson(res, 200, Decorate(*old, p.res));
+  }
+  // ---- end of Kueue's group ----
 
   void HandlePatchLocked(const httplib::Request& req, httplib::Response& res, const ParsedPath& p)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -1476,6 +1570,7 @@ void FakeKubeApi::ClearFailures() { impl_->ClearFailures(); }
 void FakeKubeApi::CloseWatches() { impl_->CloseWatches(); }
 void FakeKubeApi::CompactHistory() { impl_->CompactHistory(); }
 void FakeKubeApi::set_served(const std::string& gvr, bool served) { impl_->set_served(gvr, served); }
+void FakeKubeApi::ServeKueue(const std::vector<std::string>& versions) { impl_->ServeKueue(versions); }
 std::vector<RecordedCall> FakeKubeApi::Calls() const { return impl_->Calls(); }
 void FakeKubeApi::ClearCalls() { impl_->ClearCalls(); }
 int64_t FakeKubeApi::resource_version() const { return impl_->resource_version(); }

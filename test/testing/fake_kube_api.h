@@ -38,7 +38,12 @@
 // controller ownerReference names its uid (the only garbage collection);
 // admissionregistration.k8s.io/v1 webhook configurations and
 // coordination.k8s.io/v1 leases are served.
-// What it does NOT implement: PUT and other cluster-scoped POSTs (405; seed objects with Create),
+//   - Kueue's group (ServeKueue, off by default): discovery (GET /apis/GROUP
+//     for every group with a served resource), POST to cluster-scoped
+//     collections, and PUT (replace; metadata.resourceVersion in the body
+//     is a precondition, 409; status is kept) of the kueue.x-k8s.io
+//     resources it serves.
+// What it does NOT implement: PUT of other kinds and other cluster-scoped POSTs (405; seed objects with Create),
 // protobuf, Table output, field managers / server-side apply, admission,
 // defaulting (except the two default tolerations on new Pods), garbage
 // collection (deleting a Job never deletes Pods), finalizers and graceful
@@ -188,6 +193,12 @@ class FakeKubeApi {
   // "kubeflow.org/v1/pytorchjobs": false answers 404 for it, like a CRD that
   // is not installed. Unknown names are ignored.
   void set_served(const std::string& group_version_resource, bool served);
+  // Installs Kueue's CRDs: serves resourceflavors, clusterqueues, cohorts,
+  // workloadpriorityclasses (cluster-scoped) and localqueues at each of
+  // `versions` of kueue.x-k8s.io, with discovery, create, replace (PUT),
+  // delete, list and watch. Without it the group is not served (404), as
+  // in a cluster without Kueue.
+  void ServeKueue(const std::vector<std::string>& versions = {"v1beta2"});
 
   // ---- Inspection ----
   std::vector<RecordedCall> Calls() const;

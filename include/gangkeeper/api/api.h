@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "gangkeeper/api/auth.h"
+#include "gangkeeper/api/cluster_policy.h"
 #include "gangkeeper/api/policy_editor.h"
 #include "gangkeeper/audit/audit.h"
 #include "gangkeeper/base/clock.h"
@@ -54,11 +55,14 @@ namespace gangkeeper::api {
 // over its files (model/overlay.h), validated by it and published to it
 // once written. `editor` (may be null: the broker takes changes directly)
 // is where changes to quota objects go. Both must outlive the routes.
+// `cluster` (may be null; --policy-source cluster) takes the changes of
+// Kueue's objects instead: they are written to the cluster, which the node
+// watches (cluster_policy.h); it must outlive the routes.
 std::vector<server::Route> Routes(broker::EventQueue* events, const broker::SnapshotSource* broker, Authenticator* tokens,
                                   const base::Clock* clock,
                                   const audit::AuditLog* audit = nullptr,
                                   model::PolicyStore* policies = nullptr,
-                                  PolicyEditor* editor = nullptr);
+                                  PolicyEditor* editor = nullptr, ClusterPolicyWriter* cluster = nullptr);
 
 // GET /metrics on the API listener: `registry`'s Prometheus text for a token
 // of role admin, viewer or metrics (a Kubernetes identity: get on the

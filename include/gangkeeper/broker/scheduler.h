@@ -222,6 +222,7 @@ struct ClusterQueueStatus {
   model::ClusterQueueName name;
   model::CohortName cohort;
   bool active = true;  // exists, not disabled, not held
+  std::string inactive_reason;  // why not active ("" when it is)
   std::map<FlavorResource, FlavorResourceStatus> resources;
   int64_t pending = 0;
   // Of those, set aside until something changes in the cohort (Kueue's

@@ -117,6 +117,10 @@ class Client {
   // (a create answers 409 the second time; gangkeeper's /v1/apply puts).
   absl::StatusOr<nlohmann::json> Post(const std::string& path, const std::string& body,
                                       const std::string& content_type = "application/json");
+  // PUT `object` to `path` (a replace: metadata.resourceVersion in it is
+  // the precondition). A 409 (changed meanwhile) is final (Aborted), so the
+  // caller reads again.
+  absl::StatusOr<nlohmann::json> Put(const std::string& path, const nlohmann::json& object);
   // DELETE with preconditions (uid, when not empty) and a propagation
   // policy ("Background", "Foreground", "Orphan"; "" = the server's default).
   // A failed uid precondition (409: the name is another object now) is not

@@ -63,7 +63,9 @@ nlohmann::json EncodeObject(const GpuNodePool& pool);
 // and gpu_node_pool_sources; and EncodeManifests of that result is the same
 // text. Hand-built sets round-trip too as long as each map key is its
 // object's name, meta.api_version is set (an empty one reads back as the
-// kind's default) and every field holds a value the decoder accepts (valid
+// kind's default), no ClusterQueue has an inactive_reason (the cluster
+// source's stand-ins are never encoded as such) and every field holds a
+// value the decoder accepts (valid
 // names, non-negative quantities, a zero or positive finite weight, a
 // fungibility preference only with TryNextFlavor twice, ...).
 std::string EncodeManifests(const PolicySet& policies);

@@ -130,6 +130,11 @@ struct ClusterQueue {
   ClusterQueuePreemption preemption;
   double fair_sharing_weight = 1.0;  // 0 = infinite share
   StopPolicy stop_policy = StopPolicy::kNone;
+  // Set only for a ClusterQueue read from the cluster (--policy-source
+  // cluster) whose object is invalid: the broker refuses it for scheduling
+  // (inactive, with this reason) while every other ClusterQueue keeps
+  // admitting. Not part of Kueue's object: never encoded.
+  std::string inactive_reason;
 };
 
 struct LocalQueue {

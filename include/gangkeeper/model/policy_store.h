@@ -31,6 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/objects.h"
@@ -41,6 +42,39 @@ namespace gangkeeper::model {
 
 // The cluster's namespaces: name -> labels (kube::NamespaceWatcher).
 using ClusterNamespaces = std::map<std::string, Labels>;
+
+// Kueue's objects as read from the cluster (--policy-source cluster;
+// kube::KueueObjectWatcher): every ResourceFlavor, ClusterQueue,
+// LocalQueue, Cohort and WorkloadPriorityClass that decoded, each with its
+// source "the cluster (clusterqueues/NAME)". A ClusterQueue whose object
+// could not be decoded is in `cluster_queues` too, as a stand-in with no
+// quota and ClusterQueue::inactive_reason set (so its workloads say why
+// they wait); other undecodable objects are left out (the watcher logs
+// them).
+struct ClusterKueueObjects {
+  PolicySet objects;  // only the five Kueue kinds are read
+};
+
+// Decodes one object read from the cluster (JSON, as the API server
+// serves it: status and server-set metadata are ignored) into
+// `cluster->objects`, with the rules and messages of the policy files;
+// `source` names it in diagnostics ("the cluster (clusterqueues/NAME)").
+// A ClusterQueue that does not decode is added as an inactive stand-in
+// named `name` whose reason is the decoder's first error; any other kind is
+// left out. Problems go to `problems` (may be null). False when the object
+// was refused.
+bool DecodeClusterObject(absl::string_view json, absl::string_view source, absl::string_view kind,
+                         absl::string_view name, ClusterKueueObjects* cluster, Diagnostics* problems);
+
+// Lays `cluster`'s Kueue objects over `files` in place of the files' own
+// (GPUNodePools, PriorityClasses, Namespaces and the Configuration stay the
+// files'), then keeps what ValidatePolicySet refuses from stopping the
+// rest: a ClusterQueue with an error becomes an inactive stand-in whose
+// reason is the error (with the field and the fix), any other object with
+// an error (a LocalQueue of a missing ClusterQueue, a Cohort on a cycle, a
+// GPUNodePool of a missing flavor) is left out. Every such problem goes to
+// `problems` (may be null). The result validates without errors.
+PolicySet WithClusterObjects(const PolicySet& files, const ClusterKueueObjects& cluster, Diagnostics* problems);
 
 // One combination of the files and an overlay.
 struct EffectiveSet {
@@ -108,6 +142,14 @@ class PolicyStore {
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const EffectiveSet>> SetClusterNamespaces(
       std::shared_ptr<const ClusterNamespaces> namespaces, Diagnostics* problems);
 
+  // Makes Kueue's objects from the cluster the ones in effect, in place of
+  // the Kueue objects of the files (WithClusterObjects: an invalid object
+  // never stops the others; its problems go to `problems`, may be null);
+  // null goes back to the files'. Published like SetClusterNamespaces: a
+  // new version, unless the objects are the ones in effect (same pointer).
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const EffectiveSet>> SetClusterObjects(
+      std::shared_ptr<const ClusterKueueObjects> objects, Diagnostics* problems);
+
   // Held by a writer across publishing a set here and handing it to the
   // broker (the namespace watch; the one-node API editor, from its check
   // that nothing was published since it composed until it adopts what the
@@ -133,6 +175,7 @@ class PolicyStore {
   std::shared_ptr<const EffectiveSet> current_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PolicySet> read_files_ ABSL_GUARDED_BY(mu_);  // never null
   std::shared_ptr<const ClusterNamespaces> cluster_namespaces_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const ClusterKueueObjects> cluster_objects_ ABSL_GUARDED_BY(mu_);
 };
 
 // Where the API's overlay changes are made durable. The API edits the

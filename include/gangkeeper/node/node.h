@@ -61,6 +61,11 @@ struct Options {
   // account token is mounted), none, in-cluster, or a kubeconfig path.
   std::string kube = "auto";
   std::string kube_context;
+  // --policy-source: where Kueue's objects come from: files (--policies and
+  // the API's changes), cluster (the kueue.x-k8s.io objects, watched; API
+  // writes go to the cluster), "" = cluster when --kube names a cluster
+  // that serves kueue.x-k8s.io, else files (src/node/kueue_source.h).
+  std::string policy_source;
   absl::Duration confirm_grace = absl::Seconds(30);
   std::string store = "file";      // file | etcd://host:port[,host:port...]
   std::string recover = "strict";  // strict | truncate

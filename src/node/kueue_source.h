@@ -1,0 +1,90 @@
+// gangkeeper node: Kueue's objects from the cluster as the policy source
+// (--policy-source cluster; issue #24 item 1).
+//
+// ChoosePolicySource decides where ResourceFlavors, ClusterQueues,
+// LocalQueues, Cohorts and WorkloadPriorityClasses come from: the policy
+// files (and the API's overlay over them), or the cluster, when --kube
+// names one and the API server serves kueue.x-k8s.io (discovery). With the
+// cluster, KueueSource runs a kube::KueueObjectWatcher whose every change
+// is published by the node's model::PolicyStore (SetClusterObjects) and
+// handed to the broker as a policies event, ordered with the namespace
+// watch's by the store's publication lock and Event::policies_version, as
+// ClusterFeeds does for namespace labels. Every replica watches; the
+// events go to the node's front port, so only the leader's broker acts.
+// writer() is the API's api::ClusterPolicyWriter: PUT, DELETE and
+// /v1/apply of Kueue objects become creates, replaces and deletes in the
+// cluster, which the watch brings back. GPUNodePools and PriorityClasses
+// keep coming from the files. Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gangkeeper/api/cluster_policy.h"
+#include "gangkeeper/base/clock.h"
+#include "gangkeeper/broker/event.h"
+#include "gangkeeper/kube/client.h"
+#include "gangkeeper/kube/config.h"
+#include "gangkeeper/kube/kueue_watch.h"
+#include "gangkeeper/model/policy_store.h"
+
+namespace gangkeeper::node {
+
+struct PolicySourceChoice {
+  bool cluster = false;
+  std::string version;  // kueue.x-k8s.io version to read, with cluster
+  std::string why;      // for the log line at start
+};
+
+// `flag` is --policy-source: "" (auto), "files" or "cluster". `client` is
+// --kube's (null with --kube none). InvalidArgument for a bad flag, for
+// cluster without a cluster, and for cluster when the API server does not
+// serve Kueue's group.
+[[nodiscard]] absl::StatusOr<PolicySourceChoice> ChoosePolicySource(const std::string& flag, kube::Client* client);
+
+class KueueSource {
+ public:
+  struct Options {
+    const base::Clock* clock = nullptr;  // required
+    std::string version = "v1beta2";
+    // How long Create waits for the first lists, so that the broker starts
+    // with the cluster's quota (readiness waits in any case).
+    absl::Duration sync_wait = absl::Seconds(10);
+    kube::KueueWatchOptions watch;  // version is set from above
+  };
+
+  // Starts the watches and waits (bounded) for their first lists.
+  static absl::StatusOr<std::unique_ptr<KueueSource>> Create(const kube::ClusterConfig& config, Options options);
+  ~KueueSource();  // Stop()
+
+  // Lays the objects known now over `store`'s files (no event: the broker
+  // is not built yet).
+  void Seed(model::PolicyStore* store);
+  // From now on every change republishes `store` and goes to `events`.
+  void Connect(model::PolicyStore* store, broker::EventQueue* events);
+  bool synced() const { return watcher_->synced(); }
+  api::ClusterPolicyWriter* writer() { return writer_.get(); }
+  kube::KueueWatchStats stats() const { return watcher_->stats(); }
+  void Stop();
+
+ private:
+  KueueSource() = default;
+  void OnChange(std::shared_ptr<const model::ClusterKueueObjects> objects);
+
+  absl::Mutex mu_;
+  model::PolicyStore* store_ ABSL_GUARDED_BY(mu_) = nullptr;
+  broker::EventQueue* events_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::unique_ptr<kube::Client> watch_client_;
+  std::unique_ptr<kube::Client> write_client_;
+  std::unique_ptr<kube::KueueObjectWatcher> watcher_;
+  std::unique_ptr<api::ClusterPolicyWriter> writer_;
+};
+
+// The API's writer to the cluster at `version` through `client` (must
+// outlive it). Exposed for tests.
+std::unique_ptr<api::ClusterPolicyWriter> NewKubePolicyWriter(kube::Client* client, std::string version);
+
+}  // namespace gangkeeper::node
