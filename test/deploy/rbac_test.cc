@@ -268,11 +268,19 @@ class Cluster {
       ASSERT_NO_FATAL_FAILURE(ServeKueue());
     }
     testing::WriteKubeconfigFor(*fake_, dir_.path());
-    auto p = testing::ServerProcess::Start(
-        {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
-         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
-         "--policies=" + SourceDir() + "/policies", "--kube=" + dir_.File("kubeconfig")},
-        dir_.path());
+    std::vector<std::string> args = {
+        "--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
+        "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
+        "--policies=" + SourceDir() + "/policies", "--kube=" + dir_.File("kubeconfig")};
+    if (kueue) {
+      // The quota from the files, its status and Workloads written to the
+      // cluster (reading the quota from the cluster is proven elsewhere:
+      // see `untried` below).
+      for (const char* f : {"--policy-source=files", "--publish-kueue-status=true", "--publish-workloads=true"}) {
+        args.push_back(f);
+      }
+    }
+    auto p = testing::ServerProcess::Start(args, dir_.path());
     ASSERT_THAT(p, IsOk());
     server_ = *std::move(p);
     testing::TlsClientOptions o;
