@@ -1072,3 +1072,65 @@ TEST_F(AuthorizationTest, BadInputsNameTheFieldAndTheApiKeepsServing) {
 
 }  // namespace
 }  // namespace gangkeeper::api
+
+namespace gangkeeper::api {
+namespace {
+
+// Issue #25 item 6: Kueue's objects are served at v1beta2 beside v1beta1,
+// by the same handlers; the answer is at the version of the path (v1beta2
+// spells the cohort spec.cohortName, v1beta1 spec.cohort).
+TEST_F(ApiTest, KueueObjectsAreServedAtV1beta2AndV1beta1) {
+  Reply beta2 = Call("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-b-gpu", "admin-secret");
+  ASSERT_EQ(beta2.status, 200) << beta2.raw.body;
+  EXPECT_EQ(beta2.body["apiVersion"], "kueue.x-k8s.io/v1beta2");
+  EXPECT_EQ(beta2.body["spec"].value("cohortName", ""), "team-b-pool");
+  EXPECT_FALSE(beta2.body["spec"].contains("cohort"));
+  Reply beta1 = Call("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu", "admin-secret");
+  ASSERT_EQ(beta1.status, 200) << beta1.raw.body;
+  EXPECT_EQ(beta1.body["apiVersion"], "kueue.x-k8s.io/v1beta1");
+  EXPECT_EQ(beta1.body["spec"].value("cohort", ""), "team-b-pool");
+
+  Reply list = Call("/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues", "admin-secret");
+  ASSERT_EQ(list.status, 200) << list.raw.body;
+  EXPECT_EQ(list.body["apiVersion"], "kueue.x-k8s.io/v1beta2");
+  EXPECT_EQ(list.body["kind"], "LocalQueueList");
+  ASSERT_EQ(list.body["items"].size(), 2u);
+  for (const json& item : list.body["items"]) EXPECT_EQ(item["apiVersion"], "kueue.x-k8s.io/v1beta2");
+  for (const char* path : {"/apis/kueue.x-k8s.io/v1beta2/resourceflavors", "/apis/kueue.x-k8s.io/v1beta2/cohorts",
+                           "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses",
+                           "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/a100"}) {
+    Reply r = Call(path, "admin-secret");
+    EXPECT_EQ(r.status, 200) << path << ": " << r.raw.body;
+    EXPECT_EQ(r.body["apiVersion"], "kueue.x-k8s.io/v1beta2") << path;
+  }
+
+  // PUT at v1beta2 with a v1beta2 body: created, answered at v1beta2, and
+  // read back at v1beta1 in v1beta1's spelling.
+  Reply put = Send("PUT", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-c-gpu", "admin-secret",
+                   R"(apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-c-gpu}
+spec:
+  cohortName: team-b-pool
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 2}]
+)");
+  ASSERT_EQ(put.status, 201) << put.raw.body;
+  EXPECT_EQ(put.body["apiVersion"], "kueue.x-k8s.io/v1beta2");
+  EXPECT_EQ(put.body["spec"].value("cohortName", ""), "team-b-pool");
+  Reply back = Call("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-c-gpu", "admin-secret");
+  ASSERT_EQ(back.status, 200) << back.raw.body;
+  EXPECT_EQ(back.body["spec"].value("cohort", ""), "team-b-pool");
+  EXPECT_EQ(Send("DELETE", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-c-gpu", "admin-secret", "").status, 200);
+  EXPECT_EQ(Call("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-c-gpu", "admin-secret").status, 404);
+  // Versions Kueue does not serve for these kinds stay 404 with the hint.
+  ExpectError(Call("/apis/kueue.x-k8s.io/v1alpha1/clusterqueues", "admin-secret"), 404, "NotFound",
+              "/apis/kueue.x-k8s.io/v1beta2/");
+}
+
+}  // namespace
+}  // namespace gangkeeper::api
