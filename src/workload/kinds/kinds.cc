@@ -14,6 +14,7 @@ namespace {
 constexpr HoldField kSpecSuspendFlag{HoldMethod::kSuspendFlag, "/spec/suspend"};
 constexpr HoldField kRunPolicySuspendFlag{HoldMethod::kSuspendFlag, "/spec/runPolicy/suspend"};
 constexpr HoldField kPodSchedulingGates{HoldMethod::kGate, "/spec/schedulingGates"};
+constexpr HoldField kSpecReplicas{HoldMethod::kReplicas, "/spec/replicas"};
 
 struct KindEntry {
   KindInfo info;
@@ -58,7 +59,22 @@ constexpr KindEntry kKinds[] = {
      {"/spec/headGroupSpec/template", "/spec/workerGroupSpecs/{}/template"}},
     {{Kind::kPod, "", "v1", "Pod", "pods", SuspendMechanism::kSchedulingGate, kPodSchedulingGates}, &ExtractPod,
      {"", ""}},
+    {{Kind::kJAXJob, "kubeflow.org", "v1", "JAXJob", "jaxjobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
+     &ExtractJAXJob,
+     {"", "/spec/jaxReplicaSpecs/{}/template"}},
+    {{Kind::kLeaderWorkerSet, "leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets",
+      SuspendMechanism::kScaleToZero, kSpecReplicas},
+     &ExtractLeaderWorkerSet,
+     {"/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate"}},
+    {{Kind::kStatefulSet, "apps", "v1", "StatefulSet", "statefulsets", SuspendMechanism::kScaleToZero, kSpecReplicas},
+     &ExtractStatefulSet,
+     {"/spec/template", ""}},
+    {{Kind::kDeployment, "apps", "v1", "Deployment", "deployments", SuspendMechanism::kScaleToZero, kSpecReplicas},
+     &ExtractDeployment,
+     {"/spec/template", ""}},
 };
+static_assert(std::size(kKinds) == static_cast<size_t>(kLastKind) + 1, "kLastKind must be the table's last kind");
 
 constexpr bool TableMatchesEnum() {
   for (size_t i = 0; i < std::size(kKinds); ++i) {
@@ -80,6 +96,9 @@ constexpr bool HoldMatchesSuspend() {
         break;
       case SuspendMechanism::kSchedulingGate:
         if (h.method != HoldMethod::kGate) return false;
+        break;
+      case SuspendMechanism::kScaleToZero:
+        if (h.method != HoldMethod::kReplicas || h.pointer != kSpecReplicas.pointer) return false;
         break;
     }
   }
@@ -103,6 +122,10 @@ const KindInfo* FindKind(absl::string_view group, absl::string_view kind) {
     if (e.info.group == group && e.info.name == kind) return &e.info;
   }
   return nullptr;
+}
+
+bool IsDeploymentPodOwner(absl::string_view group, absl::string_view kind) {
+  return group == "apps" && kind == "ReplicaSet";
 }
 
 const KindInfo& InfoFor(Kind kind) {
