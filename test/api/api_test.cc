@@ -585,8 +585,8 @@ TEST_F(ApiTest, MalformedPathsAre404WithAHint) {
     ExpectError(Call(path, "admin-secret"), 404, "NotFound", "use /v1/workloads/[KIND/]NAMESPACE/NAME");
   }
   // Three parts name a kind; one gangkeeper does not manage is a 400 naming it.
-  ExpectError(Call("/v1/workloads/deployment/team-a/train", "admin-secret"), 400, "BadRequest",
-              "\"deployment\" is not a kind gangkeeper manages");
+  ExpectError(Call("/v1/workloads/daemonset/team-a/train", "admin-secret"), 400, "BadRequest",
+              "\"daemonset\" is not a kind gangkeeper manages");
 }
 
 }  // namespace
@@ -1053,7 +1053,7 @@ TEST_F(AuthorizationTest, BadInputsNameTheFieldAndTheApiKeepsServing) {
       {"an empty bundle", "POST", "/v1/apply", {}, "", 400, "items"},
       {"a bundle that is not YAML", "POST", "/v1/apply", {}, "- [", 422, "body"},
       {"an unknown state", "GET", "/v1/workloads", {{"state", "running"}}, "", 400, "state"},
-      {"an unknown kind of workload", "GET", "/v1/workloads/deployment/team-b/infer", {}, "", 400, "kind"},
+      {"an unknown kind of workload", "GET", "/v1/workloads/daemonset/team-b/infer", {}, "", 400, "kind"},
       {"a time that is not RFC 3339", "GET", "/v1/audit", {{"since", "yesterday"}}, "", 400, "since"},
       {"a limit out of range", "GET", "/v1/audit", {{"limit", "0"}}, "", 400, "limit"},
       {"a cursor that is not a number", "GET", "/v1/audit/export", {{"cursor", "next"}}, "", 400, "cursor"},
@@ -1105,7 +1105,12 @@ TEST_F(ApiTest, KueueObjectsAreServedAtV1beta2AndV1beta1) {
   }
 
   // PUT at v1beta2 with a v1beta2 body: created, answered at v1beta2, and
-  // read back at v1beta1 in v1beta1's spelling.
+  // read back at v1beta1 in v1beta1's spelling. (The API here has no
+  // --policies base: the flavor comes first.)
+  Reply flavor = Send("PUT", "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/h100", "admin-secret",
+                      "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: h100}\n");
+  ASSERT_EQ(flavor.status / 100, 2) << flavor.raw.body;
+  EXPECT_EQ(flavor.body["apiVersion"], "kueue.x-k8s.io/v1beta2");
   Reply put = Send("PUT", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-c-gpu", "admin-secret",
                    R"(apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue

@@ -117,8 +117,11 @@ TEST_P(KindsIntegrationTest, HeldReleasedPlacedPreemptedRestoredAndItsEndFreesQu
   const KindCase& c = GetParam();
   json stored = Submit(c.object, c.group, c.version, c.kind, c.resource, c.collection());
   ASSERT_TRUE(Held(stored)) << "/mutate did not hold it back: " << stored.dump();
-  if (c.replicas_hold) EXPECT_EQ(stored["metadata"]["annotations"]["gangkeeper.io/held-replicas"], "3")
-      << "the count it asks for is kept";
+  if (c.replicas_hold) {
+    EXPECT_EQ(stored["metadata"]["annotations"]["gangkeeper.io/held-replicas"],
+              absl::StrCat(c.object["spec"]["replicas"].get<int>()))
+        << "the count it asks for is kept";
+  }
 
   // Released whole, placed in every template.
   ASSERT_TRUE(WaitFor([&] { return ReleasedObject(); })) << server_->Stderr();
@@ -161,7 +164,7 @@ TEST_P(KindsIntegrationTest, HeldReleasedPlacedPreemptedRestoredAndItsEndFreesQu
 }
 
 INSTANTIATE_TEST_SUITE_P(NewKinds, KindsIntegrationTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<KindCase>& info) { return info.param.kind; });
+                         [](const ::testing::TestParamInfo<KindCase>& param) { return param.param.kind; });
 
 }  // namespace
 }  // namespace gangkeeper::kube_it
