@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "rapidjson/document.h"
 #include "rapidjson/error/en.h"
+#include "src/workload/kinds/kinds.h"
 
 namespace gangkeeper::workload {
 namespace {
@@ -50,6 +51,10 @@ bool IsFinishedObject(const rapidjson::Value& object) {
   return false;
 }
 
+int64_t ReadyPods(const rapidjson::Value& object, const KindInfo& kind, const Workload& w) {
+  return ReadyCounterFor(kind.kind)(JsonNode(object, base::FieldPath()), w);
+}
+
 absl::StatusOr<ObservedObject> ObserveObject(absl::string_view json, const KindInfo& kind,
                                              const model::PolicySet& policies, const ExtractOptions& options) {
   rapidjson::Document doc;
@@ -88,6 +93,7 @@ absl::StatusOr<ObservedObject> ObserveObject(absl::string_view json, const KindI
       if (completions != nullptr && completions->IsInt64()) running = std::min(running, completions->GetInt64());
       if (running >= 0 && running < w->pod_sets[0].count) o.running_counts[w->pod_sets[0].name] = running;
     }
+    o.ready_pods = ReadyPods(doc, kind, *w);
     o.workload = *std::move(w);
   } else {
     o.extract_error = w.status();

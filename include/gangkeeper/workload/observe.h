@@ -46,6 +46,9 @@ struct ObservedObject {
   bool finished = false;
   // Pods: the status phase ("Pending", "Running", ...).
   std::string pod_phase;
+  // How many of its pods are ready, as the kind reports it (ReadyPods);
+  // 0 when the object is not well-formed.
+  int64_t ready_pods = 0;
   // The Workload, when the object is well-formed (see ExtractWorkload);
   // otherwise `extract_error` says why.
   std::optional<Workload> workload;
@@ -61,6 +64,11 @@ struct ObservedObject {
 [[nodiscard]] absl::StatusOr<ObservedObject> ObserveObject(absl::string_view json, const KindInfo& kind,
                                                            const model::PolicySet& policies,
                                                            const ExtractOptions& options = {});
+
+// How many pods of `object` (a `kind`, read as `w`) are ready, by the
+// kind's own status fields (the kinds table's ready counter; see
+// src/workload/kinds/readiness.cc): in [0, w.TotalPods()].
+int64_t ReadyPods(const rapidjson::Value& object, const KindInfo& kind, const Workload& w);
 
 // The terminal-state test ObserveObject uses, on a parsed object.
 bool IsFinishedObject(const rapidjson::Value& object);

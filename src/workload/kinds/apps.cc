@@ -20,6 +20,8 @@
 // without a leaderTemplate, "main" (size per group, of workerTemplate), as
 // Kueue names them; a LeaderWorkerSet's count is per group times
 // spec.replicas groups.
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -112,6 +114,20 @@ KindResult ExtractLeaderWorkerSet(const JsonNode& object, const Workload& meta, 
   worker->template_pointer = TemplatePointer(templates.each, "");
   result.Add(std::move(*worker), lwt->path().Child("workerTemplate"), lwt->path().Child("workerTemplate").Child("spec"));
   return result;
+}
+
+int64_t ReadyReplicas(const JsonNode& object, const Workload& w) {
+  return ClampReady(StatusCount(StatusMember(&object.value(), "status"), "readyReplicas"), w);
+}
+
+int64_t ReadyLeaderWorkerSet(const JsonNode& object, const Workload& w) {
+  // The pods of one group: the gang's pods over its groups (spec.replicas
+  // while it runs; a held one, at 0 replicas, has nothing ready).
+  const int64_t groups = StatusCount(StatusMember(&object.value(), "spec"), "replicas");
+  if (groups <= 0) return 0;
+  const int64_t per_group = w.TotalPods() / groups;
+  const int64_t ready_groups = StatusCount(StatusMember(&object.value(), "status"), "readyReplicas");
+  return ClampReady(std::min(ready_groups, groups) * per_group, w);
 }
 
 }  // namespace gangkeeper::workload

@@ -20,59 +20,77 @@ struct KindEntry {
   KindInfo info;
   KindExtractor extract;
   PodTemplates templates;
+  // How many of its pods are ready (waitForPodsReady): a kind declares its
+  // reader here, defined beside its extractor or in readiness.cc.
+  ReadyCounter ready;
 };
+
 
 // In the order of the Kind enum, which InfoFor relies on.
 constexpr KindEntry kKinds[] = {
     {{Kind::kJob, "batch", "v1", "Job", "jobs", SuspendMechanism::kSpecSuspend, kSpecSuspendFlag}, &ExtractJob,
-     {"/spec/template", ""}},
+     {"/spec/template", ""},
+     &ReadyJob},
     {{Kind::kPyTorchJob, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
      &ExtractPyTorchJob,
-     {"", "/spec/pytorchReplicaSpecs/{}/template"}},
+     {"", "/spec/pytorchReplicaSpecs/{}/template"},
+     &ReadyKubeflow},
     {{Kind::kTFJob, "kubeflow.org", "v1", "TFJob", "tfjobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
      &ExtractTFJob,
-     {"", "/spec/tfReplicaSpecs/{}/template"}},
+     {"", "/spec/tfReplicaSpecs/{}/template"},
+     &ReadyKubeflow},
     {{Kind::kMPIJob, "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
      &ExtractMPIJob,
-     {"", "/spec/mpiReplicaSpecs/{}/template"}},
+     {"", "/spec/mpiReplicaSpecs/{}/template"},
+     &ReadyKubeflow},
     {{Kind::kXGBoostJob, "kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
      &ExtractXGBoostJob,
-     {"", "/spec/xgbReplicaSpecs/{}/template"}},
+     {"", "/spec/xgbReplicaSpecs/{}/template"},
+     &ReadyKubeflow},
     {{Kind::kPaddleJob, "kubeflow.org", "v1", "PaddleJob", "paddlejobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
      &ExtractPaddleJob,
-     {"", "/spec/paddleReplicaSpecs/{}/template"}},
+     {"", "/spec/paddleReplicaSpecs/{}/template"},
+     &ReadyKubeflow},
     {{Kind::kJobSet, "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", SuspendMechanism::kSpecSuspend,
       kSpecSuspendFlag},
      &ExtractJobSet,
-     {"", "/spec/replicatedJobs/{}/template/spec/template"}},
+     {"", "/spec/replicatedJobs/{}/template/spec/template"},
+     &ReadyJobSet},
     {{Kind::kRayJob, "ray.io", "v1", "RayJob", "rayjobs", SuspendMechanism::kSpecSuspend, kSpecSuspendFlag},
      &ExtractRayJob,
-     {"/spec/rayClusterSpec/headGroupSpec/template", "/spec/rayClusterSpec/workerGroupSpecs/{}/template"}},
+     {"/spec/rayClusterSpec/headGroupSpec/template", "/spec/rayClusterSpec/workerGroupSpecs/{}/template"},
+     &ReadyRayJob},
     {{Kind::kRayCluster, "ray.io", "v1", "RayCluster", "rayclusters", SuspendMechanism::kSpecSuspend,
       kSpecSuspendFlag},
      &ExtractRayCluster,
-     {"/spec/headGroupSpec/template", "/spec/workerGroupSpecs/{}/template"}},
+     {"/spec/headGroupSpec/template", "/spec/workerGroupSpecs/{}/template"},
+     &ReadyRayCluster},
     {{Kind::kPod, "", "v1", "Pod", "pods", SuspendMechanism::kSchedulingGate, kPodSchedulingGates}, &ExtractPod,
-     {"", ""}},
+     {"", ""},
+     &ReadyPod},
     {{Kind::kJAXJob, "kubeflow.org", "v1", "JAXJob", "jaxjobs", SuspendMechanism::kRunPolicySuspend,
       kRunPolicySuspendFlag},
      &ExtractJAXJob,
-     {"", "/spec/jaxReplicaSpecs/{}/template"}},
+     {"", "/spec/jaxReplicaSpecs/{}/template"},
+     &ReadyKubeflow},
     {{Kind::kLeaderWorkerSet, "leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets",
       SuspendMechanism::kScaleToZero, kSpecReplicas},
      &ExtractLeaderWorkerSet,
-     {"/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate"}},
+     {"/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate"},
+     &ReadyLeaderWorkerSet},
     {{Kind::kStatefulSet, "apps", "v1", "StatefulSet", "statefulsets", SuspendMechanism::kScaleToZero, kSpecReplicas},
      &ExtractStatefulSet,
-     {"/spec/template", ""}},
+     {"/spec/template", ""},
+     &ReadyReplicas},
     {{Kind::kDeployment, "apps", "v1", "Deployment", "deployments", SuspendMechanism::kScaleToZero, kSpecReplicas},
      &ExtractDeployment,
-     {"/spec/template", ""}},
+     {"/spec/template", ""},
+     &ReadyReplicas},
 };
 static_assert(std::size(kKinds) == static_cast<size_t>(kLastKind) + 1, "kLastKind must be the table's last kind");
 
@@ -83,6 +101,14 @@ constexpr bool TableMatchesEnum() {
   return true;
 }
 static_assert(TableMatchesEnum(), "kKinds must list the kinds in Kind enum order");
+
+constexpr bool EveryKindCountsReadyPods() {
+  for (const KindEntry& e : kKinds) {
+    if (e.ready == nullptr || e.extract == nullptr) return false;
+  }
+  return true;
+}
+static_assert(EveryKindCountsReadyPods(), "every kind needs an extractor and a ready counter");
 
 constexpr bool HoldMatchesSuspend() {
   for (const KindEntry& e : kKinds) {
@@ -144,6 +170,12 @@ std::string TemplatePointer(absl::string_view pattern, absl::string_view key) {
   const size_t at = pattern.find("{}");
   if (at == absl::string_view::npos) return std::string(pattern);
   return absl::StrCat(pattern.substr(0, at), JsonPointerEscape(key), pattern.substr(at + 2));
+}
+
+ReadyCounter ReadyCounterFor(Kind kind) {
+  const size_t i = static_cast<size_t>(kind);
+  GK_CHECK(i < std::size(kKinds));
+  return kKinds[i].ready;
 }
 
 KindExtractor ExtractorFor(Kind kind) {

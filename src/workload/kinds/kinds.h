@@ -94,6 +94,31 @@ std::optional<int64_t> JobPodCount(const JsonNode& job_spec, base::FieldErrors* 
 std::optional<int64_t> CheckedPodCount(int64_t a, int64_t b, const base::FieldPath& path, absl::string_view what,
                                        base::FieldErrors* errors);
 
+// How many of the pods of `object` are ready, as the kind itself reports
+// it (waitForPodsReady; readiness.cc says what each kind reads). `w` is the
+// Workload read from the same object: its pod sets give the counts. The
+// answer is in [0, w.TotalPods()]; the workload is ready when it reaches
+// the admitted pod count. Kinds that report readiness as a state rather
+// than a count (a Ray cluster's "ready", a Kubeflow job's Running
+// condition) answer w.TotalPods() in that state and less otherwise. A
+// status that is missing or malformed counts 0: never an error.
+using ReadyCounter = int64_t (*)(const JsonNode& object, const Workload& w);
+
+// The ready counter for `kind` (from the table in kinds.cc).
+ReadyCounter ReadyCounterFor(Kind kind);
+
+// Helpers for ready counters (readiness.cc), lenient by design: a status
+// is observed, never validated.
+// The member `name` of `v` when `v` is an object and has it, else nullptr.
+const rapidjson::Value* StatusMember(const rapidjson::Value* v, absl::string_view name);
+// The member `name` of `v` as a count in [0, kMaxPodCount]; 0 when absent,
+// negative or not an integer.
+int64_t StatusCount(const rapidjson::Value* v, absl::string_view name);
+// `object`'s status.conditions has one of `type` with status "True".
+bool HasTrueCondition(const rapidjson::Value& object, absl::string_view type);
+// `ready` clamped to [0, w.TotalPods()].
+int64_t ClampReady(int64_t ready, const Workload& w);
+
 KindResult ExtractJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
 KindResult ExtractPyTorchJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
 KindResult ExtractTFJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
@@ -113,5 +138,17 @@ KindResult ExtractDeployment(const JsonNode& object, const Workload& meta, base:
 // (or, when `meta` has the pod-template-hash label, a Deployment's
 // ReplicaSet): its gang is the owner's (pod.cc).
 bool ReadOwnedByManagedKind(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+
+int64_t ReadyJob(const JsonNode& object, const Workload& w);
+int64_t ReadyJobSet(const JsonNode& object, const Workload& w);
+int64_t ReadyKubeflow(const JsonNode& object, const Workload& w);  // PyTorch, TF, MPI, XGBoost, Paddle
+int64_t ReadyRayJob(const JsonNode& object, const Workload& w);
+int64_t ReadyRayCluster(const JsonNode& object, const Workload& w);
+int64_t ReadyPod(const JsonNode& object, const Workload& w);
+// (apps.cc) A StatefulSet's or Deployment's status.readyReplicas; a
+// LeaderWorkerSet's status.readyReplicas (groups whose pods are all ready)
+// times the pods of a group. (A JAXJob is a Kubeflow job: ReadyKubeflow.)
+int64_t ReadyReplicas(const JsonNode& object, const Workload& w);
+int64_t ReadyLeaderWorkerSet(const JsonNode& object, const Workload& w);
 
 }  // namespace gangkeeper::workload
