@@ -628,8 +628,10 @@ TEST(NewKindsTest, ReplicaKindsCountWhatTheyAskForWhileHeld) {
     ASSERT_THAT(one, IsOk());
     EXPECT_THAT(PodSetCounts(*one), ElementsAre(1));
     // Errors name the field.
-    EXPECT_THAT(Extract(absl::StrCat(R"({"spec": {"replicas": -1, "template": )", t, "}}"), kind),
-                StatusIs(absl::StatusCode::kInvalidArgument, "spec.replicas"));
+    absl::StatusOr<Workload> negative = Extract(absl::StrCat(R"({"spec": {"replicas": -1, "template": )", t, "}}"), kind);
+    EXPECT_THAT(negative, StatusIs(absl::StatusCode::kInvalidArgument, "spec.replicas"));
+    const std::string message(negative.status().message());
+    EXPECT_EQ(message.find("spec.replicas"), message.rfind("spec.replicas")) << "reported once: " << message;
     EXPECT_THAT(
         Extract(absl::StrCat(R"({"metadata": {"annotations": {"gangkeeper.io/held-replicas": "many"}}, "spec": {"replicas": 0, "template": )",
                              t, "}}"),

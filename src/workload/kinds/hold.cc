@@ -231,14 +231,16 @@ bool ReadHeld(const JsonNode& root, const KindInfo& kind, base::FieldErrors* err
   const std::vector<std::string> tokens = TokensOrEmpty(kind.hold.pointer);
   if (tokens.empty()) return false;
   if (kind.hold.method == HoldMethod::kReplicas) {
-    // The annotation's value is read (and checked) by the kind's extractor;
-    // the count's type here.
+    // The count and the annotation are read (and their errors reported
+    // once) by the kind's extractor, which counts the pods.
+    base::FieldErrors reported_by_the_extractor;
     std::optional<JsonNode> parent = root;
     for (size_t i = 0; i + 1 < tokens.size(); ++i) {
-      parent = ObjectField(*parent, tokens[i], errors);
+      parent = ObjectField(*parent, tokens[i], &reported_by_the_extractor);
       if (!parent.has_value()) return false;
     }
-    std::optional<int64_t> replicas = IntField(*parent, tokens.back(), 0, kMaxPodCount, errors);
+    std::optional<int64_t> replicas =
+        IntField(*parent, tokens.back(), 0, kMaxPodCount, &reported_by_the_extractor);
     return replicas.has_value() && *replicas == 0 && HeldReplicas(RapidJsonProbe(root.value())).has_value();
   }
   std::optional<JsonNode> parent = root;
