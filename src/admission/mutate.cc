@@ -44,15 +44,20 @@ std::string PatchText(const std::vector<PatchOp>& ops) {
 }
 
 // True when the object is controlled by an object of a managed kind (its
-// gang is that owner's).
+// gang is that owner's). A Deployment's pods are controlled by its
+// ReplicaSet, which carries (and gives its pods) the pod-template-hash
+// label: such a pod is the Deployment's (workload::IsDeploymentPodOwner).
 bool OwnedByManaged(const rapidjson::Value* object) {
   const rapidjson::Value* refs = Get(Get(object, "metadata"), "ownerReferences");
   if (refs == nullptr || !refs->IsArray()) return false;
+  const bool template_hash =
+      Get(Get(Get(object, "metadata"), "labels"), workload::kPodTemplateHashLabel.data()) != nullptr;
   for (const rapidjson::Value& ref : refs->GetArray()) {
     if (!IsTrue(Get(&ref, "controller"))) continue;
     std::string api_version = Str(Get(&ref, "apiVersion"));
     std::string group = api_version.find('/') == std::string::npos ? "" : api_version.substr(0, api_version.find('/'));
     if (workload::FindKind(group, Str(Get(&ref, "kind"))) != nullptr) return true;
+    if (template_hash && workload::IsDeploymentPodOwner(group, Str(Get(&ref, "kind")))) return true;
   }
   return false;
 }
@@ -83,7 +88,12 @@ Response MutateReview(const Review& review, const model::PolicySet& policies, co
 
   // A Pod of a managed Job/JobSet/... belongs to its owner's gang, which
   // was suspended as a whole.
-  if (info->kind == workload::Kind::kPod && OwnedByManaged(review.object)) return response;
+  // Likewise a LeaderWorkerSet's StatefulSets.
+  if ((info->kind == workload::Kind::kPod || info->kind == workload::Kind::kStatefulSet ||
+       info->kind == workload::Kind::kDeployment) &&
+      OwnedByManaged(review.object)) {
+    return response;
+  }
   const rapidjson::Value* metadata = Get(review.object, "metadata");
   const rapidjson::Value* labels = Get(metadata, "labels");
   std::vector<PatchOp> ops;

@@ -472,9 +472,13 @@ Verdict ValidateUpdate(const Review& review, const workload::KindInfo& info, con
     const std::string state = record.has_value() ? absl::StrCat("it is ", broker::WorkloadStateName(record->state),
                                                                 " in ClusterQueue ", record->cluster_queue)
                                                  : std::string("gangkeeper does not know it");
-    const std::string hold = info.hold.method == workload::HoldMethod::kGate
-                                 ? absl::StrCat("gated (", workload::kSchedulingGate, ")")
-                                 : std::string("suspended");
+    const std::string hold =
+        info.hold.method == workload::HoldMethod::kGate
+            ? absl::StrCat("gated (", workload::kSchedulingGate, ")")
+            : info.hold.method == workload::HoldMethod::kReplicas
+                  ? absl::StrCat("at 0 replicas (the count it asks for is kept in ", workload::kHeldReplicasAnnotation,
+                                 ")")
+                  : std::string("suspended");
     return Decided(Deny(review, 403, "Forbidden",
                        absl::StrCat("gangkeeper: ", ObjectName(*now), " has not been admitted (", state,
                                     "); leave it ", hold, ": gangkeeper releases the whole gang when it fits")));

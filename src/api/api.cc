@@ -77,10 +77,10 @@ server::HttpResponse QuotaObject(Api& api, const Principal& who, const std::stri
   ObjectRef ref;
   if (!ParseQuotaPath(req.path, &ref)) {
     return Error(absl::NotFoundError(
-        absl::StrCat(req.path, ": use /apis/kueue.x-k8s.io/v1beta1/{resourceflavors,clusterqueues,",
-                     "cohorts,workloadpriorityclasses}[/NAME], /apis/kueue.x-k8s.io/v1beta1/",
+        absl::StrCat(req.path, ": use /apis/kueue.x-k8s.io/v1beta2/{resourceflavors,clusterqueues,",
+                     "cohorts,workloadpriorityclasses}[/NAME], /apis/kueue.x-k8s.io/v1beta2/",
                      "namespaces/NS/localqueues[/NAME], /apis/scheduling.k8s.io/v1/priorityclasses[/NAME] "
-                     "or /apis/gangkeeper.io/v1alpha1/gpunodepools[/NAME]")));
+                     "or /apis/gangkeeper.io/v1alpha1/gpunodepools[/NAME] (Kueue's objects at v1beta1 too)")));
   }
   if (method == "GET") return api.GetObjects(who, ref);
   if (ref.name.empty()) {

@@ -30,7 +30,9 @@ bool ParseQuotaPath(absl::string_view path, ObjectRef* ref) {
     ref->name = rest.size() == 2 ? rest[1] : "";
     return true;
   }
-  if (ref->api_version != "kueue.x-k8s.io/v1beta1") return false;
+  // Kueue's objects are served at both versions it serves (the answer
+  // carries the version of the path: EncodeAt).
+  if (ref->api_version != "kueue.x-k8s.io/v1beta1" && ref->api_version != "kueue.x-k8s.io/v1beta2") return false;
   if (rest[0] == "namespaces") {
     if (rest.size() < 3 || rest.size() > 4 || rest[2] != "localqueues" || rest[1].empty()) return false;
     ref->kind = "LocalQueue";
@@ -53,7 +55,7 @@ bool ParseQuotaPath(absl::string_view path, ObjectRef* ref) {
 
 std::vector<json> ObjectsOf(const model::PolicySet& p, const ObjectRef& ref) {
   std::vector<json> out;
-  Visit(p, ref, [&](const auto& object) { out.push_back(model::EncodeObject(object)); });
+  Visit(p, ref, [&](const auto& object) { out.push_back(EncodeAt(object, ref.api_version)); });
   return out;
 }
 

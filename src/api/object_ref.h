@@ -11,7 +11,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/match.h"
 #include "gangkeeper/api/auth.h"
+#include "gangkeeper/model/encode.h"
 #include "gangkeeper/model/objects.h"
 #include "nlohmann/json.hpp"
 
@@ -26,8 +28,8 @@ struct ObjectRef {
   std::string Display() const { return namespace_name.empty() ? name : absl::StrCat(namespace_name, "/", name); }
 };
 
-// /apis/kueue.x-k8s.io/v1beta1/{resourceflavors,clusterqueues,cohorts,workloadpriorityclasses}[/NAME],
-// /apis/kueue.x-k8s.io/v1beta1/namespaces/NS/localqueues[/NAME],
+// /apis/kueue.x-k8s.io/{v1beta1,v1beta2}/{resourceflavors,clusterqueues,cohorts,workloadpriorityclasses}[/NAME],
+// /apis/kueue.x-k8s.io/{v1beta1,v1beta2}/namespaces/NS/localqueues[/NAME],
 // /apis/scheduling.k8s.io/v1/priorityclasses[/NAME],
 // /apis/gangkeeper.io/v1alpha1/gpunodepools[/NAME].
 bool ParseQuotaPath(absl::string_view path, ObjectRef* ref);
@@ -79,6 +81,22 @@ void Visit(Set& p, const ObjectRef& ref, F f) {
   if (ref.kind == "PriorityClass") ForKind(p.priority_classes, ref, f);
   if (ref.kind == "GPUNodePool") ForKind(p.gpu_node_pools, ref, f);
   if (ref.kind == "Namespace") ForKind(p.namespaces, ref, f);  // only /v1/apply names them
+}
+
+// `object` encoded as the API answers a request at `api_version` (the
+// path's): a Kueue object is written at that version (a v1beta2 path gets
+// spec.cohortName, a v1beta1 path spec.cohort), whatever version it was
+// stored with; other kinds, and "" (no path), as they were written.
+template <typename T>
+nlohmann::json EncodeAt(const T& object, const std::string& api_version) {
+  if constexpr (requires { object.meta.api_version; }) {
+    if (absl::StartsWith(api_version, "kueue.x-k8s.io/") && object.meta.api_version != api_version) {
+      T copy = object;
+      copy.meta.api_version = api_version;
+      return model::EncodeObject(copy);
+    }
+  }
+  return model::EncodeObject(object);
 }
 
 // Every object `ref` names, encoded as the API answers it.

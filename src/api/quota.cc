@@ -28,7 +28,7 @@ server::HttpResponse Api::GetObjects(const Principal& who, const ObjectRef& ref)
   }
   std::vector<json> items;
   Visit(snap->policies(), ref, [&](const auto& object) {
-    if (scope.Object(ref.kind, NamespaceOf(object), NameOf(object))) items.push_back(model::EncodeObject(object));
+    if (scope.Object(ref.kind, NamespaceOf(object), NameOf(object))) items.push_back(EncodeAt(object, ref.api_version));
   });
   if (ref.name.empty()) return Ok({{"apiVersion", ref.api_version}, {"kind", ref.kind + "List"}, {"items", items}});
   if (items.empty()) {

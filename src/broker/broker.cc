@@ -172,7 +172,7 @@ absl::Status Broker::Impl::Apply(Event& e, absl::Time now) {
     case Event::Type::kUpdate: return scheduler->Update(e.workload, now);
     case Event::Type::kRemove: return scheduler->Remove(e.key, e.uid, now);
     case Event::Type::kFinish: return scheduler->Finish(e.key, e.uid, now);
-    case Event::Type::kAdopt: return scheduler->Adopt(e.workload, e.flavors, e.admitted_at, now);
+    case Event::Type::kAdopt: return scheduler->Adopt(e.workload, e.flavors, e.admitted_at, now, e.running_counts);
     case Event::Type::kPolicies: {
       // A later publication of the same store is in effect: it holds this
       // set's change already (Event::policies_version).

@@ -34,11 +34,12 @@ Event Event::Remove(WorkloadKey key, std::string uid) { return OfType(Type::kRem
 Event Event::Finish(WorkloadKey key, std::string uid) { return OfType(Type::kFinish, std::move(key), std::move(uid)); }
 
 Event Event::Adopt(workload::Workload w, std::map<std::string, std::map<std::string, std::string>> flavors,
-                   std::optional<absl::Time> admitted_at) {
+                   std::optional<absl::Time> admitted_at, std::map<std::string, int64_t> running_counts) {
   Event e = OfType(Type::kAdopt, KeyOf(w));
   e.workload = std::move(w);
   e.flavors = std::move(flavors);
   e.admitted_at = admitted_at;
+  e.running_counts = std::move(running_counts);
   return e;
 }
 

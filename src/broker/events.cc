@@ -307,7 +307,8 @@ absl::Status Scheduler::Update(const workload::Workload& w, absl::Time now) {
 
 absl::Status Scheduler::Adopt(const workload::Workload& w,
                              const std::map<std::string, std::map<std::string, std::string>>& flavors,
-                             std::optional<absl::Time> admitted_at, absl::Time now) {
+                             std::optional<absl::Time> admitted_at, absl::Time now,
+                             const std::map<std::string, int64_t>& running_counts) {
   State& s = *state_;
   const InstanceKey instance = InstanceOf(w);
   Entry* e = FindEntry(s, instance);
@@ -326,7 +327,13 @@ absl::Status Scheduler::Adopt(const workload::Workload& w,
   }
   Assignment a;
   a.cluster_queue = cq->meta.name;
-  for (const workload::PodSet& ps : e->PodSets()) {
+  for (const workload::PodSet& full : e->PodSets()) {
+    // What runs: a partially released pod set is charged for its running
+    // pods (never more than its count, nor fewer than none).
+    workload::PodSet ps = full;
+    if (auto running = running_counts.find(ps.name); running != running_counts.end()) {
+      ps.count = std::clamp<int64_t>(running->second, 0, full.count);
+    }
     PodSetAssignment psa;
     psa.name = ps.name;
     psa.count = ps.count;

@@ -129,6 +129,11 @@ class JsonDocProbe final : public workload::JsonProbe {
     const json* v = At(doc_, std::string(pointer));
     return v != nullptr && v->is_array() ? v->size() : 0;
   }
+  std::optional<int64_t> IntAt(absl::string_view pointer) const override {
+    const json* v = At(doc_, std::string(pointer));
+    if (v == nullptr || !v->is_number_integer()) return std::nullopt;
+    return v->get<int64_t>();
+  }
 
  private:
   const json& doc_;

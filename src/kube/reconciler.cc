@@ -171,13 +171,15 @@ struct Reconciler::Impl {
           log->warn("{} runs but gangkeeper did not release it (unsuspended by someone else); its quota is counted",
                     name);
         }
-        Check(events->SubmitAndWait(broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o))), name);
+        Check(events->SubmitAndWait(broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o), o->running_counts)),
+              name);
       }
       return;
     }
     if (!o->held && info->phase == broker::Phase::kPending) {
       log->warn("{} was unsuspended by someone else while queued; its quota is counted", name);
-      Check(events->SubmitAndWait(broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o))), name);
+      Check(events->SubmitAndWait(broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o), o->running_counts)),
+            name);
       return;
     }
     ReportReadiness(*info, key, o->uid, o->ready_pods, name);

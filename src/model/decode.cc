@@ -494,6 +494,31 @@ void DecodeQuotaObject(const json& doc, const std::string& api_version, const st
   }
 }
 
+// What gangkeeper does not do for a Kueue kind it skips (the warning's
+// second half).
+std::string NotEnforced(const std::string& kind) {
+  if (kind == "AdmissionCheck") {
+    return "admission checks are not run: a ClusterQueue's workloads are admitted on quota alone, and the "
+           "ClusterQueue's spec.admissionChecks is ignored";
+  }
+  if (kind == "ProvisioningRequestConfig") {
+    return "no ProvisioningRequests are created: gangkeeper does not ask the cluster autoscaler for nodes before "
+           "it admits";
+  }
+  if (kind == "Topology") {
+    return "topology-aware scheduling is not done: pod sets are not placed by topology levels, and "
+           "ResourceFlavor spec.topologyName is not enforced";
+  }
+  if (kind == "MultiKueueConfig" || kind == "MultiKueueCluster") {
+    return "MultiKueue is not done: workloads are admitted and run in this cluster only, never dispatched to "
+           "worker clusters";
+  }
+  if (kind == "Workload") {
+    return "Workload objects are not read: gangkeeper builds each workload from its job";
+  }
+  return "gangkeeper does not implement this Kueue kind, so nothing it says is enforced";
+}
+
 void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies, Diagnostics* d) {
   if (!doc.is_object()) {
     d->Add(Diagnostic::Severity::kError, source, "", "",
@@ -533,6 +558,13 @@ void DecodeObject(const json& doc, const SourceRef& source, PolicySet* policies,
   const bool pool = kind == "GPUNodePool" && group == "gangkeeper.io";
   if (IsConfigurationDocument(api_version, kind)) {
     DecodeConfigurationDocument(doc, api_version, source, policies, d);
+    return;
+  }
+  if (kueue && !kueue_kind) {
+    // Kueue's other kinds: read by Kueue, not enforced here. A warning (not
+    // a note that --quiet hides), saying what does not happen.
+    d->Add(Diagnostic::Severity::kWarning, source, ObjectLabel(doc), "",
+           absl::StrCat("not enforced: ", api_version, " ", kind, " is skipped; ", NotEnforced(kind)));
     return;
   }
   if (!kueue_kind && !priority_class && !ns && !pool) {

@@ -104,7 +104,7 @@ absl::StatusOr<IntakeEvent> DecodeIntake(absl::string_view data) {
   }
   if (version == kIntakeVersion) {
     uint64_t kind = 0;
-    if (!d.GetBounded(static_cast<uint64_t>(workload::Kind::kPod), &kind) || !d.GetBool(&e.key.pod_group)) {
+    if (!d.GetBounded(static_cast<uint64_t>(workload::kLastKind), &kind) || !d.GetBool(&e.key.pod_group)) {
       return d.status();
     }
     e.key.kind = static_cast<workload::Kind>(kind);

@@ -303,7 +303,7 @@ bool GetKey(Decoder& d, int version, WorkloadKey* k) {
     k->pod_group = false;
     return true;
   }
-  return GetEnum(d, workload::Kind::kPod, &k->kind) && d.GetBool(&k->pod_group);
+  return GetEnum(d, workload::kLastKind, &k->kind) && d.GetBool(&k->pod_group);
 }
 
 bool GetInt32(Decoder& d, int32_t* v) {
@@ -356,7 +356,7 @@ bool GetPodSets(Decoder& d, std::vector<workload::PodSet>* out) {
 }
 
 bool GetWorkload(Decoder& d, int version, workload::Workload* w) {
-  if (!GetEnum(d, workload::Kind::kPod, &w->kind) || !d.GetString(&w->api_version) ||
+  if (!GetEnum(d, workload::kLastKind, &w->kind) || !d.GetString(&w->api_version) ||
       !d.GetString(&w->namespace_name) || !d.GetString(&w->name) || !d.GetString(&w->generate_name) ||
       !d.GetString(&w->uid)) {
     return false;

@@ -1,6 +1,8 @@
 // gangkeeper: ObserveObject (see observe.h).
 #include "gangkeeper/workload/observe.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -80,6 +82,17 @@ absl::StatusOr<ObservedObject> ObserveObject(absl::string_view json, const KindI
   absl::StatusOr<Workload> w = ExtractWorkload(doc, kind, policies, options);
   if (w.ok()) {
     if (w->namespace_name.empty()) w->namespace_name = o.namespace_name;
+    // A Job released partially runs spec.parallelism (capped by
+    // completions) pods; the Workload counts the full parallelism.
+    if (kind.kind == Kind::kJob && o.annotations.count(std::string(kFullParallelismAnnotation)) != 0 &&
+        w->pod_sets.size() == 1) {
+      const rapidjson::Value* spec = Member(&doc, "spec");
+      const rapidjson::Value* parallelism = Member(spec, "parallelism");
+      const rapidjson::Value* completions = Member(spec, "completions");
+      int64_t running = parallelism != nullptr && parallelism->IsInt64() ? parallelism->GetInt64() : 1;
+      if (completions != nullptr && completions->IsInt64()) running = std::min(running, completions->GetInt64());
+      if (running >= 0 && running < w->pod_sets[0].count) o.running_counts[w->pod_sets[0].name] = running;
+    }
     o.ready_pods = ReadyPods(doc, kind, *w);
     o.workload = *std::move(w);
   } else {

@@ -127,6 +127,46 @@ std::vector<KindCase> Cases() {
     s.object["spec"]["schedulingGates"] = {{{"name", "example.com/other"}}};
     cases.push_back({"Pod with another gate", s, "/spec/schedulingGates"});
   }
+  // Issue #25's kinds.
+  {
+    ReviewSpec s;
+    s.group = "kubeflow.org";
+    s.kind = "JAXJob";
+    s.resource = "jaxjobs";
+    s.object = {{"apiVersion", "kubeflow.org/v1"},
+                {"kind", "JAXJob"},
+                {"metadata", {{"name", "jax"}, {"namespace", "team-a"}, {"labels", Labels()}}},
+                {"spec", {{"jaxReplicaSpecs", {{"Worker", {{"replicas", 2}, {"template", {{"spec", PodSpec()}}}}}}}}}};
+    cases.push_back({"JAXJob", s, "/spec/runPolicy/suspend"});
+  }
+  {
+    ReviewSpec s;
+    s.group = "leaderworkerset.x-k8s.io";
+    s.kind = "LeaderWorkerSet";
+    s.resource = "leaderworkersets";
+    s.object = {{"apiVersion", "leaderworkerset.x-k8s.io/v1"},
+                {"kind", "LeaderWorkerSet"},
+                {"metadata", {{"name", "lws"}, {"namespace", "team-a"}, {"labels", Labels()}}},
+                {"spec",
+                 {{"replicas", 2},
+                  {"leaderWorkerTemplate",
+                   {{"size", 2}, {"leaderTemplate", {{"spec", PodSpec()}}}, {"workerTemplate", {{"spec", PodSpec()}}}}}}}};
+    cases.push_back({"LeaderWorkerSet", s, "/spec/replicas"});
+  }
+  for (const char* kind : {"StatefulSet", "Deployment"}) {
+    ReviewSpec s;
+    s.group = "apps";
+    s.kind = kind;
+    s.resource = std::string(kind) == "StatefulSet" ? "statefulsets" : "deployments";
+    s.object = {{"apiVersion", "apps/v1"},
+                {"kind", kind},
+                {"metadata", {{"name", "web"}, {"namespace", "team-a"}, {"labels", Labels()}}},
+                {"spec", {{"replicas", 3}, {"template", {{"spec", PodSpec()}}}}}};
+    cases.push_back({kind, s, "/spec/replicas"});
+    s.object["spec"].erase("replicas");
+    s.object["metadata"]["annotations"] = {{"a", "b"}};
+    cases.push_back({kind, s, "/spec/replicas"});
+  }
   return cases;
 }
 
@@ -167,16 +207,35 @@ TEST(MutateTest, SuspendsEveryManagedKindWithPatchesKubectlApplies) {
 TEST(MutateTest, LeavesWhatItDoesNotManageAlone) {
   ReviewSpec unlabelled = Cases()[0].spec;
   unlabelled.object["metadata"].erase("labels");
-  ReviewSpec deployment = Cases()[0].spec;
+  ReviewSpec deployment = Cases()[0].spec;  // (a DaemonSet: no gang to hold)
   deployment.group = "apps";
-  deployment.kind = "Deployment";
-  ReviewSpec owned = Cases().back().spec;
+  deployment.kind = "DaemonSet";
+  auto named = [](const std::string& name) {
+    for (const KindCase& c : Cases()) {
+      if (c.name == name) return c.spec;
+    }
+    ADD_FAILURE() << "no case " << name;
+    return ReviewSpec();
+  };
+  ReviewSpec owned = named("Pod with another gate");
   owned.object["metadata"]["ownerReferences"] = {
       {{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"name", "train"}, {"uid", "u"}, {"controller", true}}};
   ReviewSpec update = Cases()[0].spec;
   update.operation = "UPDATE";
   update.old_object = update.object;
-  for (const ReviewSpec& s : {unlabelled, deployment, owned, update}) {
+  // A LeaderWorkerSet's StatefulSet is held through the LeaderWorkerSet.
+  ReviewSpec lws_sts = named("StatefulSet");
+  lws_sts.object["metadata"]["ownerReferences"] = {{{"apiVersion", "leaderworkerset.x-k8s.io/v1"},
+                                                    {"kind", "LeaderWorkerSet"},
+                                                    {"name", "lws"},
+                                                    {"uid", "u"},
+                                                    {"controller", true}}};
+  // A Deployment's pod (its ReplicaSet's, with pod-template-hash).
+  ReviewSpec deployment_pod = named("Pod without gates");
+  deployment_pod.object["metadata"]["labels"]["pod-template-hash"] = "7c9d";
+  deployment_pod.object["metadata"]["ownerReferences"] = {
+      {{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", "web-7c9d"}, {"uid", "u"}, {"controller", true}}};
+  for (const ReviewSpec& s : {unlabelled, deployment, owned, update, lws_sts, deployment_pod}) {
     Answer a = Mutate(s);
     EXPECT_TRUE(a.allowed());
     EXPECT_TRUE(a.patch.is_null()) << a.patch.dump();

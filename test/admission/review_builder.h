@@ -95,6 +95,12 @@ inline bool Suspended(const nlohmann::json& object, const std::string& pointer) 
   if (!object.contains(p)) return false;
   const nlohmann::json& v = object.at(p);
   if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) {  // held at 0 replicas, the count kept in an annotation
+    const nlohmann::json* annotations =
+        object.contains("metadata") ? &object["metadata"] : nullptr;
+    return v == 0 && annotations != nullptr && annotations->contains("annotations") &&
+           (*annotations)["annotations"].contains("gangkeeper.io/held-replicas");
+  }
   for (const auto& gate : v) {
     if (gate.value("name", "") == "gangkeeper.io/admission") return true;
   }

@@ -585,8 +585,8 @@ TEST_F(ApiTest, MalformedPathsAre404WithAHint) {
     ExpectError(Call(path, "admin-secret"), 404, "NotFound", "use /v1/workloads/[KIND/]NAMESPACE/NAME");
   }
   // Three parts name a kind; one gangkeeper does not manage is a 400 naming it.
-  ExpectError(Call("/v1/workloads/deployment/team-a/train", "admin-secret"), 400, "BadRequest",
-              "\"deployment\" is not a kind gangkeeper manages");
+  ExpectError(Call("/v1/workloads/daemonset/team-a/train", "admin-secret"), 400, "BadRequest",
+              "\"daemonset\" is not a kind gangkeeper manages");
 }
 
 }  // namespace
@@ -1053,7 +1053,7 @@ TEST_F(AuthorizationTest, BadInputsNameTheFieldAndTheApiKeepsServing) {
       {"an empty bundle", "POST", "/v1/apply", {}, "", 400, "items"},
       {"a bundle that is not YAML", "POST", "/v1/apply", {}, "- [", 422, "body"},
       {"an unknown state", "GET", "/v1/workloads", {{"state", "running"}}, "", 400, "state"},
-      {"an unknown kind of workload", "GET", "/v1/workloads/deployment/team-b/infer", {}, "", 400, "kind"},
+      {"an unknown kind of workload", "GET", "/v1/workloads/daemonset/team-b/infer", {}, "", 400, "kind"},
       {"a time that is not RFC 3339", "GET", "/v1/audit", {{"since", "yesterday"}}, "", 400, "since"},
       {"a limit out of range", "GET", "/v1/audit", {{"limit", "0"}}, "", 400, "limit"},
       {"a cursor that is not a number", "GET", "/v1/audit/export", {{"cursor", "next"}}, "", 400, "cursor"},
@@ -1068,6 +1068,73 @@ TEST_F(AuthorizationTest, BadInputsNameTheFieldAndTheApiKeepsServing) {
     EXPECT_THAT(r.body["error"].value("field", ""), HasSubstr(b.want_field)) << r.raw.body;
     EXPECT_EQ(Call("/v1/clusterqueues/team-b-gpu/status", "admin-secret").status, 200);
   }
+}
+
+}  // namespace
+}  // namespace gangkeeper::api
+
+namespace gangkeeper::api {
+namespace {
+
+// Issue #25 item 6: Kueue's objects are served at v1beta2 beside v1beta1,
+// by the same handlers; the answer is at the version of the path (v1beta2
+// spells the cohort spec.cohortName, v1beta1 spec.cohort).
+TEST_F(ApiTest, KueueObjectsAreServedAtV1beta2AndV1beta1) {
+  Reply beta2 = Call("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-b-gpu", "admin-secret");
+  ASSERT_EQ(beta2.status, 200) << beta2.raw.body;
+  EXPECT_EQ(beta2.body["apiVersion"], "kueue.x-k8s.io/v1beta2");
+  EXPECT_EQ(beta2.body["spec"].value("cohortName", ""), "team-b-pool");
+  EXPECT_FALSE(beta2.body["spec"].contains("cohort"));
+  Reply beta1 = Call("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-b-gpu", "admin-secret");
+  ASSERT_EQ(beta1.status, 200) << beta1.raw.body;
+  EXPECT_EQ(beta1.body["apiVersion"], "kueue.x-k8s.io/v1beta1");
+  EXPECT_EQ(beta1.body["spec"].value("cohort", ""), "team-b-pool");
+
+  Reply list = Call("/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues", "admin-secret");
+  ASSERT_EQ(list.status, 200) << list.raw.body;
+  EXPECT_EQ(list.body["apiVersion"], "kueue.x-k8s.io/v1beta2");
+  EXPECT_EQ(list.body["kind"], "LocalQueueList");
+  ASSERT_EQ(list.body["items"].size(), 2u);
+  for (const json& item : list.body["items"]) EXPECT_EQ(item["apiVersion"], "kueue.x-k8s.io/v1beta2");
+  for (const char* path : {"/apis/kueue.x-k8s.io/v1beta2/resourceflavors", "/apis/kueue.x-k8s.io/v1beta2/cohorts",
+                           "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses",
+                           "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/a100"}) {
+    Reply r = Call(path, "admin-secret");
+    EXPECT_EQ(r.status, 200) << path << ": " << r.raw.body;
+    EXPECT_EQ(r.body["apiVersion"], "kueue.x-k8s.io/v1beta2") << path;
+  }
+
+  // PUT at v1beta2 with a v1beta2 body: created, answered at v1beta2, and
+  // read back at v1beta1 in v1beta1's spelling. (The API here has no
+  // --policies base: the flavor comes first.)
+  Reply flavor = Send("PUT", "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/h100", "admin-secret",
+                      "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: h100}\n");
+  ASSERT_EQ(flavor.status / 100, 2) << flavor.raw.body;
+  EXPECT_EQ(flavor.body["apiVersion"], "kueue.x-k8s.io/v1beta2");
+  Reply put = Send("PUT", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-c-gpu", "admin-secret",
+                   R"(apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-c-gpu}
+spec:
+  cohortName: team-b-pool
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 2}]
+)");
+  ASSERT_EQ(put.status, 201) << put.raw.body;
+  EXPECT_EQ(put.body["apiVersion"], "kueue.x-k8s.io/v1beta2");
+  EXPECT_EQ(put.body["spec"].value("cohortName", ""), "team-b-pool");
+  Reply back = Call("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-c-gpu", "admin-secret");
+  ASSERT_EQ(back.status, 200) << back.raw.body;
+  EXPECT_EQ(back.body["spec"].value("cohort", ""), "team-b-pool");
+  EXPECT_EQ(Send("DELETE", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-c-gpu", "admin-secret", "").status, 200);
+  EXPECT_EQ(Call("/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-c-gpu", "admin-secret").status, 404);
+  // Versions Kueue does not serve for these kinds stay 404 with the hint.
+  ExpectError(Call("/apis/kueue.x-k8s.io/v1alpha1/clusterqueues", "admin-secret"), 404, "NotFound",
+              "/apis/kueue.x-k8s.io/v1beta2/");
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
 // `gangkeeper check-policies` as a user runs it: output and exit codes.
+#include <signal.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -15,6 +17,7 @@ using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::testing::RunCommand;
 using ::gangkeeper::testing::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(CheckPoliciesTest, ExamplePoliciesAreClean) {
   auto r = RunCommand({testing::GangkeeperBinary(), "check-policies", std::string(GK_SOURCE_DIR) + "/policies"},
@@ -112,6 +115,67 @@ TEST(CheckPoliciesTest, ServeRefusesPoliciesWithErrors) {
   ASSERT_THAT(r, IsOk());
   EXPECT_EQ(r->exit_code, 1);
   EXPECT_THAT(r->err, HasSubstr("ClusterQueue \"missing\" does not exist"));
+}
+
+}  // namespace
+}  // namespace gangkeeper
+
+namespace gangkeeper {
+namespace {
+
+// Issue #25 item 6: a Kueue kind gangkeeper does not enforce is a warning
+// that names what is not done: check-policies prints it even with --quiet
+// (which hides only notes), and serve logs it at the default log level.
+constexpr char kNotEnforced[] = R"(apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: AdmissionCheck
+metadata: {name: sample-prov}
+spec:
+  controllerName: kueue.x-k8s.io/provisioning-request
+  parameters: {apiGroup: kueue.x-k8s.io, kind: ProvisioningRequestConfig, name: prov-test-config}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata: {name: default}
+spec:
+  levels:
+  - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: not-a-policy}
+)";
+
+TEST(CheckPoliciesTest, KueueKindsNotEnforcedAreWarningsEvenWhenQuiet) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("p"));
+  { std::ofstream(dir.File("p/kueue.yaml")) << kNotEnforced; }
+  auto r = RunCommand({testing::GangkeeperBinary(), "check-policies", "--quiet", dir.File("p")}, absl::Seconds(30));
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+  EXPECT_THAT(r->out, HasSubstr("#2: warning: AdmissionCheck sample-prov: not enforced: kueue.x-k8s.io/v1beta1 "
+                                "AdmissionCheck is skipped; admission checks are not run"));
+  EXPECT_THAT(r->out, HasSubstr("#3: warning: Topology default: not enforced"));
+  EXPECT_THAT(r->out, Not(HasSubstr("not-a-policy")));  // a note, hidden by --quiet
+  EXPECT_THAT(r->err, HasSubstr("0 error(s), 2 warning(s)"));
+
+  auto certs = RunCommand({testing::GangkeeperBinary(), "certs", "--out", dir.File("certs")}, absl::Seconds(30));
+  ASSERT_THAT(certs, IsOk());
+  auto server = testing::ServerProcess::Start(
+      {"--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir.File("certs/tls.crt"),
+       "--tls-key=" + dir.File("certs/tls.key"), "--data-dir=" + dir.File("data"), "--policies=" + dir.File("p")},
+      dir.path());
+  ASSERT_THAT(server, IsOk());
+  EXPECT_TRUE((*server)->WaitForStderr("topology-aware scheduling is not done", absl::Seconds(20)))
+      << (*server)->Stderr();
+  EXPECT_THAT((*server)->Stderr(), HasSubstr("admission checks are not run"));
+  (*server)->Signal(SIGTERM);
+  auto code = (*server)->Wait(absl::Seconds(30));
+  ASSERT_THAT(code, IsOk());
+  EXPECT_EQ(*code, 0);
 }
 
 }  // namespace

@@ -224,6 +224,23 @@ std::vector<Workload> OneOfEachKind() {
         {"spec", {{"entrypoint", "python train.py"}, {"rayClusterSpec", RayClusterSpec()}}}}},
       {"ray.io", "v1", "RayCluster", "rayclusters",
        {{"apiVersion", "ray.io/v1"}, {"kind", "RayCluster"}, {"metadata", Meta("raycluster")}, {"spec", RayClusterSpec()}}},
+      // Issue #25's kinds.
+      Kubeflow("v1", "JAXJob", "jaxjobs", "jaxReplicaSpecs", {{"Worker", 2}}),
+      {"leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets",
+       {{"apiVersion", "leaderworkerset.x-k8s.io/v1"},
+        {"kind", "LeaderWorkerSet"},
+        {"metadata", Meta("lws")},
+        {"spec", {{"replicas", 1}, {"leaderWorkerTemplate", {{"size", 2}, {"workerTemplate", Template("100m")}}}}}}},
+      {"apps", "v1", "StatefulSet", "statefulsets",
+       {{"apiVersion", "apps/v1"},
+        {"kind", "StatefulSet"},
+        {"metadata", Meta("sts")},
+        {"spec", {{"replicas", 2}, {"serviceName", "sts"}, {"template", Template("100m")}}}}},
+      {"apps", "v1", "Deployment", "deployments",
+       {{"apiVersion", "apps/v1"},
+        {"kind", "Deployment"},
+        {"metadata", Meta("deploy")},
+        {"spec", {{"replicas", 2}, {"template", Template("100m")}}}}},
   };
 }
 
@@ -244,6 +261,10 @@ bool Held(const Workload& w, const json& stored) {
     return false;
   }
   if (w.group == "kubeflow.org") return stored["spec"].value("runPolicy", json::object()).value("suspend", false);
+  if (w.group == "apps" || w.group == "leaderworkerset.x-k8s.io") {  // held at 0 replicas
+    return stored["metadata"].value("annotations", json::object()).contains("gangkeeper.io/held-replicas") &&
+           stored["spec"].value("replicas", -1) == 0;
+  }
   return stored["spec"].value("suspend", false);
 }
 

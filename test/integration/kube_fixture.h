@@ -143,7 +143,7 @@ class KubeIntegrationTest : public ::testing::Test {
     std::vector<std::string> args = {
         "--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
         "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File(data),
-        "--policies=" + std::string(GK_SOURCE_DIR) + "/policies", "--kube=" + dir_.File("kubeconfig"),
+        "--policies=" + policies_dir_, "--kube=" + dir_.File("kubeconfig"),
         "--log-level=debug", "--metrics-public"};
     args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());
     auto p = testing::ServerProcess::Start(args, dir_.path());
@@ -248,6 +248,8 @@ class KubeIntegrationTest : public ::testing::Test {
 
   // Flags for every start of gangkeeper (set them before SetUp runs).
   std::vector<std::string> extra_flags_;
+  // The --policies directory (set it before SetUp runs).
+  std::string policies_dir_ = std::string(GK_SOURCE_DIR) + "/policies";
   testing::TempDir dir_;
   std::unique_ptr<testing::FakeKubeApi> fake_;
   std::unique_ptr<testing::ServerProcess> server_;

@@ -5,6 +5,7 @@
 namespace gangkeeper::model {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -240,6 +241,50 @@ metadata: {name: web}
   EXPECT_THAT(d.Errors(), IsEmpty());
   EXPECT_THAT(d.Notes(), ElementsAre(HasSubstr("test.yaml#1: note: Job train: skipped: batch/v1 Job is not a policy"),
                                      HasSubstr("test.yaml#2: note: Deployment web: skipped")));
+}
+
+// Issue #25 item 6: Kueue's kinds that gangkeeper does not enforce are
+// warnings (not notes, which --quiet hides) that say what does not happen.
+TEST(DecodeTest, KueueKindsNotEnforcedAreWarningsSayingWhat) {
+  Decoded d = Decode(R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: AdmissionCheck
+metadata: {name: prov}
+spec: {controllerName: kueue.x-k8s.io/provisioning-request}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ProvisioningRequestConfig
+metadata: {name: prov-config}
+---
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: Topology
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: MultiKueueConfig
+metadata: {name: mk}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: MultiKueueCluster
+metadata: {name: worker1}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: wl, namespace: team-a}
+)");
+  EXPECT_THAT(d.Errors(), IsEmpty()) << d.All();
+  EXPECT_THAT(d.Notes(), IsEmpty()) << d.All();
+  EXPECT_THAT(
+      d.Warnings(),
+      ElementsAre(
+          AllOf(HasSubstr("test.yaml#1: warning: AdmissionCheck prov: not enforced: kueue.x-k8s.io/v1beta1 "
+                          "AdmissionCheck is skipped"),
+                HasSubstr("admission checks are not run")),
+          AllOf(HasSubstr("ProvisioningRequestConfig prov-config"), HasSubstr("no ProvisioningRequests are created")),
+          AllOf(HasSubstr("Topology default"), HasSubstr("topology-aware scheduling is not done")),
+          AllOf(HasSubstr("MultiKueueConfig mk"), HasSubstr("MultiKueue is not done")),
+          AllOf(HasSubstr("MultiKueueCluster worker1"), HasSubstr("MultiKueue is not done")),
+          AllOf(HasSubstr("Workload"), HasSubstr("Workload objects are not read"))));
 }
 
 TEST(DecodeTest, JsonDocumentsArraysAndLists) {

@@ -64,7 +64,7 @@ struct ResourceInfo {
   std::string group_kind() const { return group.empty() ? kind : absl::StrCat(kind, ".", group); }
   // Built-in types list their items without kind/apiVersion; custom
   // resources (served as unstructured) keep them, like the real server.
-  bool builtin() const { return group.empty() || group == "batch"; }
+  bool builtin() const { return group.empty() || group == "batch" || group == "apps"; }
 };
 
 std::vector<ResourceInfo> DefaultResources() {
@@ -81,6 +81,11 @@ std::vector<ResourceInfo> DefaultResources() {
       {"jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"},
       {"ray.io", "v1", "rayjobs", "RayJob"},
       {"ray.io", "v1", "rayclusters", "RayCluster"},
+      // Issue #25's kinds.
+      {"kubeflow.org", "v1", "jaxjobs", "JAXJob"},
+      {"leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"},
+      {"apps", "v1", "statefulsets", "StatefulSet"},
+      {"apps", "v1", "deployments", "Deployment"},
       // Events (gangkeeper writes them): events.k8s.io/v1 and the core/v1
       // fallback, one store each (the real server converts between them).
       {"events.k8s.io", "v1", "events", "Event"},

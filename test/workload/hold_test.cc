@@ -38,6 +38,10 @@ const std::vector<HoldRow>& ExpectedHolds() {
       {Kind::kRayJob, "/spec/suspend", HoldMethod::kSuspendFlag},
       {Kind::kRayCluster, "/spec/suspend", HoldMethod::kSuspendFlag},
       {Kind::kPod, "/spec/schedulingGates", HoldMethod::kGate},
+      {Kind::kJAXJob, "/spec/runPolicy/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kLeaderWorkerSet, "/spec/replicas", HoldMethod::kReplicas},
+      {Kind::kStatefulSet, "/spec/replicas", HoldMethod::kReplicas},
+      {Kind::kDeployment, "/spec/replicas", HoldMethod::kReplicas},
   };
   return *rows;
 }
@@ -180,6 +184,7 @@ TEST(HoldTest, WhatHoldOpsAddsIsHeld) {
   // The object as the webhook left it is held, for every kind.
   for (const KindInfo& info : ManagedKinds()) {
     SCOPED_TRACE(info.name);
+    if (info.hold.method == HoldMethod::kReplicas) continue;  // two ops: ReplicaKindsAreHeldAtZero...
     rapidjson::Document doc = ParseJson(R"({"spec": {}})");
     ASSERT_FALSE(IsHeld(doc, info));
     std::vector<PatchOp> ops = HoldOps(doc, info);
@@ -230,6 +235,14 @@ TEST(HoldTest, PodSetsPointAtTheirTemplatesPerKind) {
       {Kind::kRayCluster, absl::StrCat(R"({"spec": )", ray, "}"),
        {"/spec/headGroupSpec/template", "/spec/workerGroupSpecs/0/template"}},
       {Kind::kPod, R"({"spec": {"containers": [{"name": "c"}]}})", {""}},
+      {Kind::kJAXJob, absl::StrCat(R"({"spec": {"jaxReplicaSpecs": {"Worker": {"template": )", t, "}}}}"),
+       {"/spec/jaxReplicaSpecs/Worker/template"}},
+      {Kind::kLeaderWorkerSet,
+       absl::StrCat(R"({"spec": {"leaderWorkerTemplate": {"size": 2, "leaderTemplate": )", t,
+                    R"(, "workerTemplate": )", t, "}}}"),
+       {"/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate"}},
+      {Kind::kStatefulSet, absl::StrCat(R"({"spec": {"template": )", t, "}}"), {"/spec/template"}},
+      {Kind::kDeployment, absl::StrCat(R"({"spec": {"template": )", t, "}}"), {"/spec/template"}},
   };
   ASSERT_EQ(cases.size(), ManagedKinds().size());
   for (const Case& c : cases) {
@@ -239,6 +252,66 @@ TEST(HoldTest, PodSetsPointAtTheirTemplatesPerKind) {
     std::vector<std::string> pointers;
     for (const PodSet& ps : w->pod_sets) pointers.push_back(ps.template_pointer);
     EXPECT_EQ(pointers, c.pointers);
+  }
+}
+
+// StatefulSet, Deployment and LeaderWorkerSet have no suspend field: they
+// are held at 0 replicas, the count they ask for kept in an annotation
+// (tested before it is taken out, so a changed count fails the patch).
+TEST(HoldTest, ReplicaKindsAreHeldAtZeroWithTheirCountKept) {
+  const std::string kept = "/metadata/annotations/gangkeeper.io~1held-replicas";
+  struct Case {
+    const char* name;
+    const char* object;
+    bool held;
+    std::vector<PatchOp> hold, release;
+  };
+  const std::vector<Case> cases = {
+      {"no metadata, no count (Kubernetes' default: 1)",
+       R"({"spec": {}})",
+       false,
+       {Add("/metadata", R"({"annotations":{"gangkeeper.io/held-replicas":"1"}})"), Add("/spec/replicas", "0")},
+       {}},
+      {"annotations absent",
+       R"({"metadata": {"name": "web"}, "spec": {"replicas": 3}})",
+       false,
+       {Add("/metadata/annotations", R"({"gangkeeper.io/held-replicas":"3"})"), Add("/spec/replicas", "0")},
+       {}},
+      {"annotations present",
+       R"({"metadata": {"annotations": {"a": "b"}}, "spec": {"replicas": 5}})",
+       false,
+       {Add(kept, R"("5")"), Add("/spec/replicas", "0")},
+       {}},
+      {"scaled to zero by its owner (nothing kept): held at 0",
+       R"({"metadata": {}, "spec": {"replicas": 0}})",
+       false,
+       {Add("/metadata/annotations", R"({"gangkeeper.io/held-replicas":"0"})"), Add("/spec/replicas", "0")},
+       {}},
+      {"held",
+       R"({"metadata": {"annotations": {"gangkeeper.io/held-replicas": "3"}}, "spec": {"replicas": 0}})",
+       true,
+       {},
+       {PatchOp{"test", kept, R"("3")"}, PatchOp{"remove", kept, ""}, Add("/spec/replicas", "3")}},
+      {"count kept but scaled up by someone else: not held",
+       R"({"metadata": {"annotations": {"gangkeeper.io/held-replicas": "3"}}, "spec": {"replicas": 2}})",
+       false,
+       {Add(kept, R"("2")"), Add("/spec/replicas", "0")},
+       {}},
+      {"kept count malformed: not held",
+       R"({"metadata": {"annotations": {"gangkeeper.io/held-replicas": "x"}}, "spec": {"replicas": 0}})",
+       false,
+       {Add(kept, R"("0")"), Add("/spec/replicas", "0")},
+       {}},
+  };
+  for (Kind kind : {Kind::kStatefulSet, Kind::kDeployment, Kind::kLeaderWorkerSet}) {
+    const KindInfo& info = InfoFor(kind);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(absl::StrCat(info.name, ": ", c.name));
+      rapidjson::Document doc = ParseJson(c.object);
+      EXPECT_EQ(IsHeld(doc, info), c.held);
+      EXPECT_EQ(HoldOps(doc, info), c.hold);
+      EXPECT_EQ(ReleaseOps(doc, info), c.release);
+    }
   }
 }
 

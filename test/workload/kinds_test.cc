@@ -33,7 +33,7 @@ std::string Template(const std::string& cpu, int gpus = 0, const std::string& ex
 
 TEST(KindsTest, ManagedKindsListsEveryKindInEnumOrder) {
   const std::vector<KindInfo>& kinds = ManagedKinds();
-  ASSERT_EQ(kinds.size(), 10u);
+  ASSERT_EQ(kinds.size(), 14u);
   for (size_t i = 0; i < kinds.size(); ++i) {
     EXPECT_EQ(static_cast<size_t>(kinds[i].kind), i);
     EXPECT_EQ(&InfoFor(kinds[i].kind), FindKind(kinds[i].group, kinds[i].name));
@@ -57,7 +57,12 @@ TEST(KindsTest, FindKindMatchesGroupAndKindExactly) {
   EXPECT_EQ(FindKind("batch", "Pod"), nullptr);
   EXPECT_EQ(FindKind("batch", "job"), nullptr);
   EXPECT_EQ(FindKind("batch.volcano.sh", "Job"), nullptr);
-  EXPECT_EQ(FindKind("apps", "Deployment"), nullptr);
+  EXPECT_EQ(FindKind("apps", "Deployment")->kind, Kind::kDeployment);
+  EXPECT_EQ(FindKind("apps", "StatefulSet")->kind, Kind::kStatefulSet);
+  EXPECT_EQ(FindKind("apps", "ReplicaSet"), nullptr);
+  EXPECT_EQ(FindKind("apps", "DaemonSet"), nullptr);
+  EXPECT_EQ(FindKind("leaderworkerset.x-k8s.io", "LeaderWorkerSet")->kind, Kind::kLeaderWorkerSet);
+  EXPECT_EQ(FindKind("kubeflow.org", "JAXJob")->kind, Kind::kJAXJob);
 }
 
 // ---------------------------------------------------------------- Job
@@ -533,6 +538,178 @@ TEST(PodTest, OwnedByAManagedControllerOnly) {
   }
   EXPECT_THAT(Extract(PodJson(R"({"ownerReferences": [{"kind": "Job", "controller": "yes"}]})"), Kind::kPod),
               StatusIs(absl::StatusCode::kInvalidArgument, "metadata.ownerReferences[0].controller: must be true or false"));
+}
+
+// ---------------------------------------------------------------- issue #25's kinds
+
+// The one document of test/fixtures/kinds/`file` (written after each
+// project's documented example), as JSON.
+std::string KindFixture(const std::string& file) {
+  absl::StatusOr<std::vector<std::string>> docs =
+      testing::YamlFileToJson(std::string(GK_SOURCE_DIR) + "/test/fixtures/kinds/" + file);
+  if (!docs.ok() || docs->size() != 1) {
+    ADD_FAILURE() << file << ": " << (docs.ok() ? "not one document" : docs.status().ToString());
+    return "{}";
+  }
+  return (*docs)[0];
+}
+
+struct KindFixtureCase {
+  const char* file;
+  Kind kind;
+  std::vector<std::string> names;
+  std::vector<int64_t> counts;
+  std::vector<std::map<std::string, std::string>> requests;  // per pod set, formatted
+  std::vector<std::string> templates;
+};
+
+TEST(NewKindsTest, DocumentedExamplesGiveThePodSetsKueueReads) {
+  const std::vector<KindFixtureCase> cases = {
+      {"jaxjob.yaml", Kind::kJAXJob, {"worker"}, {2}, {{{"cpu", "1"}, {"memory", "512Mi"}}},
+       {"/spec/jaxReplicaSpecs/Worker/template"}},
+      // 2 groups of 3: a leader and 2 workers each.
+      {"leaderworkerset.yaml", Kind::kLeaderWorkerSet, {"leader", "worker"}, {2, 4},
+       {{{"cpu", "500m"}}, {{"cpu", "250m"}}},
+       {"/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate"}},
+      {"statefulset.yaml", Kind::kStatefulSet, {"main"}, {3}, {{{"cpu", "100m"}}}, {"/spec/template"}},
+      {"deployment.yaml", Kind::kDeployment, {"main"}, {3}, {{{"cpu", "100m"}}}, {"/spec/template"}},
+  };
+  for (const KindFixtureCase& c : cases) {
+    SCOPED_TRACE(c.file);
+    absl::StatusOr<Workload> w = Extract(KindFixture(c.file), c.kind);
+    ASSERT_THAT(w, IsOk());
+    EXPECT_EQ(w->queue_name, "gpu-queue");
+    EXPECT_EQ(w->namespace_name, "team-a");
+    EXPECT_FALSE(w->suspended);
+    EXPECT_THAT(PodSetNames(*w), ::testing::ElementsAreArray(c.names));
+    EXPECT_THAT(PodSetCounts(*w), ::testing::ElementsAreArray(c.counts));
+    ASSERT_EQ(w->pod_sets.size(), c.requests.size());
+    for (size_t i = 0; i < w->pod_sets.size(); ++i) {
+      EXPECT_EQ(Formatted(w->pod_sets[i].requests), c.requests[i]) << w->pod_sets[i].name;
+      EXPECT_EQ(w->pod_sets[i].template_pointer, c.templates[i]) << w->pod_sets[i].name;
+    }
+  }
+}
+
+TEST(NewKindsTest, JAXJobHasWorkersOnly) {
+  absl::StatusOr<Workload> w = Extract(
+      absl::StrCat(R"({"spec": {"runPolicy": {"suspend": true}, "jaxReplicaSpecs": {"worker": {"replicas": 4, "template": )",
+                   Template("2", 1), "}}}}"),
+      Kind::kJAXJob);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodSetNames(*w), ElementsAre("worker"));
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(4));
+  EXPECT_TRUE(w->suspended);
+  EXPECT_EQ(w->api_version, "kubeflow.org/v1");
+  EXPECT_THAT(Extract(absl::StrCat(R"({"spec": {"jaxReplicaSpecs": {"Master": {"template": )", Template("1"), "}}}}"),
+                      Kind::kJAXJob),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unknown replica type \"Master\"; a JAXJob has Worker"));
+}
+
+TEST(NewKindsTest, ReplicaKindsCountWhatTheyAskForWhileHeld) {
+  for (Kind kind : {Kind::kStatefulSet, Kind::kDeployment}) {
+    SCOPED_TRACE(InfoFor(kind).name);
+    const std::string t = Template("1");
+    // Held by the webhook: spec.replicas 0, the count kept.
+    absl::StatusOr<Workload> held = Extract(
+        absl::StrCat(R"({"metadata": {"annotations": {"gangkeeper.io/held-replicas": "4"}}, "spec": {"replicas": 0, "template": )",
+                     t, "}}"),
+        kind);
+    ASSERT_THAT(held, IsOk());
+    EXPECT_TRUE(held->suspended);
+    EXPECT_THAT(PodSetCounts(*held), ElementsAre(4));
+    // Released: the count is spec.replicas again.
+    absl::StatusOr<Workload> running = Extract(absl::StrCat(R"({"spec": {"replicas": 4, "template": )", t, "}}"), kind);
+    ASSERT_THAT(running, IsOk());
+    EXPECT_FALSE(running->suspended);
+    EXPECT_THAT(PodSetCounts(*running), ElementsAre(4));
+    // No replicas: Kubernetes' default, 1.
+    absl::StatusOr<Workload> one = Extract(absl::StrCat(R"({"spec": {"template": )", t, "}}"), kind);
+    ASSERT_THAT(one, IsOk());
+    EXPECT_THAT(PodSetCounts(*one), ElementsAre(1));
+    // Errors name the field.
+    absl::StatusOr<Workload> negative = Extract(absl::StrCat(R"({"spec": {"replicas": -1, "template": )", t, "}}"), kind);
+    EXPECT_THAT(negative, StatusIs(absl::StatusCode::kInvalidArgument, "spec.replicas"));
+    const std::string message(negative.status().message());
+    EXPECT_EQ(message.find("spec.replicas"), message.rfind("spec.replicas")) << "reported once: " << message;
+    EXPECT_THAT(
+        Extract(absl::StrCat(R"({"metadata": {"annotations": {"gangkeeper.io/held-replicas": "many"}}, "spec": {"replicas": 0, "template": )",
+                             t, "}}"),
+                kind),
+        StatusIs(absl::StatusCode::kInvalidArgument, "metadata.annotations[gangkeeper.io/held-replicas]: \"many\" is not a replica count"));
+    EXPECT_THAT(Extract(R"({"spec": {"replicas": 2}})", kind),
+                StatusIs(absl::StatusCode::kInvalidArgument, "spec.template"));
+  }
+}
+
+TEST(NewKindsTest, LeaderWorkerSetWithoutALeaderTemplateIsOneMainPodSet) {
+  absl::StatusOr<Workload> w = Extract(
+      absl::StrCat(R"({"spec": {"replicas": 3, "leaderWorkerTemplate": {"size": 4, "workerTemplate": )", Template("1", 1),
+                   "}}}"),
+      Kind::kLeaderWorkerSet);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(PodSetNames(*w), ElementsAre("main"));
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(12));
+  EXPECT_EQ(w->pod_sets[0].template_pointer, "/spec/leaderWorkerTemplate/workerTemplate");
+  // Defaults: 1 group of 1.
+  absl::StatusOr<Workload> one =
+      Extract(absl::StrCat(R"({"spec": {"leaderWorkerTemplate": {"workerTemplate": )", Template("1"), "}}}"),
+              Kind::kLeaderWorkerSet);
+  ASSERT_THAT(one, IsOk());
+  EXPECT_THAT(PodSetCounts(*one), ElementsAre(1));
+  // Held: the groups asked for are kept in the annotation.
+  absl::StatusOr<Workload> held = Extract(
+      absl::StrCat(R"({"metadata": {"annotations": {"gangkeeper.io/held-replicas": "2"}}, "spec": {"replicas": 0, )"
+                   R"("leaderWorkerTemplate": {"size": 3, "leaderTemplate": )",
+                   Template("1"), R"(, "workerTemplate": )", Template("1"), "}}}"),
+      Kind::kLeaderWorkerSet);
+  ASSERT_THAT(held, IsOk());
+  EXPECT_TRUE(held->suspended);
+  EXPECT_THAT(PodSetCounts(*held), ElementsAre(2, 4));
+  EXPECT_THAT(Extract(R"({"spec": {"leaderWorkerTemplate": {"size": 0}}})", Kind::kLeaderWorkerSet),
+              StatusIs(absl::StatusCode::kInvalidArgument, "spec.leaderWorkerTemplate.size"));
+  EXPECT_THAT(Extract(R"({"spec": {"replicas": 1}})", Kind::kLeaderWorkerSet),
+              StatusIs(absl::StatusCode::kInvalidArgument, "spec.leaderWorkerTemplate"));
+}
+
+// A LeaderWorkerSet's StatefulSets, a StatefulSet's pods and a Deployment's
+// pods (controlled by its ReplicaSet, with the pod-template-hash label)
+// belong to their owner's gang.
+TEST(NewKindsTest, ObjectsOfAManagedOwnerAreNotWorkloadsOfTheirOwn) {
+  const std::string lws_owned = absl::StrCat(
+      R"({"metadata": {"ownerReferences": [{"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", )"
+      R"("name": "l", "controller": true}]}, "spec": {"replicas": 1, "template": )",
+      Template("1"), "}}");
+  absl::StatusOr<Workload> sts = Extract(lws_owned, Kind::kStatefulSet);
+  ASSERT_THAT(sts, IsOk());
+  EXPECT_TRUE(sts->owned_by_managed_object);
+  absl::StatusOr<Workload> plain = Extract(absl::StrCat(R"({"spec": {"template": )", Template("1"), "}}"), Kind::kStatefulSet);
+  ASSERT_THAT(plain, IsOk());
+  EXPECT_FALSE(plain->owned_by_managed_object);
+
+  auto pod = [](const std::string& labels, const std::string& owner_kind, const std::string& api_version) {
+    return absl::StrCat(R"({"metadata": {"labels": )", labels, R"(, "ownerReferences": [{"apiVersion": ")", api_version,
+                        R"(", "kind": ")", owner_kind, R"(", "name": "o", "controller": true}]}, "spec": )",
+                        PodSpec("1"), "}");
+  };
+  struct Case {
+    const char* name;
+    std::string object;
+    bool owned;
+  };
+  const std::vector<Case> cases = {
+      {"a StatefulSet's pod", pod(R"({"app": "web"})", "StatefulSet", "apps/v1"), true},
+      {"a Deployment's pod (ReplicaSet, pod-template-hash)",
+       pod(R"({"app": "web", "pod-template-hash": "5d4f8"})", "ReplicaSet", "apps/v1"), true},
+      {"a bare ReplicaSet's pod", pod(R"({"app": "web"})", "ReplicaSet", "apps/v1"), false},
+      {"a DaemonSet's pod", pod(R"({"pod-template-hash": "x"})", "DaemonSet", "apps/v1"), false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<Workload> w = Extract(c.object, Kind::kPod);
+    ASSERT_THAT(w, IsOk());
+    EXPECT_EQ(w->owned_by_managed_object, c.owned);
+  }
 }
 
 }  // namespace

@@ -125,3 +125,46 @@ TEST(ReadinessTest, PodIsReadyByItsReadyConditionOrSuccess) {
 
 }  // namespace
 }  // namespace gangkeeper::workload
+
+namespace gangkeeper::workload {
+namespace {
+
+// Issue #25's kinds: a JAXJob is a Kubeflow job; a StatefulSet or
+// Deployment reports ready pods in status.readyReplicas; a LeaderWorkerSet
+// reports ready groups there (all of a group's pods ready).
+TEST(ReadinessTest, NewKindsReadTheirOwnStatus) {
+  const std::string jax = absl::StrCat(
+      R"({"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": "j", "namespace": "ns"},
+    "spec": {"jaxReplicaSpecs": {"Worker": {"replicas": 4, "template": {"spec": )",
+      kPodSpec, "}}}}}");
+  EXPECT_EQ(Ready(Kind::kJAXJob, jax, R"({"conditions": [{"type": "Running", "status": "True"}]})"), 4);
+  EXPECT_EQ(Ready(Kind::kJAXJob, jax, R"({"replicaStatuses": {"Worker": {"active": 4}}})"), 3)
+      << "a Kubeflow job is all ready only by its Running condition";
+
+  for (const char* kind : {"StatefulSet", "Deployment"}) {
+    SCOPED_TRACE(kind);
+    const std::string object =
+        absl::StrCat(R"({"apiVersion": "apps/v1", "kind": ")", kind,
+                     R"(", "metadata": {"name": "web", "namespace": "ns"}, "spec": {"replicas": 3, "template": {"spec": )",
+                     kPodSpec, "}}}");
+    const Kind k = std::string(kind) == "StatefulSet" ? Kind::kStatefulSet : Kind::kDeployment;
+    EXPECT_EQ(Ready(k, object, "{}"), 0);
+    EXPECT_EQ(Ready(k, object, R"({"replicas": 3, "readyReplicas": 2})"), 2);
+    EXPECT_EQ(Ready(k, object, R"({"readyReplicas": 3, "availableReplicas": 3})"), 3);
+    EXPECT_EQ(Ready(k, object, R"({"readyReplicas": 7})"), 3) << "never more than its pods";
+  }
+
+  // 2 groups of 3 (a leader and 2 workers each).
+  const std::string lws = absl::StrCat(
+      R"({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+    "metadata": {"name": "l", "namespace": "ns"},
+    "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3, "leaderTemplate": {"spec": )",
+      kPodSpec, R"(}, "workerTemplate": {"spec": )", kPodSpec, "}}}}");
+  EXPECT_EQ(Ready(Kind::kLeaderWorkerSet, lws, "{}"), 0);
+  EXPECT_EQ(Ready(Kind::kLeaderWorkerSet, lws, R"({"replicas": 2, "readyReplicas": 1})"), 3);
+  EXPECT_EQ(Ready(Kind::kLeaderWorkerSet, lws, R"({"readyReplicas": 2})"), 6);
+  EXPECT_EQ(Ready(Kind::kLeaderWorkerSet, lws, R"({"readyReplicas": "2"})"), 0);
+}
+
+}  // namespace
+}  // namespace gangkeeper::workload

@@ -7,11 +7,12 @@
 //                                              pending and admitted counts
 //   GET /v1/workloads?namespace=&clusterQueue=&state=pending|admitted|all
 //   GET /v1/workloads/NS/NAME                  one workload
-//   GET|PUT|DELETE /apis/kueue.x-k8s.io/v1beta1/{resourceflavors,clusterqueues,
+//   GET|PUT|DELETE /apis/kueue.x-k8s.io/{v1beta1,v1beta2}/{resourceflavors,clusterqueues,
 //                 cohorts,workloadpriorityclasses}[/NAME],
 //                 .../namespaces/NS/localqueues[/NAME],
 //                 /apis/scheduling.k8s.io/v1/priorityclasses[/NAME]
-//                 quota objects in Kueue's own form, JSON or YAML bodies;
+//                 quota objects in Kueue's own form, JSON or YAML bodies,
+//                 answered at the version of the path;
 //                 a change is validated with every other object (422 with
 //                 the field), checked against metadata.resourceVersion
 //                 (409), and durable before the answer

@@ -49,6 +49,9 @@ struct Event {
   workload::Workload workload;                                        // kAdd, kUpdate, kAdopt
   std::map<std::string, std::map<std::string, std::string>> flavors;  // kAdopt
   std::optional<absl::Time> admitted_at;                              // kAdopt
+  // kAdopt: pod sets that run fewer pods than the workload's count (a Job
+  // released partially), by name; the others run their count.
+  std::map<std::string, int64_t> running_counts;
   WorkloadKey key;
   std::string uid;
   // kReleaseOk/kStopped: what was sent; kReleaseFailed: why; kPolicies:
@@ -79,8 +82,11 @@ struct Event {
   static Event Finish(WorkloadKey key, std::string uid);
   // A workload found running (see Scheduler::Adopt), with its flavors and
   // admission time as the object records them (gangkeeper.io/admitted-flavors).
+  // `running_counts`: the pod sets that run fewer pods than their count
+  // (ObservedObject::running_counts); they are charged for what runs.
   static Event Adopt(workload::Workload w, std::map<std::string, std::map<std::string, std::string>> flavors,
-                     std::optional<absl::Time> admitted_at = std::nullopt);
+                     std::optional<absl::Time> admitted_at = std::nullopt,
+                     std::map<std::string, int64_t> running_counts = {});
   // Not a state change: the actuator is asked to release `key` again, which
   // lets go of members held again and leaves the rest as they are.
   static Event Rerelease(WorkloadKey key);

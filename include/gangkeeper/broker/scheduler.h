@@ -332,10 +332,13 @@ class Scheduler {
   // pods run regardless); like a lowered quota, nothing new is admitted
   // there until usage falls back. OK (no change) when it already holds
   // quota; FailedPrecondition when it has no usable ClusterQueue (it stays
-  // pending).
+  // pending). A pod set named in `running_counts` runs (and is charged
+  // for) that many pods, fewer than its count: a Job released partially
+  // (its admission is then partial, as when the broker admitted it).
   [[nodiscard]] absl::Status Adopt(const workload::Workload& w,
                                    const std::map<std::string, std::map<std::string, std::string>>& flavors,
-                                   std::optional<absl::Time> admitted_at, absl::Time now);
+                                   std::optional<absl::Time> admitted_at, absl::Time now,
+                                   const std::map<std::string, int64_t>& running_counts = {});
   // The object `uid` under `key` completed (uid "": every instance). OK
   // when unknown. Its last WorkloadInfo (phase kFinished) is kept for
   // TakeFinished.

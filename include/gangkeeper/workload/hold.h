@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,8 @@ class JsonProbe {
   virtual std::string StringAt(absl::string_view pointer) const = 0;
   // The length of the array at `pointer`; 0 when absent or not an array.
   virtual size_t SizeAt(absl::string_view pointer) const = 0;
+  // The whole number at `pointer`; nullopt when absent or not an integer.
+  virtual std::optional<int64_t> IntAt(absl::string_view pointer) const = 0;
 };
 
 // One RFC 6902 operation. `value_json` is the value as compact JSON text;
@@ -56,8 +60,9 @@ struct PatchOp {
   friend bool operator==(const PatchOp&, const PatchOp&) = default;
 };
 
-// True when `object` of kind `kind` is held: its suspend flag is true, or
-// (gate) gangkeeper's scheduling gate is in the list.
+// True when `object` of kind `kind` is held: its suspend flag is true,
+// (gate) gangkeeper's scheduling gate is in the list, or (replicas) its
+// replica count is 0 and gangkeeper.io/held-replicas keeps the count.
 bool IsHeld(const JsonProbe& object, const KindInfo& kind);
 
 // The operations that hold `object`; none when it is held already. Only
@@ -68,7 +73,12 @@ std::vector<PatchOp> HoldOps(const JsonProbe& object, const KindInfo& kind);
 
 // The operations that release `object`; none when it is not held. A flag is
 // set false (`add`); a gate is taken out with a `test` of its name before
-// the `remove`, so a list that changed in between fails the patch (422).
+// the `remove`, so a list that changed in between fails the patch (422); a
+// replica count is put back from gangkeeper.io/held-replicas (tested), and
+// the annotation taken out.
+//
+// Replicas: HoldOps keeps the count (spec.replicas, default 1) in the
+// annotation and sets spec.replicas to 0.
 std::vector<PatchOp> ReleaseOps(const JsonProbe& object, const KindInfo& kind);
 
 // The pointer of the PodSpec of `pod_set`'s template (its template_pointer,

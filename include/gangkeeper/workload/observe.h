@@ -53,6 +53,11 @@ struct ObservedObject {
   // otherwise `extract_error` says why.
   std::optional<Workload> workload;
   absl::Status extract_error;
+  // Pod sets that run fewer pods than the Workload counts, by name: a Job
+  // released partially runs spec.parallelism pods while the Workload has
+  // the count it asked for (gangkeeper.io/full-parallelism). Adopting it
+  // charges what runs. Empty for everything else.
+  std::map<std::string, int64_t> running_counts;
 };
 
 // InvalidArgument when `json` is not a JSON object with metadata.name.

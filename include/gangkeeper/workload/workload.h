@@ -3,7 +3,8 @@
 // A Workload is a gang: one or more pod sets, each with a pod count and the
 // requests of one pod, plus the queue and priority it was submitted with.
 // ExtractWorkload (extract.h) builds it from a Job, PyTorchJob, TFJob,
-// MPIJob, XGBoostJob, PaddleJob, JobSet, RayJob, RayCluster or Pod. Value
+// MPIJob, XGBoostJob, PaddleJob, JAXJob, JobSet, RayJob, RayCluster, Pod,
+// LeaderWorkerSet, StatefulSet or Deployment. Value
 // types; thread-compatible.
 #pragma once
 
@@ -28,12 +29,17 @@ inline constexpr absl::string_view kPodGroupTotalCountAnnotation = "kueue.x-k8s.
 // Partial admission of a batch Job (Kueue's): the fewest pods it may start
 // with when its parallelism does not fit.
 inline constexpr absl::string_view kJobMinParallelismAnnotation = "kueue.x-k8s.io/job-min-parallelism";
+// Set by the Deployment controller on a ReplicaSet and on its pods.
+inline constexpr absl::string_view kPodTemplateHashLabel = "pod-template-hash";
 // What gangkeeper writes.
 inline constexpr absl::string_view kSchedulingGate = "gangkeeper.io/admission";
 // A Job released with fewer pods than it asked for keeps its own
 // parallelism here while spec.parallelism holds the admitted count; the
 // Job is read with this count, and suspending it puts the count back.
 inline constexpr absl::string_view kFullParallelismAnnotation = "gangkeeper.io/full-parallelism";
+// A kind held by its replica count (HoldMethod::kReplicas) keeps the count
+// it asked for here while spec.replicas is 0; it is read with this count.
+inline constexpr absl::string_view kHeldReplicasAnnotation = "gangkeeper.io/held-replicas";
 
 enum class Kind {
   kJob,
@@ -46,7 +52,14 @@ enum class Kind {
   kRayJob,
   kRayCluster,
   kPod,
+  // Appended (the durable state stores the number): issue #25's kinds.
+  kJAXJob,
+  kLeaderWorkerSet,
+  kStatefulSet,
+  kDeployment,
 };
+// The last Kind (the bound the state decoders check).
+inline constexpr Kind kLastKind = Kind::kDeployment;
 
 // Where a kind keeps its suspend switch. (GCC's -Wshadow flags the scoped
 // enumerator kSchedulingGate against the constant above; both names are used.)
@@ -56,6 +69,7 @@ enum class SuspendMechanism {
   kSpecSuspend,       // spec.suspend (Job, JobSet, RayJob, RayCluster)
   kRunPolicySuspend,  // spec.runPolicy.suspend (Kubeflow jobs)
   kSchedulingGate,    // spec.schedulingGates (Pods)
+  kScaleToZero,       // spec.replicas 0 (StatefulSet, Deployment, LeaderWorkerSet: no suspend field)
 };
 #pragma GCC diagnostic pop
 
@@ -63,6 +77,11 @@ enum class SuspendMechanism {
 enum class HoldMethod {
   kSuspendFlag,  // a boolean set true at creation, false on release
   kGate,         // gangkeeper's scheduling gate in a list, removed on release
+  // A replica count set to 0 at creation, the count asked for kept in the
+  // gangkeeper.io/held-replicas annotation; release puts the count back and
+  // takes the annotation out. Held: the annotation is there and the count
+  // is 0 (for kinds without a suspend field).
+  kReplicas,
 };
 
 // Where a kind's hold lives: the method and the RFC 6901 pointer of the
@@ -84,6 +103,11 @@ struct KindInfo {
   SuspendMechanism suspend;
   HoldField hold;
 };
+
+// True for the owner kind of a Deployment's pods (apps/v1 ReplicaSet): a
+// pod it controls that carries kPodTemplateHashLabel is the Deployment's,
+// so not a workload of its own.
+bool IsDeploymentPodOwner(absl::string_view group, absl::string_view kind);
 
 // The managed kinds, in a fixed order (an explicit table; no registration).
 const std::vector<KindInfo>& ManagedKinds();

@@ -6,6 +6,8 @@
 // new row.
 #include "gangkeeper/workload/hold.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +32,22 @@ std::vector<std::string> TokensOrEmpty(absl::string_view pointer) {
 std::string JsonText(absl::string_view s) { return absl::StrCat("\"", base::JsonEscape(s), "\""); }
 
 std::string GateJson() { return absl::StrCat(R"({"name":)", JsonText(kSchedulingGate), "}"); }
+
+std::string HeldReplicasPath() {
+  return absl::StrCat("/metadata/annotations/", JsonPointerEscape(kHeldReplicasAnnotation));
+}
+
+// The count a replicas-held object keeps in its annotation, if valid.
+std::optional<int64_t> HeldReplicas(const JsonProbe& object) {
+  if (object.TypeAt(HeldReplicasPath()) != JsonProbe::Type::kString) return std::nullopt;
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(object.StringAt(HeldReplicasPath()), &n) || n < 0) return std::nullopt;
+  return n;
+}
+
+bool ReplicasHeld(const JsonProbe& object, absl::string_view pointer) {
+  return HeldReplicas(object).has_value() && object.IntAt(pointer).value_or(-1) == 0;
+}
 
 // The index of gangkeeper's gate in the list at `gates`, if it is there.
 std::optional<size_t> GateIndex(const JsonProbe& object, absl::string_view gates) {
@@ -82,6 +100,11 @@ class RapidJsonProbe final : public JsonProbe {
   size_t SizeAt(absl::string_view pointer) const override {
     const rapidjson::Value* v = Find(pointer);
     return v != nullptr && v->IsArray() ? v->Size() : 0;
+  }
+  std::optional<int64_t> IntAt(absl::string_view pointer) const override {
+    const rapidjson::Value* v = Find(pointer);
+    if (v == nullptr || !v->IsInt64()) return std::nullopt;
+    return v->GetInt64();
   }
 
  private:
@@ -141,6 +164,7 @@ bool IsHeld(const JsonProbe& object, const KindInfo& kind) {
   switch (kind.hold.method) {
     case HoldMethod::kSuspendFlag: return object.BoolAt(kind.hold.pointer);
     case HoldMethod::kGate: return GateIndex(object, kind.hold.pointer).has_value();
+    case HoldMethod::kReplicas: return ReplicasHeld(object, kind.hold.pointer);
   }
   return false;
 }
@@ -154,6 +178,16 @@ std::vector<PatchOp> HoldOps(const JsonProbe& object, const KindInfo& kind) {
         return {PatchOp{"add", absl::StrCat(kind.hold.pointer, "/-"), GateJson()}};
       }
       return {AddAlongPath(object, kind.hold.pointer, absl::StrCat("[", GateJson(), "]"))};
+    case HoldMethod::kReplicas: {
+      // The count it asks for (Kubernetes' default is 1); a count that is
+      // not a whole number is kept as 1, like the API server's defaulting
+      // would refuse it anyway.
+      const int64_t asked = std::max<int64_t>(0, object.IntAt(kind.hold.pointer).value_or(1));
+      std::vector<PatchOp> ops;
+      ops.push_back(AddAlongPath(object, HeldReplicasPath(), JsonText(absl::StrCat(asked))));
+      ops.push_back(AddAlongPath(object, kind.hold.pointer, "0"));
+      return ops;
+    }
   }
   return {};
 }
@@ -169,6 +203,13 @@ std::vector<PatchOp> ReleaseOps(const JsonProbe& object, const KindInfo& kind) {
       const std::string gate_path = absl::StrCat(kind.hold.pointer, "/", *index);
       return {PatchOp{"test", absl::StrCat(gate_path, "/name"), JsonText(kSchedulingGate)},
               PatchOp{"remove", gate_path, ""}};
+    }
+    case HoldMethod::kReplicas: {
+      if (!IsHeld(object, kind)) return {};
+      const int64_t count = *HeldReplicas(object);
+      const std::string kept = JsonText(object.StringAt(HeldReplicasPath()));
+      return {PatchOp{"test", HeldReplicasPath(), kept}, PatchOp{"remove", HeldReplicasPath(), ""},
+              PatchOp{"add", std::string(kind.hold.pointer), absl::StrCat(count)}};
     }
   }
   return {};
@@ -189,6 +230,19 @@ std::vector<PatchOp> ReleaseOps(const rapidjson::Value& object, const KindInfo& 
 bool ReadHeld(const JsonNode& root, const KindInfo& kind, base::FieldErrors* errors) {
   const std::vector<std::string> tokens = TokensOrEmpty(kind.hold.pointer);
   if (tokens.empty()) return false;
+  if (kind.hold.method == HoldMethod::kReplicas) {
+    // The count and the annotation are read (and their errors reported
+    // once) by the kind's extractor, which counts the pods.
+    base::FieldErrors reported_by_the_extractor;
+    std::optional<JsonNode> parent = root;
+    for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+      parent = ObjectField(*parent, tokens[i], &reported_by_the_extractor);
+      if (!parent.has_value()) return false;
+    }
+    std::optional<int64_t> replicas =
+        IntField(*parent, tokens.back(), 0, kMaxPodCount, &reported_by_the_extractor);
+    return replicas.has_value() && *replicas == 0 && HeldReplicas(RapidJsonProbe(root.value())).has_value();
+  }
   std::optional<JsonNode> parent = root;
   for (size_t i = 0; i + 1 < tokens.size(); ++i) {
     parent = ObjectField(*parent, tokens[i], errors);
@@ -196,6 +250,7 @@ bool ReadHeld(const JsonNode& root, const KindInfo& kind, base::FieldErrors* err
   }
   switch (kind.hold.method) {
     case HoldMethod::kSuspendFlag: return BoolField(*parent, tokens.back(), errors).value_or(false);
+    case HoldMethod::kReplicas: return false;  // above
     case HoldMethod::kGate: {
       std::optional<JsonNode> gates = ListField(*parent, tokens.back(), errors);
       if (!gates.has_value()) return false;

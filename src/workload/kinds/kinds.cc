@@ -14,6 +14,7 @@ namespace {
 constexpr HoldField kSpecSuspendFlag{HoldMethod::kSuspendFlag, "/spec/suspend"};
 constexpr HoldField kRunPolicySuspendFlag{HoldMethod::kSuspendFlag, "/spec/runPolicy/suspend"};
 constexpr HoldField kPodSchedulingGates{HoldMethod::kGate, "/spec/schedulingGates"};
+constexpr HoldField kSpecReplicas{HoldMethod::kReplicas, "/spec/replicas"};
 
 struct KindEntry {
   KindInfo info;
@@ -72,7 +73,26 @@ constexpr KindEntry kKinds[] = {
     {{Kind::kPod, "", "v1", "Pod", "pods", SuspendMechanism::kSchedulingGate, kPodSchedulingGates}, &ExtractPod,
      {"", ""},
      &ReadyPod},
+    {{Kind::kJAXJob, "kubeflow.org", "v1", "JAXJob", "jaxjobs", SuspendMechanism::kRunPolicySuspend,
+      kRunPolicySuspendFlag},
+     &ExtractJAXJob,
+     {"", "/spec/jaxReplicaSpecs/{}/template"},
+     &ReadyKubeflow},
+    {{Kind::kLeaderWorkerSet, "leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets",
+      SuspendMechanism::kScaleToZero, kSpecReplicas},
+     &ExtractLeaderWorkerSet,
+     {"/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate"},
+     &ReadyLeaderWorkerSet},
+    {{Kind::kStatefulSet, "apps", "v1", "StatefulSet", "statefulsets", SuspendMechanism::kScaleToZero, kSpecReplicas},
+     &ExtractStatefulSet,
+     {"/spec/template", ""},
+     &ReadyReplicas},
+    {{Kind::kDeployment, "apps", "v1", "Deployment", "deployments", SuspendMechanism::kScaleToZero, kSpecReplicas},
+     &ExtractDeployment,
+     {"/spec/template", ""},
+     &ReadyReplicas},
 };
+static_assert(std::size(kKinds) == static_cast<size_t>(kLastKind) + 1, "kLastKind must be the table's last kind");
 
 constexpr bool TableMatchesEnum() {
   for (size_t i = 0; i < std::size(kKinds); ++i) {
@@ -103,6 +123,9 @@ constexpr bool HoldMatchesSuspend() {
       case SuspendMechanism::kSchedulingGate:
         if (h.method != HoldMethod::kGate) return false;
         break;
+      case SuspendMechanism::kScaleToZero:
+        if (h.method != HoldMethod::kReplicas || h.pointer != kSpecReplicas.pointer) return false;
+        break;
     }
   }
   return true;
@@ -125,6 +148,10 @@ const KindInfo* FindKind(absl::string_view group, absl::string_view kind) {
     if (e.info.group == group && e.info.name == kind) return &e.info;
   }
   return nullptr;
+}
+
+bool IsDeploymentPodOwner(absl::string_view group, absl::string_view kind) {
+  return group == "apps" && kind == "ReplicaSet";
 }
 
 const KindInfo& InfoFor(Kind kind) {

@@ -3,8 +3,9 @@
 // kinds.cc holds the table of managed kinds (KindInfo plus the function that
 // reads the kind's pod sets); one file per kind family implements those
 // functions: job.cc (batch/v1 Job), kubeflow.cc (PyTorchJob, TFJob, MPIJob,
-// XGBoostJob, PaddleJob), jobset.cc, ray.cc (RayJob, RayCluster), pod.cc
-// (Pods and pod groups). No self-registration (STYLE §6.10): a kind exists
+// XGBoostJob, PaddleJob, JAXJob), jobset.cc, ray.cc (RayJob, RayCluster),
+// pod.cc (Pods and pod groups), apps.cc (StatefulSet, Deployment,
+// LeaderWorkerSet: held by their replica count). No self-registration (STYLE §6.10): a kind exists
 // because the table names it. ExtractWorkload (extract.cc) does the parts
 // common to every kind: metadata, suspension, priority, queue, limits.
 // Pure functions; thread-compatible.
@@ -128,6 +129,15 @@ KindResult ExtractJobSet(const JsonNode& object, const Workload& meta, base::Fie
 KindResult ExtractRayJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
 KindResult ExtractRayCluster(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
 KindResult ExtractPod(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractJAXJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractLeaderWorkerSet(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractStatefulSet(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractDeployment(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+
+// True when a controller ownerReference of `object` names a managed kind
+// (or, when `meta` has the pod-template-hash label, a Deployment's
+// ReplicaSet): its gang is the owner's (pod.cc).
+bool ReadOwnedByManagedKind(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
 
 int64_t ReadyJob(const JsonNode& object, const Workload& w);
 int64_t ReadyJobSet(const JsonNode& object, const Workload& w);
@@ -135,5 +145,10 @@ int64_t ReadyKubeflow(const JsonNode& object, const Workload& w);  // PyTorch, T
 int64_t ReadyRayJob(const JsonNode& object, const Workload& w);
 int64_t ReadyRayCluster(const JsonNode& object, const Workload& w);
 int64_t ReadyPod(const JsonNode& object, const Workload& w);
+// (apps.cc) A StatefulSet's or Deployment's status.readyReplicas; a
+// LeaderWorkerSet's status.readyReplicas (groups whose pods are all ready)
+// times the pods of a group. (A JAXJob is a Kubeflow job: ReadyKubeflow.)
+int64_t ReadyReplicas(const JsonNode& object, const Workload& w);
+int64_t ReadyLeaderWorkerSet(const JsonNode& object, const Workload& w);
 
 }  // namespace gangkeeper::workload

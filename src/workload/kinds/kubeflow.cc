@@ -1,6 +1,6 @@
 // gangkeeper: Kubeflow training jobs → one pod set per replica type (see kinds.h).
 //
-// PyTorchJob, TFJob, XGBoostJob, PaddleJob (kubeflow.org/v1) and MPIJob
+// PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob (kubeflow.org/v1) and MPIJob
 // (kubeflow.org/v2beta1, or v1) all keep a map of replica type → {replicas,
 // template} under spec.<x>ReplicaSpecs and a runPolicy. Pod sets follow a
 // fixed replica-type order per kind (Kueue's OrderedReplicaTypes), named by
@@ -113,6 +113,10 @@ KindResult ExtractMPIJob(const JsonNode& object, const Workload& /*meta*/, base:
 
 KindResult ExtractXGBoostJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
   return ExtractKubeflow(object, {Kind::kXGBoostJob, "XGBoostJob", "xgbReplicaSpecs", {"Master", "Worker"}}, errors);
+}
+
+KindResult ExtractJAXJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {
+  return ExtractKubeflow(object, {Kind::kJAXJob, "JAXJob", "jaxReplicaSpecs", {"Worker"}}, errors);
 }
 
 KindResult ExtractPaddleJob(const JsonNode& object, const Workload& /*meta*/, base::FieldErrors* errors) {

@@ -62,12 +62,16 @@ void ReadPodGroup(const Workload& meta, KindResult* result, base::FieldErrors* e
   result->pod_group_total_count = *total;
 }
 
-// True when a controller ownerReference names a managed kind.
-bool ReadOwnedByManaged(const JsonNode& object, base::FieldErrors* errors) {
+}  // namespace
+
+// True when a controller ownerReference names a managed kind (or, for a
+// pod with the pod-template-hash label, a Deployment's ReplicaSet).
+bool ReadOwnedByManagedKind(const JsonNode& object, const Workload& meta, base::FieldErrors* errors) {
   std::optional<JsonNode> metadata = ObjectField(object, "metadata", errors);
   if (!metadata.has_value()) return false;
   std::optional<JsonNode> refs = ListField(*metadata, "ownerReferences", errors);
   if (!refs.has_value()) return false;
+  const bool template_hash = meta.labels.count(std::string(kPodTemplateHashLabel)) != 0;
   bool owned = false;
   for (const JsonNode& ref : Items(*refs)) {
     if (!ExpectObject(ref, errors)) continue;
@@ -80,16 +84,15 @@ bool ReadOwnedByManaged(const JsonNode& object, base::FieldErrors* errors) {
         slash == std::string::npos ? absl::string_view() : absl::string_view(*api_version).substr(0, slash);
     const KindInfo* info = FindKind(group, *kind);
     if (info != nullptr && info->kind != Kind::kPod) owned = true;
+    if (template_hash && IsDeploymentPodOwner(group, *kind)) owned = true;
   }
   return owned;
 }
 
-}  // namespace
-
 KindResult ExtractPod(const JsonNode& object, const Workload& meta, base::FieldErrors* errors) {
   KindResult result;
   ReadPodGroup(meta, &result, errors);
-  result.owned_by_managed_object = ReadOwnedByManaged(object, errors);
+  result.owned_by_managed_object = ReadOwnedByManagedKind(object, meta, errors);
   std::optional<JsonNode> spec = ObjectField(object, "spec", errors, Presence::kRequired);
   if (!spec.has_value()) return result;
   std::optional<PodSet> pod_set = ReadPodSpec(*spec, errors);

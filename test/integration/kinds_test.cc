@@ -1,0 +1,170 @@
+// Issue #25's job kinds through the real binary and the fake API server,
+// the same checks the existing kinds have: each is held at creation by
+// /mutate, released with the flavor's nodeSelector and tolerations in every
+// pod template, preempted whole with its templates restored (and held
+// again), released again when the preemptor ends, and its end (a JAXJob's
+// Succeeded condition; a LeaderWorkerSet's, StatefulSet's or Deployment's
+// deletion, as they run until deleted) frees its quota for the next gang.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "test/integration/kube_fixture.h"
+
+namespace gangkeeper::kube_it {
+namespace {
+
+using ::testing::HasSubstr;
+
+json GpuTemplate(int gpus) { return {{"spec", {{"containers", json::array({GpuContainer(gpus)})}}}}; }
+
+struct KindCase {
+  std::string kind, group, version, resource;
+  json object;  // 6 GPUs in all: team-a's whole reach
+  std::vector<std::string> templates;  // every pod template (JSON pointers)
+  // Held back: a suspend flag, or 0 replicas with the count kept.
+  bool replicas_hold = false;
+  std::string collection() const {
+    return absl::StrCat("/apis/", group, "/", version, "/namespaces/team-a/", resource);
+  }
+  std::string path() const { return absl::StrCat(collection(), "/", object["metadata"]["name"].get<std::string>()); }
+};
+
+json Meta(const std::string& name) {
+  return {{"name", name},
+          {"namespace", "team-a"},
+          {"uid", "uid-" + name},
+          {"labels", {{"kueue.x-k8s.io/queue-name", "gpu-queue"}, {"kueue.x-k8s.io/priority-class", "training-batch"}}}};
+}
+
+std::vector<KindCase> Cases() {
+  std::vector<KindCase> out;
+  out.push_back({"JAXJob", "kubeflow.org", "v1", "jaxjobs",
+                 {{"apiVersion", "kubeflow.org/v1"},
+                  {"kind", "JAXJob"},
+                  {"metadata", Meta("jax")},
+                  {"spec",
+                   {{"jaxReplicaSpecs",
+                     {{"Worker", {{"replicas", 3}, {"restartPolicy", "OnFailure"}, {"template", GpuTemplate(2)}}}}}}}},
+                 {"/spec/jaxReplicaSpecs/Worker/template"}});
+  out.push_back({"LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets",
+                 {{"apiVersion", "leaderworkerset.x-k8s.io/v1"},
+                  {"kind", "LeaderWorkerSet"},
+                  {"metadata", Meta("lws")},
+                  {"spec",
+                   {{"replicas", 1},
+                    {"leaderWorkerTemplate",
+                     {{"size", 3}, {"leaderTemplate", GpuTemplate(2)}, {"workerTemplate", GpuTemplate(2)}}}}}},
+                 {"/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate"},
+                 true});
+  for (const char* kind : {"StatefulSet", "Deployment"}) {
+    const bool sts = std::string(kind) == "StatefulSet";
+    json spec = {{"replicas", 3}, {"selector", {{"matchLabels", {{"app", "web"}}}}}, {"template", GpuTemplate(2)}};
+    spec["template"]["metadata"] = {{"labels", {{"app", "web"}}}};
+    if (sts) spec["serviceName"] = "web";
+    out.push_back({kind, "apps", "v1", sts ? "statefulsets" : "deployments",
+                   {{"apiVersion", "apps/v1"}, {"kind", kind}, {"metadata", Meta(sts ? "web-sts" : "web-deploy")},
+                    {"spec", spec}},
+                   {"/spec/template"},
+                   true});
+  }
+  return out;
+}
+
+class KindsIntegrationTest : public KubeIntegrationTest, public ::testing::WithParamInterface<KindCase> {
+ protected:
+  json Object() {
+    auto o = fake_->Get(GetParam().path());
+    return o.ok() ? *o : json();
+  }
+  bool Held(const json& o) {
+    if (!o.is_object()) return false;
+    if (GetParam().replicas_hold) {
+      return o["spec"].value("replicas", -1) == 0 && o["metadata"].contains("annotations") &&
+             o["metadata"]["annotations"].contains("gangkeeper.io/held-replicas");
+    }
+    if (GetParam().group == "kubeflow.org") return o["spec"]["runPolicy"].value("suspend", false);
+    return o["spec"].value("suspend", false);
+  }
+  bool ReleasedObject() {
+    json o = Object();
+    return o.is_object() && !Held(o);
+  }
+  // Every pod template carries the flavor's placement (policies/: nvidia-gpu
+  // has nodeLabels accelerator=nvidia and a toleration of sku).
+  void ExpectPlacedEverywhere(const json& o) {
+    for (const std::string& t : GetParam().templates) {
+      SCOPED_TRACE(t);
+      const json& spec = o.at(json::json_pointer(t))["spec"];
+      EXPECT_EQ(spec["nodeSelector"].value("accelerator", ""), "nvidia") << spec.dump();
+      ASSERT_TRUE(spec.contains("tolerations") && spec["tolerations"].is_array()) << spec.dump();
+      EXPECT_EQ(spec["tolerations"][0]["key"], "sku");
+    }
+  }
+  void ExpectRestoredEverywhere(const json& o) {
+    for (const std::string& t : GetParam().templates) {
+      SCOPED_TRACE(t);
+      const json& spec = o.at(json::json_pointer(t))["spec"];
+      EXPECT_FALSE(spec.contains("nodeSelector") && !spec["nodeSelector"].empty()) << spec.dump();
+      EXPECT_FALSE(spec.contains("tolerations") && !spec["tolerations"].empty()) << spec.dump();
+    }
+    EXPECT_FALSE(o["metadata"].contains("annotations") &&
+                 o["metadata"]["annotations"].contains("gangkeeper.io/admitted-flavors"));
+  }
+};
+
+TEST_P(KindsIntegrationTest, HeldReleasedPlacedPreemptedRestoredAndItsEndFreesQuota) {
+  const KindCase& c = GetParam();
+  json stored = Submit(c.object, c.group, c.version, c.kind, c.resource, c.collection());
+  ASSERT_TRUE(Held(stored)) << "/mutate did not hold it back: " << stored.dump();
+  if (c.replicas_hold) {
+    EXPECT_EQ(stored["metadata"]["annotations"]["gangkeeper.io/held-replicas"],
+              absl::StrCat(c.object["spec"]["replicas"].get<int>()))
+        << "the count it asks for is kept";
+  }
+
+  // Released whole, placed in every template.
+  ASSERT_TRUE(WaitFor([&] { return ReleasedObject(); })) << server_->Stderr();
+  json released = Object();
+  ExpectPlacedEverywhere(released);
+  if (c.replicas_hold) {
+    EXPECT_EQ(released["spec"]["replicas"], c.object["spec"]["replicas"]);
+    EXPECT_FALSE(released["metadata"]["annotations"].contains("gangkeeper.io/held-replicas"));
+  }
+
+  // A higher priority Job needs 2 of the 6 GPUs: the whole gang is
+  // preempted, held again, its templates put back.
+  SubmitJob(Job("urgent", 2, 1, "inference-critical"));
+  ASSERT_TRUE(WaitFor([&] { return Released("urgent"); })) << server_->Stderr();
+  ASSERT_TRUE(WaitFor([&] { return Held(Object()); })) << Object().dump();
+  json preempted = Object();
+  ExpectRestoredEverywhere(preempted);
+  if (c.replicas_hold) {
+    EXPECT_EQ(preempted["metadata"]["annotations"]["gangkeeper.io/held-replicas"],
+              absl::StrCat(c.object["spec"]["replicas"].get<int>()));
+  }
+
+  // The preemptor ends: released again, placed again.
+  Complete("urgent");
+  ASSERT_TRUE(WaitFor([&] { return ReleasedObject(); })) << server_->Stderr();
+  ExpectPlacedEverywhere(Object());
+
+  // Its end frees the quota: a Job of all 6 GPUs is released.
+  SubmitJob(Job("after", 3, 2));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(Released("after")) << "the gang still holds the GPUs";
+  if (c.replicas_hold) {
+    ASSERT_THAT(fake_->Delete(c.path()), IsOk());
+  } else {
+    json done = Object();
+    done["status"]["conditions"] = json::array({{{"type", "Succeeded"}, {"status", "True"}}});
+    ASSERT_THAT(fake_->Replace(c.path(), done), IsOk());
+  }
+  ASSERT_TRUE(WaitFor([&] { return Released("after"); })) << server_->Stderr();
+}
+
+INSTANTIATE_TEST_SUITE_P(NewKinds, KindsIntegrationTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<KindCase>& param) { return param.param.kind; });
+
+}  // namespace
+}  // namespace gangkeeper::kube_it
