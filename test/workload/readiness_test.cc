@@ -12,7 +12,7 @@
 namespace gangkeeper::workload {
 namespace {
 
-constexpr char kPodSpec[] = R"({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]})";
+constexpr char kReadinessPodSpec[] = R"({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]})";
 
 // `object` (without its status) plus `status`, read as `kind`: the ready
 // count ObserveObject reports.
@@ -30,7 +30,7 @@ int64_t Ready(Kind kind, const std::string& object_without_status, const std::st
 std::string Job(int parallelism) {
   return absl::StrCat(R"({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns"},
     "spec": {"parallelism": )",
-                      parallelism, R"(, "template": {"spec": )", kPodSpec, "}}}");
+                      parallelism, R"(, "template": {"spec": )", kReadinessPodSpec, "}}}");
 }
 
 TEST(ReadinessTest, EveryKindHasAReadyCounter) {
@@ -56,8 +56,8 @@ TEST(ReadinessTest, JobSetCountsReadyJobsTimesTheirPods) {
       R"({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js", "namespace": "ns"},
     "spec": {"replicatedJobs": [
       {"name": "leader", "replicas": 1, "template": {"spec": {"template": {"spec": )",
-      kPodSpec, R"(}}}},
-      {"name": "workers", "replicas": 3, "template": {"spec": {"parallelism": 2, "template": {"spec": )", kPodSpec,
+      kReadinessPodSpec, R"(}}}},
+      {"name": "workers", "replicas": 3, "template": {"spec": {"parallelism": 2, "template": {"spec": )", kReadinessPodSpec,
       R"(}}}}]}})");
   EXPECT_EQ(Ready(Kind::kJobSet, jobset, "{}"), 0);
   EXPECT_EQ(Ready(Kind::kJobSet, jobset, R"({"replicatedJobsStatus": [
@@ -76,7 +76,7 @@ std::string PyTorchJob() {
   return absl::StrCat(
       R"({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p", "namespace": "ns"},
     "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": )",
-      kPodSpec, R"(}}, "Worker": {"replicas": 3, "template": {"spec": )", kPodSpec, "}}}}}");
+      kReadinessPodSpec, R"(}}, "Worker": {"replicas": 3, "template": {"spec": )", kReadinessPodSpec, "}}}}}");
 }
 
 TEST(ReadinessTest, KubeflowIsReadyByItsRunningCondition) {
@@ -92,10 +92,10 @@ TEST(ReadinessTest, KubeflowIsReadyByItsRunningCondition) {
 }
 
 TEST(ReadinessTest, RayIsReadyByItsClusterState) {
-  const std::string cluster_spec = absl::StrCat(R"({"headGroupSpec": {"template": {"spec": )", kPodSpec,
+  const std::string cluster_spec = absl::StrCat(R"({"headGroupSpec": {"template": {"spec": )", kReadinessPodSpec,
                                                 R"(}}, "workerGroupSpecs": [{"groupName": "g", "replicas": 2,
       "template": {"spec": )",
-                                                kPodSpec, "}}]}");
+                                                kReadinessPodSpec, "}}]}");
   const std::string cluster = absl::StrCat(
       R"({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r", "namespace": "ns"}, "spec": )",
       cluster_spec, "}");
@@ -112,7 +112,7 @@ TEST(ReadinessTest, RayIsReadyByItsClusterState) {
 
 TEST(ReadinessTest, PodIsReadyByItsReadyConditionOrSuccess) {
   const std::string pod = absl::StrCat(
-      R"({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": )", kPodSpec,
+      R"({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": )", kReadinessPodSpec,
       "}");
   EXPECT_EQ(Ready(Kind::kPod, pod, R"({"phase": "Pending"})"), 0);
   EXPECT_EQ(Ready(Kind::kPod, pod, R"({"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]})"),
@@ -136,7 +136,7 @@ TEST(ReadinessTest, NewKindsReadTheirOwnStatus) {
   const std::string jax = absl::StrCat(
       R"({"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": "j", "namespace": "ns"},
     "spec": {"jaxReplicaSpecs": {"Worker": {"replicas": 4, "template": {"spec": )",
-      kPodSpec, "}}}}}");
+      kReadinessPodSpec, "}}}}}");
   EXPECT_EQ(Ready(Kind::kJAXJob, jax, R"({"conditions": [{"type": "Running", "status": "True"}]})"), 4);
   EXPECT_EQ(Ready(Kind::kJAXJob, jax, R"({"replicaStatuses": {"Worker": {"active": 4}}})"), 3)
       << "a Kubeflow job is all ready only by its Running condition";
@@ -146,7 +146,7 @@ TEST(ReadinessTest, NewKindsReadTheirOwnStatus) {
     const std::string object =
         absl::StrCat(R"({"apiVersion": "apps/v1", "kind": ")", kind,
                      R"(", "metadata": {"name": "web", "namespace": "ns"}, "spec": {"replicas": 3, "template": {"spec": )",
-                     kPodSpec, "}}}");
+                     kReadinessPodSpec, "}}}");
     const Kind k = std::string(kind) == "StatefulSet" ? Kind::kStatefulSet : Kind::kDeployment;
     EXPECT_EQ(Ready(k, object, "{}"), 0);
     EXPECT_EQ(Ready(k, object, R"({"replicas": 3, "readyReplicas": 2})"), 2);
@@ -159,7 +159,7 @@ TEST(ReadinessTest, NewKindsReadTheirOwnStatus) {
       R"({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
     "metadata": {"name": "l", "namespace": "ns"},
     "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3, "leaderTemplate": {"spec": )",
-      kPodSpec, R"(}, "workerTemplate": {"spec": )", kPodSpec, "}}}}");
+      kReadinessPodSpec, R"(}, "workerTemplate": {"spec": )", kReadinessPodSpec, "}}}}");
   EXPECT_EQ(Ready(Kind::kLeaderWorkerSet, lws, "{}"), 0);
   EXPECT_EQ(Ready(Kind::kLeaderWorkerSet, lws, R"({"replicas": 2, "readyReplicas": 1})"), 3);
   EXPECT_EQ(Ready(Kind::kLeaderWorkerSet, lws, R"({"readyReplicas": 2})"), 6);
