@@ -160,8 +160,9 @@ TEST_F(KueueSourceTest, AnInvalidClusterQueueIsInactiveWithTheReasonAndTheOthers
   ASSERT_THAT(fake_->Create(absl::StrCat(kKueue, "/clusterqueues"), ClusterQueue("team-a-gpu", "team-a", "4")),
               IsOk());
   ASSERT_TRUE(WaitFor([&] {
+    json a = ClusterQueueStatus("team-a-gpu");  // null until the watch has brought it
     return ClusterQueueStatus("team-b-gpu").is_object() && ClusterQueueStatus("team-c-gpu").is_object() &&
-           ClusterQueueStatus("team-a-gpu").value("active", false);
+           a.is_object() && a.value("active", false);
   })) << server_->Stderr();
   json b = ClusterQueueStatus("team-b-gpu");
   EXPECT_FALSE(b.value("active", true));
