@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
 
 namespace gangkeeper::kube {
@@ -94,27 +93,39 @@ KueueObjectWatcher::KueueObjectWatcher(Client* client, OnChange on_change, Kueue
       options_(std::move(options)),
       objects_(KueueResources().size()),
       listed_(KueueResources().size(), false),
-      current_(std::make_shared<const model::ClusterKueueObjects>()) {}
+      current_(std::make_shared<const model::ClusterKueueObjects>()) {
+  for (size_t i = 0; i < KueueResources().size(); ++i) {
+    const KueueResource& r = KueueResources()[i];
+    ListThenWatchOptions lo;
+    lo.watch_timeout_seconds = options_.watch_timeout_seconds;
+    lo.error_backoff = options_.error_backoff;
+    lo.resync = options_.resync;
+    lo.list_failure_note = absl::StrCat("the ", r.kind, "s known so far stay in effect; RBAC must allow list and watch on ",
+                                        r.resource, ".", kKueueGroup);
+    loops_.push_back(std::make_unique<ListThenWatch>(
+        client_, KueuePath(options_.version, r), [this, i](const ListResult& list) { OnList(i, list); },
+        [this, i](const json& object, bool deleted) { Apply(i, object, deleted); }, std::move(lo)));
+  }
+}
 
 KueueObjectWatcher::~KueueObjectWatcher() { Stop(); }
 
 void KueueObjectWatcher::Start() {
-  if (!threads_.empty()) return;
-  for (size_t i = 0; i < KueueResources().size(); ++i) threads_.emplace_back([this, i] { Run(i); });
+  if (started_) return;
+  started_ = true;
+  for (std::unique_ptr<ListThenWatch>& loop : loops_) loop->Start();
 }
 
 void KueueObjectWatcher::Stop() {
-  stopping_.store(true);
   {
     absl::MutexLock lock(&mu_);
     stop_flag_ = true;
   }
-  if (threads_.empty()) return;
+  for (std::unique_ptr<ListThenWatch>& loop : loops_) loop->RequestStop();
+  if (!started_) return;
   client_->Shutdown();
-  for (std::thread& t : threads_) {
-    if (t.joinable()) t.join();
-  }
-  threads_.clear();
+  for (std::unique_ptr<ListThenWatch>& loop : loops_) loop->Join();
+  started_ = false;
 }
 
 bool KueueObjectWatcher::synced() const {
@@ -137,12 +148,6 @@ std::shared_ptr<const model::ClusterKueueObjects> KueueObjectWatcher::current() 
 KueueWatchStats KueueObjectWatcher::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
-}
-
-bool KueueObjectWatcher::Sleep(absl::Duration d) {
-  absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(&stop_flag_), d);
-  return !stop_flag_;
 }
 
 // Decodes every object known (each with the policy files' decoder); an
@@ -217,63 +222,19 @@ void KueueObjectWatcher::Replace(size_t index, Objects listed) {
   if (on_change_) on_change_(std::move(publish));
 }
 
-bool KueueObjectWatcher::WatchFrom(size_t index, std::string rv) {
-  std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
-  const std::string path = KueuePath(options_.version, KueueResources()[index]);
-  int failures = 0;
-  const base::Stopwatch since_list;
-  while (!stopping_.load() && since_list.Elapsed() < options_.resync) {
-    WatchOptions wo;
-    wo.resource_version = rv;
-    wo.timeout_seconds = options_.watch_timeout_seconds;
-    absl::Status s = client_->Watch(path, wo, [&](const WatchEvent& e) {
-      const std::string new_rv = MetaString(e.object, "resourceVersion");
-      if (!new_rv.empty()) rv = new_rv;
-      if (e.type == "ADDED" || e.type == "MODIFIED") Apply(index, e.object, /*deleted=*/false);
-      if (e.type == "DELETED") Apply(index, e.object, /*deleted=*/true);
-      failures = 0;
-      return !stopping_.load();
-    });
-    if (stopping_.load()) return false;
-    if (absl::IsOutOfRange(s)) {
-      log->info("watch {} expired at resourceVersion {}; listing again", path, rv);
-      return true;
-    }
-    if (!s.ok()) {
-      log->warn("watch {}: {}", path, s.message());
-      if (++failures > 5) return true;
-      if (!Sleep(options_.error_backoff)) return false;
-    }
-  }
-  return !stopping_.load();
-}
-
-void KueueObjectWatcher::Run(size_t index) {
-  std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
+void KueueObjectWatcher::OnList(size_t index, const ListResult& list) {
   const KueueResource& r = KueueResources()[index];
-  const std::string path = KueuePath(options_.version, r);
-  while (!stopping_.load()) {
-    absl::StatusOr<ListResult> list = client_->List(path);
-    if (!list.ok()) {
-      if (stopping_.load()) return;
-      log->warn("list {}: {} (the {}s known so far stay in effect; RBAC must allow list and watch on {}.{})", path,
-                list.status().message(), r.kind, r.resource, kKueueGroup);
-      if (!Sleep(options_.error_backoff)) return;
-      continue;
-    }
-    Objects listed;
-    for (const json& item : list->items) {
-      const std::string name = MetaString(item, "name");
-      if (name.empty()) continue;
-      const std::string key = r.namespaced ? absl::StrCat(MetaString(item, "namespace"), "/", name) : name;
-      Entry& e = listed[key];
-      json object = WithType(item, r, options_.version);
-      e.significant = Significant(object);
-      e.text = object.dump(-1, ' ', false, json::error_handler_t::replace);
-    }
-    Replace(index, std::move(listed));
-    if (!WatchFrom(index, list->resource_version)) return;
+  Objects listed;
+  for (const json& item : list.items) {
+    const std::string name = MetaString(item, "name");
+    if (name.empty()) continue;
+    const std::string key = r.namespaced ? absl::StrCat(MetaString(item, "namespace"), "/", name) : name;
+    Entry& e = listed[key];
+    json object = WithType(item, r, options_.version);
+    e.significant = Significant(object);
+    e.text = object.dump(-1, ' ', false, json::error_handler_t::replace);
   }
+  Replace(index, std::move(listed));
 }
 
 }  // namespace gangkeeper::kube

@@ -3,7 +3,6 @@
 
 #include <utility>
 
-#include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
 
 namespace gangkeeper::kube {
@@ -29,31 +28,35 @@ std::string NamespaceNameOf(const nlohmann::json& object) {
   return object["metadata"].value("name", "");
 }
 
+ListThenWatchOptions LoopOptions(const NamespaceWatchOptions& o) {
+  ListThenWatchOptions l;
+  l.watch_timeout_seconds = o.watch_timeout_seconds;
+  l.error_backoff = o.error_backoff;
+  l.resync = o.resync;
+  l.list_failure_note =
+      "namespaceSelectors keep the labels known so far; RBAC must allow list and watch on namespaces";
+  return l;
+}
+
 }  // namespace
 
 NamespaceWatcher::NamespaceWatcher(Client* client, OnChange on_change, NamespaceWatchOptions options)
-    : client_(client),
-      on_change_(std::move(on_change)),
-      options_(options),
-      current_(std::make_shared<const NamespaceLabels>()) {}
+    : on_change_(std::move(on_change)),
+      current_(std::make_shared<const NamespaceLabels>()),
+      loop_(
+          client, kNamespacesPath, [this](const ListResult& list) { Replace(list); },
+          [this](const nlohmann::json& object, bool deleted) { Apply(object, deleted); }, LoopOptions(options)) {}
 
 NamespaceWatcher::~NamespaceWatcher() { Stop(); }
 
-void NamespaceWatcher::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] { Run(); });
-}
+void NamespaceWatcher::Start() { loop_.Start(); }
 
 void NamespaceWatcher::Stop() {
-  stopping_.store(true);
   {
     absl::MutexLock lock(&mu_);
     stop_flag_ = true;
   }
-  if (thread_.joinable()) {
-    client_->Shutdown();
-    thread_.join();
-  }
+  loop_.Stop();
 }
 
 bool NamespaceWatcher::synced() const {
@@ -71,12 +74,6 @@ bool NamespaceWatcher::WaitSynced(absl::Duration timeout) const {
 std::shared_ptr<const NamespaceLabels> NamespaceWatcher::current() const {
   absl::MutexLock lock(&mu_);
   return current_;
-}
-
-bool NamespaceWatcher::Sleep(absl::Duration d) {
-  absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(&stop_flag_), d);
-  return !stop_flag_;
 }
 
 void NamespaceWatcher::Publish(std::shared_ptr<const NamespaceLabels> next) {
@@ -106,68 +103,23 @@ void NamespaceWatcher::Apply(const nlohmann::json& object, bool deleted) {
   Publish(std::move(next));
 }
 
-bool NamespaceWatcher::WatchFrom(std::string rv) {
-  std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
-  int failures = 0;
-  const base::Stopwatch since_list;
-  while (!stopping_.load() && since_list.Elapsed() < options_.resync) {
-    WatchOptions wo;
-    wo.resource_version = rv;
-    wo.timeout_seconds = options_.watch_timeout_seconds;
-    absl::Status s = client_->Watch(kNamespacesPath, wo, [&](const WatchEvent& e) {
-      if (e.object.is_object() && e.object.contains("metadata") && e.object["metadata"].is_object()) {
-        std::string new_rv = e.object["metadata"].value("resourceVersion", "");
-        if (!new_rv.empty()) rv = new_rv;
-      }
-      if (e.type == "ADDED" || e.type == "MODIFIED") Apply(e.object, /*deleted=*/false);
-      if (e.type == "DELETED") Apply(e.object, /*deleted=*/true);
-      failures = 0;
-      return !stopping_.load();
-    });
-    if (stopping_.load()) return false;
-    if (absl::IsOutOfRange(s)) {
-      log->info("watch {} expired at resourceVersion {}; listing again", kNamespacesPath, rv);
-      return true;
-    }
-    if (!s.ok()) {
-      log->warn("watch {}: {}", kNamespacesPath, s.message());
-      if (++failures > 5) return true;
-      if (!Sleep(options_.error_backoff)) return false;
-    }
+void NamespaceWatcher::Replace(const ListResult& list) {
+  auto listed = std::make_shared<NamespaceLabels>();
+  for (const nlohmann::json& item : list.items) {
+    const std::string name = NamespaceNameOf(item);
+    if (!name.empty()) (*listed)[name] = NamespaceLabelsOf(item);
   }
-  return !stopping_.load();
-}
-
-void NamespaceWatcher::Run() {
-  std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
-  while (!stopping_.load()) {
-    absl::StatusOr<ListResult> list = client_->List(kNamespacesPath);
-    if (!list.ok()) {
-      if (stopping_.load()) return;
-      log->warn("list {}: {} (namespaceSelectors keep the labels known so far; RBAC must allow list and watch "
-                "on namespaces)",
-                kNamespacesPath, list.status().message());
-      if (!Sleep(options_.error_backoff)) return;
-      continue;
-    }
-    auto listed = std::make_shared<NamespaceLabels>();
-    for (const nlohmann::json& item : list->items) {
-      const std::string name = NamespaceNameOf(item);
-      if (!name.empty()) (*listed)[name] = NamespaceLabelsOf(item);
-    }
-    // A list is authoritative; publish only when it differs (a resync of an
-    // unchanged cluster re-evaluates nothing).
-    bool first;
-    {
-      absl::MutexLock lock(&mu_);
-      first = !synced_;
-    }
-    if (first || *listed != *current()) Publish(std::move(listed));
-    {
-      absl::MutexLock lock(&mu_);
-      synced_ = true;
-    }
-    if (!WatchFrom(list->resource_version)) return;
+  // A list is authoritative; publish only when it differs (a resync of an
+  // unchanged cluster re-evaluates nothing).
+  bool first;
+  {
+    absl::MutexLock lock(&mu_);
+    first = !synced_;
+  }
+  if (first || *listed != *current()) Publish(std::move(listed));
+  {
+    absl::MutexLock lock(&mu_);
+    synced_ = true;
   }
 }
 

@@ -5,11 +5,11 @@
 // ResourceFlavors, ClusterQueues, LocalQueues, Cohorts and
 // WorkloadPriorityClasses live in the cluster. DiscoverKueue asks the API
 // server which version of the group it serves (v1beta2 preferred, v1beta1
-// when that is all there is). KueueObjectWatcher then runs one thread per
-// resource that lists it and watches from the list's resourceVersion (a
-// watch that ends resumes from the last resourceVersion seen; one that
-// expired, 410, lists again; a full list every `resync`), like
-// NamespaceWatcher. Every object is decoded with the policy files' decoder
+// when that is all there is). KueueObjectWatcher then runs one
+// kube::ListThenWatch loop (list_then_watch.h) per resource, which lists it
+// and watches from the list's resourceVersion (a watch that ends resumes
+// from the last resourceVersion seen; one that expired, 410, lists again; a
+// full list every `resync`), like NamespaceWatcher. Every object is decoded with the policy files' decoder
 // and its messages (model::DecodeClusterObject): an object that does not
 // decode is logged and left out, except a ClusterQueue, which stays as an
 // inactive stand-in carrying the reason, so its workloads say why they
@@ -23,12 +23,10 @@
 // Thread-safe.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +34,7 @@
 #include "absl/time/time.h"
 #include "gangkeeper/kube/client.h"
 #include "gangkeeper/kube/kueue_objects.h"  // kKueueGroup
+#include "gangkeeper/kube/list_then_watch.h"
 #include "gangkeeper/model/policy_store.h"
 #include "nlohmann/json.hpp"
 
@@ -87,7 +86,7 @@ class KueueObjectWatcher {
   KueueObjectWatcher& operator=(const KueueObjectWatcher&) = delete;
 
   void Start();
-  // Ends the watches (through the client) and joins the threads.
+  // Ends the watches (through the client, once) and joins the loops.
   void Stop();
   // Every resource listed at least once.
   bool synced() const;
@@ -105,20 +104,18 @@ class KueueObjectWatcher {
   };
   using Objects = std::map<std::string, Entry>;  // "NS/NAME" or "NAME"
 
-  void Run(size_t index);
-  bool WatchFrom(size_t index, std::string rv);
+  // A complete list of resource `index`.
+  void OnList(size_t index, const ListResult& list);
   // Applies one object of resource `index`; publishes when it changed.
   void Apply(size_t index, const nlohmann::json& object, bool deleted);
   // Replaces everything of resource `index` with a list; publishes when
   // anything changed (or on the first full sync).
   void Replace(size_t index, Objects listed);
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool Sleep(absl::Duration d);
 
   Client* const client_;
   const OnChange on_change_;
   const KueueWatchOptions options_;
-  std::atomic<bool> stopping_{false};
   // Held across building and handing over a publication, so on_change
   // sees them in order.
   absl::Mutex publish_mu_ ABSL_ACQUIRED_BEFORE(mu_);
@@ -129,7 +126,8 @@ class KueueObjectWatcher {
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<const model::ClusterKueueObjects> current_ ABSL_GUARDED_BY(mu_);
   KueueWatchStats stats_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> threads_;
+  bool started_ = false;
+  std::vector<std::unique_ptr<ListThenWatch>> loops_;  // per resource
 };
 
 }  // namespace gangkeeper::kube

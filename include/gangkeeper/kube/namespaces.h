@@ -3,9 +3,10 @@
 //
 // A ClusterQueue's namespaceSelector matches a namespace's labels. In a
 // cluster those labels live on the Namespace objects, not in the policy
-// files: one thread lists /api/v1/namespaces, then watches from the list's
-// resourceVersion (a watch that ends resumes from the last resourceVersion
-// seen; one that expired, 410, lists again; a full list every `resync`).
+// files: one kube::ListThenWatch loop (list_then_watch.h) lists
+// /api/v1/namespaces, then watches from the list's resourceVersion (a watch
+// that ends resumes from the last resourceVersion seen; one that expired,
+// 410, lists again; a full list every `resync`).
 // After the first list and after every change of a namespace's labels (a
 // namespace added, relabelled or deleted; not a change of anything else)
 // `on_change` receives the whole map, name -> labels, so the caller
@@ -18,16 +19,15 @@
 // Thread-safe.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gangkeeper/kube/client.h"
+#include "gangkeeper/kube/list_then_watch.h"
 #include "gangkeeper/model/objects.h"
 
 namespace gangkeeper::kube {
@@ -62,25 +62,18 @@ class NamespaceWatcher {
   std::shared_ptr<const NamespaceLabels> current() const;
 
  private:
-  void Run();
-  // Watches from `rv` until resync, an expired watch or repeated failures
-  // (true: list again) or Stop (false).
-  bool WatchFrom(std::string rv);
-  // Applies one namespace object (nullptr labels: deleted); publishes when
-  // its labels changed.
+  // A complete list: published when it differs (or is the first).
+  void Replace(const ListResult& list);
+  // Applies one namespace object; publishes when its labels changed.
   void Apply(const nlohmann::json& object, bool deleted);
   void Publish(std::shared_ptr<const NamespaceLabels> next);
-  bool Sleep(absl::Duration d);
 
-  Client* const client_;
   const OnChange on_change_;
-  const NamespaceWatchOptions options_;
-  std::atomic<bool> stopping_{false};
   mutable absl::Mutex mu_;
   bool stop_flag_ ABSL_GUARDED_BY(mu_) = false;
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<const NamespaceLabels> current_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
+  ListThenWatch loop_;
 };
 
 }  // namespace gangkeeper::kube

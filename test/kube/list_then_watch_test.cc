@@ -1,0 +1,173 @@
+// Tests for ListThenWatch, the loop NamespaceWatcher and KueueObjectWatcher
+// share, against FakeKubeApi (a real HTTPS server on loopback): a list
+// first, then the watch's objects; an expired watch (410) lists again and
+// the list brings what the lost history held; a healthy watch is listed
+// again every `resync`; failed lists are retried; Stop ends an open watch
+// without waiting for the server's timeout.
+#include "gangkeeper/kube/list_then_watch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/kube/fake_cluster.h"
+#include "test/testing/fake_kube_api.h"
+#include "test/testing/status_matchers.h"
+#include "test/testing/wait.h"
+
+namespace gangkeeper::kube {
+namespace {
+
+using json = nlohmann::json;
+using ::gangkeeper::testing::IsOk;
+using ::gangkeeper::testing::ScriptedFailure;
+using ::gangkeeper::testing::WaitFor;
+
+constexpr char kNamespaces[] = "/api/v1/namespaces";
+
+json NamespaceObject(const std::string& name, const std::string& tier) {
+  return {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}, {"labels", {{"tier", tier}}}}}};
+}
+
+std::string Name(const json& object) { return object["metadata"].value("name", ""); }
+
+class ListThenWatchTest : public FakeClusterTest {
+ protected:
+  void TearDown() override {
+    if (loop_ != nullptr) loop_->Stop();
+  }
+
+  void StartLoop(ListThenWatchOptions o) {
+    loop_ = std::make_unique<ListThenWatch>(
+        client_.get(), kNamespaces,
+        [this](const ListResult& list) {
+          absl::MutexLock lock(&mu_);
+          std::vector<std::string> names;
+          for (const json& item : list.items) names.push_back(Name(item));
+          lists_.push_back(std::move(names));
+        },
+        [this](const json& object, bool deleted) {
+          absl::MutexLock lock(&mu_);
+          events_.push_back((deleted ? "-" : "+") + Name(object));
+        },
+        std::move(o));
+    loop_->Start();
+  }
+  size_t Lists() {
+    absl::MutexLock lock(&mu_);
+    return lists_.size();
+  }
+  std::vector<std::string> LastList() {
+    absl::MutexLock lock(&mu_);
+    return lists_.empty() ? std::vector<std::string>() : lists_.back();
+  }
+  bool SawEvent(const std::string& e) {
+    absl::MutexLock lock(&mu_);
+    return std::find(events_.begin(), events_.end(), e) != events_.end();
+  }
+
+  std::unique_ptr<ListThenWatch> loop_;
+  absl::Mutex mu_;
+  std::vector<std::vector<std::string>> lists_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(ListThenWatchTest, ListsFirstThenHandsOverTheWatchedObjects) {
+  ASSERT_THAT(fake_->Create(kNamespaces, NamespaceObject("team-a", "gold")), IsOk());
+  ListThenWatchOptions o;
+  o.error_backoff = absl::Milliseconds(50);
+  StartLoop(o);
+  ASSERT_TRUE(WaitFor([&] { return Lists() == 1; }));
+  EXPECT_THAT(LastList(), ::testing::ElementsAre("team-a"));
+  ASSERT_THAT(fake_->Create(kNamespaces, NamespaceObject("team-b", "silver")), IsOk());
+  EXPECT_TRUE(WaitFor([&] { return SawEvent("+team-b"); }));
+  ASSERT_THAT(fake_->Delete(std::string(kNamespaces) + "/team-a"), IsOk());
+  EXPECT_TRUE(WaitFor([&] { return SawEvent("-team-a"); }));
+  EXPECT_FALSE(SawEvent("+team-a")) << "what the list brought is not handed over again by the watch";
+  EXPECT_EQ(Lists(), 1u) << "a healthy watch is not listed again before resync";
+}
+
+TEST_F(ListThenWatchTest, AnExpiredWatchListsAgainAndTheListHoldsWhatTheHistoryLost) {
+  ListThenWatchOptions o;
+  o.error_backoff = absl::Milliseconds(50);
+  StartLoop(o);
+  ASSERT_TRUE(WaitFor([&] { return Lists() == 1; }));
+  // The open watch ends and the history it would resume from is gone: the
+  // next watch is answered 410 and the loop lists again.
+  fake_->CompactHistory();
+  ASSERT_THAT(fake_->Create(kNamespaces, NamespaceObject("team-c", "gold")), IsOk());
+  fake_->CompactHistory();
+  fake_->CloseWatches();
+  ASSERT_TRUE(WaitFor([&] { return Lists() >= 2; }));
+  EXPECT_TRUE(WaitFor([&] {
+    std::vector<std::string> last = LastList();
+    return std::find(last.begin(), last.end(), "team-c") != last.end() || SawEvent("+team-c");
+  }));
+  EXPECT_EQ(loop_->lists(), Lists());
+}
+
+TEST_F(ListThenWatchTest, AHealthyWatchIsListedAgainEveryResync) {
+  ASSERT_THAT(fake_->Create(kNamespaces, NamespaceObject("team-a", "gold")), IsOk());
+  ListThenWatchOptions o;
+  o.error_backoff = absl::Milliseconds(50);
+  o.resync = absl::Milliseconds(200);
+  o.watch_timeout_seconds = 1;  // the resync is checked between watches
+  StartLoop(o);
+  EXPECT_TRUE(WaitFor([&] { return Lists() >= 3; }));
+  EXPECT_THAT(LastList(), ::testing::ElementsAre("team-a"));
+}
+
+TEST_F(ListThenWatchTest, FailedListsAreRetried) {
+  ASSERT_THAT(fake_->Create(kNamespaces, NamespaceObject("team-a", "gold")), IsOk());
+  ScriptedFailure f;
+  f.path_contains = kNamespaces;
+  f.non_watch_only = true;
+  f.status = 403;
+  f.times = 3;
+  fake_->Fail(f);
+  ListThenWatchOptions o;
+  o.error_backoff = absl::Milliseconds(20);
+  StartLoop(o);
+  ASSERT_TRUE(WaitFor([&] { return Lists() == 1; }));
+  EXPECT_THAT(LastList(), ::testing::ElementsAre("team-a"));
+}
+
+TEST_F(ListThenWatchTest, StopEndsAnOpenWatchWithoutWaitingForItsTimeout) {
+  ListThenWatchOptions o;
+  o.watch_timeout_seconds = 300;
+  StartLoop(o);
+  ASSERT_TRUE(WaitFor([&] { return Lists() == 1; }));
+  // The loop is inside a watch the server would hold for 300 s.
+  std::future<void> stopped = std::async(std::launch::async, [this] { loop_->Stop(); });
+  EXPECT_EQ(stopped.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "Stop waited for the watch's server-side timeout";
+  stopped.wait();
+}
+
+TEST_F(ListThenWatchTest, StopDuringTheBackoffOfAFailingListEndsTheLoop) {
+  ScriptedFailure f;
+  f.path_contains = kNamespaces;
+  f.non_watch_only = true;
+  f.status = 403;
+  f.times = -1;
+  fake_->Fail(f);
+  ListThenWatchOptions o;
+  o.error_backoff = absl::Hours(1);
+  StartLoop(o);
+  ASSERT_TRUE(WaitFor([&] { return !fake_->Calls().empty(); }));
+  std::future<void> stopped = std::async(std::launch::async, [this] { loop_->Stop(); });
+  EXPECT_EQ(stopped.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "Stop waited for the backoff";
+  stopped.wait();
+  EXPECT_EQ(Lists(), 0u);
+}
+
+}  // namespace
+}  // namespace gangkeeper::kube
