@@ -438,13 +438,25 @@ KueueStatus WorkloadStatusOf(const broker::WorkloadInfo& w, const KueueStatus* p
 
 // ---- Questions to the cluster ----
 
-absl::StatusOr<std::optional<KueueVersion>> ServedKueueVersion(Client& client) {
-  for (KueueVersion v : {KueueVersion::kV1beta2, KueueVersion::kV1beta1}) {
-    absl::StatusOr<json> got = client.Get(absl::StrCat(KueuePath(v, "clusterqueues"), "?limit=1"));
-    if (got.ok()) return v;
-    if (HttpCode(got.status()) != 404) return got.status();
+absl::StatusOr<KueueVersion> DiscoverKueue(Client& client) {
+  absl::StatusOr<json> group = client.Get(absl::StrCat("/apis/", kKueueGroup));
+  if (!group.ok()) {
+    if (absl::IsNotFound(group.status())) {
+      return absl::NotFoundError(absl::StrCat("the API server does not serve ", kKueueGroup,
+                                              " (Kueue's CRDs are not installed)"));
+    }
+    return group.status();
   }
-  return std::nullopt;
+  bool v1beta1 = false, v1beta2 = false;
+  for (const json& v : JsonArray(*group, "versions")) {
+    const std::string version = JsonString(v, "version");
+    v1beta1 = v1beta1 || version == "v1beta1";
+    v1beta2 = v1beta2 || version == "v1beta2";
+  }
+  if (v1beta2) return KueueVersion::kV1beta2;
+  if (v1beta1) return KueueVersion::kV1beta1;
+  return absl::NotFoundError(absl::StrCat("the API server serves ", kKueueGroup,
+                                          " but neither v1beta2 nor v1beta1 (install Kueue's CRDs of v0.9 or later)"));
 }
 
 absl::StatusOr<std::string> DetectKueueController(Client& client, const KueueDetectionOptions& options) {

@@ -34,10 +34,10 @@ json Significant(const json& object) {
 }
 
 // Items of a list may lack kind and apiVersion: the decoder needs them.
-json WithType(const json& object, const KueueResource& r, const std::string& version) {
+json WithType(const json& object, const KueueResource& r, KueueVersion version) {
   json out = object;
   if (!out.contains("kind")) out["kind"] = r.kind;
-  if (!out.contains("apiVersion")) out["apiVersion"] = absl::StrCat(kKueueGroup, "/", version);
+  if (!out.contains("apiVersion")) out["apiVersion"] = absl::StrCat(kKueueGroup, "/", KueueVersionName(version));
   return out;
 }
 
@@ -52,39 +52,6 @@ const std::vector<KueueResource>& KueueResources() {
       {"workloadpriorityclasses", "WorkloadPriorityClass", false},
   };
   return *kResources;
-}
-
-absl::StatusOr<std::string> DiscoverKueue(Client* client) {
-  absl::StatusOr<json> group = client->Get(absl::StrCat("/apis/", kKueueGroup));
-  if (!group.ok()) {
-    if (absl::IsNotFound(group.status())) {
-      return absl::NotFoundError(absl::StrCat("the API server does not serve ", kKueueGroup,
-                                              " (Kueue's CRDs are not installed)"));
-    }
-    return group.status();
-  }
-  bool v1beta1 = false, v1beta2 = false;
-  if (group->is_object() && group->contains("versions") && (*group)["versions"].is_array()) {
-    for (const json& v : (*group)["versions"]) {
-      if (!v.is_object()) continue;
-      const std::string version = v.value("version", "");
-      v1beta1 = v1beta1 || version == "v1beta1";
-      v1beta2 = v1beta2 || version == "v1beta2";
-    }
-  }
-  if (v1beta2) return std::string("v1beta2");
-  if (v1beta1) return std::string("v1beta1");
-  return absl::NotFoundError(absl::StrCat("the API server serves ", kKueueGroup,
-                                          " but neither v1beta2 nor v1beta1 (install Kueue's CRDs of v0.9 or later)"));
-}
-
-std::string KueuePath(const std::string& version, const KueueResource& resource, const std::string& namespace_name,
-                      const std::string& name) {
-  std::string path = absl::StrCat("/apis/", kKueueGroup, "/", version);
-  if (resource.namespaced && !namespace_name.empty()) absl::StrAppend(&path, "/namespaces/", namespace_name);
-  absl::StrAppend(&path, "/", resource.resource);
-  if (!name.empty()) absl::StrAppend(&path, "/", name);
-  return path;
 }
 
 KueueObjectWatcher::KueueObjectWatcher(Client* client, OnChange on_change, KueueWatchOptions options)
@@ -103,7 +70,7 @@ KueueObjectWatcher::KueueObjectWatcher(Client* client, OnChange on_change, Kueue
     lo.list_failure_note = absl::StrCat("the ", r.kind, "s known so far stay in effect; RBAC must allow list and watch on ",
                                         r.resource, ".", kKueueGroup);
     loops_.push_back(std::make_unique<ListThenWatch>(
-        client_, KueuePath(options_.version, r), [this, i](const ListResult& list) { OnList(i, list); },
+        client_, KueuePath(options_.version, r.resource), [this, i](const ListResult& list) { OnList(i, list); },
         [this, i](const json& object, bool deleted) { Apply(i, object, deleted); }, std::move(lo)));
   }
 }

@@ -40,18 +40,21 @@ absl::StatusOr<std::unique_ptr<KueuePublishing>> KueuePublishing::Create(const k
   absl::StatusOr<std::unique_ptr<kube::Client>> c = kube::Client::Create(config, co);
   if (!c.ok()) return c.status();
   p->client_ = *std::move(c);
-  absl::StatusOr<std::optional<kube::KueueVersion>> served = kube::ServedKueueVersion(*p->client_);
-  if (!served.ok()) {
+  const absl::StatusOr<kube::KueueVersion> discovered =
+      options.served.has_value() ? *options.served : kube::DiscoverKueue(*p->client_);
+  std::optional<kube::KueueVersion> served;
+  if (discovered.ok()) {
+    served = *discovered;
+  } else if (!absl::IsNotFound(discovered.status())) {
     log->warn("kueue: cannot tell whether Kueue's CRDs are served ({}); taking them as absent",
-              served.status().message());
-    served = std::optional<kube::KueueVersion>();
+              discovered.status().message());
   }
-  const bool by_default = PublishToKueueByDefault(served->has_value(), options.policy_source_cluster);
+  const bool by_default = PublishToKueueByDefault(served.has_value(), options.policy_source_cluster);
   absl::StatusOr<bool> status_on = Decide("publish-kueue-status", options.status, by_default);
   if (!status_on.ok()) return status_on.status();
   absl::StatusOr<bool> workloads_on = Decide("publish-workloads", options.workloads, by_default);
   if (!workloads_on.ok()) return workloads_on.status();
-  if ((*status_on || *workloads_on) && !served->has_value()) {
+  if ((*status_on || *workloads_on) && !served.has_value()) {
     return absl::InvalidArgumentError(
         "--publish-kueue-status / --publish-workloads true: the cluster serves no kueue.x-k8s.io v1beta2 or v1beta1 "
         "ClusterQueues; install Kueue's CRDs (README: Replacing Kueue's controller) or set them to auto");
@@ -63,7 +66,7 @@ absl::StatusOr<std::unique_ptr<KueuePublishing>> KueuePublishing::Create(const k
   p->options_ = std::move(options);
   kube::KueueWriterOptions wo;
   wo.clock = p->options_.clock;
-  wo.version = **served;
+  wo.version = *served;
   wo.leading = p->options_.leading;
   KueuePublishing* self = p.get();
   wo.refused = [self] { return self->Refusal(); };
@@ -71,7 +74,7 @@ absl::StatusOr<std::unique_ptr<KueuePublishing>> KueuePublishing::Create(const k
   if (*workloads_on) p->workloads_ = std::make_unique<kube::WorkloadPublisher>(p->client_.get(), &p->view_, wo);
   log->info("kueue: publishing {}{}{} at kueue.x-k8s.io/{} (from the leader only)",
             *status_on ? "ClusterQueue and LocalQueue status" : "", *status_on && *workloads_on ? " and " : "",
-            *workloads_on ? "Workload objects" : "", kube::KueueVersionName(**served));
+            *workloads_on ? "Workload objects" : "", kube::KueueVersionName(*served));
   (void)p->Refusal();  // the first check, logged
   return p;
 }

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -43,12 +44,15 @@ class KueuePublishing {
     std::string status = "auto";         // --publish-kueue-status: auto | true | false
     std::string workloads = "auto";      // --publish-workloads: auto | true | false
     bool policy_source_cluster = false;  // --policy-source cluster was chosen (auto's answer)
+    // kube::DiscoverKueue's answer when ChoosePolicySource already asked
+    // (PolicySourceChoice::discovery); unset: Create asks.
+    std::optional<absl::StatusOr<kube::KueueVersion>> served;
     absl::Duration detect_every = absl::Seconds(30);
     kube::KueueDetectionOptions detection;
   };
 
-  // Asks the cluster which of Kueue's versions it serves and whether
-  // Kueue's controller runs (logged). nullptr when nothing is to be
+  // Asks the cluster which of Kueue's versions it serves (unless
+  // `served` says) and whether Kueue's controller runs (logged). nullptr when nothing is to be
   // published; InvalidArgument for a bad flag value, or a flag set to
   // true on a cluster without Kueue's CRDs.
   static absl::StatusOr<std::unique_ptr<KueuePublishing>> Create(const kube::ClusterConfig& config, Options options);

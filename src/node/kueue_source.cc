@@ -26,9 +26,15 @@ const kube::KueueResource* ResourceOfKind(const std::string& kind) {
   return nullptr;
 }
 
+// The path of `r` (a namespace only for a namespaced resource).
+std::string PathOf(kube::KueueVersion version, const kube::KueueResource& r, const std::string& ns,
+                   const std::string& name = "") {
+  return kube::KueuePath(version, r.resource, r.namespaced ? ns : "", name);
+}
+
 class KubePolicyWriter final : public api::ClusterPolicyWriter {
  public:
-  KubePolicyWriter(kube::Client* client, std::string version) : client_(client), version_(std::move(version)) {}
+  KubePolicyWriter(kube::Client* client, kube::KueueVersion version) : client_(client), version_(version) {}
 
   absl::StatusOr<std::map<std::string, std::string>> Write(const model::PolicyOverlay& change,
                                                            const std::string& actor) override {
@@ -84,7 +90,7 @@ class KubePolicyWriter final : public api::ClusterPolicyWriter {
   template <typename T>
   json Encode(const T& object) {
     T copy = object;
-    copy.meta.api_version = absl::StrCat(kube::kKueueGroup, "/", version_);
+    copy.meta.api_version = absl::StrCat(kube::kKueueGroup, "/", kube::KueueVersionName(version_));
     copy.meta.resource_version.clear();
     return model::EncodeObject(copy);
   }
@@ -94,12 +100,12 @@ class KubePolicyWriter final : public api::ClusterPolicyWriter {
     const kube::KueueResource* r = ResourceOfKind(kind);
     GK_CHECK_MSG(r != nullptr, "a Kueue kind without a resource");
     const std::string display = ns.empty() ? name : absl::StrCat(ns, "/", name);
-    const std::string path = kube::KueuePath(version_, *r, ns, name);
+    const std::string path = PathOf(version_, *r, ns, name);
     absl::StatusOr<json> existing = client_->Get(path);
     absl::StatusOr<json> written;
     std::string before;
     if (absl::IsNotFound(existing.status())) {
-      written = client_->Post(kube::KueuePath(version_, *r, ns), object.dump(-1, ' ', false, json::error_handler_t::replace));
+      written = client_->Post(PathOf(version_, *r, ns), object.dump(-1, ' ', false, json::error_handler_t::replace));
     } else if (!existing.ok()) {
       return Annotated(existing.status(), kind, display);
     } else {
@@ -138,7 +144,7 @@ class KubePolicyWriter final : public api::ClusterPolicyWriter {
     const kube::KueueResource* r = parts.size() == 3 ? ResourceOfKind(parts[0]) : nullptr;
     if (r == nullptr) return absl::FailedPreconditionError(absl::StrCat(id, " is not written to the cluster"));
     const std::string display = parts[1].empty() ? parts[2] : absl::StrCat(parts[1], "/", parts[2]);
-    absl::StatusOr<json> deleted = client_->Delete(kube::KueuePath(version_, *r, parts[1], parts[2]), "", "");
+    absl::StatusOr<json> deleted = client_->Delete(PathOf(version_, *r, parts[1], parts[2]), "", "");
     if (!deleted.ok() && !absl::IsNotFound(deleted.status())) {
       return Annotated(deleted.status(), parts[0], display);
     }
@@ -151,13 +157,13 @@ class KubePolicyWriter final : public api::ClusterPolicyWriter {
   }
 
   kube::Client* const client_;
-  const std::string version_;
+  const kube::KueueVersion version_;
 };
 
 }  // namespace
 
-std::unique_ptr<api::ClusterPolicyWriter> NewKubePolicyWriter(kube::Client* client, std::string version) {
-  return std::make_unique<KubePolicyWriter>(client, std::move(version));
+std::unique_ptr<api::ClusterPolicyWriter> NewKubePolicyWriter(kube::Client* client, kube::KueueVersion version) {
+  return std::make_unique<KubePolicyWriter>(client, version);
 }
 
 absl::StatusOr<PolicySourceChoice> ChoosePolicySource(const std::string& flag, kube::Client* client) {
@@ -177,7 +183,8 @@ absl::StatusOr<PolicySourceChoice> ChoosePolicySource(const std::string& flag, k
     c.why = "--kube none: no cluster to read Kueue's objects from";
     return c;
   }
-  absl::StatusOr<std::string> version = kube::DiscoverKueue(client);
+  absl::StatusOr<kube::KueueVersion> version = kube::DiscoverKueue(*client);
+  c.discovery = version;
   if (!version.ok()) {
     if (flag == "cluster") {
       return absl::InvalidArgumentError(absl::StrCat("--policy-source cluster: ", version.status().message()));
@@ -189,7 +196,7 @@ absl::StatusOr<PolicySourceChoice> ChoosePolicySource(const std::string& flag, k
   c.cluster = true;
   c.version = *version;
   c.why = absl::StrCat(flag.empty() ? "the API server serves " : "--policy-source cluster; the API server serves ",
-                       kube::kKueueGroup, "/", c.version);
+                       kube::kKueueGroup, "/", kube::KueueVersionName(c.version));
   return c;
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -28,6 +29,7 @@
 #include "gangkeeper/broker/event.h"
 #include "gangkeeper/kube/client.h"
 #include "gangkeeper/kube/config.h"
+#include "gangkeeper/kube/kueue_objects.h"
 #include "gangkeeper/kube/kueue_watch.h"
 #include "gangkeeper/model/policy_store.h"
 
@@ -35,8 +37,12 @@ namespace gangkeeper::node {
 
 struct PolicySourceChoice {
   bool cluster = false;
-  std::string version;  // kueue.x-k8s.io version to read, with cluster
-  std::string why;      // for the log line at start
+  kube::KueueVersion version = kube::KueueVersion::kV1beta2;  // to read, with cluster
+  // kube::DiscoverKueue's answer when it was asked (not with
+  // --policy-source files or --kube none), for KueuePublishing, which then
+  // does not ask again.
+  std::optional<absl::StatusOr<kube::KueueVersion>> discovery;
+  std::string why;  // for the log line at start
 };
 
 // `flag` is --policy-source: "" (auto), "files" or "cluster". `client` is
@@ -49,7 +55,7 @@ class KueueSource {
  public:
   struct Options {
     const base::Clock* clock = nullptr;  // required
-    std::string version = "v1beta2";
+    kube::KueueVersion version = kube::KueueVersion::kV1beta2;
     // How long Create waits for the first lists, so that the broker starts
     // with the cluster's quota (readiness waits in any case).
     absl::Duration sync_wait = absl::Seconds(10);
@@ -85,6 +91,6 @@ class KueueSource {
 
 // The API's writer to the cluster at `version` through `client` (must
 // outlive it). Exposed for tests.
-std::unique_ptr<api::ClusterPolicyWriter> NewKubePolicyWriter(kube::Client* client, std::string version);
+std::unique_ptr<api::ClusterPolicyWriter> NewKubePolicyWriter(kube::Client* client, kube::KueueVersion version);
 
 }  // namespace gangkeeper::node

@@ -82,6 +82,9 @@ struct Node::Impl {
   // --policy-source cluster: Kueue's objects from the cluster, and the
   // API's writes of them to the cluster (kueue_source.h).
   std::unique_ptr<KueueSource> kueue_source;
+  // What ChoosePolicySource's discovery of Kueue's group found, when it
+  // asked; KueuePublishing reuses it.
+  std::optional<absl::StatusOr<kube::KueueVersion>> kueue_discovery;
   // With etcd only the leader sends, and only while its lease surely holds.
   std::atomic<replica::Replica*> leader_gate{nullptr};
   std::unique_ptr<kube::KubeActuator> actuator;
@@ -341,6 +344,7 @@ absl::Status Node::Impl::ConnectKueuePublishing() {
   KueuePublishing::Options ko;
   ko.clock = clock;
   ko.policy_source_cluster = kueue_source != nullptr;
+  ko.served = kueue_discovery;
   ko.status = o.publish_kueue_status;
   ko.workloads = o.publish_workloads;
   ko.detection.kueue_namespace = o.kueue_namespace;
@@ -364,6 +368,7 @@ absl::Status Node::Impl::ConnectKueuePublishing() {
 absl::Status Node::Impl::ChoosePolicySource() {
   absl::StatusOr<PolicySourceChoice> choice = node::ChoosePolicySource(o.policy_source, kube_client.get());
   if (!choice.ok()) return Setting(choice.status().message());
+  kueue_discovery = choice->discovery;
   if (!choice->cluster) {
     log->info("policies: source files ({})", choice->why);
     return absl::OkStatus();

@@ -116,6 +116,14 @@ class KueueSourceTest : public KubeIntegrationTest {
 
 TEST_F(KueueSourceTest, TheChoiceIsLoggedAtStart) {
   EXPECT_THAT(server_->Stderr(), HasSubstr("policies: source cluster (the API server serves kueue.x-k8s.io/v1beta2)"));
+  // Publishing (on by default with the cluster as the source) takes the
+  // version the policy source found: the group is discovered once.
+  EXPECT_THAT(server_->Stderr(), HasSubstr("kueue: publishing"));
+  int discoveries = 0;
+  for (const testing::RecordedCall& c : fake_->Calls()) {
+    if (c.method == "GET" && c.path == "/apis/kueue.x-k8s.io") ++discoveries;
+  }
+  EXPECT_EQ(discoveries, 1);
 }
 
 TEST_F(KueueSourceTest, AClusterQueueCreatedWithKubectlIsUsedForAdmissionWithoutARestart) {

@@ -463,15 +463,16 @@ TEST_F(KueuePublishingTest, KueuesOwnControllerIsDetected) {
 }
 
 TEST_F(KueuePublishingTest, TheServedVersionIsFound) {
-  absl::StatusOr<std::optional<KueueVersion>> v = ServedKueueVersion(*client_);
+  absl::StatusOr<KueueVersion> v = DiscoverKueue(*client_);
   ASSERT_THAT(v.status(), IsOk());
   EXPECT_EQ(*v, KueueVersion::kV1beta2);
-  fake_->set_served("kueue.x-k8s.io/v1beta2/clusterqueues", false);
-  v = ServedKueueVersion(*client_);
-  ASSERT_THAT(v.status(), IsOk());
-  EXPECT_EQ(*v, std::nullopt);
+  for (const char* r : {"clusterqueues", "localqueues", "cohorts", "workloads"}) {
+    fake_->set_served(std::string("kueue.x-k8s.io/v1beta2/") + r, false);
+  }
+  v = DiscoverKueue(*client_);
+  EXPECT_TRUE(absl::IsNotFound(v.status())) << v.status();
   fake_->set_served("kueue.x-k8s.io/v1beta1/clusterqueues", true);
-  v = ServedKueueVersion(*client_);
+  v = DiscoverKueue(*client_);
   ASSERT_THAT(v.status(), IsOk());
   EXPECT_EQ(*v, KueueVersion::kV1beta1);
 }

@@ -103,9 +103,9 @@ class KueueObjectWatcherTest : public FakeClusterTest {
 };
 
 TEST_F(KueueObjectWatcherTest, DiscoveryPrefersV1beta2AndFallsBackToV1beta1) {
-  EXPECT_EQ(DiscoverKueue(client_.get()).value_or("?"), "v1beta2");
+  EXPECT_EQ(DiscoverKueue(*client_).value_or(KueueVersion::kV1beta1), KueueVersion::kV1beta2);
   fake_->ServeKueue({"v1beta1"});
-  EXPECT_EQ(DiscoverKueue(client_.get()).value_or("?"), "v1beta2");  // both served: the newer
+  EXPECT_EQ(DiscoverKueue(*client_).value_or(KueueVersion::kV1beta1), KueueVersion::kV1beta2);  // both served: the newer
 }
 
 TEST_F(KueueObjectWatcherTest, OnlyV1beta1ServedIsReadAtV1beta1) {
@@ -114,7 +114,8 @@ TEST_F(KueueObjectWatcherTest, OnlyV1beta1ServedIsReadAtV1beta1) {
     fake_->set_served(std::string("kueue.x-k8s.io/v1beta2/") + r, false);
   }
   fake_->ServeKueue({"v1beta1"});
-  EXPECT_EQ(DiscoverKueue(client_.get()).value_or("?"), "v1beta1");
+  ASSERT_THAT(DiscoverKueue(*client_).status(), IsOk());
+  EXPECT_EQ(*DiscoverKueue(*client_), KueueVersion::kV1beta1);
 }
 
 // A cluster without Kueue's CRDs (the fake serves the group only after
@@ -122,7 +123,7 @@ TEST_F(KueueObjectWatcherTest, OnlyV1beta1ServedIsReadAtV1beta1) {
 class KueueDiscoveryTest : public FakeClusterTest {};
 
 TEST_F(KueueDiscoveryTest, NoCrdsIsNotFoundWithTheReason) {
-  absl::StatusOr<std::string> v = DiscoverKueue(client_.get());
+  absl::StatusOr<KueueVersion> v = DiscoverKueue(*client_);
   EXPECT_TRUE(absl::IsNotFound(v.status())) << v.status();
   EXPECT_THAT(std::string(v.status().message()), HasSubstr("Kueue's CRDs are not installed"));
 }

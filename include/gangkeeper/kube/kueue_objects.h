@@ -47,7 +47,8 @@ inline constexpr char kJobUidLabel[] = "kueue.x-k8s.io/job-uid";
 
 enum class KueueVersion { kV1beta1, kV1beta2 };
 const char* KueueVersionName(KueueVersion v);
-// "/apis/kueue.x-k8s.io/VERSION[/namespaces/NS]/RESOURCE[/NAME]".
+// "/apis/kueue.x-k8s.io/VERSION[/namespaces/NS]/RESOURCE[/NAME]", the one
+// way every reader and writer of Kueue's API spells a path.
 std::string KueuePath(KueueVersion v, absl::string_view resource, absl::string_view namespace_name = "",
                       absl::string_view name = "");
 
@@ -130,9 +131,12 @@ const char* QuotaReservedReason(broker::PendingReason::Code code);
 
 // ---- Questions to the cluster ----
 // The newest of Kueue's versions the cluster serves (v1beta2, else
-// v1beta1), or nullopt when neither (Kueue's CRDs are not installed).
-// Errors other than 404 are returned.
-absl::StatusOr<std::optional<KueueVersion>> ServedKueueVersion(Client& client);
+// v1beta1), from GET /apis/kueue.x-k8s.io (discovery). NotFound, saying
+// so, when the group is not served (Kueue's CRDs are not installed) or
+// serves neither version; other errors as the client returns them (the
+// caller cannot tell, and says so). Asked once at start (node's
+// ChoosePolicySource), and the answer is handed to whoever else needs it.
+[[nodiscard]] absl::StatusOr<KueueVersion> DiscoverKueue(Client& client);
 
 struct KueueDetectionOptions {
   std::string kueue_namespace = "kueue-system";

@@ -3,9 +3,9 @@
 //
 // When the kueue.x-k8s.io CRDs are installed, the platform team's
 // ResourceFlavors, ClusterQueues, LocalQueues, Cohorts and
-// WorkloadPriorityClasses live in the cluster. DiscoverKueue asks the API
-// server which version of the group it serves (v1beta2 preferred, v1beta1
-// when that is all there is). KueueObjectWatcher then runs one
+// WorkloadPriorityClasses live in the cluster. DiscoverKueue
+// (kueue_objects.h) asks the API server which version of the group it
+// serves (v1beta2 preferred, v1beta1 when that is all there is). KueueObjectWatcher then runs one
 // kube::ListThenWatch loop (list_then_watch.h) per resource, which lists it
 // and watches from the list's resourceVersion (a watch that ends resumes
 // from the last resourceVersion seen; one that expired, 410, lists again; a
@@ -33,7 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gangkeeper/kube/client.h"
-#include "gangkeeper/kube/kueue_objects.h"  // kKueueGroup
+#include "gangkeeper/kube/kueue_objects.h"  // kKueueGroup, KueueVersion, KueuePath, DiscoverKueue
 #include "gangkeeper/kube/list_then_watch.h"
 #include "gangkeeper/model/policy_store.h"
 #include "nlohmann/json.hpp"
@@ -49,20 +49,8 @@ struct KueueResource {
 };
 const std::vector<KueueResource>& KueueResources();
 
-// The version of kueue.x-k8s.io to read ("v1beta2" or "v1beta1") from
-// GET /apis/kueue.x-k8s.io. NotFound when the group is not served (the
-// CRDs are not installed) or serves neither version; other errors as the
-// client returns them (the caller cannot tell, so it says so).
-[[nodiscard]] absl::StatusOr<std::string> DiscoverKueue(Client* client);
-
-// "/apis/kueue.x-k8s.io/VERSION/clusterqueues", with `namespace_name`
-// "/apis/kueue.x-k8s.io/VERSION/namespaces/NS/localqueues", with `name`
-// one object.
-std::string KueuePath(const std::string& version, const KueueResource& resource, const std::string& namespace_name = "",
-                      const std::string& name = "");
-
 struct KueueWatchOptions {
-  std::string version = "v1beta2";
+  KueueVersion version = KueueVersion::kV1beta2;
   int64_t watch_timeout_seconds = 300;
   absl::Duration error_backoff = absl::Seconds(1);
   absl::Duration resync = absl::Minutes(10);
