@@ -341,6 +341,20 @@ std::optional<ClusterQueueStatus> Scheduler::ClusterQueue(const model::ClusterQu
   return st;
 }
 
+std::vector<CohortStatus> Scheduler::Cohorts() const {
+  const ResourceTree& tree = state_->tree;
+  std::vector<CohortStatus> out;
+  for (int n = 0; n < tree.node_count(); ++n) {
+    if (tree.IsClusterQueue(n)) continue;
+    CohortStatus c;
+    c.name = tree.NodeName(n);
+    if (tree.Parent(n) >= 0) c.parent = tree.NodeName(tree.Parent(n));
+    c.weighted_share = static_cast<double>(tree.DominantResourceShare(n, {}));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 std::string Scheduler::TreeOf(const model::ClusterQueueName& cq) const {
   const int node = state_->tree.ClusterQueueNode(cq);
   if (node < 0 || state_->tree.Parent(node) < 0) return "";

@@ -40,6 +40,11 @@ const std::shared_ptr<const Snapshot::ClusterQueueMap>& Snapshot::EmptyQueues() 
   return *empty;
 }
 
+const std::shared_ptr<const Snapshot::CohortMap>& Snapshot::EmptyCohorts() {
+  static const auto* empty = new std::shared_ptr<const CohortMap>(std::make_shared<const CohortMap>());
+  return *empty;
+}
+
 const std::shared_ptr<const Snapshot::Finished>& Snapshot::EmptyFinished() {
   static const auto* empty = new std::shared_ptr<const Finished>(std::make_shared<const Finished>());
   return *empty;
@@ -231,6 +236,7 @@ void Broker::Impl::Publish(absl::Time now) {
   snap->shards_ = old->shards_;
   snap->older_ = old->older_;
   snap->queues_ = old->queues_;
+  snap->cohorts_ = old->cohorts_;
   std::vector<WorkloadKey> keys;
   std::vector<model::ClusterQueueName> dirty_queues;
   bool all = false;
@@ -314,6 +320,11 @@ void Broker::Impl::Publish(absl::Time now) {
     queues[name] = std::move(view);
   }
   snap->queues_ = std::make_shared<const Snapshot::ClusterQueueMap>(std::move(queues));
+  // Cohorts: whenever a ClusterQueue view was refreshed (usage or policies
+  // changed somewhere in a tree).
+  Snapshot::CohortMap cohorts;
+  for (CohortStatus& c : scheduler->Cohorts()) cohorts.emplace(c.name, std::move(c));
+  snap->cohorts_ = std::make_shared<const Snapshot::CohortMap>(std::move(cohorts));
   current.store(std::move(snap));
 }
 

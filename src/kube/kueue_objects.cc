@@ -113,6 +113,12 @@ KueueCondition InactiveCondition(const std::string& name, const model::PolicySet
                        ", which is on a cycle of parent cohorts")};
 }
 
+// The broker's DRS as Kueue's int64 weightedShare (INT64_MAX saturates).
+int64_t WeightedShare(double share) {
+  if (share >= static_cast<double>(std::numeric_limits<int64_t>::max())) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(share);
+}
+
 }  // namespace
 
 const char* KueueVersionName(KueueVersion v) { return v == KueueVersion::kV1beta2 ? "v1beta2" : "v1beta1"; }
@@ -200,6 +206,7 @@ json ConditionsJson(const std::vector<KueueCondition>& want, const json& previou
 
 json StatusJson(const KueueStatus& s, const json& previous_conditions, absl::Time now) {
   json out = s.fields;
+  if (s.conditions.empty() && (!previous_conditions.is_array() || previous_conditions.empty())) return out;
   out["conditions"] = ConditionsJson(s.conditions, previous_conditions, now);
   return out;
 }
@@ -228,11 +235,7 @@ KueueStatus ClusterQueueStatusOf(const broker::ClusterQueueView& view, const mod
   for (const auto& [fr, r] : s.resources) by_flavor[fr.flavor][fr.resource] = {r.usage, r.borrowed};
   out.fields["flavorsReservation"] = FlavorUsage(by_flavor, true);
   out.fields["flavorsUsage"] = FlavorUsage(by_flavor, true);
-  int64_t share = std::numeric_limits<int64_t>::max();
-  if (s.weighted_share < static_cast<double>(std::numeric_limits<int64_t>::max())) {
-    share = static_cast<int64_t>(s.weighted_share);
-  }
-  out.fields["fairSharing"] = {{"weightedShare", share}};
+  out.fields["fairSharing"] = {{"weightedShare", WeightedShare(s.weighted_share)}};
   if (s.active) {
     out.conditions.push_back({"Active", "True", "Ready", "Can admit new workloads"});
   } else {
@@ -290,6 +293,19 @@ std::map<std::pair<std::string, std::string>, KueueStatus> LocalQueueStatusesOf(
     }
     out.emplace(key, std::move(s));
   }
+  return out;
+}
+
+// ---- Cohort ----
+
+const std::vector<std::string>& CohortStatusKeys() {
+  static const std::vector<std::string> kKeys = {"fairSharing"};
+  return kKeys;
+}
+
+KueueStatus CohortStatusOf(const broker::CohortStatus& cohort) {
+  KueueStatus out;
+  out.fields["fairSharing"] = {{"weightedShare", WeightedShare(cohort.weighted_share)}};
   return out;
 }
 

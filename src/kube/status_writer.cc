@@ -71,10 +71,32 @@ void StatusWriter::List() {
   };
   take("clusterqueues", false, ClusterQueueStatusKeys());
   take("localqueues", true, LocalQueueStatusKeys(v));
+  TakeCohorts(v);
   listed_ = ok;
   last_list_ = options_.clock->Now();
   absl::MutexLock lock(&mu_);
   ++stats_.lists;
+}
+
+// The Cohorts in the cluster, as ClusterQueues are taken. A cluster whose
+// CRDs have no Cohort (404) has no Cohort status to write: the queues'
+// status is written all the same.
+void StatusWriter::TakeCohorts(KueueVersion v) {
+  absl::StatusOr<ListResult> list = client_->List(KueuePath(v, "cohorts"));
+  if (!list.ok()) {
+    if (HttpCode(list.status()) != 404) {
+      base::GetLogger("kube")->warn("kueue status: listing cohorts: {}", list.status().message());
+    }
+    return;
+  }
+  for (const json& item : list->items) {
+    if (!item.contains("metadata")) continue;
+    const json status = JsonObject(item, "status");
+    Written w;
+    w.status = ObservedStatus(status, CohortStatusKeys());
+    w.conditions = JsonArray(status, "conditions");
+    written_[KueuePath(v, "cohorts", "", JsonString(item["metadata"], "name"))] = std::move(w);
+  }
 }
 
 bool StatusWriter::WriteOne(const std::string& path, const std::string& key, const KueueStatus& want, int* budget) {
@@ -98,7 +120,7 @@ bool StatusWriter::WriteOne(const std::string& path, const std::string& key, con
     return false;
   }
   ++stats_.writes;
-  written_[path] = Written{want, status["conditions"]};
+  written_[path] = Written{want, JsonArray(status, "conditions")};
   return true;
 }
 
@@ -130,6 +152,13 @@ int StatusWriter::Sync() {
   }
   for (const auto& [key, status] : LocalQueueStatusesOf(*snap, v)) {
     complete &= WriteOne(KueuePath(v, "localqueues", key.first, key.second), key.second, status, &budget);
+  }
+  // Cohorts that are objects (the policies' Cohorts, or listed from the
+  // cluster); a cohort named only by ClusterQueues has none to write to.
+  for (const auto& [name, cohort] : snap->cohorts()) {
+    const std::string path = KueuePath(v, "cohorts", "", name);
+    if (snap->policies().cohorts.count(name) == 0 && written_.count(path) == 0) continue;
+    complete &= WriteOne(path, name, CohortStatusOf(cohort), &budget);
   }
   done_version_ = complete ? snap->version() : UINT64_MAX;
   absl::MutexLock lock(&mu_);

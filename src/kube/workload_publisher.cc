@@ -150,7 +150,7 @@ bool WorkloadPublisher::WriteStatus(const std::string& path, Written* entry, con
     return false;
   }
   entry->status = want;
-  entry->conditions = status["conditions"];
+  entry->conditions = JsonArray(status, "conditions");
   return true;
 }
 

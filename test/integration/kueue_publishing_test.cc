@@ -38,6 +38,10 @@ class KueuePublishingIntegrationTest : public KubeIntegrationTest {
                               {{"metadata", {{"name", "gpu-queue"}}}, {"spec", {{"clusterQueue", "team-a-gpu"}}}})
                     .status(),
                 IsOk());
+    // The repository's policies put both teams in cohort gpu-shared; here
+    // it is also a Cohort object, which gets a status.
+    ASSERT_THAT(fake_->Create("/apis/kueue.x-k8s.io/v1beta2/cohorts", {{"metadata", {{"name", "gpu-shared"}}}}).status(),
+                IsOk());
     if (kueue_controller_) {
       ASSERT_THAT(fake_->Create("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
                                 {{"metadata", {{"name", "kueue-validating-webhook-configuration"}}}})
@@ -79,6 +83,13 @@ TEST_F(KueuePublishingIntegrationTest, AJobsWorkloadAndTheQueuesStatusAreWritten
     auto cq = fake_->Get(kClusterQueue);
     return cq.ok() && cq->value("status", json::object()).value("admittedWorkloads", 0) == 1;
   })) << server_->Stderr();
+  // The Cohort object's status: a root cohort's share is 0.
+  ASSERT_TRUE(WaitFor([&] {
+    auto co = fake_->Get("/apis/kueue.x-k8s.io/v1beta2/cohorts/gpu-shared");
+    return co.ok() && co->value("status", json::object()).contains("fairSharing");
+  })) << server_->Stderr();
+  EXPECT_EQ((*fake_->Get("/apis/kueue.x-k8s.io/v1beta2/cohorts/gpu-shared"))["status"]["fairSharing"]["weightedShare"],
+            0);
   EXPECT_THAT(server_->Stderr(), HasSubstr("kueue: publishing"));
   EXPECT_THAT(Readyz(), ::testing::StartsWith("200"));
   // The job is deleted: so is its Workload.

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/kube/kueue_objects.h"
@@ -115,7 +117,7 @@ class KueuePublishingTest : public FakeClusterTest {
     publisher_ = std::make_unique<WorkloadPublisher>(client_.get(), &port_, options_);
     broker::BrokerOptions bo;
     bo.observers.push_back(publisher_.get());
-    auto b = broker::Broker::Create(::gangkeeper::testing::PoliciesFrom(::gangkeeper::testing::kOneTeamPolicies), bo,
+    auto b = broker::Broker::Create(::gangkeeper::testing::PoliciesFrom(policies_yaml_), bo,
                                     &actuator_, nullptr, &base::RealClock());
     ASSERT_THAT(b.status(), IsOk());
     broker_ = *std::move(b);
@@ -223,6 +225,8 @@ class KueuePublishingTest : public FakeClusterTest {
     std::shared_ptr<const broker::Snapshot> snapshot() const override { return broker->snapshot(); }
   };
 
+  // The broker's policies (a derived fixture sets others before SetUp).
+  std::string policies_yaml_ = ::gangkeeper::testing::kOneTeamPolicies;
   bool leading_a_ = true;
   KueueWriterOptions options_;
   Port port_;
@@ -475,6 +479,84 @@ TEST_F(KueuePublishingTest, TheServedVersionIsFound) {
   v = DiscoverKueue(*client_);
   ASSERT_THAT(v.status(), IsOk());
   EXPECT_EQ(*v, KueueVersion::kV1beta1);
+}
+
+// A cohort tree: team-a in cohort research, which is in the root org;
+// team-b directly in org; team-c in "ghost", a cohort only ClusterQueues
+// name. org and research are Cohort objects in the cluster; ghost is not.
+class CohortStatusTest : public KueuePublishingTest {
+ protected:
+  void SetUp() override {
+    using ::gangkeeper::testing::ClusterQueueYaml;
+    using ::gangkeeper::testing::CohortYaml;
+    policies_yaml_ = ::gangkeeper::testing::Manifests(
+        {::gangkeeper::testing::FlavorYaml("a100"), CohortYaml("org"), CohortYaml("research", "org"),
+         ClusterQueueYaml("team-a", "research", 8), ClusterQueueYaml("team-b", "org", 8),
+         ClusterQueueYaml("team-c", "ghost", 4), ::gangkeeper::testing::LocalQueueYaml("a", "q", "team-a")});
+    KueuePublishingTest::SetUp();
+    for (const char* name : {"org", "research"}) {
+      ASSERT_THAT(fake_->Create(kCohorts, {{"metadata", {{"name", name}}}, {"spec", json::object()}}).status(), IsOk());
+    }
+  }
+  // status.fairSharing.weightedShare of Cohort `name` in the cluster (null
+  // when none was written).
+  json WeightedShare(const std::string& name) {
+    absl::StatusOr<json> c = fake_->Get(absl::StrCat(kCohorts, "/", name));
+    if (!c.ok()) return nullptr;
+    const json st = c->value("status", json::object());
+    return st.contains("fairSharing") ? st["fairSharing"].value("weightedShare", json()) : json();
+  }
+  int64_t BrokersShare(const std::string& name) {
+    const broker::Snapshot::CohortMap& cohorts = broker_->snapshot()->cohorts();
+    auto it = cohorts.find(name);
+    return it == cohorts.end() ? -1 : static_cast<int64_t>(it->second.weighted_share);
+  }
+  static constexpr char kCohorts[] = "/apis/kueue.x-k8s.io/v1beta2/cohorts";
+};
+
+TEST_F(CohortStatusTest, ACohortsWeightedShareIsWrittenToItsObjectOnChangeOnly) {
+  status_->Sync();
+  EXPECT_EQ(WeightedShare("org"), 0);
+  EXPECT_EQ(WeightedShare("research"), 0);
+
+  // team-a takes 12 GPUs of its 8: research borrows from org.
+  AddJob(GpuGang("big", 3, 4));
+  ASSERT_GT(BrokersShare("research"), 0);
+  fake_->ClearCalls();
+  EXPECT_GT(status_->Sync(), 0);
+  EXPECT_EQ(WeightedShare("research"), BrokersShare("research"));
+  EXPECT_EQ(WeightedShare("org"), 0) << "a root cohort borrows from nobody";
+  for (const ::gangkeeper::testing::RecordedCall& c : fake_->Calls()) {
+    EXPECT_FALSE(absl::StrContains(c.path, "cohorts/ghost")) << "an implicit cohort has no object: " << c.method;
+    if (c.method == "PATCH" && absl::StrContains(c.path, "/cohorts/")) {
+      EXPECT_TRUE(absl::EndsWith(c.path, "/status")) << c.path;
+      EXPECT_EQ(c.content_type, "application/merge-patch+json");
+      EXPECT_FALSE(json::parse(c.body)["status"].contains("conditions")) << "a Cohort's status has no conditions";
+    }
+  }
+
+  // Nothing changed: nothing written, by however many passes.
+  fake_->ClearCalls();
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(status_->Sync(), 0);
+  EXPECT_EQ(Writes(), 0);
+
+  // The borrower finishes: back to 0, written once more.
+  Finish("big");
+  EXPECT_GT(status_->Sync(), 0);
+  EXPECT_EQ(WeightedShare("research"), 0);
+}
+
+TEST_F(CohortStatusTest, AFollowerWritesNoCohortStatus) {
+  leading_a_ = false;
+  AddJob(GpuGang("big", 3, 4));
+  fake_->ClearCalls();
+  EXPECT_EQ(status_->Sync(), 0);
+  EXPECT_EQ(Writes(), 0);
+  EXPECT_TRUE(WeightedShare("research").is_null());
+  // Leading now: lists first, then writes what differs.
+  leading_a_ = true;
+  EXPECT_GT(status_->Sync(), 0);
+  EXPECT_EQ(WeightedShare("research"), BrokersShare("research"));
 }
 
 }  // namespace

@@ -232,6 +232,16 @@ struct ClusterQueueStatus {
   double weighted_share = 0;  // fair sharing DRS (0 when not borrowing)
 };
 
+// A cohort of the quota tree (a Cohort object or one named only by
+// ClusterQueues), for Kueue's Cohort .status.
+struct CohortStatus {
+  model::CohortName name;
+  model::CohortName parent;  // "" for a root
+  // Fair sharing DRS of its subtree in its parent, like a ClusterQueue's:
+  // 0 for a root and when not borrowing; INT64_MAX for weight 0 borrowing.
+  double weighted_share = 0;
+};
+
 struct SchedulerOptions {
   // Kueue's fairSharing.enable for every cohort tree. A root Cohort labelled
   // gangkeeper.io/fair-sharing: "true" enables it for its tree alone.
@@ -411,6 +421,8 @@ class Scheduler {
   // The definitions of deleted ClusterQueues that still hold quota.
   std::vector<model::ClusterQueue> Terminating() const;
   std::optional<ClusterQueueStatus> ClusterQueue(const model::ClusterQueueName& cq) const;
+  // Every cohort of the quota tree, by name.
+  std::vector<CohortStatus> Cohorts() const;
   // The root of `cq`'s cohort tree ("" for a ClusterQueue without a cohort,
   // or unknown): usage anywhere in a tree changes what all its queues can
   // admit.

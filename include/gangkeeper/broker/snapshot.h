@@ -92,6 +92,10 @@ class Snapshot {
   const ClusterQueueView* FindClusterQueue(const model::ClusterQueueName& cq) const;
   using ClusterQueueMap = std::map<model::ClusterQueueName, std::shared_ptr<const ClusterQueueView>>;
   const ClusterQueueMap& cluster_queues() const { return *queues_; }
+  // The cohorts of the quota tree (Cohort objects and those named only by
+  // ClusterQueues), by name; refreshed with the ClusterQueue views.
+  using CohortMap = std::map<model::CohortName, CohortStatus>;
+  const CohortMap& cohorts() const { return *cohorts_; }
   // Calls `f` for every tracked instance (unordered).
   void ForEachWorkload(const std::function<void(const WorkloadInfo&)>& f) const;
   // The same, shared (a snapshot writer keeps them without copying).
@@ -133,6 +137,7 @@ class Snapshot {
   static const std::shared_ptr<const Older>& EmptyOlder();
   static const std::shared_ptr<const ClusterQueueMap>& EmptyQueues();
   static const std::shared_ptr<const Finished>& EmptyFinished();
+  static const std::shared_ptr<const CohortMap>& EmptyCohorts();
   uint64_t version_ = 0;
   absl::Time time_;
   uint64_t durable_position_ = 0;
@@ -143,6 +148,7 @@ class Snapshot {
   std::shared_ptr<const ShardTable> shards_;  // null until the first publication
   std::shared_ptr<const Older> older_ = EmptyOlder();
   std::shared_ptr<const ClusterQueueMap> queues_ = EmptyQueues();
+  std::shared_ptr<const CohortMap> cohorts_ = EmptyCohorts();
   size_t workload_count_ = 0;
   size_t unconfirmed_count_ = 0;
   BrokerStats stats_;

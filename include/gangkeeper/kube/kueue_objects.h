@@ -6,6 +6,7 @@
 //   ClusterQueue .status   counts, flavorsReservation / flavorsUsage (with
 //                          borrowed), fairSharing.weightedShare, Active
 //   LocalQueue .status     counts, flavor reservation and usage, Active
+//   Cohort .status         fairSharing.weightedShare
 //   Workload               metadata (Kueue's name, ownerReference to the
 //                          job), spec (podSets, queueName, priority), status
 //                          (conditions, admission)
@@ -83,7 +84,8 @@ KueueStatus ObservedStatus(const nlohmann::json& status, const std::vector<std::
 nlohmann::json ConditionsJson(const std::vector<KueueCondition>& want, const nlohmann::json& previous,
                               absl::Time now);
 // `s` as the .status of a merge patch: its fields and the stamped
-// conditions.
+// conditions (left out when there are none to write and none before, as
+// for a Cohort, whose status has no conditions).
 nlohmann::json StatusJson(const KueueStatus& s, const nlohmann::json& previous_conditions, absl::Time now);
 
 // Non-throwing reads of what the API server sent (STYLE §6.5): the field
@@ -102,6 +104,12 @@ KueueStatus ClusterQueueStatusOf(const broker::ClusterQueueView& view, const mod
 // Every LocalQueue of the snapshot's policies, by (namespace, name).
 std::map<std::pair<std::string, std::string>, KueueStatus> LocalQueueStatusesOf(const broker::Snapshot& snap,
                                                                                  KueueVersion v);
+
+// ---- Cohort ----
+// Kueue's CohortStatus (v1beta2 and v1beta1): fairSharing.weightedShare,
+// no conditions.
+const std::vector<std::string>& CohortStatusKeys();
+KueueStatus CohortStatusOf(const broker::CohortStatus& cohort);
 
 // ---- Workload ----
 // False for what gets no Workload object: pod groups (no single owner),

@@ -1,7 +1,9 @@
-// gangkeeper: the broker's ClusterQueue and LocalQueue state written back
-// to Kueue's objects' .status (issue #24 item 2), so that `kubectl get
-// clusterqueues` and `kubectl get localqueues` show gangkeeper's truth with
-// Kueue's own printer columns.
+// gangkeeper: the broker's ClusterQueue, LocalQueue and Cohort state
+// written back to Kueue's objects' .status (issue #24 item 2), so that
+// `kubectl get clusterqueues` and `kubectl get localqueues` show
+// gangkeeper's truth with Kueue's own printer columns. A Cohort's status
+// (its fairSharing.weightedShare) is written only to Cohort objects: a
+// cohort named only by ClusterQueues has none.
 //
 // A pass compares what the latest snapshot says (kueue_objects.h) with
 // what was last written (or listed) per object and writes only the
@@ -85,6 +87,7 @@ class StatusWriter {
   void Run();
   bool Allowed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void List() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  void TakeCohorts(KueueVersion v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // Writes `want` to `path` when it differs from `written[key]`.
   bool WriteOne(const std::string& path, const std::string& key, const KueueStatus& want, int* budget)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
