@@ -312,19 +312,35 @@ KueueStatus CohortStatusOf(const broker::CohortStatus& cohort) {
 // ---- Workload ----
 
 bool PublishesWorkload(const broker::WorkloadInfo& w) {
-  return !w.key.pod_group && w.workload != nullptr && !w.workload->uid.empty() && !w.workload->unconfirmed &&
+  return w.workload != nullptr && (w.key.pod_group || !w.workload->uid.empty()) && !w.workload->unconfirmed &&
          !w.key.name.empty();
 }
 
+std::string KueueWorkloadNameFor(const broker::WorkloadKey& key, absl::string_view uid) {
+  if (key.pod_group) return key.name;
+  const workload::KindInfo& kind = workload::InfoFor(key.kind);
+  return KueueWorkloadName(kind.name, kind.group, key.name, uid);
+}
+
 std::string KueueWorkloadNameOf(const broker::WorkloadInfo& w) {
-  const workload::KindInfo& kind = workload::InfoFor(w.key.kind);
-  return KueueWorkloadName(kind.name, kind.group, w.key.name, w.workload != nullptr ? w.workload->uid : "");
+  return KueueWorkloadNameFor(w.key, w.workload != nullptr ? w.workload->uid : "");
+}
+
+json PodOwnerReferences(const std::vector<PodOwner>& pods) {
+  json refs = json::array();
+  for (const PodOwner& p : pods) {
+    refs.push_back({{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", p.name}, {"uid", p.uid}});
+  }
+  return refs;
 }
 
 json WorkloadSpec(const broker::WorkloadInfo& w, KueueVersion v) {
   json spec = json::object();
   json sets = json::array();
-  const std::vector<workload::PodSet>& pod_sets = w.workload->pod_sets;
+  // A pod group: its members' pod sets merged by shape (what is placed).
+  const std::vector<workload::PodSet>& pod_sets = w.pod_group != nullptr && !w.pod_group->pod_sets.empty()
+                                                      ? w.pod_group->pod_sets
+                                                      : w.workload->pod_sets;
   for (const workload::PodSet& ps : pod_sets) {
     json pod = {{"containers", json::array({{{"name", "main"}, {"resources", {{"requests", Requests(ps.requests)}}}}})}};
     if (!ps.node_selector.empty()) pod["nodeSelector"] = ps.node_selector;
@@ -352,7 +368,18 @@ json WorkloadSpec(const broker::WorkloadInfo& w, KueueVersion v) {
   return spec;
 }
 
-json WorkloadObject(const broker::WorkloadInfo& w, KueueVersion v) {
+json WorkloadObject(const broker::WorkloadInfo& w, KueueVersion v, const std::vector<PodOwner>& pods) {
+  if (w.key.pod_group) {
+    json meta = {{"name", KueueWorkloadNameOf(w)},
+                 {"namespace", w.key.namespace_name},
+                 {"labels", {{kManagedByLabel, kManagedByValue}}},
+                 {"annotations", {{kIsGroupWorkloadAnnotation, "true"}}},
+                 {"ownerReferences", PodOwnerReferences(pods)}};
+    return {{"apiVersion", absl::StrCat(kKueueGroup, "/", KueueVersionName(v))},
+            {"kind", "Workload"},
+            {"metadata", std::move(meta)},
+            {"spec", WorkloadSpec(w, v)}};
+  }
   const workload::KindInfo& kind = workload::InfoFor(w.key.kind);
   std::string owner_api = w.workload->api_version;
   if (owner_api.empty()) {

@@ -1,6 +1,7 @@
 // gangkeeper: WorkloadPublisher (see workload_publisher.h).
 #include "gangkeeper/kube/workload_publisher.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,15 @@ json SpecSummary(const json& spec) {
   return out;
 }
 
+// The pods a Workload's ownerReferences name (a pod group's owners).
+std::set<std::string> PodOwnerNames(const json& meta) {
+  std::set<std::string> out;
+  for (const json& r : JsonArray(meta, "ownerReferences")) {
+    if (JsonString(r, "kind") == "Pod" && JsonString(r, "apiVersion") == "v1") out.insert(JsonString(r, "name"));
+  }
+  return out;
+}
+
 }  // namespace
 
 WorkloadPublisher::WorkloadPublisher(Client* client, const broker::SnapshotSource* view, KueueWriterOptions options)
@@ -49,7 +59,9 @@ WorkloadPublisher::~WorkloadPublisher() { Stop(); }
 void WorkloadPublisher::OnDurable(const std::vector<broker::StateChange>& changes, const broker::Snapshot&) {
   absl::MutexLock lock(&mu_);
   for (const broker::StateChange& c : changes) {
-    if (c.key.pod_group || c.uid.empty()) continue;
+    if (c.uid.empty() && !c.key.pod_group) continue;
+    // Evictions and removals by the Workload's "NAMESPACE/NAME".
+    const std::string workload = Key(c.key.namespace_name, KueueWorkloadNameFor(c.key, c.uid));
     switch (c.type) {
       case broker::StateChange::Type::kEvicted: {
         EvictionNote n;
@@ -60,17 +72,16 @@ void WorkloadPublisher::OnDurable(const std::vector<broker::StateChange>& change
           n.message = absl::StrCat("Preempted to accommodate ", c.preemptor.namespace_name, "/", c.preemptor.name,
                                    ": ", n.message);
         }
-        evictions_[c.uid] = std::move(n);
+        evictions_[workload] = std::move(n);
         break;
       }
       case broker::StateChange::Type::kRemoved: {
-        const workload::KindInfo& kind = workload::InfoFor(c.key.kind);
-        removed_.insert(Key(c.key.namespace_name, KueueWorkloadName(kind.name, kind.group, c.key.name, c.uid)));
-        evictions_.erase(c.uid);
+        removed_.insert(workload);
+        evictions_.erase(workload);
         break;
       }
       case broker::StateChange::Type::kFinished:
-        evictions_.erase(c.uid);
+        evictions_.erase(workload);
         break;
       default:
         break;
@@ -132,6 +143,8 @@ void WorkloadPublisher::List() {
     const json status = JsonObject(item, "status");
     w.status = ObservedStatus(status, WorkloadStatusKeys());
     w.conditions = JsonArray(status, "conditions");
+    w.owners = PodOwnerNames(meta);
+    w.members = w.owners;
     written_[Key(JsonString(meta, "namespace"), JsonString(meta, "name"))] = std::move(w);
   }
   listed_ = true;
@@ -161,15 +174,27 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
   std::optional<EvictionNote> eviction;
   {
     absl::MutexLock lock(&mu_);
-    auto e = evictions_.find(w.workload->uid);
+    auto e = evictions_.find(key);
     if (e != evictions_.end()) eviction = e->second;
   }
   auto it = written_.find(key);
   if (it == written_.end()) {
     if (w.phase == broker::Phase::kFinished) return true;  // none is created for a finished workload
     if (*budget <= 0) return false;
+    // A pod group's Workload is owned by its pods, as the cluster has them.
+    std::vector<PodOwner> pods;
+    if (w.key.pod_group) {
+      absl::StatusOr<std::vector<PodOwner>> listed = GroupPods(w);
+      if (!listed.ok()) {
+        Count(false);
+        base::GetLogger("kube")->warn("kueue workloads: pods of group {}: {}", key, listed.status().message());
+        return false;
+      }
+      if (listed->empty()) return true;  // no pod left to own it
+      pods = *std::move(listed);
+    }
     --*budget;
-    json object = WorkloadObject(w, options_.version);
+    json object = WorkloadObject(w, options_.version, pods);
     absl::StatusOr<json> created =
         client_->Post(KueuePath(options_.version, "workloads", w.key.namespace_name), object.dump());
     if (!created.ok() && HttpCode(created.status()) == 409) {
@@ -189,9 +214,12 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
     const json status = JsonObject(*created, "status");
     entry.status = ObservedStatus(status, WorkloadStatusKeys());
     entry.conditions = JsonArray(status, "conditions");
+    for (const PodOwner& p : pods) entry.owners.insert(p.name);
+    if (w.pod_group != nullptr) entry.members.insert(w.pod_group->pods.begin(), w.pod_group->pods.end());
     it = written_.emplace(key, std::move(entry)).first;
   }
   Written& entry = it->second;
+  if (w.key.pod_group && !SyncPodOwners(w, key, path, &entry, budget)) return false;
   if (w.phase != broker::Phase::kFinished) {
     const json spec = WorkloadSpec(w, options_.version);
     if (entry.spec != SpecSummary(spec)) {
@@ -208,6 +236,56 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
     }
   }
   return WriteStatus(path, &entry, WorkloadStatusOf(w, &entry.status, eviction), budget);
+}
+
+absl::StatusOr<std::vector<PodOwner>> WorkloadPublisher::GroupPods(const broker::WorkloadInfo& w) {
+  ListOptions lo;
+  lo.label_selector = absl::StrCat(workload::kPodGroupNameLabel, "=", w.key.name);
+  absl::StatusOr<ListResult> list =
+      client_->List(absl::StrCat("/api/v1/namespaces/", w.key.namespace_name, "/pods"), lo);
+  if (!list.ok()) return list.status();
+  std::vector<PodOwner> pods;
+  for (const json& item : list->items) {
+    const json meta = JsonObject(item, "metadata");
+    PodOwner p{JsonString(meta, "name"), JsonString(meta, "uid")};
+    if (!p.name.empty() && !p.uid.empty()) pods.push_back(std::move(p));
+  }
+  std::sort(pods.begin(), pods.end(), [](const PodOwner& a, const PodOwner& b) { return a.name < b.name; });
+  return pods;
+}
+
+// The broker saw the group's members change since the owners were last
+// set: the ownerReferences become the group's pods as the cluster has them
+// now (a pod that joined owns the Workload too; the garbage collector
+// drops a deleted one by itself).
+bool WorkloadPublisher::SyncPodOwners(const broker::WorkloadInfo& w, const std::string& key, const std::string& path,
+                                      Written* entry, int* budget) {
+  if (w.pod_group == nullptr || w.phase == broker::Phase::kFinished) return true;
+  const std::set<std::string> members(w.pod_group->pods.begin(), w.pod_group->pods.end());
+  if (members == entry->members) return true;
+  if (*budget <= 0) return false;
+  absl::StatusOr<std::vector<PodOwner>> pods = GroupPods(w);
+  if (!pods.ok()) {
+    Count(false);
+    base::GetLogger("kube")->warn("kueue workloads: pods of group {}: {}", key, pods.status().message());
+    return false;
+  }
+  std::set<std::string> owners;
+  for (const PodOwner& p : *pods) owners.insert(p.name);
+  if (!pods->empty() && owners != entry->owners) {
+    --*budget;
+    absl::StatusOr<json> r =
+        client_->Patch(path, PatchType::kMerge, {{"metadata", {{"ownerReferences", PodOwnerReferences(*pods)}}}});
+    Count(r.ok());
+    if (!r.ok()) {
+      base::GetLogger("kube")->warn("kueue workloads: owners of {}: {}", key, r.status().message());
+      if (HttpCode(r.status()) == 404) ResyncNext();
+      return false;
+    }
+    entry->owners = std::move(owners);
+  }
+  entry->members = members;
+  return true;
 }
 
 int WorkloadPublisher::Sync() {

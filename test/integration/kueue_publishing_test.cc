@@ -97,6 +97,35 @@ TEST_F(KueuePublishingIntegrationTest, AJobsWorkloadAndTheQueuesStatusAreWritten
   EXPECT_TRUE(WaitFor([&] { return fake_->List(kWorkloads).empty(); }));
 }
 
+TEST_F(KueuePublishingIntegrationTest, APodGroupGetsOneWorkloadOwnedByItsPodsAndGoesWithTheLast) {
+  for (int i = 0; i < 2; ++i) Submit(GroupPod("pair", i, 2), "", "v1", "Pod", "pods", kPods);
+  // One Workload, named after the group, owned by both pods, admitted.
+  ASSERT_TRUE(WaitFor([&] {
+    auto w = fake_->Get(absl::StrCat(kWorkloads, "/pair"));
+    return w.ok() && w->value("status", json::object()).contains("admission") &&
+           w->at("metadata").value("ownerReferences", json::array()).size() == 2;
+  })) << server_->Stderr();
+  const json w = *fake_->Get(absl::StrCat(kWorkloads, "/pair"));
+  EXPECT_EQ(fake_->List(kWorkloads).size(), 1u);
+  std::vector<std::string> owners;
+  for (const json& r : w["metadata"]["ownerReferences"]) {
+    EXPECT_EQ(r["kind"], "Pod");
+    EXPECT_EQ(r["uid"], "uid-" + r["name"].get<std::string>());
+    owners.push_back(r["name"]);
+  }
+  EXPECT_THAT(owners, ::testing::UnorderedElementsAre("pair-0", "pair-1"));
+  EXPECT_EQ(w["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"], "true");
+  EXPECT_EQ(w["spec"]["queueName"], "gpu-queue");
+  EXPECT_EQ(w["status"]["admission"]["clusterQueue"], "team-a-gpu");
+  // The pods go: with the last one, so does the Workload.
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kPods, "/pair-0")), IsOk());
+  EXPECT_TRUE(fake_->Get(absl::StrCat(kWorkloads, "/pair")).ok()) << "one pod of the group still owns it";
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kPods, "/pair-1")), IsOk());
+  EXPECT_TRUE(WaitFor([&] { return fake_->List(kWorkloads).empty(); })) << server_->Stderr();
+  // And it is not created again.
+  EXPECT_FALSE(WaitFor([&] { return !fake_->List(kWorkloads).empty(); }, absl::Seconds(2)));
+}
+
 TEST_F(WithKueuesControllerTest, NothingIsPublishedAndReadyzSaysWhy) {
   SubmitJob(Job("trainer", 2, 1));
   ASSERT_TRUE(WaitFor([&] { return Released("trainer"); })) << server_->Stderr();

@@ -559,5 +559,127 @@ TEST_F(CohortStatusTest, AFollowerWritesNoCohortStatus) {
   EXPECT_EQ(WeightedShare("research"), BrokersShare("research"));
 }
 
+// Plain pods grouped by kueue.x-k8s.io/pod-group-name: one Workload per
+// group, named after it, owned by every pod of the group.
+class PodGroupWorkloadTest : public KueuePublishingTest {
+ protected:
+  static constexpr char kPods[] = "/api/v1/namespaces/a/pods";
+  // Pod `pod` of group `group` (of `total` pods, 1 GPU each): in the fake,
+  // then in the broker, as the reconciler would hand it over.
+  void AddGroupPod(const std::string& group, const std::string& pod, int64_t total) {
+    ASSERT_THAT(fake_->Create(kPods, {{"metadata",
+                                       {{"name", pod},
+                                        {"uid", "uid-" + pod},
+                                        {"labels", {{"kueue.x-k8s.io/pod-group-name", group},
+                                                    {"kueue.x-k8s.io/queue-name", "q"}}}}},
+                                      {"spec", {{"containers", json::array({{{"name", "main"}, {"image", "x"}}})}}}})
+                    .status(),
+                IsOk());
+    workload::Workload w = GpuGang(pod, 1, 1);
+    w.kind = workload::Kind::kPod;
+    w.api_version = "v1";
+    w.pod_group_name = group;
+    w.pod_group_total_count = total;
+    w.pod_sets[0].template_pointer = "/spec";
+    ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(std::move(w))), IsOk());
+    Settle();
+  }
+  json GroupWorkload(const std::string& group) {
+    absl::StatusOr<json> w = fake_->Get(absl::StrCat(kWorkloads, "/", group));
+    return w.ok() ? *w : json(nullptr);
+  }
+  // The pods the Workload's ownerReferences name, each checked to be a
+  // plain (not controller) reference to that pod's uid.
+  std::vector<std::string> Owners(const json& w) {
+    std::vector<std::string> out;
+    for (const json& r : w["metadata"].value("ownerReferences", json::array())) {
+      EXPECT_EQ(r["apiVersion"], "v1");
+      EXPECT_EQ(r["kind"], "Pod");
+      EXPECT_EQ(r["uid"], "uid-" + r["name"].get<std::string>());
+      EXPECT_FALSE(r.value("controller", false)) << "no pod controls a group's Workload";
+      out.push_back(r["name"]);
+    }
+    return out;
+  }
+  int PodLists() {
+    int n = 0;
+    for (const ::gangkeeper::testing::RecordedCall& c : fake_->Calls()) {
+      if (c.method == "GET" && c.path == kPods) ++n;
+    }
+    return n;
+  }
+};
+
+TEST_F(PodGroupWorkloadTest, AGroupHasOneWorkloadNamedAfterItOwnedByEveryPod) {
+  AddGroupPod("trainers", "trainer-0", 2);
+  AddGroupPod("trainers", "trainer-1", 2);
+  EXPECT_GT(publisher_->Sync(), 0);
+  ASSERT_EQ(fake_->List(kWorkloads).size(), 1u);
+  const json w = GroupWorkload("trainers");
+  ASSERT_FALSE(w.is_null());
+  EXPECT_THAT(Owners(w), ::testing::ElementsAre("trainer-0", "trainer-1"));
+  EXPECT_EQ(w["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"], "true");
+  EXPECT_EQ(w["metadata"]["labels"]["app.kubernetes.io/managed-by"], "gangkeeper");
+  EXPECT_EQ(w["spec"]["queueName"], "q");
+  int64_t pods = 0;
+  for (const json& ps : w["spec"]["podSets"]) pods += ps["count"].get<int64_t>();
+  EXPECT_EQ(pods, 2) << w["spec"].dump();
+  EXPECT_EQ(w["status"]["admission"]["clusterQueue"], "team-a");
+  EXPECT_EQ(Condition(w, "Admitted")["status"], "True");
+
+  // Nothing changed: nothing written, the pods not listed again.
+  fake_->ClearCalls();
+  EXPECT_EQ(publisher_->Sync(), 0);
+  EXPECT_EQ(Writes(), 0);
+  EXPECT_EQ(PodLists(), 0);
+  // A restart (or a new leader) finds it and writes nothing either.
+  publisher_->ResyncNext();
+  EXPECT_EQ(publisher_->Sync(), 0);
+  EXPECT_EQ(Writes(), 0);
+  EXPECT_EQ(PodLists(), 0);
+}
+
+TEST_F(PodGroupWorkloadTest, APodThatJoinsOwnsTheWorkloadToo) {
+  AddGroupPod("trainers", "trainer-0", 3);
+  AddGroupPod("trainers", "trainer-1", 3);
+  publisher_->Sync();
+  ASSERT_FALSE(GroupWorkload("trainers").is_null());
+  EXPECT_THAT(Owners(GroupWorkload("trainers")), ::testing::ElementsAre("trainer-0", "trainer-1"));
+  AddGroupPod("trainers", "trainer-2", 3);
+  EXPECT_GT(publisher_->Sync(), 0);
+  EXPECT_THAT(Owners(GroupWorkload("trainers")), ::testing::ElementsAre("trainer-0", "trainer-1", "trainer-2"));
+}
+
+TEST_F(PodGroupWorkloadTest, TheWorkloadGoesWithTheLastPod) {
+  AddGroupPod("trainers", "trainer-0", 2);
+  AddGroupPod("trainers", "trainer-1", 2);
+  publisher_->Sync();
+  ASSERT_FALSE(GroupWorkload("trainers").is_null());
+  // Garbage collection (the fake's, as Kubernetes'): one pod gone, the
+  // Workload stays, owned by the other; the last pod gone, so is it.
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kPods, "/trainer-0")), IsOk());
+  ASSERT_FALSE(GroupWorkload("trainers").is_null());
+  EXPECT_THAT(Owners(GroupWorkload("trainers")), ::testing::ElementsAre("trainer-1"));
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kPods, "/trainer-1")), IsOk());
+  EXPECT_TRUE(GroupWorkload("trainers").is_null());
+  // The broker hears of it: the publisher writes nothing more for it.
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Remove({"a", "trainers", workload::Kind::kPod, true}, "")),
+              IsOk());
+  Settle();
+  publisher_->Sync();
+  EXPECT_TRUE(fake_->List(kWorkloads).empty());
+}
+
+TEST_F(PodGroupWorkloadTest, ARemovedGroupsWorkloadIsDeletedByThePublisher) {
+  AddGroupPod("trainers", "trainer-0", 1);
+  publisher_->Sync();
+  ASSERT_FALSE(GroupWorkload("trainers").is_null());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Remove({"a", "trainers", workload::Kind::kPod, true}, "")),
+              IsOk());
+  Settle();
+  publisher_->Sync();
+  EXPECT_TRUE(GroupWorkload("trainers").is_null());
+}
+
 }  // namespace
 }  // namespace gangkeeper::kube

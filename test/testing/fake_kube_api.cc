@@ -118,17 +118,6 @@ std::vector<ResourceInfo> KueueWriteResources() {
 // ignores .status, as the real server does.
 bool HasStatusSubresource(const ResourceInfo& r) { return r.group == "kueue.x-k8s.io"; }
 
-// The garbage collector's part the tests need: the Workloads whose
-// controller ownerReference names `owner_uid` (deleted with their owner).
-bool OwnedBy(const nlohmann::json& object, const std::string& owner_uid) {
-  const nlohmann::json* refs = object.contains("metadata") ? &object["metadata"] : nullptr;
-  if (refs == nullptr || !refs->contains("ownerReferences") || !(*refs)["ownerReferences"].is_array()) return false;
-  for (const nlohmann::json& r : (*refs)["ownerReferences"]) {
-    if (r.is_object() && r.value("uid", "") == owner_uid && r.value("controller", false)) return true;
-  }
-  return false;
-}
-
 // ---- Kueue's group (ServeKueue) -------------------------------------------
 // The quota objects gangkeeper reads with --policy-source cluster.
 std::vector<ResourceInfo> KueueResources(const std::string& version) {
@@ -1482,8 +1471,12 @@ class FakeKubeApi::Impl {
     return last;
   }
 
-  // Garbage collection of Kueue Workloads owned (controller: true) by a
-  // deleted object; nothing else is collected.
+  // Garbage collection of Kueue Workloads, as Kubernetes' collector does
+  // it: a Workload with an ownerReference to the deleted object is deleted
+  // when none of its owners exists any more (a job's Workload with its job;
+  // a pod group's, owned by every pod of the group, with the last pod);
+  // while some owner remains, only the dangling references are dropped.
+  // Nothing else is collected.
   void CollectOwnedWorkloadsLocked(const std::string& owner_uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (owner_uid.empty()) return;
     for (const auto& [gvr, res] : resources_) {
@@ -1492,17 +1485,47 @@ class FakeKubeApi::Impl {
       if (store == objects_.end()) continue;
       std::vector<ObjectKey> owned;
       for (const auto& [key, obj] : store->second) {
-        if (OwnedBy(obj, owner_uid)) owned.push_back(key);
+        if (ReferencesOwner(obj, owner_uid)) owned.push_back(key);
       }
       for (const ObjectKey& key : owned) {
         ParsedPath wp;
         wp.res = res;
         wp.ns = key.first;
         wp.name = key.second;
-        DeleteLocked(wp);
+        json* workload = FindLocked(wp);
+        if (workload == nullptr) continue;
+        json kept = json::array();
+        for (const json& r : (*workload)["metadata"]["ownerReferences"]) {
+          const std::string uid = r.is_object() ? r.value("uid", "") : "";
+          if (uid != owner_uid && ExistsLocked(uid)) kept.push_back(r);
+        }
+        if (kept.empty()) {
+          DeleteLocked(wp);
+          continue;
+        }
+        json updated = *workload;
+        updated["metadata"]["ownerReferences"] = std::move(kept);
+        CommitUpdateLocked(wp, *workload, std::move(updated));
       }
       return;  // one store for every version
     }
+  }
+  static bool ReferencesOwner(const json& object, const std::string& owner_uid) {
+    const json refs = At(object, "/metadata/ownerReferences");
+    if (!refs.is_array()) return false;
+    for (const json& r : refs) {
+      if (r.is_object() && r.value("uid", "") == owner_uid) return true;
+    }
+    return false;
+  }
+  bool ExistsLocked(const std::string& uid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (uid.empty()) return false;
+    for (const auto& [store, objs] : objects_) {
+      for (const auto& [key, obj] : objs) {
+        if (Meta(obj, "uid") == uid) return true;
+      }
+    }
+    return false;
   }
 
   void EmitLocked(const std::string& type, const ParsedPath& p, const json& object, const json& previous)

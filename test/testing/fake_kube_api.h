@@ -34,8 +34,10 @@
 // kueue.x-k8s.io clusterqueues, localqueues, cohorts and workloads at
 // v1beta1 and v1beta2, not served until set_served (e.g.
 // "kueue.x-k8s.io/v1beta2/workloads"); a POST of one drops .status (the
-// status subresource); deleting any object deletes the Workloads whose
-// controller ownerReference names its uid (the only garbage collection);
+// status subresource); deleting any object deletes the Workloads that
+// reference its uid in an ownerReference and have no other owner left, and
+// drops the dangling reference from those that do (the only garbage
+// collection);
 // admissionregistration.k8s.io/v1 webhook configurations and
 // coordination.k8s.io/v1 leases are served.
 //   - Kueue's group (ServeKueue, off by default): discovery (GET /apis/GROUP

@@ -45,6 +45,8 @@ inline constexpr char kKueueGroup[] = "kueue.x-k8s.io";
 inline constexpr char kManagedByLabel[] = "app.kubernetes.io/managed-by";
 inline constexpr char kManagedByValue[] = "gangkeeper";
 inline constexpr char kJobUidLabel[] = "kueue.x-k8s.io/job-uid";
+// On the Workload of a pod group, as Kueue marks its own.
+inline constexpr char kIsGroupWorkloadAnnotation[] = "kueue.x-k8s.io/is-group-workload";
 
 enum class KueueVersion { kV1beta1, kV1beta2 };
 const char* KueueVersionName(KueueVersion v);
@@ -112,13 +114,27 @@ const std::vector<std::string>& CohortStatusKeys();
 KueueStatus CohortStatusOf(const broker::CohortStatus& cohort);
 
 // ---- Workload ----
-// False for what gets no Workload object: pod groups (no single owner),
-// workloads known only from a review, and instances without a uid.
+// False for what gets no Workload object: workloads known only from a
+// review, and instances without a uid (pod groups have none of their own:
+// they get one).
 bool PublishesWorkload(const broker::WorkloadInfo& w);
+// The Workload's name, as Kueue's integrations name it: KueueWorkloadName
+// of the job, or, for a pod group (kueue.x-k8s.io/pod-group-name), the
+// group's name.
 std::string KueueWorkloadNameOf(const broker::WorkloadInfo& w);
-// apiVersion, kind, metadata (name, namespace, labels, ownerReferences with
-// controller: true) and spec.
-nlohmann::json WorkloadObject(const broker::WorkloadInfo& w, KueueVersion v);
+std::string KueueWorkloadNameFor(const broker::WorkloadKey& key, absl::string_view uid);
+// One pod of a pod group, as an ownerReference of the group's Workload.
+struct PodOwner {
+  std::string name, uid;
+};
+// apiVersion, kind, metadata (name, namespace, labels, ownerReferences)
+// and spec. A job's Workload has one ownerReference, to the job, with
+// controller: true. A pod group's is owned by every pod of `pods` (no
+// controller, as Kueue's: the garbage collector removes it with the last
+// pod) and carries kIsGroupWorkloadAnnotation.
+nlohmann::json WorkloadObject(const broker::WorkloadInfo& w, KueueVersion v, const std::vector<PodOwner>& pods = {});
+// metadata.ownerReferences of a pod group's Workload.
+nlohmann::json PodOwnerReferences(const std::vector<PodOwner>& pods);
 nlohmann::json WorkloadSpec(const broker::WorkloadInfo& w, KueueVersion v);
 const std::vector<std::string>& WorkloadStatusKeys();
 

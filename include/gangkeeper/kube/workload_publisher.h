@@ -7,7 +7,11 @@
 // Named as Kueue names its own (kueue_objects.h, deterministic: a restart
 // or a new leader finds the same object), owned by its job (an
 // ownerReference with controller: true, so garbage collection removes it
-// with the job), labelled app.kubernetes.io/managed-by=gangkeeper.
+// with the job), labelled app.kubernetes.io/managed-by=gangkeeper. A pod
+// group (kueue.x-k8s.io/pod-group-name) gets one Workload named after the
+// group and owned by every pod of the group (listed by the group's label
+// when it is created and whenever the broker sees the members change), so
+// garbage collection removes it with the last pod.
 //
 // A pass, like StatusWriter's (same options, same rate limit, leader only,
 // refused while Kueue's controller runs), compares each tracked workload's
@@ -34,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gangkeeper/broker/ports.h"
@@ -69,6 +74,10 @@ class WorkloadPublisher final : public broker::ChangeObserver {
     nlohmann::json spec;     // its summary as written (or listed)
     KueueStatus status;
     nlohmann::json conditions;  // with their times
+    // Pod groups: the pods its ownerReferences name, and the group's
+    // members (as the broker saw them) when they were set.
+    std::set<std::string> owners;
+    std::set<std::string> members;
   };
   void Run();
   bool Allowed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
@@ -78,6 +87,10 @@ class WorkloadPublisher final : public broker::ChangeObserver {
   bool Publish(const broker::WorkloadInfo& w, int* budget) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   bool WriteStatus(const std::string& path, Written* entry, const KueueStatus& want, int* budget)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // A pod group's pods in the cluster (by its label), sorted by name.
+  absl::StatusOr<std::vector<PodOwner>> GroupPods(const broker::WorkloadInfo& w);
+  bool SyncPodOwners(const broker::WorkloadInfo& w, const std::string& key, const std::string& path, Written* entry,
+                     int* budget) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void Count(bool ok);
 
   Client* const client_;
@@ -94,7 +107,7 @@ class WorkloadPublisher final : public broker::ChangeObserver {
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool resync_next_ ABSL_GUARDED_BY(mu_) = false;
-  // From the change stream, by owner uid.
+  // From the change stream, by the Workload's "NAMESPACE/NAME".
   std::map<std::string, EvictionNote> evictions_ ABSL_GUARDED_BY(mu_);
   // Workloads ("NAMESPACE/NAME") whose job was deleted: delete them.
   std::set<std::string> removed_ ABSL_GUARDED_BY(mu_);
