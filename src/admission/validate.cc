@@ -179,11 +179,24 @@ std::set<std::string> CoveredResources(const model::ClusterQueue& cq) {
   return out;
 }
 
-// `w` with every pod set at its minimum count (partial admission).
+// `w`'s name and pod sets, every pod set at its minimum count (partial
+// admission): what the queue checks read (not the labels and annotations,
+// which can be kilobytes and are copied per review otherwise).
 Workload LeastOf(const Workload& w) {
-  Workload least = w;
+  Workload least;
+  least.namespace_name = w.namespace_name;
+  least.name = w.name;
+  least.generate_name = w.generate_name;
+  least.pod_sets = w.pod_sets;
   for (workload::PodSet& ps : least.pod_sets) ps.count = ps.MinCount();
   return least;
+}
+
+// The pods of LeastOf(w), without the copy.
+int64_t LeastPods(const Workload& w) {
+  int64_t total = 0;
+  for (const workload::PodSet& ps : w.pod_sets) total += ps.MinCount();
+  return total;
 }
 
 // Denials that need the ClusterQueue: coverage, size, per-node MIG fit.
@@ -296,9 +309,9 @@ std::vector<std::string> Warnings(const Workload& w, const model::PolicySet& p, 
                              ") is suspended and queued in LocalQueue ", lq.meta.name, " -> ClusterQueue ",
                              cq.meta.name, cq.cohort.empty() ? "" : absl::StrCat(" (cohort ", cq.cohort, ")"), "; ",
                              ahead, " workload", ahead == 1 ? "" : "s", " ahead; ",
-                             LeastOf(w).TotalPods() < w.TotalPods()
+                             LeastPods(w) < w.TotalPods()
                                  ? absl::StrCat("it starts with as many of its pods as fit, at least ",
-                                                LeastOf(w).TotalPods(), " (partial admission)")
+                                                LeastPods(w), " (partial admission)")
                                  : "it starts as a whole gang when it fits"));
   for (const auto& [res, d] : demand) {
     if (!IsGpu(res)) continue;
