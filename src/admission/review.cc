@@ -1,6 +1,7 @@
 // gangkeeper admission: AdmissionReview v1 (see review.h).
 #include "src/admission/review.h"
 
+#include <string>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -24,6 +25,8 @@ constexpr size_t kReviewStackBytes = 16 * 1024;
 constexpr size_t kReviewArenasKept = 64;
 // The document's initial value stack (RapidJSON's default).
 constexpr size_t kReviewDocStack = 1024;
+// The review text an arena keeps room for between reviews stays below this.
+constexpr size_t kMaxKeptTextBytes = 64 * 1024;
 // The encoding buffer each thread keeps (EncodeResponse) stays below this.
 constexpr size_t kMaxKeptAnswerBytes = 64 * 1024;
 
@@ -36,7 +39,16 @@ struct ReviewArena {
   void Clear() {
     values.Clear();
     stacks.Clear();
+    if (text.capacity() > kMaxKeptTextBytes) {
+      std::string().swap(text);
+    } else {
+      text.clear();
+    }
   }
+  // The review's text, parsed in place: the document's strings point into
+  // it (RapidJSON's in-situ mode), so none is copied character by character
+  // onto a parse stack and then again into `values`.
+  std::string text;
   alignas(16) char value_buffer[kReviewValueBytes];
   alignas(16) char stack_buffer[kReviewStackBytes];
   ReviewAllocator values;
@@ -109,7 +121,12 @@ Review::Review(ReviewArenaPtr a)
 
 absl::StatusOr<std::unique_ptr<Review>> DecodeReview(absl::string_view body) {
   auto review = std::make_unique<Review>(TakeReviewArena());
-  review->doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag>(body.data(), body.size());
+  // In place, in the arena's copy of the text (one memcpy; NUL-terminated,
+  // as in-situ parsing needs: a NUL inside the body ends it there, which
+  // the parse reports as an error, as it did a NUL before).
+  std::string& text = review->arena->text;
+  text.assign(body.data(), body.size());
+  review->doc.ParseInsitu<rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag>(text.data());
   if (review->doc.HasParseError()) {
     return absl::InvalidArgumentError(absl::StrCat("body is not JSON: ",
                                                    rapidjson::GetParseError_En(review->doc.GetParseError()),

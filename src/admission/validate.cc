@@ -98,10 +98,11 @@ struct Capacity {
   Quantity Max() const { return nominal.SaturatingAdd(borrowable); }
 };
 
-std::vector<Capacity> CapacitiesFor(const model::PolicySet& p, const model::ClusterQueue& cq, const std::string& res) {
+// `tree`: CohortTree(p, cq.cohort) when cq has a cohort (computed once per
+// review by the caller, not once per resource).
+std::vector<Capacity> CapacitiesFor(const model::PolicySet& p, const model::ClusterQueue& cq,
+                                    const std::set<std::string>& tree, const std::string& res) {
   std::vector<Capacity> out;
-  std::set<std::string> tree;
-  if (!cq.cohort.empty()) tree = CohortTree(p, cq.cohort);
   for (const model::ResourceGroup& rg : cq.resource_groups) {
     for (const model::FlavorQuotas& fq : rg.flavors) {
       for (const model::ResourceQuota& q : fq.resources) {
@@ -157,10 +158,37 @@ struct Demand {
 
 std::map<std::string, Demand> DemandOf(const Workload& w, const model::PolicySet& p, const model::ClusterQueue& cq) {
   std::map<std::string, Demand> out;
+  std::set<std::string> tree;
+  if (!cq.cohort.empty()) tree = CohortTree(p, cq.cohort);
   for (auto& [res, total] : GangTotals(w, p.configuration)) {
     Demand& d = out[res];
     d.total = total;
-    if (!total.IsZero()) d.capacities = CapacitiesFor(p, cq, res);
+    if (!total.IsZero()) d.capacities = CapacitiesFor(p, cq, tree, res);
+  }
+  return out;
+}
+
+// DemandOf(least, ...) for `least` = LeastOf(w), reusing the capacities
+// already found for `w` (they do not depend on the counts): `least` asks for
+// the same resources, in smaller or equal amounts.
+std::map<std::string, Demand> LeastDemand(const Workload& least, const model::PolicySet& p,
+                                          const model::ClusterQueue& cq,
+                                          const std::map<std::string, Demand>& full) {
+  std::map<std::string, Demand> out;
+  std::set<std::string> tree;
+  bool have_tree = false;
+  for (auto& [res, total] : GangTotals(least, p.configuration)) {
+    Demand& d = out[res];
+    d.total = total;
+    if (total.IsZero()) continue;
+    auto it = full.find(res);
+    if (it != full.end() && !it->second.total.IsZero()) {
+      d.capacities = it->second.capacities;
+      continue;
+    }
+    if (!have_tree && !cq.cohort.empty()) tree = CohortTree(p, cq.cohort);
+    have_tree = true;
+    d.capacities = CapacitiesFor(p, cq, tree, res);
   }
   return out;
 }
@@ -179,11 +207,24 @@ std::set<std::string> CoveredResources(const model::ClusterQueue& cq) {
   return out;
 }
 
-// `w` with every pod set at its minimum count (partial admission).
+// `w`'s name and pod sets, every pod set at its minimum count (partial
+// admission): what the queue checks read (not the labels and annotations,
+// which can be kilobytes and are copied per review otherwise).
 Workload LeastOf(const Workload& w) {
-  Workload least = w;
+  Workload least;
+  least.namespace_name = w.namespace_name;
+  least.name = w.name;
+  least.generate_name = w.generate_name;
+  least.pod_sets = w.pod_sets;
   for (workload::PodSet& ps : least.pod_sets) ps.count = ps.MinCount();
   return least;
+}
+
+// The pods of LeastOf(w), without the copy.
+int64_t LeastPods(const Workload& w) {
+  int64_t total = 0;
+  for (const workload::PodSet& ps : w.pod_sets) total += ps.MinCount();
+  return total;
 }
 
 // Denials that need the ClusterQueue: coverage, size, per-node MIG fit.
@@ -296,9 +337,9 @@ std::vector<std::string> Warnings(const Workload& w, const model::PolicySet& p, 
                              ") is suspended and queued in LocalQueue ", lq.meta.name, " -> ClusterQueue ",
                              cq.meta.name, cq.cohort.empty() ? "" : absl::StrCat(" (cohort ", cq.cohort, ")"), "; ",
                              ahead, " workload", ahead == 1 ? "" : "s", " ahead; ",
-                             LeastOf(w).TotalPods() < w.TotalPods()
+                             LeastPods(w) < w.TotalPods()
                                  ? absl::StrCat("it starts with as many of its pods as fit, at least ",
-                                                LeastOf(w).TotalPods(), " (partial admission)")
+                                                LeastPods(w), " (partial admission)")
                                  : "it starts as a whole gang when it fits"));
   for (const auto& [res, d] : demand) {
     if (!IsGpu(res)) continue;
@@ -426,7 +467,7 @@ Verdict ValidateCreate(const Review& review, const workload::KindInfo& info, con
   const std::map<std::string, Demand> demand = DemandOf(w, p, queue);
   // Partial admission: it can never run only if its minimum cannot.
   const Workload least = LeastOf(w);
-  if (std::optional<std::string> why = CheckAgainstQueue(least, p, queue, DemandOf(least, p, queue))) {
+  if (std::optional<std::string> why = CheckAgainstQueue(least, p, queue, LeastDemand(least, p, queue, demand))) {
     return Decided(Deny(review, 403, "Forbidden", "gangkeeper: " + *why));
   }
   if (!w.pod_group_name.empty()) {

@@ -15,7 +15,9 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
@@ -105,6 +107,12 @@ class ReadinessImpl final : public Readiness {
   std::map<std::string, std::shared_ptr<std::function<std::string()>>> notes_;  // reported, never failing
 };
 
+// A process-unique id for each server (never reused, unlike an address).
+uint64_t NextServerId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
 // Metric handles resolved once at start-up (STYLE §6.9 rule 7).
 struct ServerMetrics {
   metrics::CounterFamily* requests;
@@ -181,6 +189,7 @@ class ServerImpl final : public Server, public RequestSink {
   std::vector<const Route*> prefixes_;
   absl::flat_hash_map<std::string, bool> known_paths_;  // "L PATH" -> true
 
+  const uint64_t id_ = NextServerId();  // keys the loop threads' metric caches (Done)
   metrics::CounterFamily* requests_;
   metrics::HistogramFamily* durations_;
   metrics::CounterFamily* reloads_;
@@ -333,11 +342,47 @@ HttpResponse ServerImpl::Call(const Route& route, const HttpRequest& req) const 
   return ErrorResponse(absl::InternalError("internal error; see the server log"));
 }
 
+namespace {
+
+// The metric children of one (server, listener, path, status), as a loop
+// thread found them last: a request's counter and histogram without three
+// label strings built and two family maps searched under their shared lock
+// (children are never removed, so the pointers stay valid while the server
+// lives; `server` is a process-unique id, never reused, unlike an address).
+struct CachedRouteMetrics {
+  uint64_t server;
+  Listener listener;
+  int status;
+  std::string path;
+  metrics::Counter* requests;
+  metrics::Histogram* duration;
+};
+// Few routes and statuses are live at once; a flood of distinct paths only
+// refills the cache (it is emptied when full).
+constexpr size_t kRouteMetricsCached = 32;
+thread_local std::vector<CachedRouteMetrics> t_route_metrics;
+
+}  // namespace
+
 void ServerImpl::Done(Listener listener, const RequestRecord& record) {
-  std::string label = RouteLabel(listener, record.path);
   std::string l(ListenerName(listener));
-  requests_->WithLabels({l, label, absl::StrCat(record.status)}).Increment();
-  durations_->WithLabels({l, label}).Observe(static_cast<double>(record.micros) / 1e6);
+  const CachedRouteMetrics* m = nullptr;
+  for (const CachedRouteMetrics& c : t_route_metrics) {
+    if (c.server == id_ && c.listener == listener && c.status == record.status && c.path == record.path) {
+      m = &c;
+      break;
+    }
+  }
+  if (m == nullptr) {
+    const std::string label = RouteLabel(listener, record.path);
+    if (t_route_metrics.size() >= kRouteMetricsCached) t_route_metrics.clear();
+    t_route_metrics.push_back(CachedRouteMetrics{id_, listener, record.status, record.path,
+                                                 &requests_->WithLabels({l, label, absl::StrCat(record.status)}),
+                                                 &durations_->WithLabels({l, label})});
+    m = &t_route_metrics.back();
+  }
+  m->requests->Increment();
+  m->duration->Observe(static_cast<double>(record.micros) / 1e6);
   access_log_->info("listener={} remote={} method={} path={} status={} bytes={} us={}", l, record.remote,
                     record.method.empty() ? "-" : record.method, record.path.empty() ? "-" : record.path,
                     record.status, record.bytes, record.micros);

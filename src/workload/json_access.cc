@@ -90,7 +90,8 @@ std::optional<JsonNode> Member(const JsonNode& object, absl::string_view name) {
   const rapidjson::Value key(rapidjson::StringRef(name.data(), name.size()));
   rapidjson::Value::ConstMemberIterator it = v.FindMember(key);
   if (it == v.MemberEnd() || it->value.IsNull()) return std::nullopt;
-  return JsonNode(it->value, object.path().Child(name));
+  // The path borrows the document's own key, which lives as long as the node.
+  return JsonNode(it->value, object.path().ChildRef(StringView(it->name)));
 }
 
 bool ExpectObject(const JsonNode& node, FieldErrors* errors) {
@@ -150,9 +151,8 @@ std::vector<std::pair<std::string, JsonNode>> Entries(const JsonNode& object, Fi
       errors->Add(object.path(), FieldErrorType::kInvalid, "has a key that is not a string");
       continue;
     }
-    std::string key(StringView(it->name));
-    base::FieldPath path = object.path().Key(key);
-    out.emplace_back(std::move(key), JsonNode(it->value, std::move(path)));
+    const absl::string_view key = StringView(it->name);
+    out.emplace_back(std::string(key), JsonNode(it->value, object.path().KeyRef(key)));
   }
   return out;
 }

@@ -35,7 +35,8 @@ namespace gangkeeper::workload {
 inline constexpr size_t kMaxItems = 1000;
 
 // A JSON value and the path it was reached by. Cheap to copy (a pointer and
-// a short string); borrows the value.
+// an inline FieldPath, no heap); borrows the value, and its path borrows the
+// document's keys, so neither may outlive the document.
 class JsonNode {
  public:
   JsonNode(const rapidjson::Value& value, base::FieldPath path) : value_(&value), path_(std::move(path)) {}

@@ -38,6 +38,10 @@ namespace gangkeeper::broker {
 namespace {
 
 using ::gangkeeper::bench::BenchDir;
+// The journal moved from broker to store (91c1f08); this bench kept the old names.
+using ::gangkeeper::store::Journal;
+using ::gangkeeper::store::JournalOptions;
+using ::gangkeeper::store::JournalRecovery;
 
 void BM_GroupCommit(benchmark::State& state) {
   const int writers = static_cast<int>(state.range(0));

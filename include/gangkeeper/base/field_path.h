@@ -5,6 +5,10 @@
 // InvalidArgument at the module seam. Value types; thread-compatible.
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,21 +18,52 @@
 namespace gangkeeper::base {
 
 // An immutable path into a document: FieldPath().Child("spec").Index(0).
+//
+// Paths are built far more often than they are read: a decoder makes one for
+// every field it visits and reads it only when the field is wrong. So a path
+// is rendered lazily: the last few segments are kept inline (short names
+// copied in place, no heap allocation), and only a path deeper than that
+// renders its head to one shared string. str() renders the whole path.
 class FieldPath {
  public:
   FieldPath() = default;
-  explicit FieldPath(absl::string_view root) : path_(root) {}
+  explicit FieldPath(absl::string_view root);
 
   [[nodiscard]] FieldPath Child(absl::string_view name) const;
   [[nodiscard]] FieldPath Index(size_t i) const;
   // A map key, rendered as `path[key]`.
   [[nodiscard]] FieldPath Key(absl::string_view key) const;
 
-  const std::string& str() const { return path_; }
-  bool empty() const { return path_.empty(); }
+  // As Child and Key, but the name is borrowed, not copied: it must outlive
+  // this path and every path made from it (a string literal, or a key inside
+  // a parsed document that outlives the paths into it).
+  [[nodiscard]] FieldPath ChildRef(absl::string_view name) const;
+  [[nodiscard]] FieldPath KeyRef(absl::string_view key) const;
+
+  // The rendered path: `spec.containers[0].resources.requests[cpu]`.
+  std::string str() const;
+  bool empty() const;
 
  private:
-  std::string path_;
+  enum class Kind : uint8_t { kChild, kIndex, kKey };
+  // Names up to this long are copied into the segment itself.
+  static constexpr size_t kInlineText = 19;
+  static constexpr size_t kInlineSegments = 8;
+
+  struct Segment {
+    const char* borrowed = nullptr;  // the name when it lives elsewhere
+    uint32_t size = 0;               // the name's length
+    Kind kind = Kind::kChild;
+    char text[kInlineText] = {};     // the name when copied; the index for kIndex
+  };
+
+  FieldPath Append(Kind kind, absl::string_view name, bool borrow) const;
+  void AppendTo(std::string* out) const;
+
+  // The rendered head of a deep path (null when the path fits inline).
+  std::shared_ptr<const std::string> head_;
+  std::array<Segment, kInlineSegments> segments_{};
+  uint8_t count_ = 0;
 };
 
 // What kind of problem a field has (the Kueue/Kubernetes field.ErrorType set).
