@@ -46,6 +46,9 @@ bool StatusWriter::Allowed() {
 }
 
 void StatusWriter::List() {
+  // Taken first: what it holds was in the cluster before the list began
+  // when the cluster is where it came from (--policy-source cluster).
+  std::shared_ptr<const broker::Snapshot> before = view_->snapshot();
   written_.clear();
   missing_.clear();
   done_version_ = UINT64_MAX;
@@ -71,10 +74,28 @@ void StatusWriter::List() {
   };
   take("clusterqueues", false, ClusterQueueStatusKeys());
   take("localqueues", true, LocalQueueStatusKeys(v));
+  if (ok) MarkAbsent(*before);
   listed_ = ok;
   last_list_ = options_.clock->Now();
   absl::MutexLock lock(&mu_);
   ++stats_.lists;
+}
+
+// The queues the broker had before the list and the list did not bring are
+// not in the cluster: skipped until the next list, so that a new leader, or a
+// restart, sends nothing for them (not even a PATCH answered 404). Queues
+// that appear in the broker later are tried when they do (a ClusterQueue
+// just applied in the cluster).
+void StatusWriter::MarkAbsent(const broker::Snapshot& snap) {
+  const KueueVersion v = options_.version;
+  for (const auto& [name, view] : snap.cluster_queues()) {
+    const std::string path = KueuePath(v, "clusterqueues", "", name);
+    if (written_.count(path) == 0) missing_.insert(path);
+  }
+  for (const auto& [key, lq] : snap.policies().local_queues) {
+    const std::string path = KueuePath(v, "localqueues", key.first, key.second);
+    if (written_.count(path) == 0) missing_.insert(path);
+  }
 }
 
 bool StatusWriter::WriteOne(const std::string& path, const std::string& key, const KueueStatus& want, int* budget) {

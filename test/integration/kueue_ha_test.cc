@@ -47,10 +47,11 @@ using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::kueue_it::ConditionStatus;
 using ::gangkeeper::kueue_it::kKueue;
 using nlohmann::json;
-using WriteCounts = std::map<std::string, int>;
+using ::gangkeeper::kueue_it::Describe;
+using ::gangkeeper::kueue_it::WriteCounts;
 
 constexpr int kReplicas = 2;
-constexpr char kKueuePrefix[] = "/apis/kueue.x-k8s.io/";
+using ::gangkeeper::kueue_it::kKueuePrefix;
 
 std::string Token(int i) { return absl::StrCat("replica-token-", i); }
 std::string Bearer(int i) { return absl::StrCat("Bearer ", Token(i)); }
@@ -196,40 +197,9 @@ class KueueHaTest : public ::testing::Test {
     ASSERT_THAT(fake_->Replace(absl::StrCat("/apis/batch/v1/namespaces/", ns, "/jobs/", name), j), IsOk());
   }
 
-  // The Workload objects of `ns`, by the name of the job that owns them.
-  std::map<std::string, std::vector<json>> Workloads(const std::string& ns) {
-    std::map<std::string, std::vector<json>> out;
-    for (const json& w : fake_->List(absl::StrCat(kKueue, "/namespaces/", ns, "/workloads"))) {
-      std::string owner = "<none>";
-      const json& meta = w["metadata"];
-      if (meta.contains("ownerReferences") && !meta["ownerReferences"].empty()) {
-        owner = meta["ownerReferences"][0].value("name", "<unnamed>");
-      }
-      out[owner].push_back(w);
-    }
-    return out;
-  }
-
-  // The one Workload of job `name` (null when there is not exactly one).
-  json WorkloadOf(const std::string& ns, const std::string& name) {
-    auto all = Workloads(ns);
-    auto it = all.find(name);
-    return it != all.end() && it->second.size() == 1 ? it->second[0] : json();
-  }
-
-  // Waits until no write reaches Kueue's API for `quiet` (bounded: 60 s in
-  // all); true when it got there.
-  bool Quiet(absl::Duration quiet) {
-    const base::Stopwatch watch;
-    WriteCounts last = fake_->WritesByPath(kKueuePrefix);
-    while (watch.Elapsed() < absl::Seconds(60)) {
-      absl::SleepFor(quiet);
-      WriteCounts now = fake_->WritesByPath(kKueuePrefix);
-      if (now == last) return true;
-      last = std::move(now);
-    }
-    return false;
-  }
+  std::map<std::string, std::vector<json>> Workloads(const std::string& ns) { return kueue_it::Workloads(*fake_, ns); }
+  json WorkloadOf(const std::string& ns, const std::string& name) { return kueue_it::WorkloadOf(*fake_, ns, name); }
+  bool Quiet(absl::Duration quiet) { return kueue_it::Quiet(*fake_, quiet); }
 
   // Replica `i`'s /v1/clusterqueues/NAME/status.
   json ClusterQueueView(int i, const std::string& name) {
@@ -237,41 +207,8 @@ class KueueHaTest : public ::testing::Test {
     if (!r.ok() || r->status != 200) return json();
     return json::parse(r->body, nullptr, false);
   }
-
-  // The ClusterQueue's and its LocalQueue's status in the cluster against
-  // replica `i`'s view: the counts, and the usage of every flavor and
-  // resource the view shows. Empty when they agree, else what differs.
   std::string StatusMismatch(int i, const std::string& cq, const std::string& ns) {
-    const json view = ClusterQueueView(i, cq);
-    auto object = fake_->Get(absl::StrCat(kKueue, "/clusterqueues/", cq));
-    auto local = fake_->Get(absl::StrCat(kKueue, "/namespaces/", ns, "/localqueues/gpu-queue"));
-    if (!view.is_object() || !object.ok() || !local.ok()) return "missing";
-    const json status = object->value("status", json::object());
-    const json lq = local->value("status", json::object());
-    std::string out;
-    auto same = [&](const std::string& what, const json& a, const json& b) {
-      if (a != b) absl::StrAppend(&out, what, ": ", a.dump(), " vs ", b.dump(), "; ");
-    };
-    same("pendingWorkloads", status.value("pendingWorkloads", json()), view["pending"]);
-    same("admittedWorkloads", status.value("admittedWorkloads", json()), view["admitted"]);
-    same("reservingWorkloads", status.value("reservingWorkloads", json()), view["admitted"]);
-    same("LocalQueue pendingWorkloads", lq.value("pendingWorkloads", json()), view["pending"]);
-    same("LocalQueue admittedWorkloads", lq.value("admittedWorkloads", json()), view["admitted"]);
-    std::map<std::string, std::string> used;  // "flavor/resource" -> total
-    for (const json& f : status.value("flavorsUsage", json::array())) {
-      for (const json& r : f.value("resources", json::array())) {
-        used[absl::StrCat(f.value("name", ""), "/", r.value("name", ""))] = r.value("total", "");
-      }
-    }
-    for (const json& r : view["resources"]) {
-      const std::string key = absl::StrCat(r["flavor"].get<std::string>(), "/", r["resource"].get<std::string>());
-      const std::string want = r["usage"].get<std::string>();
-      const std::string got = used.count(key) != 0 ? used[key] : "";
-      if (got != want && !(got.empty() && want == "0")) absl::StrAppend(&out, key, ": ", got, " vs ", want, "; ");
-    }
-    const std::string active = ConditionStatus(*object, "Active");
-    same("Active", json(active), json(view["active"].get<bool>() ? "True" : "False"));
-    return out;
+    return kueue_it::StatusMismatch(*fake_, ClusterQueueView(i, cq), cq, ns);
   }
 
   std::unique_ptr<testing::EtcdProcess> etcd_;
@@ -280,12 +217,6 @@ class KueueHaTest : public ::testing::Test {
   std::vector<std::unique_ptr<testing::ServerProcess>> replicas_;
   testing::TlsClientOptions options_;
 };
-
-std::string Describe(const WriteCounts& writes) {
-  std::vector<std::string> out;
-  for (const auto& [path, n] : writes) out.push_back(absl::StrCat(path, " x", n));
-  return absl::StrJoin(out, "\n");
-}
 
 TEST_F(KueueHaTest, ALeaderChangeLosesNoWorkloadAndRewritesNothingThatDidNotChange) {
   const int leader = Leader();

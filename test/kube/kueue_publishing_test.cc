@@ -476,5 +476,30 @@ TEST_F(KueuePublishingTest, TheServedVersionIsFound) {
   EXPECT_EQ(*v, KueueVersion::kV1beta1);
 }
 
+// --- A new leader and the queues the cluster does not have (issue #24 HA) ---
+// A queue the broker has and the cluster does not (the policy files name
+// it; nobody applied it): a new leader, or a restart, sends nothing for it,
+// not even a write that fails; once someone creates it, the next list
+// brings it and it gets its status.
+TEST_F(KueuePublishingTest, ANewLeaderSendsNothingForAQueueTheClusterDoesNotHave) {
+  ASSERT_THAT(fake_->Delete(kLq), IsOk());
+  AddJob(GpuGang("first", 1, 2));
+  ASSERT_EQ(status_->Sync(), 1) << "the ClusterQueue";
+  StatusWriter next_leader(client_.get(), &port_, options_);
+  fake_->ClearCalls();
+  EXPECT_EQ(next_leader.Sync(), 0);
+  EXPECT_EQ(Writes(), 0) << "not even a PATCH answered 404";
+  ASSERT_THAT(fake_->Create("/apis/kueue.x-k8s.io/v1beta2/namespaces/a/localqueues",
+                            {{"metadata", {{"name", "q"}}}, {"spec", {{"clusterQueue", "team-a"}}}})
+                  .status(),
+              IsOk());
+  next_leader.ResyncNext();
+  AddJob(GpuGang("second", 1, 2));
+  EXPECT_GT(next_leader.Sync(), 0);
+  absl::StatusOr<json> lq = fake_->Get(kLq);
+  ASSERT_THAT(lq.status(), IsOk());
+  EXPECT_EQ((*lq)["status"]["admittedWorkloads"], 2);
+}
+
 }  // namespace
 }  // namespace gangkeeper::kube

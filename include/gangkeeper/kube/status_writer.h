@@ -12,8 +12,8 @@
 // while `refused()` is empty (Kueue's own controller does not run): a pass
 // that starts leading (or allowed again) first lists the objects and takes
 // their status as written, so a new leader, or a restart, writes only what
-// differs. Objects the cluster does not have (404) are skipped until the
-// next list, every `resync`.
+// differs. Objects the cluster does not have (not listed, or 404) are
+// skipped until the next list, every `resync`.
 //
 // Thread-safe.
 #pragma once
@@ -85,6 +85,7 @@ class StatusWriter {
   void Run();
   bool Allowed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void List() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  void MarkAbsent(const broker::Snapshot& snap) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // Writes `want` to `path` when it differs from `written[key]`.
   bool WriteOne(const std::string& path, const std::string& key, const KueueStatus& want, int* budget)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
