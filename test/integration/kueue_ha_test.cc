@@ -222,9 +222,7 @@ TEST_F(KueueHaTest, ALeaderChangeLosesNoWorkloadAndRewritesNothingThatDidNotChan
   const int leader = Leader();
   ASSERT_GE(leader, 0) << "no replica leads";
   const int other = 1 - leader;
-  // (Only the leader: a follower's /readyz waits for ReplicaStats::follower,
-  // which Replica::stats() does not fill in yet.)
-  ASSERT_TRUE(WaitFor([&] { return Ready(leader); })) << Readyz(0) << "\n" << Readyz(1) << "\n" << Problems(0) << Problems(1);
+  ASSERT_TRUE(WaitFor([&] { return Ready(0) && Ready(1); })) << Readyz(0) << "\n" << Readyz(1) << "\n" << Problems(0) << Problems(1);
 
   // Admitted, then preempted by a higher priority; team-b's job admitted.
   ASSERT_NO_FATAL_FAILURE(SubmitJob(leader, kube_it::Job("low", 3, 2, "training-batch"), kube_it::kJobs));
