@@ -45,6 +45,15 @@ bool StatusWriter::Allowed() {
   return true;
 }
 
+// Asked before every write, not only when a pass starts: a pass that
+// outlives this replica's lease (a slow API server) writes nothing more,
+// and the next pass that leads lists again.
+bool StatusWriter::StillLeading() {
+  if (!options_.leading || options_.leading()) return true;
+  listed_ = false;
+  return false;
+}
+
 void StatusWriter::List() {
   // Taken first: what it holds was in the cluster before the list began
   // when the cluster is where it came from (--policy-source cluster).
@@ -103,7 +112,7 @@ bool StatusWriter::WriteOne(const std::string& path, const std::string& key, con
   auto it = written_.find(path);
   if (it == written_.end() && missing_.count(path) > 0) return true;  // not in the cluster
   if (it != written_.end() && it->second.status == want) return true;
-  if (*budget <= 0) return false;
+  if (*budget <= 0 || !StillLeading()) return false;
   --*budget;
   const json previous = it != written_.end() ? it->second.conditions : json::array();
   const json status = StatusJson(want, previous, options_.clock->Now());

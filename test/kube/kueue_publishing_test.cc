@@ -501,5 +501,29 @@ TEST_F(KueuePublishingTest, ANewLeaderSendsNothingForAQueueTheClusterDoesNotHave
   EXPECT_EQ((*lq)["status"]["admittedWorkloads"], 2);
 }
 
+// A pass that outlives this replica's lease (a slow API server): leading()
+// is asked before every write, so nothing more is written once it is lost;
+// the next pass that leads lists again and writes.
+TEST_F(KueuePublishingTest, APassThatOutlivesTheLeaseWritesNothingMore) {
+  AddJob(GpuGang("first", 1, 2));
+  AddJob(GpuGang("second", 1, 2));
+  int leads_for = 1;  // answers: true this many times, then false
+  KueueWriterOptions o = options_;
+  o.leading = [&leads_for] { return leads_for-- > 0; };
+  StatusWriter status(client_.get(), &port_, o);
+  WorkloadPublisher publisher(client_.get(), &port_, o);
+  fake_->ClearCalls();
+  EXPECT_EQ(status.Sync(), 0);
+  leads_for = 1;
+  EXPECT_EQ(publisher.Sync(), 0);
+  EXPECT_EQ(Writes(), 0) << "the lease was lost after the passes began";
+  EXPECT_TRUE(fake_->List(kWorkloads).empty());
+  leads_for = 1000;
+  EXPECT_GT(status.Sync(), 0);
+  EXPECT_GT(publisher.Sync(), 0);
+  EXPECT_EQ(fake_->List(kWorkloads).size(), 2u);
+  EXPECT_EQ(status.stats().lists, 2u) << "listed again when it led again";
+}
+
 }  // namespace
 }  // namespace gangkeeper::kube
