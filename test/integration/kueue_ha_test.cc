@@ -13,8 +13,8 @@
 // in the journal's record of the policies).
 #include <signal.h>
 
-#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,9 +23,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "gangkeeper/base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -43,15 +41,15 @@
 namespace gangkeeper {
 namespace {
 
-using ::gangkeeper::testing::IsOk;
 using ::gangkeeper::kueue_it::ConditionStatus;
-using ::gangkeeper::kueue_it::kKueue;
-using nlohmann::json;
 using ::gangkeeper::kueue_it::Describe;
+using ::gangkeeper::kueue_it::kKueue;
+using ::gangkeeper::kueue_it::kKueuePrefix;
 using ::gangkeeper::kueue_it::WriteCounts;
+using ::gangkeeper::testing::IsOk;
+using nlohmann::json;
 
 constexpr int kReplicas = 2;
-using ::gangkeeper::kueue_it::kKueuePrefix;
 
 std::string Token(int i) { return absl::StrCat("replica-token-", i); }
 std::string Bearer(int i) { return absl::StrCat("Bearer ", Token(i)); }
