@@ -45,7 +45,19 @@ bool StatusWriter::Allowed() {
   return true;
 }
 
+// Asked before every write, not only when a pass starts: a pass that
+// outlives this replica's lease (a slow API server) writes nothing more,
+// and the next pass that leads lists again.
+bool StatusWriter::StillLeading() {
+  if (!options_.leading || options_.leading()) return true;
+  listed_ = false;
+  return false;
+}
+
 void StatusWriter::List() {
+  // Taken first: what it holds was in the cluster before the list began
+  // when the cluster is where it came from (--policy-source cluster).
+  std::shared_ptr<const broker::Snapshot> before = view_->snapshot();
   written_.clear();
   missing_.clear();
   done_version_ = UINT64_MAX;
@@ -72,6 +84,7 @@ void StatusWriter::List() {
   take("clusterqueues", false, ClusterQueueStatusKeys());
   take("localqueues", true, LocalQueueStatusKeys(v));
   TakeCohorts(v);
+  if (ok) MarkAbsent(*before);
   listed_ = ok;
   last_list_ = options_.clock->Now();
   absl::MutexLock lock(&mu_);
@@ -99,12 +112,33 @@ void StatusWriter::TakeCohorts(KueueVersion v) {
   }
 }
 
+// The queues the broker had before the list and the list did not bring are
+// not in the cluster: skipped until the next list, so that a new leader, or a
+// restart, sends nothing for them (not even a PATCH answered 404). Queues
+// that appear in the broker later are tried when they do (a ClusterQueue
+// just applied in the cluster).
+void StatusWriter::MarkAbsent(const broker::Snapshot& snap) {
+  const KueueVersion v = options_.version;
+  for (const auto& [name, view] : snap.cluster_queues()) {
+    const std::string path = KueuePath(v, "clusterqueues", "", name);
+    if (written_.count(path) == 0) missing_.insert(path);
+  }
+  for (const auto& [key, lq] : snap.policies().local_queues) {
+    const std::string path = KueuePath(v, "localqueues", key.first, key.second);
+    if (written_.count(path) == 0) missing_.insert(path);
+  }
+  for (const auto& [name, cohort] : snap.policies().cohorts) {  // the same for Cohort objects
+    const std::string path = KueuePath(v, "cohorts", "", name);
+    if (written_.count(path) == 0) missing_.insert(path);
+  }
+}
+
 bool StatusWriter::WriteOne(const std::string& path, const std::string& key, const KueueStatus& want, int* budget) {
   (void)key;
   auto it = written_.find(path);
   if (it == written_.end() && missing_.count(path) > 0) return true;  // not in the cluster
   if (it != written_.end() && it->second.status == want) return true;
-  if (*budget <= 0) return false;
+  if (*budget <= 0 || !StillLeading()) return false;
   --*budget;
   const json previous = it != written_.end() ? it->second.conditions : json::array();
   const json status = StatusJson(want, previous, options_.clock->Now());

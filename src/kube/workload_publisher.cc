@@ -150,9 +150,16 @@ void WorkloadPublisher::List() {
   listed_ = true;
 }
 
+// Asked before every write (see StatusWriter::StillLeading).
+bool WorkloadPublisher::StillLeading() {
+  if (!options_.leading || options_.leading()) return true;
+  listed_ = false;
+  return false;
+}
+
 bool WorkloadPublisher::WriteStatus(const std::string& path, Written* entry, const KueueStatus& want, int* budget) {
   if (entry->status == want) return true;
-  if (*budget <= 0) return false;
+  if (*budget <= 0 || !StillLeading()) return false;
   --*budget;
   const json status = StatusJson(want, entry->conditions, options_.clock->Now());
   absl::StatusOr<json> r = client_->Patch(absl::StrCat(path, "/status"), PatchType::kMerge, {{"status", status}});
@@ -180,7 +187,7 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
   auto it = written_.find(key);
   if (it == written_.end()) {
     if (w.phase == broker::Phase::kFinished) return true;  // none is created for a finished workload
-    if (*budget <= 0) return false;
+    if (*budget <= 0 || !StillLeading()) return false;
     // A pod group's Workload is owned by its pods, as the cluster has them.
     std::vector<PodOwner> pods;
     if (w.key.pod_group) {
@@ -223,7 +230,7 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
   if (w.phase != broker::Phase::kFinished) {
     const json spec = WorkloadSpec(w, options_.version);
     if (entry.spec != SpecSummary(spec)) {
-      if (*budget <= 0) return false;
+      if (*budget <= 0 || !StillLeading()) return false;
       --*budget;
       absl::StatusOr<json> r = client_->Patch(path, PatchType::kMerge, {{"spec", spec}});
       Count(r.ok());
@@ -263,7 +270,7 @@ bool WorkloadPublisher::SyncPodOwners(const broker::WorkloadInfo& w, const std::
   if (w.pod_group == nullptr || w.phase == broker::Phase::kFinished) return true;
   const std::set<std::string> members(w.pod_group->pods.begin(), w.pod_group->pods.end());
   if (members == entry->members) return true;
-  if (*budget <= 0) return false;
+  if (*budget <= 0 || !StillLeading()) return false;
   absl::StatusOr<std::vector<PodOwner>> pods = GroupPods(w);
   if (!pods.ok()) {
     Count(false);
@@ -314,7 +321,7 @@ int WorkloadPublisher::Sync() {
   for (const std::string& key : removed) {
     auto it = written_.find(key);
     if (it == written_.end()) continue;  // never published, or gone already
-    if (budget <= 0) {
+    if (budget <= 0 || !StillLeading()) {
       absl::MutexLock lock(&mu_);
       removed_.insert(key);
       complete = false;

@@ -87,7 +87,12 @@ bool DecodeClusterObject(absl::string_view json, absl::string_view source, absl:
     return false;
   }
   for (auto& [k, v] : one.flavors) into.flavors[k] = std::move(v);
-  for (auto& [k, v] : one.cluster_queues) into.cluster_queues[k] = std::move(v);
+  for (auto& [k, v] : one.cluster_queues) {
+    // Only validation marks a cluster object inactive, never an annotation
+    // someone put on it.
+    v.inactive_reason.clear();
+    into.cluster_queues[k] = std::move(v);
+  }
   for (auto& [k, v] : one.local_queues) into.local_queues[k] = std::move(v);
   for (auto& [k, v] : one.cohorts) into.cohorts[k] = std::move(v);
   for (auto& [k, v] : one.workload_priority_classes) into.workload_priority_classes[k] = std::move(v);

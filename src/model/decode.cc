@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gangkeeper/model/encode.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/validate.h"
 #include "src/model/configuration_codec.h"
@@ -413,6 +414,19 @@ PriorityClass ReadPriorityClass(ObjectReader& top, const ObjectMeta& meta) {
   return pc;
 }
 
+// A ClusterQueue's recorded inactive_reason: the string annotation
+// kInactiveReasonAnnotation (encode.h) when there is one, else "".
+std::string InactiveReason(const json& doc) {
+  if (!doc.is_object()) return "";
+  auto meta = doc.find("metadata");
+  if (meta == doc.end() || !meta->is_object()) return "";
+  auto annotations = meta->find("annotations");
+  if (annotations == meta->end() || !annotations->is_object()) return "";
+  auto reason = annotations->find(std::string(kInactiveReasonAnnotation));
+  if (reason == annotations->end() || !reason->is_string()) return "";
+  return reason->get<std::string>();
+}
+
 // A Kueue quota object, a PriorityClass or a Namespace, its apiVersion and
 // kind already checked.
 void DecodeQuotaObject(const json& doc, const std::string& api_version, const std::string& kind,
@@ -466,6 +480,7 @@ void DecodeQuotaObject(const json& doc, const std::string& api_version, const st
   } else if (kind == "ClusterQueue") {
     ClusterQueue cq;
     cq.meta = meta;
+    cq.inactive_reason = InactiveReason(doc);
     DecodeClusterQueue(spec, v1beta2, &cq);
     spec.Finish();
     top.Finish();

@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -167,6 +169,21 @@ void AppendAll(const Map& objects, json* items) {
   for (const auto& [key, object] : objects) items->push_back(EncodeObject(object));
 }
 
+// The ClusterQueues, a stand-in's inactive_reason as the annotation
+// kInactiveReasonAnnotation (the decoder reads it back): the record of the
+// policies, and so their digest, says which queues are refused and why.
+void AppendClusterQueues(const std::map<std::string, ClusterQueue>& queues, json* items) {
+  for (const auto& [key, cq] : queues) {
+    json item = EncodeObject(cq);
+    if (!cq.inactive_reason.empty()) {
+      json annotations = json::object();
+      annotations[std::string(kInactiveReasonAnnotation)] = cq.inactive_reason;
+      item["metadata"]["annotations"] = std::move(annotations);
+    }
+    items->push_back(std::move(item));
+  }
+}
+
 }  // namespace
 
 json EncodeObject(const ResourceFlavor& flavor) {
@@ -315,7 +332,7 @@ std::string EncodeManifests(const PolicySet& policies) {
   AppendAll(policies.flavors, &items);
   AppendAll(policies.gpu_node_pools, &items);
   AppendAll(policies.cohorts, &items);
-  AppendAll(policies.cluster_queues, &items);
+  AppendClusterQueues(policies.cluster_queues, &items);
   AppendAll(policies.local_queues, &items);
   if (policies.configuration.present) items.push_back(EncodeConfiguration(policies.configuration));
   json list = json::object();

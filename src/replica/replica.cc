@@ -131,8 +131,18 @@ void Replica::Run() {
       if (leading) BecomeFollower();
       return;
     }
+    RecordFollowerStats();
     MaybeSnapshot();
   }
+}
+
+void Replica::RecordFollowerStats() {
+  // follower_ changes on this thread only; while leading there is none and
+  // the last progress stays (stats().leading says the rest).
+  if (follower_ == nullptr) return;
+  const FollowerStats f = follower_->stats();
+  absl::MutexLock lock(&mu_);
+  stats_.follower = f;
 }
 
 void Replica::BecomeLeader(const etcd::Term& term) {

@@ -681,5 +681,54 @@ TEST_F(PodGroupWorkloadTest, ARemovedGroupsWorkloadIsDeletedByThePublisher) {
   EXPECT_TRUE(GroupWorkload("trainers").is_null());
 }
 
+// --- A new leader and the queues the cluster does not have (issue #24 HA) ---
+// A queue the broker has and the cluster does not (the policy files name
+// it; nobody applied it): a new leader, or a restart, sends nothing for it,
+// not even a write that fails; once someone creates it, the next list
+// brings it and it gets its status.
+TEST_F(KueuePublishingTest, ANewLeaderSendsNothingForAQueueTheClusterDoesNotHave) {
+  ASSERT_THAT(fake_->Delete(kLq), IsOk());
+  AddJob(GpuGang("first", 1, 2));
+  ASSERT_EQ(status_->Sync(), 1) << "the ClusterQueue";
+  StatusWriter next_leader(client_.get(), &port_, options_);
+  fake_->ClearCalls();
+  EXPECT_EQ(next_leader.Sync(), 0);
+  EXPECT_EQ(Writes(), 0) << "not even a PATCH answered 404";
+  ASSERT_THAT(fake_->Create("/apis/kueue.x-k8s.io/v1beta2/namespaces/a/localqueues",
+                            {{"metadata", {{"name", "q"}}}, {"spec", {{"clusterQueue", "team-a"}}}})
+                  .status(),
+              IsOk());
+  next_leader.ResyncNext();
+  AddJob(GpuGang("second", 1, 2));
+  EXPECT_GT(next_leader.Sync(), 0);
+  absl::StatusOr<json> lq = fake_->Get(kLq);
+  ASSERT_THAT(lq.status(), IsOk());
+  EXPECT_EQ((*lq)["status"]["admittedWorkloads"], 2);
+}
+
+// A pass that outlives this replica's lease (a slow API server): leading()
+// is asked before every write, so nothing more is written once it is lost;
+// the next pass that leads lists again and writes.
+TEST_F(KueuePublishingTest, APassThatOutlivesTheLeaseWritesNothingMore) {
+  AddJob(GpuGang("first", 1, 2));
+  AddJob(GpuGang("second", 1, 2));
+  int leads_for = 1;  // answers: true this many times, then false
+  KueueWriterOptions o = options_;
+  o.leading = [&leads_for] { return leads_for-- > 0; };
+  StatusWriter status(client_.get(), &port_, o);
+  WorkloadPublisher publisher(client_.get(), &port_, o);
+  fake_->ClearCalls();
+  EXPECT_EQ(status.Sync(), 0);
+  leads_for = 1;
+  EXPECT_EQ(publisher.Sync(), 0);
+  EXPECT_EQ(Writes(), 0) << "the lease was lost after the passes began";
+  EXPECT_TRUE(fake_->List(kWorkloads).empty());
+  leads_for = 1000;
+  EXPECT_GT(status.Sync(), 0);
+  EXPECT_GT(publisher.Sync(), 0);
+  EXPECT_EQ(fake_->List(kWorkloads).size(), 2u);
+  EXPECT_EQ(status.stats().lists, 2u) << "listed again when it led again";
+}
+
 }  // namespace
 }  // namespace gangkeeper::kube

@@ -706,6 +706,34 @@ TEST(EncodeTest, OtherKindsInKubernetesForm) {
       "topologyName": "default-topology"}})"));
 }
 
+// The cluster source's stand-in for an invalid ClusterQueue: the record of
+// the policies keeps its reason (an annotation); the object served as
+// Kueue's does not carry it.
+TEST(EncodeTest, AStandInsInactiveReasonRoundTripsInTheManifestsOnly) {
+  ClusterQueue stand_in;
+  stand_in.meta = Meta("broken", kV1beta1);
+  stand_in.namespace_selector = LabelSelector{};
+  stand_in.inactive_reason = "its object is invalid: spec.resourceGroups[0].flavors[0]: \"lots\" \u00e9";
+  ClusterQueue active = stand_in;
+  active.meta.name = "fine";
+  active.inactive_reason.clear();
+  PolicySet p;
+  Put(p.cluster_queues, stand_in);
+  Put(p.cluster_queues, active);
+  ExpectRoundTrip(p);
+  PolicySet back;
+  Diagnostics diagnostics;
+  DecodeManifests(EncodeManifests(p), "encoded.json", &back, &diagnostics);
+  EXPECT_FALSE(diagnostics.HasErrors()) << diagnostics.ErrorSummary();
+  EXPECT_EQ(back.cluster_queues.at("broken").inactive_reason, stand_in.inactive_reason);
+  EXPECT_TRUE(back.cluster_queues.at("fine").inactive_reason.empty());
+  const json list = json::parse(EncodeManifests(p));
+  EXPECT_EQ(list["items"][0]["metadata"]["annotations"][std::string(kInactiveReasonAnnotation)],
+            stand_in.inactive_reason);
+  EXPECT_FALSE(list["items"][1]["metadata"].contains("annotations")) << "an active queue carries none";
+  EXPECT_FALSE(EncodeObject(stand_in)["metadata"].contains("annotations"));
+}
+
 // Kueue: a nil selector matches no namespace, `{}` matches every one.
 TEST(EncodeTest, NilAndEmptyNamespaceSelectorStayDistinct) {
   ClusterQueue nil_selector;

@@ -328,6 +328,13 @@ TEST(ClusterObjectsTest, AnUndecodableClusterQueueIsAnInactiveStandInWithTheDeco
   ASSERT_EQ(c.objects.cluster_queues.count("cq"), 1u);
   EXPECT_THAT(c.objects.cluster_queues.at("cq").inactive_reason, HasSubstr("nominalQuota"));
   EXPECT_TRUE(problems.HasErrors());
+  // An annotation on a valid object from the cluster marks nothing: only
+  // validation refuses a cluster object.
+  EXPECT_TRUE(DecodeClusterObject(
+      R"({"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ClusterQueue","metadata":{"name":"annotated",)"
+      R"("annotations":{"gangkeeper.io/inactive-reason":"says who"}},"spec":{}})",
+      "the cluster (clusterqueues/annotated)", "ClusterQueue", "annotated", &c, nullptr));
+  EXPECT_TRUE(c.objects.cluster_queues.at("annotated").inactive_reason.empty());
   // Any other kind that does not decode is left out.
   EXPECT_FALSE(DecodeClusterObject(
       R"({"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ResourceFlavor","metadata":{"name":"f"},"spec":{"nodeLabels":1}})",

@@ -230,6 +230,15 @@ TEST_F(ReplicaTest, OneLeaderAdmitsWhatEveryReplicaRegistersAndEveryReplicaShows
     if (static_cast<int>(n) == leader) continue;
     EXPECT_THAT(nodes_[n]->actuator.releases(), ::testing::IsEmpty()) << "a follower released";
     EXPECT_EQ(nodes_[n]->front->snapshot()->PendingIn("team-a"), 1);
+    // Its stats say it shows the state from etcd (what its /readyz waits for).
+    ReplicaStats st = nodes_[n]->replica->stats();
+    for (int i = 0; i < 100 && !(st.follower.synced && st.follower.position > 0); ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+      st = nodes_[n]->replica->stats();
+    }
+    EXPECT_TRUE(st.follower.synced) << "replica " << n;
+    EXPECT_GT(st.follower.position, 0u) << "replica " << n;
+    EXPECT_FALSE(st.leading);
   }
 }
 

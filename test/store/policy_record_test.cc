@@ -130,6 +130,73 @@ TEST(PolicyRecordTest, ThisVersionRecordsTheDigestAndReadsItBack) {
   EXPECT_THAT(ApplyBatch(bad, 2, &state), StatusIs(absl::StatusCode::kDataLoss));
 }
 
+// The cluster source's stand-in for an invalid ClusterQueue (no quota,
+// refused with a reason) next to a valid queue.
+std::shared_ptr<const model::PolicySet> WithStandIn(const std::string& reason) {
+  model::PolicySet p = *testing::PoliciesFrom(std::string(kRecordFlavor) + "---\n" + RecordQueue(8));
+  model::ClusterQueue stand_in;
+  stand_in.meta.name = "broken";
+  stand_in.meta.api_version = "kueue.x-k8s.io/v1beta2";
+  stand_in.namespace_selector = model::LabelSelector{};
+  stand_in.inactive_reason = reason;
+  p.cluster_queues["broken"] = stand_in;
+  return model::Seal(std::move(p));
+}
+
+TEST(PolicyRecordTest, AStandInsInactiveReasonRoundTripsThroughBatchSnapshotAndDigest) {
+  const std::shared_ptr<const model::PolicySet> sealed =
+      WithStandIn("its object is invalid: spec.resourceGroups[0]: \"lots\" is not a quantity");
+  broker::DurableBatch batch;
+  batch.policies = sealed;
+  broker::DurableState state;
+  ASSERT_THAT(ApplyBatch(EncodeBatch(batch), 1, &state), IsOk());
+  ASSERT_NE(state.policies, nullptr);
+  EXPECT_EQ(state.policies->cluster_queues.at("broken").inactive_reason,
+            sealed->cluster_queues.at("broken").inactive_reason);
+  EXPECT_TRUE(state.policies->cluster_queues.at("team-a").inactive_reason.empty());
+  EXPECT_EQ(model::DigestOf(*state.policies), sealed->sealed.digest());
+  EXPECT_EQ(model::DigestOf(model::PolicySet(*state.policies)), sealed->sealed.digest())
+      << "the digest computed from what was read back is the recorded one";
+
+  absl::StatusOr<broker::DurableState> back = DecodeState(EncodeState(state), 1);
+  ASSERT_THAT(back.status(), IsOk());
+  EXPECT_EQ(back->policies->cluster_queues.at("broken").inactive_reason,
+            sealed->cluster_queues.at("broken").inactive_reason);
+
+  // The reason is part of the content: another reason, or none, is another
+  // set (a start over it records the change).
+  EXPECT_NE(model::DigestOf(*WithStandIn("another reason")), sealed->sealed.digest());
+  model::PolicySet none = *sealed;
+  none.cluster_queues["broken"].inactive_reason.clear();
+  EXPECT_NE(model::DigestOf(none), sealed->sealed.digest());
+}
+
+TEST(PolicyRecordTest, ARecordWrittenBeforeTheReasonWasRecordedStillDecodes) {
+  // Version 4 as the previous release wrote it: the stand-in's manifests
+  // without the annotation, the digest of those manifests.
+  model::PolicySet old = *WithStandIn("x");
+  old.cluster_queues["broken"].inactive_reason.clear();
+  const std::string manifests = model::EncodeManifests(old);
+  ASSERT_EQ(manifests.find(std::string(model::kInactiveReasonAnnotation)), std::string::npos);
+  std::string payload;
+  Encoder e(&payload);
+  e.PutU8(4);
+  e.PutVarint(0);
+  e.PutVarint(0);
+  e.PutBool(true);
+  e.PutString(model::PolicyDigest::OfManifests(manifests).bytes());
+  e.PutString(manifests);
+  e.PutString(model::EncodeManifests(model::PolicySet()));
+  e.PutBool(false);
+  broker::DurableState state;
+  ASSERT_THAT(ApplyBatch(payload, 1, &state), IsOk());
+  ASSERT_EQ(state.policies->cluster_queues.count("broken"), 1u);
+  EXPECT_TRUE(state.policies->cluster_queues.at("broken").inactive_reason.empty());
+  // A start over the cluster's objects (the stand-in with its reason) sees
+  // other content and records it: the reason is back from then on.
+  EXPECT_NE(model::DigestOf(*state.policies), model::DigestOf(*WithStandIn("x")));
+}
+
 // The broker's sink: every batch through the encoding into a state, as a
 // journal and its recovery would; counts the recorded policy changes.
 class PolicyRecordSink final : public broker::StateSink {
@@ -210,6 +277,21 @@ TEST_F(PolicyRestartTest, TheSamePoliciesRecordNothingNewChangedOnesOneChange) {
   Run(model::Seal(*testing::PoliciesFrom(more)), false);
   EXPECT_EQ(sink_.policy_records(), 2);
   EXPECT_EQ(model::DigestOf(*sink_.Recovered().policies), model::DigestOf(*testing::PoliciesFrom(more)));
+}
+
+TEST_F(PolicyRestartTest, AStandInSurvivesARestartWithItsReasonAndIsNotRecordedAgain) {
+  const std::string reason = "its object is invalid: spec.cohortName: not a name";
+  Run(WithStandIn(reason), /*first=*/true);
+  EXPECT_EQ(sink_.Recovered().policies->cluster_queues.at("broken").inactive_reason, reason);
+  // The cluster gives the same objects again after the restart: the same
+  // content, nothing recorded.
+  Run(WithStandIn(reason), false);
+  EXPECT_EQ(sink_.policy_records(), 1);
+  // The object was fixed differently: its new reason is recorded.
+  Run(WithStandIn("its object is invalid: something else"), false);
+  EXPECT_EQ(sink_.policy_records(), 2);
+  EXPECT_EQ(sink_.Recovered().policies->cluster_queues.at("broken").inactive_reason,
+            "its object is invalid: something else");
 }
 
 }  // namespace

@@ -762,6 +762,16 @@ class FakeKubeApi::Impl {
     absl::MutexLock lock(&mu_);
     token_ = token;
   }
+
+  // --- Several clients told apart (AddToken, WritesByPath) ---
+  void AddToken(const std::string& token) {
+    absl::MutexLock lock(&mu_);
+    extra_tokens_.insert(token);
+  }
+  bool ExtraTokenLocked(const std::string& authorization) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return absl::StartsWith(authorization, "Bearer ") && extra_tokens_.count(authorization.substr(7)) > 0;
+  }
+  std::set<std::string> extra_tokens_ ABSL_GUARDED_BY(mu_);
   void SetTokenUser(const std::string& token, FakeUser user) {
     absl::MutexLock lock(&mu_);
     review_users_[token] = std::move(user);
@@ -896,7 +906,8 @@ class FakeKubeApi::Impl {
     bool watch = IsWatch(req);
     {
       absl::MutexLock lock(&mu_);
-      if (!token_.empty() && req.get_header_value("Authorization") != "Bearer " + token_) {
+      if (!token_.empty() && req.get_header_value("Authorization") != "Bearer " + token_ &&
+          !ExtraTokenLocked(req.get_header_value("Authorization"))) {
         SendStatus(res, 401, "Unauthorized");
         return;
       }
@@ -1591,6 +1602,20 @@ absl::StatusOr<json> FakeKubeApi::Replace(const std::string& object_path, json o
 absl::Status FakeKubeApi::Delete(const std::string& object_path) { return impl_->Delete(object_path); }
 std::vector<json> FakeKubeApi::List(const std::string& collection_path) const { return impl_->List(collection_path); }
 void FakeKubeApi::set_token(const std::string& token) { impl_->set_token(token); }
+
+// --- Several clients told apart ---
+void FakeKubeApi::AddToken(const std::string& token) { impl_->AddToken(token); }
+std::map<std::string, int> FakeKubeApi::WritesByPath(const std::string& path_prefix,
+                                                     const std::string& authorization) const {
+  std::map<std::string, int> out;
+  for (const RecordedCall& c : Calls()) {
+    if (c.method != "POST" && c.method != "PUT" && c.method != "PATCH" && c.method != "DELETE") continue;
+    if (!absl::StartsWith(c.path, path_prefix)) continue;
+    if (!authorization.empty() && c.authorization != authorization) continue;
+    ++out[absl::StrCat(c.method, " ", c.path)];
+  }
+  return out;
+}
 void FakeKubeApi::SetTokenUser(const std::string& token, FakeUser user) { impl_->SetTokenUser(token, std::move(user)); }
 void FakeKubeApi::SetAccessRule(FakeAccessRule rule) { impl_->SetAccessRule(std::move(rule)); }
 void FakeKubeApi::Fail(ScriptedFailure f) { impl_->Fail(std::move(f)); }

@@ -202,6 +202,17 @@ class FakeKubeApi {
   // in a cluster without Kueue.
   void ServeKueue(const std::vector<std::string>& versions = {"v1beta2"});
 
+  // ---- Several clients told apart (HA tests) ----
+  // Accepts `token` as a bearer token besides the one of FakeKubeOptions:
+  // give each replica its own, and RecordedCall::authorization says which
+  // one made a request.
+  void AddToken(const std::string& token);
+  // The writes (POST, PUT, PATCH, DELETE) recorded so far whose path starts
+  // with `path_prefix`, counted by "METHOD path" (the /status subresource
+  // apart), and only those sent with `authorization` when it is not empty.
+  std::map<std::string, int> WritesByPath(const std::string& path_prefix = "",
+                                          const std::string& authorization = "") const;
+
   // ---- Inspection ----
   std::vector<RecordedCall> Calls() const;
   void ClearCalls();

@@ -10,12 +10,13 @@
 // objects that differ, with a merge patch of the status subresource. Passes
 // run every `interval`, each writes at most `max_writes_per_pass` objects
 // (the rest waits for the next pass): that is the rate limit. A pass over
-// an unchanged snapshot does nothing at all. Only while `leading()` and
+// an unchanged snapshot does nothing at all. Only while `leading()` (asked
+// before every write, so a pass that outlives the lease stops) and
 // while `refused()` is empty (Kueue's own controller does not run): a pass
 // that starts leading (or allowed again) first lists the objects and takes
 // their status as written, so a new leader, or a restart, writes only what
-// differs. Objects the cluster does not have (404) are skipped until the
-// next list, every `resync`.
+// differs. Objects the cluster does not have (not listed, or 404) are
+// skipped until the next list, every `resync`.
 //
 // Thread-safe.
 #pragma once
@@ -88,6 +89,8 @@ class StatusWriter {
   bool Allowed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void List() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void TakeCohorts(KueueVersion v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  void MarkAbsent(const broker::Snapshot& snap) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  bool StillLeading() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // Writes `want` to `path` when it differs from `written[key]`.
   bool WriteOne(const std::string& path, const std::string& key, const KueueStatus& want, int* budget)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);

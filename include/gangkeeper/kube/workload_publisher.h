@@ -81,6 +81,7 @@ class WorkloadPublisher final : public broker::ChangeObserver {
   };
   void Run();
   bool Allowed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  bool StillLeading() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void List() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // Brings the Workload of `w` up to date; false when it could not (budget
   // or a failure): the pass is incomplete.

@@ -14,10 +14,14 @@
 
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "gangkeeper/model/objects.h"
 #include "nlohmann/json_fwd.hpp"
 
 namespace gangkeeper::model {
+
+// EncodeManifests' spelling of ClusterQueue::inactive_reason.
+inline constexpr absl::string_view kInactiveReasonAnnotation = "gangkeeper.io/inactive-reason";
 
 // One object as `{apiVersion, kind, metadata: {name, [namespace], [labels],
 // [resourceVersion]}, spec: {...}}` (PriorityClass and WorkloadPriorityClass
@@ -63,11 +67,16 @@ nlohmann::json EncodeObject(const GpuNodePool& pool);
 // and gpu_node_pool_sources; and EncodeManifests of that result is the same
 // text. Hand-built sets round-trip too as long as each map key is its
 // object's name, meta.api_version is set (an empty one reads back as the
-// kind's default), no ClusterQueue has an inactive_reason (the cluster
-// source's stand-ins are never encoded as such) and every field holds a
-// value the decoder accepts (valid
+// kind's default) and every field holds a value the decoder accepts (valid
 // names, non-negative quantities, a zero or positive finite weight, a
 // fungibility preference only with TryNextFlavor twice, ...).
+//
+// A ClusterQueue with an inactive_reason (the cluster source's stand-in for
+// an invalid object) carries it as the annotation kInactiveReasonAnnotation,
+// which DecodeManifests reads back: the journal's record of the policies,
+// and so their digest (policy_digest.h), keeps which queues are refused and
+// why across a restart and on every replica. EncodeObject does not write
+// it (it is not part of Kueue's object).
 std::string EncodeManifests(const PolicySet& policies);
 
 }  // namespace gangkeeper::model

@@ -45,6 +45,9 @@ struct Diagnostics {
 // Decodes every document in `text` into `policies`. `file` names the source
 // in diagnostics. An object whose decoding fails is not added. A second
 // object with the same kind and name is an error (the first one is kept).
+// A ClusterQueue annotated kInactiveReasonAnnotation (encode.h: how
+// EncodeManifests records a stand-in's inactive_reason) reads back with
+// that inactive_reason.
 void DecodeManifests(absl::string_view text, absl::string_view file, PolicySet* policies, Diagnostics* diagnostics);
 
 struct LoadResult {

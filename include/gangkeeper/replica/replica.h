@@ -118,6 +118,9 @@ class Replica {
   void BecomeLeader(const etcd::Term& term);
   void BecomeFollower();
   void MaybeSnapshot();
+  // Copies the follower's progress into stats_ (stats().follower: a
+  // follower's /readyz waits for its first state from etcd). Run thread.
+  void RecordFollowerStats();
 
   etcd::Client* const client_;
   broker::SwitchingPort* const front_;
