@@ -86,6 +86,8 @@ std::vector<ResourceInfo> DefaultResources() {
       {"leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"},
       {"apps", "v1", "statefulsets", "StatefulSet"},
       {"apps", "v1", "deployments", "Deployment"},
+      // Issue #25's wrapper kind.
+      {"workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"},
       // Events (gangkeeper writes them): events.k8s.io/v1 and the core/v1
       // fallback, one store each (the real server converts between them).
       {"events.k8s.io", "v1", "events", "Event"},
