@@ -1,0 +1,57 @@
+// gangkeeper: the pod sets of a Kubeflow Trainer v2 TrainJob
+// (trainer.kubeflow.org/v1alpha1), from the TrainJob and its runtime.
+//
+// Issue #25 item 5, first half: TrainJob is not a managed kind yet (not in
+// the kinds table, the webhook rules or the ClusterRole; docs/internals.md
+// says what is left). A TrainJob has no pod templates of its own: its pods
+// are the JobSet that the runtime it names (spec.runtimeRef: a
+// ClusterTrainingRuntime, or a TrainingRuntime in its namespace) describes
+// in spec.template, with the TrainJob's spec.trainer laid over the trainer
+// step: numNodes pods (else the runtime's spec.mlPolicy.numNodes, else 1),
+// each with resourcesPerNode as the trainer container's resources. These
+// functions compute that, as Kueue does through the Trainer's runtime
+// framework, so that whatever holds the runtimes (a watch cache in the kube
+// module) can build the Workload. Pure functions; thread-compatible.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "gangkeeper/workload/workload.h"
+
+namespace gangkeeper::workload {
+
+// The label of a runtime's replicated job that is the trainer step (the
+// one spec.trainer applies to); runtimes without it call that job "node".
+inline constexpr absl::string_view kTrainJobAncestorStepLabel = "trainer.kubeflow.org/trainjob-ancestor-step";
+
+// What spec.runtimeRef names.
+struct TrainingRuntimeRef {
+  // "ClusterTrainingRuntime" (the default) or "TrainingRuntime" (in the
+  // TrainJob's namespace).
+  std::string kind;
+  std::string name;
+};
+
+// The runtime `trainjob_json` (a TrainJob as JSON text) names.
+// InvalidArgument, naming the field, when spec.runtimeRef or its name is
+// missing or its apiGroup/kind is not one of the Trainer's runtimes.
+[[nodiscard]] absl::StatusOr<TrainingRuntimeRef> ReadTrainingRuntimeRef(absl::string_view trainjob_json);
+
+// The pod sets of `trainjob_json` run with `runtime_json` (the
+// ClusterTrainingRuntime or TrainingRuntime it names), one per replicated
+// job of the runtime's JobSet template, in its order: named as the
+// replicated job, counted replicas × pods per Job (parallelism, capped by
+// completions; the trainer step's both numNodes), requests as Kubernetes
+// computes them from the template, the trainer container's (named "node",
+// else the only container) replaced by spec.trainer.resourcesPerNode.
+// template_pointer is the pod template inside the runtime
+// ("/spec/template/spec/replicatedJobs/0/template/spec/template"): the
+// TrainJob takes its placement through its own runtimePatches, not there.
+// InvalidArgument, naming the field, when either object is malformed.
+[[nodiscard]] absl::StatusOr<std::vector<PodSet>> TrainJobPodSets(absl::string_view trainjob_json,
+                                                                  absl::string_view runtime_json);
+
+}  // namespace gangkeeper::workload
