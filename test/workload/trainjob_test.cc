@@ -2,12 +2,14 @@
 // Kubeflow Trainer's documented example and table cases around it.
 #include "gangkeeper/workload/trainjob.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "test/testing/status_matchers.h"
 #include "test/workload/test_util.h"
 
@@ -101,6 +103,181 @@ TEST(TrainJobTest, RuntimeRefsAndErrorsNameTheField) {
                               R"({"spec": {"template": {"spec": {"replicatedJobs": [{"name": "x", "template": {"spec": {"template": {"spec": {"containers": []}}}}}]}}}})"),
               StatusIs(absl::StatusCode::kInvalidArgument, "no replicated job is the trainer step"));
   EXPECT_THAT(TrainJobPodSets("[]", runtime), StatusIs(absl::StatusCode::kInvalidArgument, "TrainJob: not a JSON object"));
+}
+
+// Placement through runtimePatches: the operations applied as the API
+// server would apply them.
+using json = nlohmann::json;
+
+json Applied(const std::string& object, const std::vector<PatchOp>& ops) {
+  json patch = json::array();
+  for (const PatchOp& op : ops) {
+    json o = {{"op", op.op}, {"path", op.path}};
+    if (!op.value_json.empty()) o["value"] = json::parse(op.value_json);
+    patch.push_back(o);
+  }
+  return json::parse(object).patch(patch);
+}
+
+model::Toleration Sku() {
+  model::Toleration t;
+  t.key = "sku";
+  t.op = "Exists";
+  t.effect = "NoSchedule";
+  return t;
+}
+
+TrainJobPlacement Nvidia(const std::string& pod_set) {
+  return {pod_set, {{"accelerator", "nvidia"}}, {Sku()}};
+}
+
+// The pod spec patch gangkeeper's entry makes for `job`, or null.
+json OurPodSpec(const json& trainjob, const std::string& job) {
+  for (const json& entry : trainjob["spec"].value("runtimePatches", json::array())) {
+    if (entry.value("manager", "") != kTrainJobRuntimePatchManager) continue;
+    for (const json& j : entry["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]) {
+      if (j.value("name", "") == job) return j["template"]["spec"]["template"]["spec"];
+    }
+  }
+  return nullptr;
+}
+
+TEST(TrainJobPlacementTest, TheDocumentedExampleGetsAnEntryOfItsOwnAndSuspendTakesItOut) {
+  const std::string trainjob = Fixture("trainjob-torch-distributed.yaml");
+  absl::StatusOr<std::vector<PodSet>> sets =
+      TrainJobPodSets(trainjob, Fixture("clustertrainingruntime-torch-distributed.yaml"));
+  ASSERT_THAT(sets, IsOk());
+  absl::StatusOr<std::vector<PatchOp>> ops = TrainJobPlacementOps(trainjob, *sets, {Nvidia("node")});
+  ASSERT_THAT(ops, IsOk());
+  const json placed = Applied(trainjob, *ops);
+  ASSERT_EQ(placed["spec"]["runtimePatches"].size(), 1u) << placed.dump();
+  EXPECT_EQ(placed["spec"]["runtimePatches"][0]["manager"], "gangkeeper.io/manager");
+  const json spec = OurPodSpec(placed, "node");
+  EXPECT_EQ(spec["nodeSelector"], json({{"accelerator", "nvidia"}}));
+  EXPECT_EQ(spec["tolerations"], json::parse(R"([{"key": "sku", "operator": "Exists", "effect": "NoSchedule"}])"));
+  // Nothing else of the TrainJob changed.
+  json without = placed;
+  without["spec"].erase("runtimePatches");
+  EXPECT_EQ(without, json::parse(trainjob));
+
+  const json restored = Applied(placed.dump(), TrainJobRestoreOps(placed.dump()));
+  EXPECT_EQ(restored, json::parse(trainjob)) << "the list was gangkeeper's alone: it goes";
+  EXPECT_TRUE(TrainJobRestoreOps(restored.dump()).empty());
+}
+
+// A user's own entry stays as it is; the flavor's labels merge with its,
+// and since the Trainer replaces a toleration list, gangkeeper's repeats
+// the tolerations the pods already have (the runtime's, then the user's
+// entry's) before the flavor's.
+TEST(TrainJobPlacementTest, OtherEntriesAreKeptAndTheirTolerationsRepeated) {
+  const std::string runtime = R"({"spec": {"template": {"spec": {"replicatedJobs": [
+      {"name": "launcher", "template": {"spec": {"template": {"spec": {"tolerations": [{"key": "batch", "operator": "Exists"}],
+        "containers": [{"name": "l", "resources": {"requests": {"cpu": "1"}}}]}}}}},
+      {"name": "node", "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+        "spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}, "tolerations": [{"key": "batch", "operator": "Exists"}],
+        "containers": [{"name": "node", "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}}}}]}}}})";
+  const std::string trainjob = R"({"spec": {"runtimeRef": {"name": "r"}, "suspend": true, "runtimePatches": [
+      {"manager": "example.com/user", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"disk": "ssd"},
+          "tolerations": [{"key": "spot", "operator": "Exists"}]}}}}}]}}}}]}})";
+  absl::StatusOr<std::vector<PodSet>> sets = TrainJobPodSets(trainjob, runtime);
+  ASSERT_THAT(sets, IsOk());
+  absl::StatusOr<std::vector<PatchOp>> ops =
+      TrainJobPlacementOps(trainjob, *sets, {Nvidia("launcher"), Nvidia("node")});
+  ASSERT_THAT(ops, IsOk());
+  const json placed = Applied(trainjob, *ops);
+  ASSERT_EQ(placed["spec"]["runtimePatches"].size(), 2u);
+  EXPECT_EQ(placed["spec"]["runtimePatches"][0], json::parse(trainjob)["spec"]["runtimePatches"][0]);
+  EXPECT_EQ(OurPodSpec(placed, "launcher")["tolerations"],
+            json::parse(R"([{"key": "batch", "operator": "Exists"}, {"key": "sku", "operator": "Exists", "effect": "NoSchedule"}])"));
+  EXPECT_EQ(OurPodSpec(placed, "node")["tolerations"],
+            json::parse(R"([{"key": "spot", "operator": "Exists"}, {"key": "sku", "operator": "Exists", "effect": "NoSchedule"}])"))
+      << "the user's entry replaced the runtime's list; gangkeeper's replaces that one";
+  EXPECT_EQ(OurPodSpec(placed, "node")["nodeSelector"], json({{"accelerator", "nvidia"}}));
+  EXPECT_EQ(Applied(placed.dump(), TrainJobRestoreOps(placed.dump())), json::parse(trainjob));
+}
+
+TEST(TrainJobPlacementTest, ConflictsNameWhereTheLabelComesFrom) {
+  const std::string runtime = Fixture("clustertrainingruntime-torch-distributed.yaml");
+  const std::string trainjob = R"({"spec": {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": [
+      {"manager": "example.com/user", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"accelerator": "amd"}}}}}}]}}}}]}})";
+  absl::StatusOr<std::vector<PodSet>> sets = TrainJobPodSets(trainjob, runtime);
+  ASSERT_THAT(sets, IsOk());
+  EXPECT_THAT(TrainJobPlacementOps(trainjob, *sets, {Nvidia("node")}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "accelerator=amd (from spec.runtimePatches[0] (example.com/user)) conflicts with the admitted "
+                       "flavor's accelerator=nvidia"));
+  EXPECT_THAT(TrainJobPlacementOps(trainjob, *sets, {Nvidia("launcher")}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "no such replicated job"));
+  EXPECT_THAT(TrainJobPlacementOps("nope", *sets, {}), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A release not undone (gangkeeper's entry is still there) is replaced,
+// not doubled; a placement that adds nothing leaves no entry.
+TEST(TrainJobPlacementTest, AStaleEntryIsReplacedAndNothingToAddMeansNoEntry) {
+  const std::string trainjob = Fixture("trainjob-torch-distributed.yaml");
+  absl::StatusOr<std::vector<PodSet>> sets =
+      TrainJobPodSets(trainjob, Fixture("clustertrainingruntime-torch-distributed.yaml"));
+  ASSERT_THAT(sets, IsOk());
+  absl::StatusOr<std::vector<PatchOp>> first = TrainJobPlacementOps(trainjob, *sets, {Nvidia("node")});
+  ASSERT_THAT(first, IsOk());
+  const json once = Applied(trainjob, *first);
+  TrainJobPlacement other = {"node", {{"accelerator", "h100"}}, {}};
+  absl::StatusOr<std::vector<PatchOp>> second = TrainJobPlacementOps(once.dump(), *sets, {other});
+  ASSERT_THAT(second, IsOk());
+  const json twice = Applied(once.dump(), *second);
+  ASSERT_EQ(twice["spec"]["runtimePatches"].size(), 1u) << twice.dump();
+  EXPECT_EQ(OurPodSpec(twice, "node"), json({{"nodeSelector", {{"accelerator", "h100"}}}}));
+
+  absl::StatusOr<std::vector<PatchOp>> none = TrainJobPlacementOps(trainjob, *sets, {{"node", {}, {}}});
+  ASSERT_THAT(none, IsOk());
+  EXPECT_TRUE(none->empty());
+  absl::StatusOr<std::vector<PatchOp>> stale = TrainJobPlacementOps(once.dump(), *sets, {{"node", {}, {}}});
+  ASSERT_THAT(stale, IsOk());
+  EXPECT_EQ(Applied(once.dump(), *stale), json::parse(trainjob));
+}
+
+// Generative: whatever mix of user entries and placements (fixed seed),
+// release then suspend gives the TrainJob back exactly, and release leaves
+// exactly one entry of gangkeeper's, last.
+TEST(TrainJobPlacementTest, ReleaseThenRestoreIsTheIdentity) {
+  const std::string runtime = Fixture("clustertrainingruntime-torch-distributed.yaml");
+  std::mt19937 rng(20261206);
+  for (int round = 0; round < 200; ++round) {
+    json tj = json::parse(Fixture("trainjob-torch-distributed.yaml"));
+    const int users = static_cast<int>(rng() % 3);
+    for (int u = 0; u < users; ++u) {
+      json sel = json::object();
+      if (rng() % 2) sel[absl::StrCat("k", rng() % 4)] = "v";
+      json spec = {{"nodeSelector", sel}};
+      if (rng() % 2) spec["tolerations"] = json::array({{{"key", absl::StrCat("t", rng() % 3)}, {"operator", "Exists"}}});
+      json job = {{"name", "node"}};
+      job["template"]["spec"]["template"]["spec"] = spec;
+      json entry = {{"manager", absl::StrCat("example.com/u", u)}};
+      entry["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"] = json::array({job});
+      tj["spec"]["runtimePatches"].push_back(entry);
+    }
+    TrainJobPlacement p{"node", {}, {}};
+    if (rng() % 2) p.node_selector[absl::StrCat("f", rng() % 3)] = "x";
+    if (rng() % 2) p.tolerations.push_back(Sku());
+    const std::string text = tj.dump();
+    absl::StatusOr<std::vector<PodSet>> sets = TrainJobPodSets(text, runtime);
+    ASSERT_THAT(sets, IsOk());
+    absl::StatusOr<std::vector<PatchOp>> ops = TrainJobPlacementOps(text, *sets, {p});
+    ASSERT_THAT(ops, IsOk());
+    const json placed = Applied(text, *ops);
+    const bool adds = !p.node_selector.empty() || !p.tolerations.empty();
+    int ours = 0;
+    for (const json& e : placed["spec"].value("runtimePatches", json::array())) {
+      ours += e.value("manager", "") == kTrainJobRuntimePatchManager;
+    }
+    ASSERT_EQ(ours, adds ? 1 : 0) << placed.dump();
+    if (adds) {
+      EXPECT_EQ(placed["spec"]["runtimePatches"].back()["manager"], std::string(kTrainJobRuntimePatchManager));
+    }
+    ASSERT_EQ(Applied(placed.dump(), TrainJobRestoreOps(placed.dump())), tj) << "round " << round;
+  }
 }
 
 }  // namespace

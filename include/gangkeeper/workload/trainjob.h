@@ -1,5 +1,6 @@
 // gangkeeper: the pod sets of a Kubeflow Trainer v2 TrainJob
-// (trainer.kubeflow.org/v1alpha1), from the TrainJob and its runtime.
+// (trainer.kubeflow.org/v1alpha1), from the TrainJob and its runtime, and
+// its placement through its own spec.runtimePatches.
 //
 // Issue #25 item 5, first half: TrainJob is not a managed kind yet (not in
 // the kinds table, the webhook rules or the ClusterRole; docs/internals.md
@@ -14,11 +15,14 @@
 // module) can build the Workload. Pure functions; thread-compatible.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "gangkeeper/model/objects.h"
+#include "gangkeeper/workload/hold.h"
 #include "gangkeeper/workload/workload.h"
 
 namespace gangkeeper::workload {
@@ -53,5 +57,49 @@ struct TrainingRuntimeRef {
 // InvalidArgument, naming the field, when either object is malformed.
 [[nodiscard]] absl::StatusOr<std::vector<PodSet>> TrainJobPodSets(absl::string_view trainjob_json,
                                                                   absl::string_view runtime_json);
+
+// The `manager` of gangkeeper's entry in a TrainJob's spec.runtimePatches
+// (Trainer v2.3: entries keyed by a domain-prefixed manager, each a
+// strategic-merge patch of the runtime's JobSet template, applied in list
+// order). The entry is gangkeeper's alone: release writes it, suspend takes
+// it out, nothing else of the TrainJob is touched.
+inline constexpr absl::string_view kTrainJobRuntimePatchManager = "gangkeeper.io/manager";
+
+// Where one pod set (a replicated job of the runtime) is admitted: the
+// flavors' nodeLabels and tolerations.
+struct TrainJobPlacement {
+  std::string pod_set;
+  std::map<std::string, std::string> node_selector;
+  std::vector<model::Toleration> tolerations;
+};
+
+// The operations that release-place `trainjob_json` (a TrainJob as JSON
+// text) whose pod sets are `pod_sets` (TrainJobPodSets): gangkeeper's
+// runtimePatches entry, appended last so that it is merged last, with one
+// replicatedJobs patch per placement that adds something, named as the
+// pod set, carrying in template.spec.template.spec
+//  - nodeSelector: the flavor's labels the pods do not have yet (a map is
+//    merged key by key);
+//  - tolerations: the whole list the pods end with, as the runtime's
+//    template and the TrainJob's other entries leave it plus the flavor's
+//    tolerations it lacks (the Trainer merges a toleration list by
+//    replacing it, so the runtime's own tolerations are kept by repeating
+//    them); left out when the flavor adds none.
+// An entry of gangkeeper's already there (a release not undone) is taken
+// out first, with a `test` of its manager; spec.runtimePatches is created
+// when missing. No operations when nothing is to be added and no entry is
+// there. InvalidArgument, naming both, when a label the pods already have
+// (from the runtime or another entry) has another value than the
+// flavor's, or a placement names no pod set; InvalidArgument when the
+// TrainJob is not a JSON object.
+[[nodiscard]] absl::StatusOr<std::vector<PatchOp>> TrainJobPlacementOps(
+    absl::string_view trainjob_json, const std::vector<PodSet>& pod_sets,
+    const std::vector<TrainJobPlacement>& placements);
+
+// The operations that undo TrainJobPlacementOps: gangkeeper's entry taken
+// out (a `test` of its manager, then `remove`), every other entry and the
+// list itself left as they are. None when there is no such entry (or the
+// object is not JSON).
+std::vector<PatchOp> TrainJobRestoreOps(absl::string_view trainjob_json);
 
 }  // namespace gangkeeper::workload

@@ -7,7 +7,9 @@
 // requests are computed by the same code as every other kind's.
 #include "gangkeeper/workload/trainjob.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
 #include "src/workload/json_access.h"
 #include "src/workload/kinds/kinds.h"
 #include "src/workload/pod_spec.h"
@@ -190,6 +194,199 @@ absl::StatusOr<std::vector<PodSet>> TrainJobPodSets(absl::string_view trainjob_j
         "spec.template.spec.replicatedJobs: the runtime runs no pods: give it at least one replicated job");
   }
   return out;
+}
+
+// Placement through runtimePatches (see trainjob.h).
+namespace {
+
+using Allocator = rapidjson::Document::AllocatorType;
+
+std::string Compact(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  v.Accept(writer);
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+const rapidjson::Value* FindConst(const rapidjson::Value* v, const char* name) {
+  if (v == nullptr || !v->IsObject()) return nullptr;
+  auto it = v->FindMember(name);
+  return it == v->MemberEnd() ? nullptr : &it->value;
+}
+
+std::string StrOf(const rapidjson::Value* v) { return v != nullptr && v->IsString() ? v->GetString() : ""; }
+
+rapidjson::Value Str(absl::string_view s, Allocator& a) {
+  return rapidjson::Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
+}
+
+// A toleration as JSON, as the API server writes it.
+rapidjson::Value TolerationValue(const model::Toleration& t, Allocator& a) {
+  rapidjson::Value v(rapidjson::kObjectType);
+  if (!t.key.empty()) v.AddMember("key", Str(t.key, a), a);
+  v.AddMember("operator", Str(t.op.empty() ? "Equal" : t.op, a), a);
+  if (!t.value.empty()) v.AddMember("value", Str(t.value, a), a);
+  if (!t.effect.empty()) v.AddMember("effect", Str(t.effect, a), a);
+  if (t.toleration_seconds.has_value()) v.AddMember("tolerationSeconds", rapidjson::Value(*t.toleration_seconds), a);
+  return v;
+}
+
+// Tolerations compare with the default operator filled in.
+std::string TolerationKey(const rapidjson::Value& t) {
+  const rapidjson::Value* seconds = FindConst(&t, "tolerationSeconds");
+  const std::string op = StrOf(FindConst(&t, "operator"));
+  return absl::StrCat(StrOf(FindConst(&t, "key")), "\x1f", op.empty() ? "Equal" : op, "\x1f",
+                      StrOf(FindConst(&t, "value")), "\x1f", StrOf(FindConst(&t, "effect")), "\x1f",
+                      seconds != nullptr && seconds->IsInt64() ? absl::StrCat(seconds->GetInt64()) : "-");
+}
+
+// The index of gangkeeper's entry in spec.runtimePatches, or -1.
+int OurEntry(const rapidjson::Value* patches) {
+  if (patches == nullptr || !patches->IsArray()) return -1;
+  for (rapidjson::SizeType i = 0; i < patches->Size(); ++i) {
+    if (StrOf(FindConst(&(*patches)[i], "manager")) == kTrainJobRuntimePatchManager) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The pod spec patch another entry makes for replicated job `name`, or
+// nullptr.
+const rapidjson::Value* EntryPodSpec(const rapidjson::Value& entry, const std::string& name) {
+  const rapidjson::Value* jobs = FindConst(
+      FindConst(FindConst(FindConst(&entry, "trainingRuntimeSpec"), "template"), "spec"), "replicatedJobs");
+  if (jobs == nullptr || !jobs->IsArray()) return nullptr;
+  for (const rapidjson::Value& job : jobs->GetArray()) {
+    if (StrOf(FindConst(&job, "name")) != name) continue;
+    return FindConst(FindConst(FindConst(FindConst(&job, "template"), "spec"), "template"), "spec");
+  }
+  return nullptr;
+}
+
+// Takes out gangkeeper's entry at `index` of `patches`; the whole list
+// when it is the only entry (the API server leaves an empty list out, so
+// the object is as it was before release).
+void AppendRemoveOurs(const rapidjson::Value& patches, int index, std::vector<PatchOp>* ops) {
+  const std::string path = absl::StrCat("/spec/runtimePatches/", index);
+  ops->push_back({"test", path + "/manager", absl::StrCat("\"", kTrainJobRuntimePatchManager, "\"")});
+  ops->push_back({"remove", patches.Size() == 1 ? std::string("/spec/runtimePatches") : path, ""});
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PatchOp>> TrainJobPlacementOps(absl::string_view trainjob_json,
+                                                          const std::vector<PodSet>& pod_sets,
+                                                          const std::vector<TrainJobPlacement>& placements) {
+  absl::StatusOr<rapidjson::Document> tj = Parse(trainjob_json, "TrainJob");
+  if (!tj.ok()) return tj.status();
+  const rapidjson::Value* patches = FindConst(FindConst(&*tj, "spec"), "runtimePatches");
+  const int ours = OurEntry(patches);
+
+  rapidjson::Document out_doc;
+  Allocator& a = out_doc.GetAllocator();
+  rapidjson::Value jobs(rapidjson::kArrayType);
+  for (const TrainJobPlacement& p : placements) {
+    auto ps = std::find_if(pod_sets.begin(), pod_sets.end(), [&](const PodSet& x) { return x.name == p.pod_set; });
+    if (ps == pod_sets.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("placement for pod set \"", p.pod_set, "\": the TrainJob's runtime has no such replicated job"));
+    }
+    // What the pods have before gangkeeper's entry: the runtime's template,
+    // then the other entries in order (labels merged, a toleration list
+    // replacing the one before).
+    std::map<std::string, std::string> labels = ps->node_selector;
+    std::map<std::string, std::string> label_from;
+    for (const auto& [k, v] : labels) label_from[k] = "the runtime's template";
+    rapidjson::Value tolerations(rapidjson::kArrayType);
+    for (const model::Toleration& t : ps->tolerations) tolerations.PushBack(TolerationValue(t, a), a);
+    if (patches != nullptr && patches->IsArray()) {
+      for (rapidjson::SizeType i = 0; i < patches->Size(); ++i) {
+        if (static_cast<int>(i) == ours) continue;
+        const rapidjson::Value* spec = EntryPodSpec((*patches)[i], p.pod_set);
+        if (const rapidjson::Value* sel = FindConst(spec, "nodeSelector"); sel != nullptr && sel->IsObject()) {
+          for (const auto& m : sel->GetObject()) {
+            if (!m.value.IsString()) continue;
+            labels[m.name.GetString()] = m.value.GetString();
+            label_from[m.name.GetString()] =
+                absl::StrCat("spec.runtimePatches[", i, "] (", StrOf(FindConst(&(*patches)[i], "manager")), ")");
+          }
+        }
+        if (const rapidjson::Value* tol = FindConst(spec, "tolerations"); tol != nullptr && tol->IsArray()) {
+          tolerations.SetArray();
+          for (const rapidjson::Value& t : tol->GetArray()) tolerations.PushBack(rapidjson::Value(t, a), a);
+        }
+      }
+    }
+    rapidjson::Value added_labels(rapidjson::kObjectType);
+    for (const auto& [k, v] : p.node_selector) {
+      auto it = labels.find(k);
+      if (it != labels.end()) {
+        if (it->second == v) continue;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "replicated job \"", p.pod_set, "\": nodeSelector ", k, "=", it->second, " (from ", label_from[k],
+            ") conflicts with the admitted flavor's ", k, "=", v, ": drop it there or from the flavor"));
+      }
+      added_labels.AddMember(Str(k, a), Str(v, a), a);
+    }
+    bool added_toleration = false;
+    std::vector<std::string> have;
+    for (const rapidjson::Value& t : tolerations.GetArray()) have.push_back(TolerationKey(t));
+    for (const model::Toleration& t : p.tolerations) {
+      rapidjson::Value v = TolerationValue(t, a);
+      const std::string key = TolerationKey(v);
+      if (std::find(have.begin(), have.end(), key) != have.end()) continue;
+      have.push_back(key);
+      tolerations.PushBack(v, a);
+      added_toleration = true;
+    }
+    if (added_labels.ObjectEmpty() && !added_toleration) continue;
+    rapidjson::Value pod_spec(rapidjson::kObjectType);
+    if (!added_labels.ObjectEmpty()) pod_spec.AddMember("nodeSelector", added_labels, a);
+    if (added_toleration) pod_spec.AddMember("tolerations", tolerations, a);
+    rapidjson::Value pod_template(rapidjson::kObjectType);
+    pod_template.AddMember("spec", pod_spec, a);
+    rapidjson::Value job_spec(rapidjson::kObjectType);
+    job_spec.AddMember("template", pod_template, a);
+    rapidjson::Value job_template(rapidjson::kObjectType);
+    job_template.AddMember("spec", job_spec, a);
+    rapidjson::Value job(rapidjson::kObjectType);
+    job.AddMember("name", Str(p.pod_set, a), a);
+    job.AddMember("template", job_template, a);
+    jobs.PushBack(job, a);
+  }
+
+  std::vector<PatchOp> ops;
+  if (ours >= 0) AppendRemoveOurs(*patches, ours, &ops);
+  if (jobs.Empty()) return ops;
+  // After a removal of the whole list there is no list to append to.
+  const bool list_left = patches != nullptr && patches->IsArray() && !(ours >= 0 && patches->Size() == 1);
+  rapidjson::Value jobset_spec(rapidjson::kObjectType);
+  jobset_spec.AddMember("replicatedJobs", jobs, a);
+  rapidjson::Value jobset_template(rapidjson::kObjectType);
+  jobset_template.AddMember("spec", jobset_spec, a);
+  rapidjson::Value runtime_spec(rapidjson::kObjectType);
+  runtime_spec.AddMember("template", jobset_template, a);
+  rapidjson::Value entry(rapidjson::kObjectType);
+  entry.AddMember("manager", Str(kTrainJobRuntimePatchManager, a), a);
+  entry.AddMember("trainingRuntimeSpec", runtime_spec, a);
+  if (list_left) {
+    ops.push_back({"add", "/spec/runtimePatches/-", Compact(entry)});
+  } else {
+    // Absent or not a list: the list, with only gangkeeper's entry.
+    rapidjson::Value list(rapidjson::kArrayType);
+    list.PushBack(entry, a);
+    ops.push_back({"add", "/spec/runtimePatches", Compact(list)});
+  }
+  return ops;
+}
+
+std::vector<PatchOp> TrainJobRestoreOps(absl::string_view trainjob_json) {
+  std::vector<PatchOp> ops;
+  absl::StatusOr<rapidjson::Document> tj = Parse(trainjob_json, "TrainJob");
+  if (!tj.ok()) return ops;
+  const rapidjson::Value* patches = FindConst(FindConst(&*tj, "spec"), "runtimePatches");
+  const int ours = OurEntry(patches);
+  if (ours >= 0) AppendRemoveOurs(*patches, ours, &ops);
+  return ops;
 }
 
 }  // namespace gangkeeper::workload
