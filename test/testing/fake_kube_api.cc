@@ -95,6 +95,16 @@ std::vector<ResourceInfo> DefaultResources() {
   };
 }
 
+// ---- Kubeflow Trainer v2's runtimes (issue #25 item 5, TrainJob) ----
+// What a TrainJob's pods are read from: ClusterTrainingRuntimes
+// (cluster-scoped) and TrainingRuntimes (namespaced).
+std::vector<ResourceInfo> TrainerRuntimeResources() {
+  return {
+      {"trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", /*namespaced=*/false},
+      {"trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime"},
+  };
+}
+
 // ---- Kueue's objects as gangkeeper writes them (issue #24 items 2-4) ----
 // Kueue's group at v1beta1 and v1beta2 (one store per resource, like every
 // group here), NOT served until a test calls set_served (as when Kueue's
@@ -624,6 +634,7 @@ class FakeKubeApi::Impl {
   explicit Impl(FakeKubeOptions options) : options_(std::move(options)), token_(options_.token) {
     for (ResourceInfo& r : DefaultResources()) resources_[r.gvr()] = r;
     for (ResourceInfo& r : KueueWriteResources()) resources_.try_emplace(r.gvr(), r);
+    for (ResourceInfo& r : TrainerRuntimeResources()) resources_.try_emplace(r.gvr(), r);
   }
 
   ~Impl() { Stop(); }
