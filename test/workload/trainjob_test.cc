@@ -280,5 +280,16 @@ TEST(TrainJobPlacementTest, ReleaseThenRestoreIsTheIdentity) {
   }
 }
 
+// The second step of a preemption waits until no Job of the TrainJob's
+// JobSet is active (the Trainer refuses runtimePatches changes until then).
+TEST(TrainJobPlacementTest, ActiveWhileAnyJobOfItsJobSetIs) {
+  EXPECT_FALSE(TrainJobActive(Fixture("trainjob-torch-distributed.yaml"))) << "no status yet";
+  EXPECT_TRUE(TrainJobActive(
+      R"({"status": {"jobsStatus": [{"name": "dataset-initializer", "active": 0, "succeeded": 1}, {"name": "node", "active": 3}]}})"));
+  EXPECT_FALSE(TrainJobActive(R"({"status": {"jobsStatus": [{"name": "node", "active": 0, "suspended": 3}]}})"));
+  EXPECT_FALSE(TrainJobActive(R"({"status": {"jobsStatus": "many"}})"));
+  EXPECT_FALSE(TrainJobActive("not json"));
+}
+
 }  // namespace
 }  // namespace gangkeeper::workload

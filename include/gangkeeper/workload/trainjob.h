@@ -100,6 +100,18 @@ struct TrainJobPlacement {
 // out (a `test` of its manager, then `remove`), every other entry and the
 // list itself left as they are. None when there is no such entry (or the
 // object is not JSON).
+//
+// A preemption takes two steps, as Kueue's: first spec.suspend true alone,
+// then these operations once TrainJobActive is false. The Trainer refuses
+// a change of runtimePatches while its JobSet still has active Jobs, even
+// in the update that suspends; on release, one patch may set
+// spec.suspend false and add the entry (it allows a change when the
+// TrainJob was suspended before or after the update).
 std::vector<PatchOp> TrainJobRestoreOps(absl::string_view trainjob_json);
+
+// True while the TrainJob's status says a Job of its JobSet is still
+// active (status.jobsStatus[].active > 0): its runtimePatches cannot be
+// changed yet. False when not JSON or without status.
+bool TrainJobActive(absl::string_view trainjob_json);
 
 }  // namespace gangkeeper::workload

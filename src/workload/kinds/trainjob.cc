@@ -389,4 +389,16 @@ std::vector<PatchOp> TrainJobRestoreOps(absl::string_view trainjob_json) {
   return ops;
 }
 
+bool TrainJobActive(absl::string_view trainjob_json) {
+  absl::StatusOr<rapidjson::Document> tj = Parse(trainjob_json, "TrainJob");
+  if (!tj.ok()) return false;
+  const rapidjson::Value* jobs = FindConst(FindConst(&*tj, "status"), "jobsStatus");
+  if (jobs == nullptr || !jobs->IsArray()) return false;
+  for (const rapidjson::Value& j : jobs->GetArray()) {
+    const rapidjson::Value* active = FindConst(&j, "active");
+    if (active != nullptr && active->IsInt64() && active->GetInt64() > 0) return true;
+  }
+  return false;
+}
+
 }  // namespace gangkeeper::workload
