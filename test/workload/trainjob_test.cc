@@ -291,5 +291,28 @@ TEST(TrainJobPlacementTest, ActiveWhileAnyJobOfItsJobSetIs) {
   EXPECT_FALSE(TrainJobActive("not json"));
 }
 
+// Ready pods as a JobSet's are counted: ready and succeeded Jobs of each
+// replicated job times the pods of one Job (the runtime says how many Jobs).
+TEST(TrainJobTest, ReadyPodsCountReadyAndSucceededJobs) {
+  const std::string runtime = R"({"spec": {"template": {"spec": {"replicatedJobs": [
+      {"name": "dataset-initializer", "template": {"spec": {"template": {"spec": {"containers": [{"name": "i"}]}}}}},
+      {"name": "node", "replicas": 2, "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "node"}]}}}}}]}}}})";
+  const std::string spec = R"("spec": {"runtimeRef": {"name": "r"}, "trainer": {"numNodes": 3}})";
+  absl::StatusOr<std::vector<PodSet>> sets = TrainJobPodSets(absl::StrCat("{", spec, "}"), runtime);
+  ASSERT_THAT(sets, IsOk());
+  ASSERT_THAT(Counts(*sets), ElementsAre(1, 6)) << "2 Jobs of numNodes pods each";
+  auto ready = [&](const std::string& status) {
+    return TrainJobReadyPods(absl::StrCat("{", spec, R"(, "status": {"jobsStatus": )", status, "}}"), runtime, *sets);
+  };
+  EXPECT_EQ(ready("[]"), 0);
+  EXPECT_EQ(ready(R"([{"name": "dataset-initializer", "succeeded": 1}, {"name": "node", "ready": 1, "active": 2}])"), 4);
+  EXPECT_EQ(ready(R"([{"name": "dataset-initializer", "succeeded": 1}, {"name": "node", "ready": 2}])"), 7)
+      << "every pod: what waitForPodsReady waits for";
+  EXPECT_EQ(ready(R"([{"name": "node", "ready": 9}, {"name": "other", "ready": 5}])"), 6)
+      << "at most the runtime's replicas; unknown jobs count nothing";
+  EXPECT_EQ(TrainJobReadyPods("nope", runtime, *sets), 0);
+}
+
 }  // namespace
 }  // namespace gangkeeper::workload

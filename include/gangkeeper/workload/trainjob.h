@@ -15,6 +15,7 @@
 // module) can build the Workload. Pure functions; thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -108,6 +109,15 @@ struct TrainJobPlacement {
 // spec.suspend false and add the entry (it allows a change when the
 // TrainJob was suspended before or after the update).
 std::vector<PatchOp> TrainJobRestoreOps(absl::string_view trainjob_json);
+
+// How many of the pods of `pod_sets` (TrainJobPodSets of the TrainJob with
+// `runtime_json`) are ready, as a JobSet's are counted: per replicated job
+// named in the TrainJob's status.jobsStatus, its ready plus succeeded Jobs
+// (at most the runtime's replicas) times the pods of one Job. All of them
+// is what waitForPodsReady waits for (Kueue: the ready and succeeded Jobs
+// add up to the JobSet's replicas). 0 when either object is not JSON.
+int64_t TrainJobReadyPods(absl::string_view trainjob_json, absl::string_view runtime_json,
+                          const std::vector<PodSet>& pod_sets);
 
 // True while the TrainJob's status says a Job of its JobSet is still
 // active (status.jobsStatus[].active > 0): its runtimePatches cannot be

@@ -401,4 +401,34 @@ bool TrainJobActive(absl::string_view trainjob_json) {
   return false;
 }
 
+int64_t TrainJobReadyPods(absl::string_view trainjob_json, absl::string_view runtime_json,
+                          const std::vector<PodSet>& pod_sets) {
+  absl::StatusOr<rapidjson::Document> tj = Parse(trainjob_json, "TrainJob");
+  absl::StatusOr<rapidjson::Document> rt = Parse(runtime_json, "training runtime");
+  if (!tj.ok() || !rt.ok()) return 0;
+  const rapidjson::Value* statuses = FindConst(FindConst(&*tj, "status"), "jobsStatus");
+  const rapidjson::Value* jobs =
+      FindConst(FindConst(FindConst(FindConst(&*rt, "spec"), "template"), "spec"), "replicatedJobs");
+  if (statuses == nullptr || !statuses->IsArray() || jobs == nullptr || !jobs->IsArray()) return 0;
+  auto count = [](const rapidjson::Value* v) -> int64_t {
+    return v != nullptr && v->IsInt64() ? std::clamp<int64_t>(v->GetInt64(), 0, kMaxPodCount) : 0;
+  };
+  int64_t ready = 0, total = 0;
+  for (const PodSet& ps : pod_sets) total += ps.count;
+  for (const rapidjson::Value& s : statuses->GetArray()) {
+    const std::string name = StrOf(FindConst(&s, "name"));
+    auto ps = std::find_if(pod_sets.begin(), pod_sets.end(), [&](const PodSet& x) { return x.name == name; });
+    if (name.empty() || ps == pod_sets.end()) continue;
+    int64_t replicas = 1;
+    for (const rapidjson::Value& j : jobs->GetArray()) {
+      if (StrOf(FindConst(&j, "name")) != name) continue;
+      if (const rapidjson::Value* r = FindConst(&j, "replicas"); r != nullptr) replicas = count(r);
+    }
+    if (replicas == 0) continue;
+    const int64_t jobs_ready = std::min(count(FindConst(&s, "ready")) + count(FindConst(&s, "succeeded")), replicas);
+    ready += jobs_ready * (ps->count / replicas);
+  }
+  return std::clamp<int64_t>(ready, 0, total);
+}
+
 }  // namespace gangkeeper::workload
