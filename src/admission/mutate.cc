@@ -62,6 +62,20 @@ bool OwnedByManaged(const rapidjson::Value* object) {
   return false;
 }
 
+// True when the object's controller is a wrapper kind (an AppWrapper:
+// workload::IsWrapperKind).
+bool ControlledByWrapper(const rapidjson::Value* object) {
+  const rapidjson::Value* refs = Get(Get(object, "metadata"), "ownerReferences");
+  if (refs == nullptr || !refs->IsArray()) return false;
+  for (const rapidjson::Value& ref : refs->GetArray()) {
+    if (!IsTrue(Get(&ref, "controller"))) continue;
+    std::string api_version = Str(Get(&ref, "apiVersion"));
+    std::string group = api_version.find('/') == std::string::npos ? "" : api_version.substr(0, api_version.find('/'));
+    if (workload::IsWrapperKind(group, Str(Get(&ref, "kind")))) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string EscapePointer(absl::string_view token) {
@@ -94,6 +108,9 @@ Response MutateReview(const Review& review, const model::PolicySet& policies, co
       OwnedByManaged(review.object)) {
     return response;
   }
+  // And any object an AppWrapper's controller creates for its components:
+  // the AppWrapper was held as a whole.
+  if (ControlledByWrapper(review.object)) return response;
   const rapidjson::Value* metadata = Get(review.object, "metadata");
   const rapidjson::Value* labels = Get(metadata, "labels");
   std::vector<PatchOp> ops;

@@ -395,14 +395,29 @@ struct KubeActuator::Impl {
   absl::Status AppendReleaseOps(const json& obj, const workload::KindInfo& kind, const broker::ReleaseOrder& order,
                                 json* ops) {
     const json* annotations = At(obj, "/metadata/annotations");
+    // A kind that takes its placement beside its templates (an AppWrapper's
+    // podSetInfos) may lack the targets: create them first, and place into
+    // the object as it will be after that.
+    json placed = obj;
+    if (std::vector<workload::PatchOp> targets = workload::PlacementTargetOps(JsonDocProbe(obj), *order.workload);
+        !targets.empty()) {
+      json target_ops = json::array();
+      AppendOps(targets, &target_ops);
+      try {  // nlohmann reports a patch that does not apply by exception; it stops here
+        placed = obj.patch(target_ops);
+      } catch (const std::exception& e) {
+        return absl::FailedPreconditionError(absl::StrCat("the object has no place for its placement: ", e.what()));
+      }
+      for (const json& op : target_ops) ops->push_back(op);
+    }
     json record = json{{"podSets", json::array()}};
     for (const broker::ReleaseOrder::PodSetPlacement& p : order.placements) {
       auto ps = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
                              [&](const workload::PodSet& x) { return x.name == p.name; });
       if (ps == order.workload->pod_sets.end()) continue;
       json added_selector, added_tolerations;
-      if (absl::Status s = PlacementOps(obj, workload::PodSpecPointer(*ps), p, ops, &added_selector,
-                                        &added_tolerations);
+      if (absl::Status s = PlacementOps(placed, workload::PlacementPointer(order.workload->kind, *ps), p, ops,
+                                        &added_selector, &added_tolerations);
           !s.ok()) {
         return s;
       }
@@ -493,7 +508,7 @@ struct KubeActuator::Impl {
         auto it = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
                                [&](const workload::PodSet& x) { return x.name == name; });
         if (it == order.workload->pod_sets.end()) continue;
-        RestoreOps(obj, workload::PodSpecPointer(*it), ps, ops);
+        RestoreOps(obj, workload::PlacementPointer(order.workload->kind, *it), ps, ops);
       }
     }
     ops->push_back(Remove(AnnotationPath()));

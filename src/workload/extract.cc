@@ -164,7 +164,8 @@ absl::StatusOr<Workload> ExtractWorkload(const rapidjson::Value& object, const K
   w.pod_sets = std::move(result.pod_sets);
   w.pod_group_name = std::move(result.pod_group_name);
   w.pod_group_total_count = result.pod_group_total_count;
-  w.owned_by_managed_object = result.owned_by_managed_object;
+  // An AppWrapper's components, whatever their kind, are its gang's.
+  w.owned_by_managed_object = result.owned_by_managed_object || ControlledByWrapper(root);
   return w;
 }
 

@@ -38,7 +38,10 @@ std::map<std::string, std::string> StringMap(const rapidjson::Value* v) {
 bool IsFinishedObject(const rapidjson::Value& object) {
   const rapidjson::Value* status = Member(&object, "status");
   const std::string phase = Str(Member(status, "phase"));
-  if (phase == "Succeeded" || phase == "Failed") return true;
+  if (phase == "Succeeded") return true;
+  // A failed AppWrapper whose components are still being deleted
+  // (ResourcesDeployed True) still holds its pods, as Kueue reads it.
+  if (phase == "Failed") return !HasTrueCondition(object, "ResourcesDeployed");
   const std::string ray = Str(Member(status, "jobDeploymentStatus"));
   if (ray == "Complete" || ray == "Failed") return true;
   const rapidjson::Value* conditions = Member(status, "conditions");

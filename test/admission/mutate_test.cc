@@ -167,6 +167,22 @@ std::vector<KindCase> Cases() {
     s.object["metadata"]["annotations"] = {{"a", "b"}};
     cases.push_back({kind, s, "/spec/replicas"});
   }
+  {
+    ReviewSpec s;
+    s.group = "workload.codeflare.dev";
+    s.kind = "AppWrapper";
+    s.resource = "appwrappers";
+    s.object = {{"apiVersion", "workload.codeflare.dev/v1beta2"},
+                {"kind", "AppWrapper"},
+                {"metadata", {{"name", "aw"}, {"namespace", "team-a"}, {"labels", Labels()}}},
+                {"spec",
+                 {{"components",
+                   {{{"template",
+                      {{"apiVersion", "batch/v1"},
+                       {"kind", "Job"},
+                       {"spec", {{"parallelism", 2}, {"template", {{"spec", PodSpec()}}}}}}}}}}}}};
+    cases.push_back({"AppWrapper", s, "/spec/suspend"});
+  }
   return cases;
 }
 
@@ -235,7 +251,15 @@ TEST(MutateTest, LeavesWhatItDoesNotManageAlone) {
   deployment_pod.object["metadata"]["labels"]["pod-template-hash"] = "7c9d";
   deployment_pod.object["metadata"]["ownerReferences"] = {
       {{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", "web-7c9d"}, {"uid", "u"}, {"controller", true}}};
-  for (const ReviewSpec& s : {unlabelled, deployment, owned, update, lws_sts, deployment_pod}) {
+  // An AppWrapper's component (here a Job, queue label and all) is held
+  // through the AppWrapper.
+  ReviewSpec wrapped = Cases()[0].spec;
+  wrapped.object["metadata"]["ownerReferences"] = {{{"apiVersion", "workload.codeflare.dev/v1beta2"},
+                                                    {"kind", "AppWrapper"},
+                                                    {"name", "aw"},
+                                                    {"uid", "u"},
+                                                    {"controller", true}}};
+  for (const ReviewSpec& s : {unlabelled, deployment, owned, update, lws_sts, deployment_pod, wrapped}) {
     Answer a = Mutate(s);
     EXPECT_TRUE(a.allowed());
     EXPECT_TRUE(a.patch.is_null()) << a.patch.dump();

@@ -241,6 +241,19 @@ std::vector<Workload> OneOfEachKind() {
         {"kind", "Deployment"},
         {"metadata", Meta("deploy")},
         {"spec", {{"replicas", 2}, {"template", Template("100m")}}}}},
+      // An AppWrapper of a batch Job (pod sets inferred; placement in
+      // spec.components[0].podSetInfos).
+      {"workload.codeflare.dev", "v1beta2", "AppWrapper", "appwrappers",
+       {{"apiVersion", "workload.codeflare.dev/v1beta2"},
+        {"kind", "AppWrapper"},
+        {"metadata", Meta("appwrapper")},
+        {"spec",
+         {{"components",
+           json::array({{{"template",
+                          {{"apiVersion", "batch/v1"},
+                           {"kind", "Job"},
+                           {"metadata", {{"name", "wrapped"}}},
+                           {"spec", {{"parallelism", 2}, {"template", Template("100m")}}}}}}})}}}}},
   };
 }
 

@@ -3,8 +3,10 @@
 // /mutate, released with the flavor's nodeSelector and tolerations in every
 // pod template, preempted whole with its templates restored (and held
 // again), released again when the preemptor ends, and its end (a JAXJob's
-// Succeeded condition; a LeaderWorkerSet's, StatefulSet's or Deployment's
-// deletion, as they run until deleted) frees its quota for the next gang.
+// Succeeded condition; an AppWrapper's Succeeded phase; a LeaderWorkerSet's,
+// StatefulSet's or Deployment's deletion, as they run until deleted) frees
+// its quota for the next gang. An AppWrapper's placement is checked where
+// its controller takes it from: spec.components[i].podSetInfos[j].
 #include <string>
 #include <vector>
 
@@ -24,6 +26,12 @@ struct KindCase {
   std::vector<std::string> templates;  // every pod template (JSON pointers)
   // Held back: a suspend flag, or 0 replicas with the count kept.
   bool replicas_hold = false;
+  // `templates` point at the placement itself (an AppWrapper's podSetInfos
+  // entries), not at pod templates whose spec takes it.
+  bool placement_beside = false;
+  // The status that ends it; null: it runs until deleted (replicas_hold)
+  // or a Succeeded condition.
+  json finished_status;
   std::string collection() const {
     return absl::StrCat("/apis/", group, "/", version, "/namespaces/team-a/", resource);
   }
@@ -68,6 +76,27 @@ std::vector<KindCase> Cases() {
                    {"/spec/template"},
                    true});
   }
+  // An AppWrapper of a PyTorchJob as the AppWrapper project's sample wraps
+  // it: no podSets declared, so they are inferred (Master, then Worker);
+  // the placement goes to spec.components[0].podSetInfos, which the
+  // AppWrapper controller copies into the templates when it creates the
+  // PyTorchJob.
+  json pytorch = {{"apiVersion", "kubeflow.org/v1"},
+                  {"kind", "PyTorchJob"},
+                  {"metadata", {{"name", "pytorch-simple"}}},
+                  {"spec",
+                   {{"pytorchReplicaSpecs",
+                     {{"Master", {{"replicas", 1}, {"restartPolicy", "OnFailure"}, {"template", GpuTemplate(2)}}},
+                      {"Worker", {{"replicas", 2}, {"restartPolicy", "OnFailure"}, {"template", GpuTemplate(2)}}}}}}}};
+  KindCase aw{"AppWrapper", "workload.codeflare.dev", "v1beta2", "appwrappers",
+              {{"apiVersion", "workload.codeflare.dev/v1beta2"},
+               {"kind", "AppWrapper"},
+               {"metadata", Meta("wrapped")},
+               {"spec", {{"components", json::array({{{"template", pytorch}}})}}}},
+              {"/spec/components/0/podSetInfos/0", "/spec/components/0/podSetInfos/1"}};
+  aw.placement_beside = true;
+  aw.finished_status = {{"phase", "Succeeded"}};
+  out.push_back(aw);
   return out;
 }
 
@@ -92,10 +121,16 @@ class KindsIntegrationTest : public KubeIntegrationTest, public ::testing::WithP
   }
   // Every pod template carries the flavor's placement (policies/: nvidia-gpu
   // has nodeLabels accelerator=nvidia and a toleration of sku).
+  // Where the placement of the template at `t` is.
+  const json& PlacementAt(const json& o, const std::string& t) {
+    const json& at = o.at(json::json_pointer(t));
+    return GetParam().placement_beside ? at : at.at("spec");
+  }
   void ExpectPlacedEverywhere(const json& o) {
     for (const std::string& t : GetParam().templates) {
       SCOPED_TRACE(t);
-      const json& spec = o.at(json::json_pointer(t))["spec"];
+      ASSERT_TRUE(o.contains(json::json_pointer(t))) << o.dump();
+      const json& spec = PlacementAt(o, t);
       EXPECT_EQ(spec["nodeSelector"].value("accelerator", ""), "nvidia") << spec.dump();
       ASSERT_TRUE(spec.contains("tolerations") && spec["tolerations"].is_array()) << spec.dump();
       EXPECT_EQ(spec["tolerations"][0]["key"], "sku");
@@ -104,7 +139,8 @@ class KindsIntegrationTest : public KubeIntegrationTest, public ::testing::WithP
   void ExpectRestoredEverywhere(const json& o) {
     for (const std::string& t : GetParam().templates) {
       SCOPED_TRACE(t);
-      const json& spec = o.at(json::json_pointer(t))["spec"];
+      if (!o.contains(json::json_pointer(t))) continue;  // nothing there: nothing placed
+      const json& spec = PlacementAt(o, t);
       EXPECT_FALSE(spec.contains("nodeSelector") && !spec["nodeSelector"].empty()) << spec.dump();
       EXPECT_FALSE(spec.contains("tolerations") && !spec["tolerations"].empty()) << spec.dump();
     }
@@ -155,6 +191,10 @@ TEST_P(KindsIntegrationTest, HeldReleasedPlacedPreemptedRestoredAndItsEndFreesQu
   EXPECT_FALSE(Released("after")) << "the gang still holds the GPUs";
   if (c.replicas_hold) {
     ASSERT_THAT(fake_->Delete(c.path()), IsOk());
+  } else if (!c.finished_status.is_null()) {
+    json done = Object();
+    done["status"] = c.finished_status;
+    ASSERT_THAT(fake_->Replace(c.path(), done), IsOk());
   } else {
     json done = Object();
     done["status"]["conditions"] = json::array({{{"type", "Succeeded"}, {"status", "True"}}});

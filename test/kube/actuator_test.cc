@@ -848,6 +848,81 @@ TEST_F(ActuatorTest, ReleasesAndSuspendsPyTorchJobMasterAndWorker) {
   ExpectPatchesTestUid({{path, uid}});
 }
 
+// An AppWrapper takes its placement beside the wrapped templates, in
+// spec.components[i].podSetInfos[j] (its controller copies it into the
+// template when it creates the component): the list is created or
+// extended, the wrapped objects stay as written, and suspend takes out
+// exactly what release added (a user's own entry stays).
+TEST_F(ActuatorTest, ReleasesAndSuspendsAnAppWrapperThroughItsPodSetInfos) {
+  constexpr char kAppWrappers[] = "/apis/workload.codeflare.dev/v1beta2/namespaces/team-a/appwrappers";
+  const std::string path = std::string(kAppWrappers) + "/aw";
+  const json pytorch = PyTorchJobObject("wrapped");
+  json aw = {{"apiVersion", "workload.codeflare.dev/v1beta2"},
+             {"kind", "AppWrapper"},
+             {"metadata", {{"name", "aw"}, {"namespace", "team-a"}}},
+             {"spec",
+              {{"suspend", true},
+               {"components",
+                json::array({{{"template", {{"apiVersion", "v1"}, {"kind", "Service"}}}},
+                             {{"podSetInfos", json::array({{{"nodeSelector", {{"team", "a"}}}}})},
+                              {"template", pytorch}}})}}}};
+  const json created = MustCreate(kAppWrappers, aw);
+  const std::string uid = created["metadata"]["uid"];
+  auto w = std::make_shared<workload::Workload>();
+  w->kind = workload::Kind::kAppWrapper;
+  w->api_version = "workload.codeflare.dev/v1beta2";
+  w->namespace_name = "team-a";
+  w->name = "aw";
+  w->uid = uid;
+  w->suspended = true;
+  w->pod_sets = {MakePodSet("aw-0", 1, "/spec/components/1/podSetInfos/0"),
+                 MakePodSet("aw-1", 2, "/spec/components/1/podSetInfos/1")};
+  broker::ReleaseOrder order;
+  order.key = {"team-a", "aw"};
+  order.uid = uid;
+  order.workload = w;
+  order.assignment.cluster_queue = "cq-gpu";
+  order.assignment.pod_sets = {PodSetAssignment("aw-0", 1, "a100"), PodSetAssignment("aw-1", 2, "a100")};
+  order.placements = {Placement("aw-0", kA100Labels, {GpuToleration()}), Placement("aw-1", kA100Labels, {GpuToleration()})};
+  StartActuator();
+
+  actuator_->Release(order);
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  json got = MustGet(path);
+  EXPECT_EQ(got["spec"]["suspend"], false);
+  const json& infos = got["spec"]["components"][1]["podSetInfos"];
+  ASSERT_EQ(infos.size(), 2u) << got.dump();
+  json want0 = kA100Labels;
+  want0["team"] = "a";
+  EXPECT_EQ(infos[0]["nodeSelector"], want0) << "added beside the user's own entry";
+  EXPECT_EQ(infos[1]["nodeSelector"], json(kA100Labels));
+  EXPECT_EQ(infos[1]["tolerations"], json::array({GpuTolerationJson()}));
+  EXPECT_EQ(got["spec"]["components"][1]["template"], pytorch) << "the wrapped object is not touched";
+  EXPECT_FALSE(got["spec"]["components"][0].contains("podSetInfos")) << "a component without pods gets none";
+  ASSERT_EQ(CallsOf("PATCH").size(), 1u);
+  ExpectPatchesTestUid({{path, uid}});
+
+  api_->ClearCalls();
+  broker::SuspendOrder suspend;
+  suspend.key = order.key;
+  suspend.uid = uid;
+  suspend.workload = w;
+  suspend.reason = "InClusterQueue";
+  actuator_->Suspend(suspend);
+  results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  got = MustGet(path);
+  EXPECT_EQ(got["spec"]["suspend"], true);
+  const json& restored = got["spec"]["components"][1]["podSetInfos"];
+  EXPECT_EQ(restored[0]["nodeSelector"], json({{"team", "a"}})) << "the user's entry stays";
+  EXPECT_EQ(OrEmptyObject(restored[1], "nodeSelector"), json::object());
+  EXPECT_TRUE(restored[1].value("tolerations", json::array()).empty());
+  EXPECT_FALSE(got["metadata"].value("annotations", json::object()).contains(kAnnotation));
+  EXPECT_EQ(got["spec"]["components"][1]["template"], pytorch);
+}
+
 // ---- 6. Pod groups ------------------------------------------------------------
 
 class PodGroupTest : public ActuatorTest {

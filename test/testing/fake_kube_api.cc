@@ -86,10 +86,22 @@ std::vector<ResourceInfo> DefaultResources() {
       {"leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"},
       {"apps", "v1", "statefulsets", "StatefulSet"},
       {"apps", "v1", "deployments", "Deployment"},
+      // Issue #25's wrapper kind.
+      {"workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"},
       // Events (gangkeeper writes them): events.k8s.io/v1 and the core/v1
       // fallback, one store each (the real server converts between them).
       {"events.k8s.io", "v1", "events", "Event"},
       {"", "v1", "events", "Event"},
+  };
+}
+
+// ---- Kubeflow Trainer v2's runtimes (issue #25 item 5, TrainJob) ----
+// What a TrainJob's pods are read from: ClusterTrainingRuntimes
+// (cluster-scoped) and TrainingRuntimes (namespaced).
+std::vector<ResourceInfo> TrainerRuntimeResources() {
+  return {
+      {"trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", /*namespaced=*/false},
+      {"trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime"},
   };
 }
 
@@ -611,6 +623,7 @@ class FakeKubeApi::Impl {
   explicit Impl(FakeKubeOptions options) : options_(std::move(options)), token_(options_.token) {
     for (ResourceInfo& r : DefaultResources()) resources_[r.gvr()] = r;
     for (ResourceInfo& r : KueueWriteResources()) resources_.try_emplace(r.gvr(), r);
+    for (ResourceInfo& r : TrainerRuntimeResources()) resources_.try_emplace(r.gvr(), r);
   }
 
   ~Impl() { Stop(); }

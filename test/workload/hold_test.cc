@@ -42,6 +42,7 @@ const std::vector<HoldRow>& ExpectedHolds() {
       {Kind::kLeaderWorkerSet, "/spec/replicas", HoldMethod::kReplicas},
       {Kind::kStatefulSet, "/spec/replicas", HoldMethod::kReplicas},
       {Kind::kDeployment, "/spec/replicas", HoldMethod::kReplicas},
+      {Kind::kAppWrapper, "/spec/suspend", HoldMethod::kSuspendFlag},
   };
   return *rows;
 }
@@ -243,6 +244,15 @@ TEST(HoldTest, PodSetsPointAtTheirTemplatesPerKind) {
        {"/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate"}},
       {Kind::kStatefulSet, absl::StrCat(R"({"spec": {"template": )", t, "}}"), {"/spec/template"}},
       {Kind::kDeployment, absl::StrCat(R"({"spec": {"template": )", t, "}}"), {"/spec/template"}},
+      // An AppWrapper's pod sets point at the podSetInfos entries its
+      // controller copies into the templates (a Service runs no pods).
+      {Kind::kAppWrapper,
+       absl::StrCat(R"({"metadata": {"name": "aw"}, "spec": {"components": [)"
+                    R"({"template": {"apiVersion": "v1", "kind": "Service", "spec": {}}},)"
+                    R"({"podSets": [{"path": "template.spec.template"}, {"path": "template.spec.sidecar"}],)"
+                    R"( "template": {"apiVersion": "example.com/v1", "kind": "Thing", "spec": {"template": )",
+                    t, R"(, "sidecar": )", t, "}}}]}}"),
+       {"/spec/components/1/podSetInfos/0", "/spec/components/1/podSetInfos/1"}},
   };
   ASSERT_EQ(cases.size(), ManagedKinds().size());
   for (const Case& c : cases) {
@@ -320,6 +330,56 @@ TEST(HoldTest, PodSpecPointerIsUnderTheTemplate) {
   job.template_pointer = "/spec/pytorchReplicaSpecs/Worker/template";
   EXPECT_EQ(PodSpecPointer(job), "/spec/pytorchReplicaSpecs/Worker/template/spec");
   EXPECT_EQ(PodSpecPointer(PodSet{}), "/spec") << "a Pod is its own template";
+}
+
+// Every kind but the AppWrapper takes its placement in the template's
+// PodSpec; an AppWrapper's goes to the podSetInfos entry its controller
+// copies into the template.
+TEST(HoldTest, PlacementPointerIsTheTemplateSpecOrTheTargetBesideIt) {
+  PodSet ps;
+  ps.template_pointer = "/spec/pytorchReplicaSpecs/Worker/template";
+  for (const KindInfo& k : ManagedKinds()) {
+    if (k.kind == Kind::kAppWrapper) continue;
+    EXPECT_EQ(PlacementPointer(k.kind, ps), PodSpecPointer(ps)) << k.name;
+  }
+  ps.template_pointer = "/spec/components/2/podSetInfos/1";
+  EXPECT_EQ(PlacementPointer(Kind::kAppWrapper, ps), "/spec/components/2/podSetInfos/1");
+}
+
+TEST(HoldTest, PlacementTargetsAreCreatedWhereMissing) {
+  Workload w;
+  w.kind = Kind::kAppWrapper;
+  for (const char* p : {"/spec/components/0/podSetInfos/0", "/spec/components/0/podSetInfos/1",
+                        "/spec/components/2/podSetInfos/0"}) {
+    PodSet ps;
+    ps.template_pointer = p;
+    w.pod_sets.push_back(ps);
+  }
+  struct Case {
+    const char* name;
+    const char* object;
+    std::vector<PatchOp> want;
+  };
+  const std::vector<Case> cases = {
+      {"no lists: one entry per pod set",
+       R"({"spec": {"components": [{"template": {}}, {"template": {}}, {"template": {}}]}})",
+       {Add("/spec/components/0/podSetInfos", "[{},{}]"), Add("/spec/components/2/podSetInfos", "[{}]")}},
+      {"complete lists: nothing",
+       R"({"spec": {"components": [{"podSetInfos": [{}, {"nodeSelector": {"a": "b"}}]}, {}, {"podSetInfos": [{}]}]}})",
+       {}},
+      {"a short list is extended, a bad entry replaced",
+       R"({"spec": {"components": [{"podSetInfos": [7]}, {}, {"podSetInfos": "x"}]}})",
+       {PatchOp{"replace", "/spec/components/0/podSetInfos/0", "{}"}, Add("/spec/components/0/podSetInfos/-", "{}"),
+        Add("/spec/components/2/podSetInfos", "[{}]")}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    rapidjson::Document doc = ParseJson(c.object);
+    EXPECT_EQ(PlacementTargetOps(doc, w), c.want);
+  }
+  // Kinds placed in their templates need no targets.
+  w.kind = Kind::kJob;
+  EXPECT_THAT(PlacementTargetOps(ParseJson(R"({"spec": {}})"), w), IsEmpty());
 }
 
 // RFC 6901: "~1" is "/", "~0" is "~" (decoded in that order, so "~01" is

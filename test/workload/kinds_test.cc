@@ -33,7 +33,7 @@ std::string Template(const std::string& cpu, int gpus = 0, const std::string& ex
 
 TEST(KindsTest, ManagedKindsListsEveryKindInEnumOrder) {
   const std::vector<KindInfo>& kinds = ManagedKinds();
-  ASSERT_EQ(kinds.size(), 14u);
+  ASSERT_EQ(kinds.size(), 15u);
   for (size_t i = 0; i < kinds.size(); ++i) {
     EXPECT_EQ(static_cast<size_t>(kinds[i].kind), i);
     EXPECT_EQ(&InfoFor(kinds[i].kind), FindKind(kinds[i].group, kinds[i].name));
@@ -63,6 +63,12 @@ TEST(KindsTest, FindKindMatchesGroupAndKindExactly) {
   EXPECT_EQ(FindKind("apps", "DaemonSet"), nullptr);
   EXPECT_EQ(FindKind("leaderworkerset.x-k8s.io", "LeaderWorkerSet")->kind, Kind::kLeaderWorkerSet);
   EXPECT_EQ(FindKind("kubeflow.org", "JAXJob")->kind, Kind::kJAXJob);
+  EXPECT_EQ(FindKind("workload.codeflare.dev", "AppWrapper")->kind, Kind::kAppWrapper);
+  EXPECT_EQ(InfoFor(Kind::kAppWrapper).version, "v1beta2");
+  EXPECT_EQ(InfoFor(Kind::kAppWrapper).resource, "appwrappers");
+  EXPECT_EQ(InfoFor(Kind::kAppWrapper).suspend, SuspendMechanism::kSpecSuspend);
+  EXPECT_TRUE(IsWrapperKind("workload.codeflare.dev", "AppWrapper"));
+  EXPECT_FALSE(IsWrapperKind("jobset.x-k8s.io", "JobSet"));
 }
 
 // ---------------------------------------------------------------- Job
@@ -573,6 +579,15 @@ TEST(NewKindsTest, DocumentedExamplesGiveThePodSetsKueueReads) {
        {"/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate"}},
       {"statefulset.yaml", Kind::kStatefulSet, {"main"}, {3}, {{{"cpu", "100m"}}}, {"/spec/template"}},
       {"deployment.yaml", Kind::kDeployment, {"main"}, {3}, {{{"cpu", "100m"}}}, {"/spec/template"}},
+      // Pod sets inferred as the AppWrapper controller infers them (Master,
+      // then Worker), placed in the component's podSetInfos.
+      {"appwrapper-pytorchjob.yaml", Kind::kAppWrapper, {"wrapped-pytorch-0", "wrapped-pytorch-1"}, {1, 2},
+       {{{"cpu", "1"}}, {{"cpu", "2"}}},
+       {"/spec/components/0/podSetInfos/0", "/spec/components/0/podSetInfos/1"}},
+      // Declared by path; the Service component runs no pods.
+      {"appwrapper-leaderworkerset.yaml", Kind::kAppWrapper, {"wrapped-lws-0", "wrapped-lws-1"}, {2, 4},
+       {{{"cpu", "100m"}}, {{"cpu", "200m"}}},
+       {"/spec/components/1/podSetInfos/0", "/spec/components/1/podSetInfos/1"}},
   };
   for (const KindFixtureCase& c : cases) {
     SCOPED_TRACE(c.file);
@@ -710,6 +725,139 @@ TEST(NewKindsTest, ObjectsOfAManagedOwnerAreNotWorkloadsOfTheirOwn) {
     ASSERT_THAT(w, IsOk());
     EXPECT_EQ(w->owned_by_managed_object, c.owned);
   }
+}
+
+// ---------------------------------------------------------------- AppWrapper
+
+// An AppWrapper of one component `component` (a JSON object).
+std::string AppWrapper(const std::string& component, const std::string& extra_spec = "") {
+  return absl::StrCat(R"({"metadata": {"name": "aw"}, "spec": {)", extra_spec, R"("components": [)", component,
+                      "]}}");
+}
+
+TEST(AppWrapperTest, DeclaredPathsAreFollowedThroughFieldsAndListIndices) {
+  const std::string jobset = absl::StrCat(
+      R"({"podSets": [{"path": "template.spec.replicatedJobs[1].template.spec.template", "replicas": 6},)"
+      R"( {"path": "template.spec.replicatedJobs[0].template.spec.template"}],)"
+      R"( "template": {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "spec": {"replicatedJobs": [)"
+      R"({"name": "driver", "template": {"spec": {"template": )",
+      Template("1"), R"(}}}, {"name": "workers", "replicas": 3, "template": {"spec": {"parallelism": 2, "template": )",
+      Template("4", 2), "}}}]}}}");
+  absl::StatusOr<Workload> w = Extract(AppWrapper(jobset, R"("suspend": true, )"), Kind::kAppWrapper);
+  ASSERT_THAT(w, IsOk());
+  EXPECT_TRUE(w->suspended);
+  EXPECT_THAT(PodSetNames(*w), ElementsAre("aw-0", "aw-1"));
+  EXPECT_THAT(PodSetCounts(*w), ElementsAre(6, 1)) << "replicas as declared, 1 when not";
+  EXPECT_EQ(Formatted(w->pod_sets[0].requests), (Strings{{"cpu", "4"}, {"nvidia.com/gpu", "2"}}));
+  EXPECT_EQ(Formatted(w->pod_sets[1].requests), (Strings{{"cpu", "1"}}));
+  EXPECT_EQ(w->pod_sets[0].template_pointer, "/spec/components/0/podSetInfos/0");
+  EXPECT_EQ(w->pod_sets[1].template_pointer, "/spec/components/0/podSetInfos/1");
+  EXPECT_EQ(PlacementPointer(Kind::kAppWrapper, w->pod_sets[1]), "/spec/components/0/podSetInfos/1")
+      << "placement goes beside the template, not into it";
+}
+
+TEST(AppWrapperTest, PodSetsAreInferredForTheKindsTheAppWrapperControllerKnows) {
+  struct Case {
+    const char* name;
+    std::string component;
+    std::vector<int64_t> counts;
+  };
+  const std::string t = Template("1");
+  const std::vector<Case> cases = {
+      {"a Job: parallelism capped by completions",
+       absl::StrCat(R"({"template": {"apiVersion": "batch/v1", "kind": "Job", "spec": {"parallelism": 5, "completions": 3, "template": )",
+                    t, "}}}"),
+       {3}},
+      {"a Job without parallelism: 1",
+       absl::StrCat(R"({"template": {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": )", t, "}}}"), {1}},
+      {"a PyTorchJob: Master then Worker",
+       absl::StrCat(R"({"template": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "spec": {"pytorchReplicaSpecs": )"
+                    R"({"Worker": {"replicas": 4, "template": )",
+                    t, R"(}, "Master": {"template": )", t, "}}}}}"),
+       {1, 4}},
+      {"a JobSet: replicas × pods per Job",
+       absl::StrCat(R"({"template": {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "spec": {"replicatedJobs": [)"
+                    R"({"replicas": 2, "template": {"spec": {"parallelism": 3, "template": )",
+                    t, "}}}]}}}"),
+       {6}},
+      {"a RayCluster: the head, then each worker group",
+       absl::StrCat(R"({"template": {"apiVersion": "ray.io/v1", "kind": "RayCluster", "spec": {"headGroupSpec": {"template": )", t,
+                    R"(}, "workerGroupSpecs": [{"replicas": 3, "template": )", t, "}]}}}"),
+       {1, 3}},
+      {"a Deployment: its replicas",
+       absl::StrCat(R"({"template": {"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 2, "template": )", t,
+                    "}}}"),
+       {2}},
+      {"a Pod: itself", absl::StrCat(R"({"template": {"apiVersion": "v1", "kind": "Pod", "spec": )", PodSpec("1"), "}}"), {1}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<Workload> w = Extract(AppWrapper(c.component), Kind::kAppWrapper);
+    ASSERT_THAT(w, IsOk());
+    EXPECT_THAT(PodSetCounts(*w), ::testing::ElementsAreArray(c.counts));
+  }
+  // A component of another kind runs no pods: with nothing else, the
+  // AppWrapper has no pod sets (ExtractWorkload's error).
+  absl::StatusOr<Workload> none = Extract(
+      AppWrapper(R"({"template": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}}})"), Kind::kAppWrapper);
+  EXPECT_FALSE(none.ok());
+}
+
+TEST(AppWrapperTest, BadPodSetsNameTheFieldAndThePosition) {
+  const std::string job =
+      absl::StrCat(R"("template": {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": )", Template("1"), "}}");
+  struct Case {
+    const char* name;
+    std::string component;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"a path not starting at the template", absl::StrCat(R"({"podSets": [{"path": "spec.template"}], )", job, "}"),
+       R"(spec.components[0].podSets[0].path: "spec.template": at "" the first element must be "template")"},
+      {"a missing field", absl::StrCat(R"({"podSets": [{"path": "template.spec.tmpl"}], )", job, "}"),
+       R"(at "template.spec" there is no field "tmpl")"},
+      {"an index into an object", absl::StrCat(R"({"podSets": [{"path": "template.spec[0]"}], )", job, "}"),
+       R"(at "template.spec" the value is not a list)"},
+      {"a path to something that is not a pod template",
+       absl::StrCat(R"({"podSets": [{"path": "template.spec.template.spec"}], )", job, "}"),
+       "spec.components[0].template.spec.template.spec.spec"},
+      {"a duplicate path",
+       absl::StrCat(R"({"podSets": [{"path": "template.spec.template"}, {"path": "template.spec.template"}], )", job, "}"),
+       "spec.components[0].podSets[1].path"},
+      {"a negative count", absl::StrCat(R"({"podSets": [{"path": "template.spec.template", "replicas": -2}], )", job, "}"),
+       "spec.components[0].podSets[0].replicas"},
+      {"no template", R"({"podSets": [{"path": "template"}]})", "spec.components[0].template"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_THAT(Extract(AppWrapper(c.component), Kind::kAppWrapper),
+                StatusIs(absl::StatusCode::kInvalidArgument, c.want));
+  }
+  EXPECT_THAT(Extract(R"({"spec": {}})", Kind::kAppWrapper),
+              StatusIs(absl::StatusCode::kInvalidArgument, "spec.components"));
+}
+
+// The objects its controller creates for the components are the
+// AppWrapper's: not workloads of their own, whatever their kind.
+TEST(AppWrapperTest, ComponentsAreNotWorkloadsOfTheirOwn) {
+  const std::string owner =
+      R"("ownerReferences": [{"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper", "name": "aw", "controller": true}])";
+  absl::StatusOr<Workload> job =
+      Extract(absl::StrCat(R"({"metadata": {)", owner, R"(}, "spec": {"template": )", Template("1"), "}}"), Kind::kJob);
+  ASSERT_THAT(job, IsOk());
+  EXPECT_TRUE(job->owned_by_managed_object);
+  absl::StatusOr<Workload> pytorch = Extract(
+      absl::StrCat(R"({"metadata": {)", owner, R"(}, "spec": {"pytorchReplicaSpecs": {"Master": {"template": )",
+                   Template("1"), "}}}}"),
+      Kind::kPyTorchJob);
+  ASSERT_THAT(pytorch, IsOk());
+  EXPECT_TRUE(pytorch->owned_by_managed_object);
+  absl::StatusOr<Workload> not_controller = Extract(
+      absl::StrCat(R"({"metadata": {"ownerReferences": [{"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper", "name": "aw"}]}, "spec": {"template": )",
+                   Template("1"), "}}"),
+      Kind::kJob);
+  ASSERT_THAT(not_controller, IsOk());
+  EXPECT_FALSE(not_controller->owned_by_managed_object);
 }
 
 }  // namespace

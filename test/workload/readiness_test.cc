@@ -166,5 +166,35 @@ TEST(ReadinessTest, NewKindsReadTheirOwnStatus) {
   EXPECT_EQ(Ready(Kind::kLeaderWorkerSet, lws, R"({"readyReplicas": "2"})"), 0);
 }
 
+// An AppWrapper is all ready by its PodsReady condition (its controller
+// counts the pods of every component), and ends by its phase.
+TEST(ReadinessTest, AppWrapperIsReadyByItsPodsReadyCondition) {
+  const std::string aw = absl::StrCat(
+      R"({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper", "metadata": {"name": "a", "namespace": "ns"},
+    "spec": {"components": [{"podSets": [{"path": "template.spec.template", "replicas": 3}],
+      "template": {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": )",
+      kReadinessPodSpec, "}}}}]}}");
+  EXPECT_EQ(Ready(Kind::kAppWrapper, aw, "{}"), 0);
+  EXPECT_EQ(Ready(Kind::kAppWrapper, aw, R"({"phase": "Running", "conditions": [{"type": "PodsReady", "status": "False"}]})"),
+            0);
+  EXPECT_EQ(Ready(Kind::kAppWrapper, aw, R"({"phase": "Running", "conditions": [{"type": "PodsReady", "status": "True"}]})"),
+            3);
+  for (const char* phase : {"Succeeded", "Failed"}) {
+    std::string json = aw;
+    json.pop_back();
+    absl::StrAppend(&json, R"(, "status": {"phase": ")", phase, R"("}})");
+    absl::StatusOr<ObservedObject> o = ObserveObject(json, InfoFor(Kind::kAppWrapper), model::PolicySet{});
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_TRUE(o->finished) << phase;
+  }
+  std::string deleting = aw;
+  deleting.pop_back();
+  absl::StrAppend(&deleting,
+                  R"(, "status": {"phase": "Failed", "conditions": [{"type": "ResourcesDeployed", "status": "True"}]}})");
+  absl::StatusOr<ObservedObject> o = ObserveObject(deleting, InfoFor(Kind::kAppWrapper), model::PolicySet{});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->finished) << "failed, but its components are still being deleted";
+}
+
 }  // namespace
 }  // namespace gangkeeper::workload

@@ -35,5 +35,6 @@ struct ExtractOptions {
 bool IsHeld(const rapidjson::Value& object, const KindInfo& kind);
 std::vector<PatchOp> HoldOps(const rapidjson::Value& object, const KindInfo& kind);
 std::vector<PatchOp> ReleaseOps(const rapidjson::Value& object, const KindInfo& kind);
+std::vector<PatchOp> PlacementTargetOps(const rapidjson::Value& object, const Workload& w);
 
 }  // namespace gangkeeper::workload

@@ -53,7 +53,7 @@ class JsonProbe {
 // One RFC 6902 operation. `value_json` is the value as compact JSON text;
 // empty for "remove".
 struct PatchOp {
-  std::string op;    // "add", "test", "remove"
+  std::string op;    // "add", "replace", "test", "remove"
   std::string path;  // a JSON pointer
   std::string value_json;
 
@@ -82,7 +82,25 @@ std::vector<PatchOp> HoldOps(const JsonProbe& object, const KindInfo& kind);
 std::vector<PatchOp> ReleaseOps(const JsonProbe& object, const KindInfo& kind);
 
 // The pointer of the PodSpec of `pod_set`'s template (its template_pointer,
-// "" for a Pod, + "/spec"): where release adds nodeSelector and tolerations.
+// "" for a Pod, + "/spec").
 std::string PodSpecPointer(const PodSet& pod_set);
+
+// Where release adds `pod_set`'s nodeSelector and tolerations in an object
+// of kind `kind` (and a suspend takes them out): the PodSpec of its
+// template (PodSpecPointer) for most kinds; for a kind that takes placement
+// beside its templates (an AppWrapper, kinds table column
+// PodTemplates::beside) the pod set's template_pointer itself, an object
+// with nodeSelector and tolerations members
+// ("/spec/components/0/podSetInfos/1").
+std::string PlacementPointer(Kind kind, const PodSet& pod_set);
+
+// The operations that create, in `object`, the placement targets of `w`'s
+// pod sets that it lacks, so that each PlacementPointer addresses an object
+// before release adds to it: an AppWrapper component without a
+// podSetInfos list gets one with an empty entry per pod set; a shorter
+// list is extended; an entry that is not an object is replaced by an empty
+// one. Only `add` and `replace`. None for kinds whose target is the
+// template (it exists: the pod sets were read from it).
+std::vector<PatchOp> PlacementTargetOps(const JsonProbe& object, const Workload& w);
 
 }  // namespace gangkeeper::workload

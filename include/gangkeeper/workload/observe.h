@@ -42,7 +42,9 @@ struct ObservedObject {
   bool held = false;
   // Ended for good: a Job's Complete/Failed condition, a Kubeflow job's
   // Succeeded/Failed, a JobSet's Completed/Failed, a RayJob's
-  // jobDeploymentStatus Complete/Failed, a Pod's phase Succeeded/Failed.
+  // jobDeploymentStatus Complete/Failed, a Pod's phase Succeeded/Failed,
+  // an AppWrapper's phase Succeeded, or Failed once its components are
+  // gone (ResourcesDeployed no longer True).
   bool finished = false;
   // Pods: the status phase ("Pending", "Running", ...).
   std::string pod_phase;

@@ -4,7 +4,7 @@
 // requests of one pod, plus the queue and priority it was submitted with.
 // ExtractWorkload (extract.h) builds it from a Job, PyTorchJob, TFJob,
 // MPIJob, XGBoostJob, PaddleJob, JAXJob, JobSet, RayJob, RayCluster, Pod,
-// LeaderWorkerSet, StatefulSet or Deployment. Value
+// LeaderWorkerSet, StatefulSet, Deployment or AppWrapper. Value
 // types; thread-compatible.
 #pragma once
 
@@ -57,16 +57,17 @@ enum class Kind {
   kLeaderWorkerSet,
   kStatefulSet,
   kDeployment,
+  kAppWrapper,
 };
 // The last Kind (the bound the state decoders check).
-inline constexpr Kind kLastKind = Kind::kDeployment;
+inline constexpr Kind kLastKind = Kind::kAppWrapper;
 
 // Where a kind keeps its suspend switch. (GCC's -Wshadow flags the scoped
 // enumerator kSchedulingGate against the constant above; both names are used.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow"
 enum class SuspendMechanism {
-  kSpecSuspend,       // spec.suspend (Job, JobSet, RayJob, RayCluster)
+  kSpecSuspend,       // spec.suspend (Job, JobSet, RayJob, RayCluster, AppWrapper)
   kRunPolicySuspend,  // spec.runPolicy.suspend (Kubeflow jobs)
   kSchedulingGate,    // spec.schedulingGates (Pods)
   kScaleToZero,       // spec.replicas 0 (StatefulSet, Deployment, LeaderWorkerSet: no suspend field)
@@ -109,6 +110,12 @@ struct KindInfo {
 // so not a workload of its own.
 bool IsDeploymentPodOwner(absl::string_view group, absl::string_view kind);
 
+// True for a kind that wraps other objects (workload.codeflare.dev
+// AppWrapper): the objects its controller creates for its components are
+// controlled by it and belong to its gang, whatever their kind, so they
+// are neither held nor counted on their own.
+bool IsWrapperKind(absl::string_view group, absl::string_view kind);
+
 // The managed kinds, in a fixed order (an explicit table; no registration).
 const std::vector<KindInfo>& ManagedKinds();
 // The kind for a group/kind (any version of the group), or nullptr.
@@ -145,7 +152,11 @@ struct PodSet {
   // metadata and spec) inside the Kubernetes object, e.g. "/spec/template"
   // for a Job or "/spec/pytorchReplicaSpecs/Worker/template"; "" for a Pod,
   // which is its own template. The actuator patches nodeSelector and
-  // tolerations under it.
+  // tolerations under it. For a kind that takes placement beside its
+  // templates (an AppWrapper: its controller copies
+  // spec.components[i].podSetInfos[j] into the wrapped object's template
+  // when it creates it) this is that target instead,
+  // "/spec/components/0/podSetInfos/1" (PlacementPointer in hold.h).
   std::string template_pointer;
 };
 

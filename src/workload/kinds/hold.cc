@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -217,6 +218,48 @@ std::vector<PatchOp> ReleaseOps(const JsonProbe& object, const KindInfo& kind) {
 
 std::string PodSpecPointer(const PodSet& pod_set) { return absl::StrCat(pod_set.template_pointer, "/spec"); }
 
+std::string PlacementPointer(Kind kind, const PodSet& pod_set) {
+  return TemplatesFor(kind).beside ? pod_set.template_pointer : PodSpecPointer(pod_set);
+}
+
+std::vector<PatchOp> PlacementTargetOps(const JsonProbe& object, const Workload& w) {
+  std::vector<PatchOp> ops;
+  if (!TemplatesFor(w.kind).beside) return ops;
+  // Each target is `list/index`; the lists in the order the pod sets name
+  // them, each with the length its pod sets need.
+  std::vector<std::pair<std::string, size_t>> lists;
+  for (const PodSet& ps : w.pod_sets) {
+    const size_t slash = ps.template_pointer.rfind('/');
+    size_t index = 0;
+    if (slash == std::string::npos || slash == 0 ||
+        !absl::SimpleAtoi(absl::string_view(ps.template_pointer).substr(slash + 1), &index) || index >= kMaxPodSets) {
+      continue;  // not a list entry: nothing this function can create
+    }
+    const std::string list = ps.template_pointer.substr(0, slash);
+    auto it = std::find_if(lists.begin(), lists.end(), [&](const auto& l) { return l.first == list; });
+    if (it == lists.end()) {
+      lists.emplace_back(list, index + 1);
+    } else {
+      it->second = std::max(it->second, index + 1);
+    }
+  }
+  for (const auto& [list, needed] : lists) {
+    if (object.TypeAt(list) != JsonProbe::Type::kArray) {
+      std::string entries;
+      for (size_t i = 0; i < needed; ++i) absl::StrAppend(&entries, i == 0 ? "" : ",", "{}");
+      ops.push_back(PatchOp{"add", list, absl::StrCat("[", entries, "]")});
+      continue;
+    }
+    const size_t have = object.SizeAt(list);
+    for (size_t i = 0; i < std::min(have, needed); ++i) {
+      const std::string entry = absl::StrCat(list, "/", i);
+      if (object.TypeAt(entry) != JsonProbe::Type::kObject) ops.push_back(PatchOp{"replace", entry, "{}"});
+    }
+    for (size_t i = have; i < needed; ++i) ops.push_back(PatchOp{"add", absl::StrCat(list, "/-"), "{}"});
+  }
+  return ops;
+}
+
 bool IsHeld(const rapidjson::Value& object, const KindInfo& kind) { return IsHeld(RapidJsonProbe(object), kind); }
 
 std::vector<PatchOp> HoldOps(const rapidjson::Value& object, const KindInfo& kind) {
@@ -225,6 +268,10 @@ std::vector<PatchOp> HoldOps(const rapidjson::Value& object, const KindInfo& kin
 
 std::vector<PatchOp> ReleaseOps(const rapidjson::Value& object, const KindInfo& kind) {
   return ReleaseOps(RapidJsonProbe(object), kind);
+}
+
+std::vector<PatchOp> PlacementTargetOps(const rapidjson::Value& object, const Workload& w) {
+  return PlacementTargetOps(RapidJsonProbe(object), w);
 }
 
 bool ReadHeld(const JsonNode& root, const KindInfo& kind, base::FieldErrors* errors) {

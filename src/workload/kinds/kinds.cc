@@ -91,6 +91,11 @@ constexpr KindEntry kKinds[] = {
      &ExtractDeployment,
      {"/spec/template", ""},
      &ReadyReplicas},
+    {{Kind::kAppWrapper, "workload.codeflare.dev", "v1beta2", "AppWrapper", "appwrappers",
+      SuspendMechanism::kSpecSuspend, kSpecSuspendFlag},
+     &ExtractAppWrapper,
+     {"", "", /*beside=*/true},
+     &ReadyAppWrapper},
 };
 static_assert(std::size(kKinds) == static_cast<size_t>(kLastKind) + 1, "kLastKind must be the table's last kind");
 
@@ -157,6 +162,11 @@ const KindInfo* FindKind(absl::string_view group, absl::string_view kind) {
 
 bool IsDeploymentPodOwner(absl::string_view group, absl::string_view kind) {
   return group == "apps" && kind == "ReplicaSet";
+}
+
+bool IsWrapperKind(absl::string_view group, absl::string_view kind) {
+  const KindInfo* info = FindKind(group, kind);
+  return info != nullptr && info->kind == Kind::kAppWrapper;
 }
 
 const KindInfo& InfoFor(Kind kind) {

@@ -5,7 +5,8 @@
 // functions: job.cc (batch/v1 Job), kubeflow.cc (PyTorchJob, TFJob, MPIJob,
 // XGBoostJob, PaddleJob, JAXJob), jobset.cc, ray.cc (RayJob, RayCluster),
 // pod.cc (Pods and pod groups), apps.cc (StatefulSet, Deployment,
-// LeaderWorkerSet: held by their replica count). No self-registration (STYLE §6.10): a kind exists
+// LeaderWorkerSet: held by their replica count), appwrapper.cc (AppWrapper:
+// pod sets at paths into its components, placement in podSetInfos). No self-registration (STYLE §6.10): a kind exists
 // because the table names it. ExtractWorkload (extract.cc) does the parts
 // common to every kind: metadata, suspension, priority, queue, limits.
 // Pure functions; thread-compatible.
@@ -62,9 +63,14 @@ struct KindResult {
 // Pod, its own template). `each`: the template of each further pod set,
 // "{}" standing for its key (a Kubeflow replica type as the object spells
 // it, a JobSet replicatedJob's or a Ray worker group's list index).
+// `beside`: the kind takes its placement beside the templates, at the pod
+// set's template_pointer itself (an AppWrapper's podSetInfos entry, which
+// its extractor computes from the object's own podSets paths; `fixed` and
+// `each` are then unused), rather than in the template's PodSpec.
 struct PodTemplates {
   absl::string_view fixed;
   absl::string_view each;
+  bool beside = false;
 };
 
 // The kinds table's template pointers for `kind`.
@@ -133,11 +139,18 @@ KindResult ExtractJAXJob(const JsonNode& object, const Workload& meta, base::Fie
 KindResult ExtractLeaderWorkerSet(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
 KindResult ExtractStatefulSet(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
 KindResult ExtractDeployment(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+KindResult ExtractAppWrapper(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
 
 // True when a controller ownerReference of `object` names a managed kind
 // (or, when `meta` has the pod-template-hash label, a Deployment's
 // ReplicaSet): its gang is the owner's (pod.cc).
 bool ReadOwnedByManagedKind(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+
+// True when a controller ownerReference of `object` names a wrapper kind
+// (IsWrapperKind): the object is a component of an AppWrapper (pod.cc).
+// Lenient: a malformed reference is no owner (the kind's own reads report
+// what is malformed).
+bool ControlledByWrapper(const JsonNode& object);
 
 int64_t ReadyJob(const JsonNode& object, const Workload& w);
 int64_t ReadyJobSet(const JsonNode& object, const Workload& w);
@@ -150,5 +163,9 @@ int64_t ReadyPod(const JsonNode& object, const Workload& w);
 // times the pods of a group. (A JAXJob is a Kubeflow job: ReadyKubeflow.)
 int64_t ReadyReplicas(const JsonNode& object, const Workload& w);
 int64_t ReadyLeaderWorkerSet(const JsonNode& object, const Workload& w);
+// (appwrapper.cc) All pods when the AppWrapper's PodsReady condition is
+// True (its controller sets it when every pod of its components is Ready
+// or Succeeded), else none.
+int64_t ReadyAppWrapper(const JsonNode& object, const Workload& w);
 
 }  // namespace gangkeeper::workload

@@ -89,6 +89,25 @@ bool ReadOwnedByManagedKind(const JsonNode& object, const Workload& meta, base::
   return owned;
 }
 
+bool ControlledByWrapper(const JsonNode& object) {
+  const rapidjson::Value& v = object.value();
+  if (!v.IsObject() || !v.HasMember("metadata") || !v["metadata"].IsObject()) return false;
+  const rapidjson::Value& meta = v["metadata"];
+  if (!meta.HasMember("ownerReferences") || !meta["ownerReferences"].IsArray()) return false;
+  for (const rapidjson::Value& ref : meta["ownerReferences"].GetArray()) {
+    if (!ref.IsObject() || !ref.HasMember("controller") || !ref["controller"].IsBool() ||
+        !ref["controller"].GetBool() || !ref.HasMember("apiVersion") || !ref["apiVersion"].IsString() ||
+        !ref.HasMember("kind") || !ref["kind"].IsString()) {
+      continue;
+    }
+    const absl::string_view api_version(ref["apiVersion"].GetString(), ref["apiVersion"].GetStringLength());
+    const size_t slash = api_version.find('/');
+    const absl::string_view group = slash == absl::string_view::npos ? absl::string_view() : api_version.substr(0, slash);
+    if (IsWrapperKind(group, absl::string_view(ref["kind"].GetString(), ref["kind"].GetStringLength()))) return true;
+  }
+  return false;
+}
+
 KindResult ExtractPod(const JsonNode& object, const Workload& meta, base::FieldErrors* errors) {
   KindResult result;
   ReadPodGroup(meta, &result, errors);
