@@ -24,6 +24,14 @@ using nlohmann::json;
 
 inline constexpr char kKueue[] = "/apis/kueue.x-k8s.io/v1beta2";
 
+// The flavor of the kube fixture's GPU nodes.
+inline json FlavorObject() {
+  return {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+          {"kind", "ResourceFlavor"},
+          {"metadata", {{"name", "nvidia-gpu"}}},
+          {"spec", {{"nodeLabels", {{"accelerator", "nvidia"}}}}}};
+}
+
 // A ClusterQueue for the kube fixture's Jobs (cpu, memory, GPUs on
 // nvidia-gpu) selecting namespace `ns`, preempting lower priorities within.
 inline json ClusterQueueObject(const std::string& name, const std::string& ns, const json& gpus) {
@@ -63,12 +71,7 @@ inline void SeedKueueObjects(testing::FakeKubeApi& fake) {
   using ::gangkeeper::testing::IsOk;
   fake.ServeKueue();
   fake.set_served("kueue.x-k8s.io/v1beta2/workloads", true);
-  ASSERT_THAT(fake.Create(absl::StrCat(kKueue, "/resourceflavors"),
-                          {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
-                           {"kind", "ResourceFlavor"},
-                           {"metadata", {{"name", "nvidia-gpu"}}},
-                           {"spec", {{"nodeLabels", {{"accelerator", "nvidia"}}}}}}),
-              IsOk());
+  ASSERT_THAT(fake.Create(absl::StrCat(kKueue, "/resourceflavors"), FlavorObject()), IsOk());
   ASSERT_THAT(fake.Create(absl::StrCat(kKueue, "/workloadpriorityclasses"), PriorityObject("training-batch", 10000)),
               IsOk());
   ASSERT_THAT(

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/clock.h"
 #include "test/integration/kube_fixture.h"
+#include "test/integration/kueue_objects_fixture.h"
 #include "test/testing/job_review.h"
 
 namespace gangkeeper::kube_it {
@@ -19,37 +20,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kKueue[] = "/apis/kueue.x-k8s.io/v1beta2";
-
-json Flavor() {
-  return {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
-          {"kind", "ResourceFlavor"},
-          {"metadata", {{"name", "nvidia-gpu"}}},
-          {"spec", {{"nodeLabels", {{"accelerator", "nvidia"}}}}}};
-}
-
-// A ClusterQueue for the fixture's Jobs (cpu, memory, GPUs on nvidia-gpu)
-// selecting namespace `ns`.
+using kueue_it::kKueue;
+// Kueue's objects as kubectl would send them (kueue_objects_fixture.h).
+json Flavor() { return kueue_it::FlavorObject(); }
 json ClusterQueue(const std::string& name, const std::string& ns, const std::string& gpus) {
-  json resources = json::array({{{"name", "cpu"}, {"nominalQuota", "64"}},
-                                {{"name", "memory"}, {"nominalQuota", "256Gi"}},
-                                {{"name", "nvidia.com/gpu"}, {"nominalQuota", gpus}}});
-  return {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
-          {"kind", "ClusterQueue"},
-          {"metadata", {{"name", name}}},
-          {"spec",
-           {{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", ns}}}}},
-            {"resourceGroups", json::array({{{"coveredResources", json::array({"cpu", "memory", "nvidia.com/gpu"})},
-                                             {"flavors", json::array({{{"name", "nvidia-gpu"},
-                                                                       {"resources", resources}}})}}})}}}};
+  return kueue_it::ClusterQueueObject(name, ns, gpus);
 }
-
-json LocalQueue(const std::string& ns, const std::string& cq) {
-  return {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
-          {"kind", "LocalQueue"},
-          {"metadata", {{"name", "gpu-queue"}, {"namespace", ns}}},
-          {"spec", {{"clusterQueue", cq}}}};
-}
+json LocalQueue(const std::string& ns, const std::string& cq) { return kueue_it::LocalQueueObject(ns, cq); }
 
 // Kueue's CRDs installed, with the flavor and team-a's LocalQueue in the
 // cluster before gangkeeper starts; an admin token for gangkeeper's API.
