@@ -231,11 +231,27 @@ absl::StatusOr<std::unique_ptr<KueueSource>> KueueSource::Create(const kube::Clu
 
 KueueSource::~KueueSource() { Stop(); }
 
-void KueueSource::Seed(model::PolicyStore* store) {
-  if (!watcher_->synced()) return;
+void KueueSource::Seed(model::PolicyStore* store, const model::PolicySet* recorded) {
+  std::shared_ptr<const model::ClusterKueueObjects> objects;
+  if (watcher_->synced()) {
+    objects = watcher_->current();
+  } else if (recorded != nullptr) {
+    auto last = std::make_shared<model::ClusterKueueObjects>();
+    last->objects.flavors = recorded->flavors;
+    last->objects.cluster_queues = recorded->cluster_queues;  // refused ones with their inactive_reason
+    last->objects.local_queues = recorded->local_queues;
+    last->objects.cohorts = recorded->cohorts;
+    last->objects.workload_priority_classes = recorded->workload_priority_classes;
+    base::GetLogger("kube")->warn(
+        "kueue: Kueue's objects are not listed yet; the {} ClusterQueue(s) and {} LocalQueue(s) last recorded stand "
+        "for them until the first list",
+        last->objects.cluster_queues.size(), last->objects.local_queues.size());
+    objects = std::move(last);
+  } else {
+    return;
+  }
   model::Diagnostics problems;
-  absl::StatusOr<std::shared_ptr<const model::EffectiveSet>> set =
-      store->SetClusterObjects(watcher_->current(), &problems);
+  absl::StatusOr<std::shared_ptr<const model::EffectiveSet>> set = store->SetClusterObjects(objects, &problems);
   if (!set.ok()) base::GetLogger("kube")->warn("kueue: objects not applied: {}", set.status().message());
 }
 

@@ -67,8 +67,12 @@ class KueueSource {
   ~KueueSource();  // Stop()
 
   // Lays the objects known now over `store`'s files (no event: the broker
-  // is not built yet).
-  void Seed(model::PolicyStore* store);
+  // is not built yet). Before the first list (the API server down at
+  // start), the Kueue objects of `recorded` (the policies the journal last
+  // recorded; may be null) stand for the cluster's until it comes: a
+  // restart during an outage keeps the cluster's quota instead of falling
+  // back to the files'.
+  void Seed(model::PolicyStore* store, const model::PolicySet* recorded);
   // From now on every change republishes `store` and goes to `events`.
   void Connect(model::PolicyStore* store, broker::EventQueue* events);
   bool synced() const { return watcher_->synced(); }

@@ -398,7 +398,7 @@ absl::Status Node::Impl::BuildBroker() {
   policy_store = std::make_unique<model::PolicyStore>(files);
   if (cluster_feeds != nullptr) cluster_feeds->Seed(policy_store.get());
   if (kueue_source != nullptr) {
-    kueue_source->Seed(policy_store.get());
+    kueue_source->Seed(policy_store.get(), recovered.policies.get());
     // The cluster is the one truth: an overlay recorded with the files is
     // not laid over it.
     if (recovered.overlay != nullptr) {

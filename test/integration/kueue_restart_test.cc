@@ -134,5 +134,57 @@ TEST_F(KueueRestartTest, AKilledBrokerComesBackWithEveryWorkloadOnceAndRewritesN
   EXPECT_EQ(WorkloadCount(), 3u);
 }
 
+// Kueue's objects cannot be listed when gangkeeper comes back (the API
+// server answers 500): until they can, the ClusterQueues the journal last
+// recorded stand for the cluster's. The quota stays the cluster's (team-a-gpu
+// 6 GPUs and no cohort, not the files' 4 in gpu-shared), the refused queue
+// stays refused, and what was admitted stays admitted. Once the lists
+// answer, the cluster's objects take over with nothing changed.
+TEST_F(KueueRestartTest, ARestartWhileKueuesObjectsCannotBeListedKeepsTheClusterQuota) {
+  SubmitJob(Job("six", 3, 2, "training-batch"));  // all 6 of the cluster's GPUs
+  ASSERT_TRUE(WaitFor([&] { return Released("six"); })) << server_->Stderr();
+  conn_.reset();
+  server_->Signal(SIGKILL);
+  (void)server_->Wait(absl::Seconds(10));
+  server_.reset();
+  testing::ScriptedFailure down;
+  down.path_contains = "/apis/kueue.x-k8s.io/";
+  down.non_watch_only = true;
+  down.times = -1;
+  fake_->Fail(down);
+  std::vector<std::string> args = {
+      "--webhook-addr=127.0.0.1:0", "--api-addr=127.0.0.1:0", "--tls-cert=" + dir_.File("certs/tls.crt"),
+      "--tls-key=" + dir_.File("certs/tls.key"), "--data-dir=" + dir_.File("data"),
+      "--policies=" + policies_dir_, "--kube=" + dir_.File("kubeconfig"), "--log-level=debug"};
+  args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());
+  auto p = testing::ServerProcess::Start(args, dir_.path());
+  ASSERT_THAT(p, IsOk());
+  server_ = *std::move(p);
+  ASSERT_TRUE(WaitFor([&] { return ClusterQueueView("team-a-gpu").is_object(); }, absl::Seconds(30)))
+      << server_->Stderr();
+  EXPECT_THAT(server_->Stderr(), HasSubstr("last recorded stand for them"));
+  const json a = ClusterQueueView("team-a-gpu");
+  EXPECT_EQ(a.value("cohort", "?"), "") << a.dump();
+  bool six = false;
+  for (const json& r : a.value("resources", json::array())) {
+    if (r.value("resource", "") == "nvidia.com/gpu") six = r.value("nominal", "") == "6";
+  }
+  EXPECT_TRUE(six) << "the cluster's quota, not the files': " << a.dump();
+  EXPECT_EQ(ClusterQueueView("broken").value("active", true), false);
+  EXPECT_EQ(a.value("admitted", 0), 1) << a.dump();
+  // The lists answer again: ready on the cluster's own objects, the same quota.
+  fake_->ClearFailures();
+  testing::TlsClientOptions o;
+  o.ca_file = dir_.File("certs/ca.crt");
+  ASSERT_TRUE(WaitFor([&] {
+    auto api = testing::TlsConnection::Connect(server_->api_port(), o);
+    if (!api.ok()) return false;
+    auto r = (*api)->Request("GET", "/readyz");
+    return r.ok() && r->status == 200;
+  }, absl::Seconds(60))) << server_->Stderr();
+  EXPECT_EQ(ClusterQueueView("team-a-gpu").value("admitted", 0), 1);
+  EXPECT_FALSE(Suspended(GetJob("six"))) << "never preempted";
+}
+
 }  // namespace
 }  // namespace gangkeeper::kube_it
