@@ -341,6 +341,13 @@ class Cluster {
                               {{"metadata", {{"name", "gpu-queue"}}}, {"spec", {{"clusterQueue", "team-a-gpu"}}}})
                     .status(),
                 IsOk());
+    // The policies' cohort as an object: its status is written too.
+    ASSERT_THAT(fake_->Create("/apis/kueue.x-k8s.io/v1beta2/cohorts", {{"metadata", {{"name", "gpu-shared"}}}}).status(),
+                IsOk());
+  }
+  json KueueCohort() {
+    auto o = fake_->Get("/apis/kueue.x-k8s.io/v1beta2/cohorts/gpu-shared");
+    return o.ok() ? *o : json();
   }
   std::vector<json> KueueWorkloads() { return fake_->List("/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads"); }
   json KueueClusterQueue() {
@@ -524,6 +531,10 @@ TEST(RbacTest, TheClusterRoleGrantsExactlyTheCallsGangkeeperMakes) {
     })) << c.Stderr();
     EXPECT_TRUE(Cluster::WaitFor([&] {
       return c.KueueClusterQueue().value("status", json::object()).value("admittedWorkloads", 0) == 1;
+    })) << c.Stderr();
+    EXPECT_TRUE(Cluster::WaitFor([&] {
+      const json cohort = c.KueueCohort();
+      return cohort.is_object() && cohort.value("status", json::object()).contains("fairSharing");
     })) << c.Stderr();
     ASSERT_NO_FATAL_FAILURE(c.DeleteObject(job));
     EXPECT_TRUE(Cluster::WaitFor([&] { return c.KueueWorkloads().empty(); })) << c.Stderr();
