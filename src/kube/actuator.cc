@@ -22,7 +22,7 @@
 #include "gangkeeper/base/status_macros.h"
 #include "gangkeeper/workload/hold.h"
 #include "gangkeeper/workload/observe.h"
-#include "gangkeeper/workload/trainjob.h"
+#include "src/kube/trainjob_ops.h"
 
 namespace gangkeeper::kube {
 namespace {
@@ -411,22 +411,20 @@ struct KubeActuator::Impl {
       }
       for (const json& op : target_ops) ops->push_back(op);
     }
-    // A TrainJob's pod templates are its runtime's: its placement goes into
-    // its own spec.runtimePatches, gangkeeper's entry (which suspend takes
-    // out again), not into a template.
-    const bool trainjob = order.workload->kind == workload::Kind::kTrainJob;
-    if (trainjob) GK_RETURN_IF_ERROR(AppendTrainJobPlacementOps(obj, order, ops));
+    const bool trainjob = order.workload->kind == workload::Kind::kTrainJob;  // placed in its runtimePatches
+    if (trainjob) {
+      GK_ASSIGN_OR_RETURN(std::vector<workload::PatchOp> placement, TrainJobReleaseOps(obj, order));
+      AppendOps(placement, ops);
+    }
     json record = json{{"podSets", json::array()}};
     for (const broker::ReleaseOrder::PodSetPlacement& p : order.placements) {
       auto ps = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
                              [&](const workload::PodSet& x) { return x.name == p.name; });
       if (ps == order.workload->pod_sets.end()) continue;
       json added_selector = json::object(), added_tolerations = json::array();
-      if (absl::Status s = trainjob ? absl::OkStatus()
-                                    : PlacementOps(placed, workload::PlacementPointer(order.workload->kind, *ps), p,
-                                                   ops, &added_selector, &added_tolerations);
-          !s.ok()) {
-        return s;
+      if (!trainjob) {
+        GK_RETURN_IF_ERROR(PlacementOps(placed, workload::PlacementPointer(order.workload->kind, *ps), p, ops,
+                                        &added_selector, &added_tolerations));
       }
       json flavors = json::object();
       for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
@@ -446,23 +444,6 @@ struct KubeActuator::Impl {
     ops->push_back(Op("add", AnnotationPath(), record.dump()));
     AppendParallelismOps(kind, order, ops);
     AppendOps(workload::ReleaseOps(JsonDocProbe(obj), kind), ops);
-    return absl::OkStatus();
-  }
-
-  // A TrainJob's placement: gangkeeper's spec.runtimePatches entry
-  // (workload::TrainJobPlacementOps).
-  static absl::Status AppendTrainJobPlacementOps(const json& obj, const broker::ReleaseOrder& order, json* ops) {
-    std::vector<workload::TrainJobPlacement> placements;
-    for (const broker::ReleaseOrder::PodSetPlacement& p : order.placements) {
-      placements.push_back(workload::TrainJobPlacement{p.name, p.node_selector, p.tolerations});
-    }
-    absl::StatusOr<std::vector<workload::PatchOp>> tj =
-        workload::TrainJobPlacementOps(obj.dump(), order.workload->pod_sets, placements);
-    if (!tj.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the TrainJob cannot take its placement: ", tj.status().message()));
-    }
-    AppendOps(*tj, ops);
     return absl::OkStatus();
   }
 
@@ -841,18 +822,9 @@ struct KubeActuator::Impl {
         auto it = annotations->find(std::string(workload::kAdmittedFlavorsAnnotation));
         if (it != annotations->end()) record_text = &*it;
       }
-      // A TrainJob's entry in spec.runtimePatches goes too, but only once
-      // its Jobs are gone: the Trainer refuses a change of runtimePatches
-      // while its JobSet has active Jobs. Until then the suspension is not
-      // done (its quota stays held) and is tried again.
-      std::vector<workload::PatchOp> trainjob_ops;
+      std::vector<workload::PatchOp> trainjob_ops;  // its runtimePatches entry, once its Jobs are gone
       if (kind->kind == workload::Kind::kTrainJob) {
-        trainjob_ops = workload::TrainJobRestoreOps(obj->dump());
-        if ((!trainjob_ops.empty() || record_text != nullptr) && workload::TrainJobActive(obj->dump())) {
-          return absl::UnavailableError(absl::StrCat(
-              path, ": suspended; its Jobs are still active, so its placement stays in spec.runtimePatches "
-                    "until they are gone (tried again)"));
-        }
+        GK_ASSIGN_OR_RETURN(trainjob_ops, TrainJobSuspendOps(*obj, path));
       }
       if (record_text != nullptr || !trainjob_ops.empty()) {
         json ops = json::array({Op("test", "/metadata/uid", order.uid)});

@@ -252,5 +252,33 @@ TEST_P(KindsIntegrationTest, HeldReleasedPlacedPreemptedRestoredAndItsEndFreesQu
 INSTANTIATE_TEST_SUITE_P(NewKinds, KindsIntegrationTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<KindCase>& param) { return param.param.kind; });
 
+// A TrainJob created before its runtime: /validate allows it with a
+// warning (Submit checks the allow), it stays held, and once the runtime
+// shows (the cache tells the reconciler, which reads the TrainJobs again)
+// it is queued and released with its placement.
+class TrainJobRuntimeIntegrationTest : public KubeIntegrationTest {};
+
+TEST_F(TrainJobRuntimeIntegrationTest, ATrainJobWaitsForItsRuntimeThenRuns) {
+  const KindCase c = Cases().back();
+  ASSERT_EQ(c.kind, "TrainJob");
+  json stored = Submit(c.object, c.group, c.version, c.kind, c.resource, c.collection());
+  ASSERT_TRUE(stored.is_object() && stored["spec"].value("suspend", false)) << stored.dump();
+  absl::SleepFor(absl::Milliseconds(500));
+  auto held = fake_->Get(c.path());
+  ASSERT_THAT(held, IsOk());
+  EXPECT_TRUE((*held)["spec"].value("suspend", false)) << "released without its runtime";
+  EXPECT_THAT(server_->Stderr(), HasSubstr("waits for its runtime"));
+
+  ASSERT_THAT(fake_->Create(c.runtime_collection, c.runtime), IsOk());
+  ASSERT_TRUE(WaitFor([&] {
+    auto o = fake_->Get(c.path());
+    return o.ok() && !(*o)["spec"].value("suspend", true);
+  })) << server_->Stderr();
+  auto released = fake_->Get(c.path());
+  ASSERT_THAT(released, IsOk());
+  const json& spec = released->at(json::json_pointer(c.templates[0])).at("spec");
+  EXPECT_EQ(spec["nodeSelector"].value("accelerator", ""), "nvidia") << released->dump();
+}
+
 }  // namespace
 }  // namespace gangkeeper::kube_it
