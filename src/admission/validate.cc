@@ -419,7 +419,17 @@ Verdict ValidateCreate(const Review& review, const workload::KindInfo& info, con
                        const broker::WorkloadRegistry& registry, const WebhookOptions& options) {
   workload::ExtractOptions extract_options;
   extract_options.manage_jobs_without_queue_name = options.manage_jobs_without_queue_name;
+  extract_options.training_runtime = options.training_runtime;
   absl::StatusOr<Workload> extracted = workload::ExtractWorkload(*review.object, info, p, extract_options);
+  if (workload::IsRuntimeUnknown(extracted.status())) {
+    // A TrainJob whose runtime is not known (yet): its pods cannot be
+    // judged, which is no reason to refuse it. It stays suspended, and the
+    // reconciler queues it once the runtime shows.
+    Response r = Allow(review);
+    r.warnings.push_back(absl::StrCat("gangkeeper: ", review.namespace_name, "/", review.name, ": ",
+                                      extracted.status().message()));
+    return Decided(std::move(r));
+  }
   if (!extracted.ok()) {
     return Decided(Deny(review, 422, "Invalid",
                        absl::StrCat("gangkeeper: ", review.namespace_name, "/", review.name, ": ",
@@ -498,6 +508,7 @@ Verdict ValidateUpdate(const Review& review, const workload::KindInfo& info, con
   if (review.old_object == nullptr) return Decided(Allow(review));
   workload::ExtractOptions extract_options;
   extract_options.manage_jobs_without_queue_name = options.manage_jobs_without_queue_name;
+  extract_options.training_runtime = options.training_runtime;
   absl::StatusOr<Workload> now = workload::ExtractWorkload(*review.object, info, p, extract_options);
   absl::StatusOr<Workload> before = workload::ExtractWorkload(*review.old_object, info, p, extract_options);
   if (!now.ok() || !before.ok()) return Decided(Allow(review));  // not ours to judge; CREATE checked it

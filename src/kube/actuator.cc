@@ -22,6 +22,7 @@
 #include "gangkeeper/base/status_macros.h"
 #include "gangkeeper/workload/hold.h"
 #include "gangkeeper/workload/observe.h"
+#include "src/kube/trainjob_ops.h"
 
 namespace gangkeeper::kube {
 namespace {
@@ -410,16 +411,20 @@ struct KubeActuator::Impl {
       }
       for (const json& op : target_ops) ops->push_back(op);
     }
+    const bool trainjob = order.workload->kind == workload::Kind::kTrainJob;  // placed in its runtimePatches
+    if (trainjob) {
+      GK_ASSIGN_OR_RETURN(std::vector<workload::PatchOp> placement, TrainJobReleaseOps(obj, order));
+      AppendOps(placement, ops);
+    }
     json record = json{{"podSets", json::array()}};
     for (const broker::ReleaseOrder::PodSetPlacement& p : order.placements) {
       auto ps = std::find_if(order.workload->pod_sets.begin(), order.workload->pod_sets.end(),
                              [&](const workload::PodSet& x) { return x.name == p.name; });
       if (ps == order.workload->pod_sets.end()) continue;
-      json added_selector, added_tolerations;
-      if (absl::Status s = PlacementOps(placed, workload::PlacementPointer(order.workload->kind, *ps), p, ops,
-                                        &added_selector, &added_tolerations);
-          !s.ok()) {
-        return s;
+      json added_selector = json::object(), added_tolerations = json::array();
+      if (!trainjob) {
+        GK_RETURN_IF_ERROR(PlacementOps(placed, workload::PlacementPointer(order.workload->kind, *ps), p, ops,
+                                        &added_selector, &added_tolerations));
       }
       json flavors = json::object();
       for (const broker::PodSetAssignment& a : order.assignment.pod_sets) {
@@ -817,9 +822,14 @@ struct KubeActuator::Impl {
         auto it = annotations->find(std::string(workload::kAdmittedFlavorsAnnotation));
         if (it != annotations->end()) record_text = &*it;
       }
-      if (record_text != nullptr) {
+      std::vector<workload::PatchOp> trainjob_ops;  // its runtimePatches entry, once its Jobs are gone
+      if (kind->kind == workload::Kind::kTrainJob) {
+        GK_ASSIGN_OR_RETURN(trainjob_ops, TrainJobSuspendOps(*obj, path));
+      }
+      if (record_text != nullptr || !trainjob_ops.empty()) {
         json ops = json::array({Op("test", "/metadata/uid", order.uid)});
-        AppendRestoreOps(*obj, *record_text, order, &ops);
+        AppendOps(trainjob_ops, &ops);
+        if (record_text != nullptr) AppendRestoreOps(*obj, *record_text, order, &ops);
         absl::StatusOr<json> patched = JsonPatch(path, *obj, ops);
         if (!patched.ok()) {
           if (HttpCode(patched.status()) == 422) continue;

@@ -114,6 +114,19 @@ struct Reconciler::Impl {
   // The confirmer's bookkeeping: when each unconfirmed instance was first
   // seen unconfirmed (confirmer thread only).
   std::map<broker::InstanceKey, absl::Time> unconfirmed_since;
+  // RereadTrainJobs was called (the confirmer's thread reads them).
+  bool reread ABSL_GUARDED_BY(mu) = false;
+
+  // Waits up to `d`, or until stopping or a reread is asked for. False when
+  // stopping; `*do_reread` says whether one was asked for (and takes it).
+  bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stop_flag || reread; }
+  bool SleepOrReread(absl::Duration d, bool* do_reread) {
+    absl::MutexLock lock(&mu);
+    mu.AwaitWithTimeout(absl::Condition(this, &Impl::Woken), d);
+    *do_reread = reread;
+    reread = false;
+    return !stop_flag;
+  }
 
   bool Sleep(absl::Duration d) {
     absl::MutexLock lock(&mu);
@@ -133,6 +146,7 @@ struct Reconciler::Impl {
   workload::ExtractOptions Extract() const {
     workload::ExtractOptions o;
     o.manage_jobs_without_queue_name = options.manage_jobs_without_queue_name;
+    o.training_runtime = options.training_runtime;
     return o;
   }
 
@@ -145,6 +159,10 @@ struct Reconciler::Impl {
   void Observe(const workload::KindInfo& kind, const json& object, std::set<broker::InstanceKey>* seen) {
     absl::StatusOr<workload::ObservedObject> o =
         workload::ObserveObject(object.dump(), kind, *view->snapshot()->shared_policies(), Extract());
+    if (o.ok() && !o->workload.has_value() && workload::IsRuntimeUnknown(o->extract_error)) {
+      WaitForRuntime(*o, seen);
+      return;
+    }
     if (!o.ok() || !o->workload.has_value()) return;  // not a workload gangkeeper can place
     const workload::Workload& w = *o->workload;
     if (w.queue_name.empty() || w.owned_by_managed_object) return;
@@ -189,6 +207,38 @@ struct Reconciler::Impl {
         (info->phase == broker::Phase::kPending && SchedulingDiffers(*info->workload, w))) {
       Check(events->SubmitAndWait(broker::Event::Update(w)), name);
     }
+  }
+
+  // A TrainJob whose runtime is not known (yet) is not registered: its pod
+  // sets are the runtime's. RereadTrainJobs reads it again when the runtime
+  // shows. One the broker tracks already (its runtime deleted since) is
+  // kept as it is: a list does not take it for gone.
+  void WaitForRuntime(const workload::ObservedObject& o, std::set<broker::InstanceKey>* seen) {
+    const broker::WorkloadKey key{o.namespace_name, o.name, workload::Kind::kTrainJob, false};
+    if (seen != nullptr) seen->insert(broker::InstanceOf(key, o.uid));
+    if (o.finished || o.deleting || view->snapshot()->FindInstance(key, o.uid) != nullptr) return;
+    log->info("TrainJob {}/{} waits for its runtime, not queued yet: {}", o.namespace_name, o.name,
+              o.extract_error.message());
+  }
+
+  // RereadTrainJobs: one list of TrainJobs (once their thread listed them),
+  // each observed again.
+  void Reread() {
+    Listing listing;
+    {
+      absl::MutexLock lock(&mu);
+      auto l = listings.find(workload::Kind::kTrainJob);
+      if (l == listings.end()) return;  // its first list reads them all
+      listing = l->second;
+    }
+    ListOptions lo;
+    lo.label_selector = listing.selector;
+    absl::StatusOr<ListResult> list = client->List(ResourcePath(listing.kind, ""), lo);
+    if (!list.ok()) {
+      log->warn("reading TrainJobs again for a changed runtime: {}", list.status().message());
+      return;
+    }
+    for (const json& item : list->items) Observe(listing.kind, item, nullptr);
   }
 
   // waitForPodsReady: a gang holding quota hears how many of its pods are
@@ -493,7 +543,16 @@ void Reconciler::Start() {
     impl_->threads.emplace_back([this, &kind] { impl_->Run(kind); });
   }
   impl_->threads.emplace_back([this] {
-    while (impl_->Sleep(impl_->options.confirm_check)) impl_->Confirm();
+    const base::Stopwatch since_confirm;
+    absl::Duration last_confirm = absl::ZeroDuration();
+    bool do_reread = false;
+    while (impl_->SleepOrReread(impl_->options.confirm_check, &do_reread)) {
+      if (do_reread) impl_->Reread();
+      if (since_confirm.Elapsed() - last_confirm >= impl_->options.confirm_check || !do_reread) {
+        last_confirm = since_confirm.Elapsed();
+        impl_->Confirm();
+      }
+    }
   });
 }
 
@@ -508,6 +567,11 @@ void Reconciler::Stop() {
     if (t.joinable()) t.join();
   }
   impl_->threads.clear();
+}
+
+void Reconciler::RereadTrainJobs() {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->reread = true;
 }
 
 bool Reconciler::synced() const {

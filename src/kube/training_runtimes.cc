@@ -1,10 +1,15 @@
-// gangkeeper: TrainingRuntimeCache (see training_runtimes.h).
+// gangkeeper: TrainingRuntimeCache (see training_runtimes.h), and the
+// actuator's TrainJob steps (trainjob_ops.h).
 #include "gangkeeper/kube/training_runtimes.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
+#include "src/kube/trainjob_ops.h"
 
 namespace gangkeeper::kube {
 namespace {
@@ -237,6 +242,35 @@ void TrainingRuntimeCache::Run(size_t index) {
     Replace(index, std::move(listed));
     if (!WatchFrom(index, list->resource_version)) return;
   }
+}
+
+// ---- The actuator's TrainJob steps (trainjob_ops.h) ----
+
+absl::StatusOr<std::vector<workload::PatchOp>> TrainJobReleaseOps(const nlohmann::json& trainjob,
+                                                                 const broker::ReleaseOrder& order) {
+  std::vector<workload::TrainJobPlacement> placements;
+  for (const broker::ReleaseOrder::PodSetPlacement& p : order.placements) {
+    placements.push_back(workload::TrainJobPlacement{p.name, p.node_selector, p.tolerations});
+  }
+  absl::StatusOr<std::vector<workload::PatchOp>> ops =
+      workload::TrainJobPlacementOps(trainjob.dump(), order.workload->pod_sets, placements);
+  if (!ops.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the TrainJob cannot take its placement in spec.runtimePatches: ", ops.status().message()));
+  }
+  return ops;
+}
+
+absl::StatusOr<std::vector<workload::PatchOp>> TrainJobSuspendOps(const nlohmann::json& trainjob,
+                                                                 absl::string_view path) {
+  const std::string text = trainjob.dump();
+  std::vector<workload::PatchOp> ops = workload::TrainJobRestoreOps(text);
+  if (!ops.empty() && workload::TrainJobActive(text)) {
+    return absl::UnavailableError(absl::StrCat(path,
+                                               ": suspended, but its Jobs are still active: its placement stays in "
+                                               "spec.runtimePatches until they are gone (tried again)"));
+  }
+  return ops;
 }
 
 }  // namespace gangkeeper::kube

@@ -26,6 +26,7 @@
 #include "gangkeeper/kube/actuator.h"
 #include "gangkeeper/kube/client.h"
 #include "gangkeeper/kube/reconciler.h"
+#include "gangkeeper/kube/training_runtimes.h"
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/model/manifest.h"
 #include "gangkeeper/model/overlay.h"
@@ -102,6 +103,11 @@ struct Node::Impl {
   // journal, on the elected replica with etcd.
   absl::Mutex reconciler_mu;
   std::unique_ptr<kube::Reconciler> reconciler ABSL_GUARDED_BY(reconciler_mu);
+  // TrainJobs: the Kubeflow Trainer runtimes their pod sets come from (a
+  // cluster only; a client of its own). After the reconciler, so that it
+  // stops first: its callback tells the reconciler.
+  std::unique_ptr<kube::Client> runtimes_client;
+  std::unique_ptr<kube::TrainingRuntimeCache> runtimes;
   std::atomic<bool> kube_synced{false};
   std::atomic<bool> store_failed{false};
   std::unique_ptr<replica::IntakeRegistry> intake;
@@ -138,6 +144,7 @@ struct Node::Impl {
   api::ReplicaRole Role();
   void DeclareReadiness();
   void StartReconciler();
+  absl::Status ConnectTrainingRuntimes(const kube::ClusterConfig& config);
   void StopReconciler();
 };
 
@@ -315,6 +322,7 @@ absl::Status Node::Impl::ConnectKube() {
     if (!feeds.ok()) return Setting(absl::StrCat("--kube ", o.kube, ": ", feeds.status().message()));
     cluster_feeds = *std::move(feeds);
     o.broker.observers.push_back(cluster_feeds->observer());
+    if (absl::Status r = ConnectTrainingRuntimes(**config); !r.ok()) return r;
   } else {
     log->info("kube: none: releases and suspensions are recorded and shown, not sent");
   }
@@ -620,9 +628,33 @@ void Node::Impl::StartReconciler() {
   ro.clock = clock;
   ro.manage_jobs_without_queue_name = o.webhook.manage_jobs_without_queue_name;
   ro.confirm_grace = o.confirm_grace;
+  ro.training_runtime = o.webhook.training_runtime;
   ro.confirm_check = std::clamp(o.confirm_grace / 2, absl::Milliseconds(100), absl::Seconds(5));
   reconciler = std::make_unique<kube::Reconciler>(kube_client.get(), front.get(), front.get(), ro);
   reconciler->Start();
+}
+
+// TrainJobs: the runtime cache, its lookup for the webhook and the
+// reconciler, and a runtime that shows or changes makes the reconciler read
+// the TrainJobs again (those waiting for it are then queued).
+absl::Status Node::Impl::ConnectTrainingRuntimes(const kube::ClusterConfig& config) {
+  absl::StatusOr<std::unique_ptr<kube::Client>> c = kube::Client::Create(config);
+  if (!c.ok()) return Setting(absl::StrCat("--kube ", o.kube, ": ", c.status().message()));
+  runtimes_client = *std::move(c);
+  runtimes = std::make_unique<kube::TrainingRuntimeCache>(runtimes_client.get(),
+                                                          [this](const kube::TrainingRuntimeId&) {
+                                                            absl::MutexLock lock(&reconciler_mu);
+                                                            if (reconciler != nullptr) reconciler->RereadTrainJobs();
+                                                          });
+  runtimes->Start();
+  // Bounded: the webhook answers a TrainJob whose runtime is not known yet
+  // with a warning, and the reconciler queues it once the runtime shows.
+  if (!runtimes->WaitSynced(absl::Seconds(10))) log->warn("kube: the training runtimes are not listed yet");
+  kube::TrainingRuntimeCache* cache = runtimes.get();
+  o.webhook.training_runtime = [cache](const workload::TrainingRuntimeRef& ref, absl::string_view ns) {
+    return cache->Find(ref, ns);
+  };
+  return absl::OkStatus();
 }
 
 void Node::Impl::StopReconciler() {
@@ -704,6 +736,7 @@ absl::Status Node::Shutdown(absl::Duration grace) {
   if (n.replica != nullptr) n.replica->Shutdown();
   if (n.audit_feed != nullptr) n.audit_feed->Stop();
   n.StopReconciler();
+  if (n.runtimes != nullptr) n.runtimes->Stop();
   if (n.cluster_feeds != nullptr) n.cluster_feeds->Stop();
   if (n.kueue_publishing != nullptr) n.kueue_publishing->Stop();
   if (n.kueue_source != nullptr) n.kueue_source->Stop();

@@ -105,6 +105,8 @@ void CheckPodSets(const KindResult& result, FieldErrors* errors) {
 
 }  // namespace
 
+bool IsRuntimeUnknown(const absl::Status& s) { return absl::IsUnavailable(s); }
+
 absl::StatusOr<Workload> ExtractWorkload(const rapidjson::Value& object, const KindInfo& info,
                                          const model::PolicySet& policies, const ExtractOptions& options) {
   if (!object.IsObject()) {
@@ -120,11 +122,22 @@ absl::StatusOr<Workload> ExtractWorkload(const rapidjson::Value& object, const K
   ReadTypeMeta(root, info, &w, &errors);
   ReadObjectMeta(root, &w, &errors);
 
-  // 2. Pod sets.
-  KindResult result = ExtractorFor(info.kind)(root, w, &errors);
+  // 2. Pod sets (a TrainJob's are its runtime's).
+  std::string unknown_runtime;
+  KindResult result = info.kind == Kind::kTrainJob
+                          ? ExtractTrainJobWithRuntime(root, options.training_runtime, w.namespace_name, &errors,
+                                                       &unknown_runtime)
+                          : ExtractorFor(info.kind)(root, w, &errors);
 
   // 3. Suspension.
   w.suspended = ReadHeld(root, info, &errors);
+  if (!unknown_runtime.empty()) {
+    if (!errors.empty()) return ErrorsToStatus(errors);
+    return absl::UnavailableError(absl::StrCat(
+        "spec.runtimeRef: ", unknown_runtime,
+        " is not known (yet): the TrainJob's pods are what its runtime describes, so it is queued once the "
+        "runtime exists; create it, or name an existing one"));
+  }
 
   // 4. Pod-set checks.
   CheckPodSets(result, &errors);

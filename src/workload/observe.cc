@@ -97,6 +97,13 @@ absl::StatusOr<ObservedObject> ObserveObject(absl::string_view json, const KindI
       if (running >= 0 && running < w->pod_sets[0].count) o.running_counts[w->pod_sets[0].name] = running;
     }
     o.ready_pods = ReadyPods(doc, kind, *w);
+    // A TrainJob's Jobs are counted in pods with its runtime.
+    if (kind.kind == Kind::kTrainJob && options.training_runtime) {
+      absl::StatusOr<TrainingRuntimeRef> ref = ReadTrainingRuntimeRef(json);
+      std::optional<std::string> runtime =
+          ref.ok() ? options.training_runtime(*ref, w->namespace_name) : std::nullopt;
+      if (runtime.has_value()) o.ready_pods = TrainJobReadyPods(json, *runtime, w->pod_sets);
+    }
     o.workload = *std::move(w);
   } else {
     o.extract_error = w.status();

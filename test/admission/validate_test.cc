@@ -435,5 +435,51 @@ TEST(ValidateAdmittedTest, WarnsThatQuotaIsInUse) {
                                      "workloads ahead"));
 }
 
+// A TrainJob's pods are its runtime's: with the runtime known it is judged
+// and queued as any kind; with it not known (yet) it is allowed with a
+// warning naming the runtime, never denied.
+TEST(ValidateTrainJobTest, AnUnknownRuntimeIsAWarningNamingItNotADenial) {
+  std::shared_ptr<model::PolicySet> policies = Policies();
+  std::unique_ptr<broker::WorkloadRegistry> registry = broker::NewInMemoryRegistry();
+  bool known = false;
+  WebhookOptions options;
+  options.training_runtime = [&known](const workload::TrainingRuntimeRef& ref,
+                                      absl::string_view) -> std::optional<std::string> {
+    if (!known || ref.name != "torch-distributed") return std::nullopt;
+    return R"({"spec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template":
+              {"spec": {"containers": [{"name": "node", "image": "pytorch"}]}}}}}]}}}})";
+  };
+  Webhook hook([&] { return std::shared_ptr<const model::PolicySet>(policies); }, *registry, options);
+  ReviewSpec s;
+  s.group = "trainer.kubeflow.org";
+  s.version = "v1alpha1";
+  s.kind = "TrainJob";
+  s.resource = "trainjobs";
+  s.object = {{"apiVersion", "trainer.kubeflow.org/v1alpha1"},
+              {"kind", "TrainJob"},
+              {"metadata",
+               {{"name", "train"}, {"namespace", "team-a"}, {"labels", {{"kueue.x-k8s.io/queue-name", "gpu-queue"}}}}},
+              {"spec",
+               {{"suspend", true},
+                {"runtimeRef", {{"name", "torch-distributed"}}},
+                {"trainer",
+                 {{"numNodes", 2},
+                  {"resourcesPerNode", {{"requests", Gpus(1)}, {"limits", Gpus(1)}}}}}}}};
+  WebhookResult unknown = hook.Validate(ReviewBody(s));
+  ASSERT_TRUE(unknown.error.ok()) << unknown.error;
+  Answer a = ParseAnswer(unknown.body);
+  EXPECT_TRUE(a.allowed());
+  EXPECT_THAT(a.warnings(), Contains(AllOf(HasSubstr("team-a/train"),
+                                           HasSubstr("ClusterTrainingRuntime \"torch-distributed\" is not known"))));
+
+  known = true;
+  s.uid = "3f0f9a55-1b4e-4b8f-9e4c-6a1d1c2b7e12";
+  WebhookResult judged = hook.Validate(ReviewBody(s));
+  ASSERT_TRUE(judged.error.ok()) << judged.error;
+  Answer b = ParseAnswer(judged.body);
+  EXPECT_TRUE(b.allowed());
+  EXPECT_THAT(b.warnings(), Contains(HasSubstr("(2 pods) is suspended and queued in LocalQueue gpu-queue")));
+}
+
 }  // namespace
 }  // namespace gangkeeper::admission

@@ -254,7 +254,32 @@ std::vector<Workload> OneOfEachKind() {
                            {"kind", "Job"},
                            {"metadata", {{"name", "wrapped"}}},
                            {"spec", {{"parallelism", 2}, {"template", Template("100m")}}}}}}})}}}}},
+      // A TrainJob of 2 nodes with the ClusterTrainingRuntime every Cluster
+      // seeds (its placement in spec.runtimePatches).
+      {"trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs",
+       {{"apiVersion", "trainer.kubeflow.org/v1alpha1"},
+        {"kind", "TrainJob"},
+        {"metadata", Meta("trainjob")},
+        {"spec",
+         {{"runtimeRef", {{"name", "torch-distributed"}}},
+          {"trainer", {{"numNodes", 2}, {"resourcesPerNode", {{"requests", {{"cpu", "100m"}}}}}}}}}}},
   };
+}
+
+// The ClusterTrainingRuntime the TrainJob above names: one replicated job,
+// the trainer step.
+json TorchRuntime() {
+  return {{"apiVersion", "trainer.kubeflow.org/v1alpha1"},
+          {"kind", "ClusterTrainingRuntime"},
+          {"metadata", {{"name", "torch-distributed"}}},
+          {"spec",
+           {{"template",
+             {{"spec",
+               {{"replicatedJobs",
+                 json::array({{{"name", "node"},
+                               {"template",
+                                {{"metadata", {{"labels", {{"trainer.kubeflow.org/trainjob-ancestor-step", "trainer"}}}}},
+                                 {"spec", {{"template", Template("100m")}}}}}}})}}}}}}}};
 }
 
 Workload GroupPod(const std::string& group, int index, int total, const std::string& cpu, int gpus,
@@ -298,6 +323,8 @@ class Cluster {
     auto fake = testing::FakeKubeApi::Start(fo);
     ASSERT_THAT(fake, IsOk());
     fake_ = *std::move(fake);
+    ASSERT_THAT(fake_->Create("/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes", TorchRuntime()).status(),
+                IsOk());
     if (kueue) {
       ASSERT_NO_FATAL_FAILURE(ServeKueue());
     }

@@ -6,7 +6,10 @@
 // Succeeded condition; an AppWrapper's Succeeded phase; a LeaderWorkerSet's,
 // StatefulSet's or Deployment's deletion, as they run until deleted) frees
 // its quota for the next gang. An AppWrapper's placement is checked where
-// its controller takes it from: spec.components[i].podSetInfos[j].
+// its controller takes it from: spec.components[i].podSetInfos[j]. A
+// TrainJob's pods are its ClusterTrainingRuntime's (seeded first); its
+// placement is checked in gangkeeper's spec.runtimePatches entry, which
+// preemption takes out again.
 #include <string>
 #include <vector>
 
@@ -32,6 +35,10 @@ struct KindCase {
   // The status that ends it; null: it runs until deleted (replicas_hold)
   // or a Succeeded condition.
   json finished_status;
+  // Seeded before the object (a TrainJob's ClusterTrainingRuntime): the
+  // collection and the object; null: none.
+  std::string runtime_collection;
+  json runtime;
   std::string collection() const {
     return absl::StrCat("/apis/", group, "/", version, "/namespaces/team-a/", resource);
   }
@@ -97,6 +104,42 @@ std::vector<KindCase> Cases() {
   aw.placement_beside = true;
   aw.finished_status = {{"phase", "Succeeded"}};
   out.push_back(aw);
+  // A TrainJob of 3 nodes of 2 GPUs, run with a ClusterTrainingRuntime as
+  // the Trainer's torch-distributed one: one replicated job, the trainer
+  // step. Its placement goes to gangkeeper's spec.runtimePatches entry.
+  KindCase tj{"TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs",
+              {{"apiVersion", "trainer.kubeflow.org/v1alpha1"},
+               {"kind", "TrainJob"},
+               {"metadata", Meta("torch")},
+               {"spec",
+                {{"runtimeRef", {{"name", "torch-distributed"}}},
+                 {"trainer",
+                  {{"numNodes", 3},
+                   {"resourcesPerNode",
+                    {{"requests", {{"nvidia.com/gpu", "2"}}}, {"limits", {{"nvidia.com/gpu", "2"}}}}}}}}}},
+              {"/spec/runtimePatches/0/trainingRuntimeSpec/template/spec/replicatedJobs/0/template/spec/template"}};
+  tj.finished_status = {{"conditions", json::array({{{"type", "Complete"}, {"status", "True"}}})}};
+  tj.runtime_collection = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes";
+  tj.runtime = {
+      {"apiVersion", "trainer.kubeflow.org/v1alpha1"},
+      {"kind", "ClusterTrainingRuntime"},
+      {"metadata", {{"name", "torch-distributed"}}},
+      {"spec",
+       {{"mlPolicy", {{"numNodes", 1}, {"torch", {{"numProcPerNode", "auto"}}}}},
+        {"template",
+         {{"spec",
+           {{"replicatedJobs",
+             json::array({{{"name", "node"},
+                           {"template",
+                            {{"metadata", {{"labels", {{"trainer.kubeflow.org/trainjob-ancestor-step", "trainer"}}}}},
+                             {"spec",
+                              {{"template",
+                                {{"spec",
+                                  {{"containers",
+                                    json::array({{{"name", "node"},
+                                                  {"image", "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"},
+                                                  {"command", json::array({"torchrun"})}}})}}}}}}}}}}})}}}}}}}};
+  out.push_back(tj);
   return out;
 }
 
@@ -151,6 +194,9 @@ class KindsIntegrationTest : public KubeIntegrationTest, public ::testing::WithP
 
 TEST_P(KindsIntegrationTest, HeldReleasedPlacedPreemptedRestoredAndItsEndFreesQuota) {
   const KindCase& c = GetParam();
+  if (!c.runtime.is_null()) {
+    ASSERT_THAT(fake_->Create(c.runtime_collection, c.runtime), IsOk());
+  }
   json stored = Submit(c.object, c.group, c.version, c.kind, c.resource, c.collection());
   ASSERT_TRUE(Held(stored)) << "/mutate did not hold it back: " << stored.dump();
   if (c.replicas_hold) {
@@ -205,6 +251,34 @@ TEST_P(KindsIntegrationTest, HeldReleasedPlacedPreemptedRestoredAndItsEndFreesQu
 
 INSTANTIATE_TEST_SUITE_P(NewKinds, KindsIntegrationTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<KindCase>& param) { return param.param.kind; });
+
+// A TrainJob created before its runtime: /validate allows it with a
+// warning (Submit checks the allow), it stays held, and once the runtime
+// shows (the cache tells the reconciler, which reads the TrainJobs again)
+// it is queued and released with its placement.
+class TrainJobRuntimeIntegrationTest : public KubeIntegrationTest {};
+
+TEST_F(TrainJobRuntimeIntegrationTest, ATrainJobWaitsForItsRuntimeThenRuns) {
+  const KindCase c = Cases().back();
+  ASSERT_EQ(c.kind, "TrainJob");
+  json stored = Submit(c.object, c.group, c.version, c.kind, c.resource, c.collection());
+  ASSERT_TRUE(stored.is_object() && stored["spec"].value("suspend", false)) << stored.dump();
+  absl::SleepFor(absl::Milliseconds(500));
+  auto held = fake_->Get(c.path());
+  ASSERT_THAT(held, IsOk());
+  EXPECT_TRUE((*held)["spec"].value("suspend", false)) << "released without its runtime";
+  EXPECT_THAT(server_->Stderr(), HasSubstr("waits for its runtime"));
+
+  ASSERT_THAT(fake_->Create(c.runtime_collection, c.runtime), IsOk());
+  ASSERT_TRUE(WaitFor([&] {
+    auto o = fake_->Get(c.path());
+    return o.ok() && !(*o)["spec"].value("suspend", true);
+  })) << server_->Stderr();
+  auto released = fake_->Get(c.path());
+  ASSERT_THAT(released, IsOk());
+  const json& spec = released->at(json::json_pointer(c.templates[0])).at("spec");
+  EXPECT_EQ(spec["nodeSelector"].value("accelerator", ""), "nvidia") << released->dump();
+}
 
 }  // namespace
 }  // namespace gangkeeper::kube_it

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test/kube/fake_cluster.h"
+#include "src/kube/trainjob_ops.h"
 #include "test/testing/fake_kube_api.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/wait.h"
@@ -144,6 +145,49 @@ TEST_F(TrainingRuntimeCacheTest, ACollectionNotServedIsEmptyUntilItIs) {
   fake_->set_served("trainer.kubeflow.org/v1alpha1/clustertrainingruntimes", true);
   ASSERT_THAT(fake_->Create(kCluster, Runtime("ClusterTrainingRuntime", "torch", 2)), IsOk());
   EXPECT_TRUE(WaitFor([&] { return GpusPerPod(kClusterTorch) == 2; }));
+}
+
+// The actuator's TrainJob steps: release is gangkeeper's runtimePatches
+// entry; suspension takes it out, but not while Jobs are active.
+TEST(TrainJobOpsTest, ReleaseAddsTheEntryAndSuspensionWaitsForTheJobsToEnd) {
+  auto w = std::make_shared<workload::Workload>();
+  w->kind = workload::Kind::kTrainJob;
+  workload::PodSet node;
+  node.name = "node";
+  node.count = 2;
+  w->pod_sets.push_back(node);
+  broker::ReleaseOrder order;
+  order.workload = w;
+  broker::ReleaseOrder::PodSetPlacement p;
+  p.name = "node";
+  p.node_selector = {{"accelerator", "nvidia"}};
+  order.placements.push_back(p);
+  json tj = {{"metadata", {{"name", "tj"}}}, {"spec", {{"suspend", true}, {"runtimeRef", {{"name", "torch"}}}}}};
+
+  absl::StatusOr<std::vector<workload::PatchOp>> release = TrainJobReleaseOps(tj, order);
+  ASSERT_THAT(release, IsOk());
+  json ops = json::array();
+  for (const workload::PatchOp& op : *release) {
+    json o = {{"op", op.op}, {"path", op.path}};
+    if (!op.value_json.empty()) o["value"] = json::parse(op.value_json);
+    ops.push_back(o);
+  }
+  json placed = tj.patch(ops);
+  ASSERT_EQ(placed["spec"]["runtimePatches"].size(), 1u) << placed.dump();
+  EXPECT_EQ(placed["spec"]["runtimePatches"][0]["manager"], "gangkeeper.io/manager");
+
+  placed["status"]["jobsStatus"] = json::array({{{"name", "node"}, {"active", 1}}});
+  absl::StatusOr<std::vector<workload::PatchOp>> busy = TrainJobSuspendOps(placed, "/apis/x/trainjobs/tj");
+  EXPECT_TRUE(absl::IsUnavailable(busy.status())) << busy.status();
+  EXPECT_THAT(busy.status().message(), ::testing::HasSubstr("/apis/x/trainjobs/tj"));
+
+  placed["status"]["jobsStatus"][0]["active"] = 0;
+  absl::StatusOr<std::vector<workload::PatchOp>> done = TrainJobSuspendOps(placed, "/apis/x/trainjobs/tj");
+  ASSERT_THAT(done, IsOk());
+  EXPECT_FALSE(done->empty());
+  absl::StatusOr<std::vector<workload::PatchOp>> nothing = TrainJobSuspendOps(tj, "/apis/x/trainjobs/tj");
+  ASSERT_THAT(nothing, IsOk());
+  EXPECT_TRUE(nothing->empty()) << "no entry: nothing to take out, nothing to wait for";
 }
 
 }  // namespace

@@ -88,6 +88,8 @@ std::vector<ResourceInfo> DefaultResources() {
       {"apps", "v1", "deployments", "Deployment"},
       // Issue #25's wrapper kind.
       {"workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"},
+      // Kubeflow Trainer v2 (its runtimes: TrainerRuntimeResources).
+      {"trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"},
       // Events (gangkeeper writes them): events.k8s.io/v1 and the core/v1
       // fallback, one store each (the real server converts between them).
       {"events.k8s.io", "v1", "events", "Event"},

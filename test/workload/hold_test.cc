@@ -43,6 +43,7 @@ const std::vector<HoldRow>& ExpectedHolds() {
       {Kind::kStatefulSet, "/spec/replicas", HoldMethod::kReplicas},
       {Kind::kDeployment, "/spec/replicas", HoldMethod::kReplicas},
       {Kind::kAppWrapper, "/spec/suspend", HoldMethod::kSuspendFlag},
+      {Kind::kTrainJob, "/spec/suspend", HoldMethod::kSuspendFlag},
   };
   return *rows;
 }
@@ -210,6 +211,7 @@ TEST(HoldTest, PodSetsPointAtTheirTemplatesPerKind) {
     Kind kind;
     std::string object;
     std::vector<std::string> pointers;
+    std::string runtime;  // a TrainJob's: its pod sets point into it
   };
   const std::vector<Case> cases = {
       {Kind::kJob, absl::StrCat(R"({"spec": {"template": )", t, "}}"), {"/spec/template"}},
@@ -253,11 +255,23 @@ TEST(HoldTest, PodSetsPointAtTheirTemplatesPerKind) {
                     R"( "template": {"apiVersion": "example.com/v1", "kind": "Thing", "spec": {"template": )",
                     t, R"(, "sidecar": )", t, "}}}]}}"),
        {"/spec/components/1/podSetInfos/0", "/spec/components/1/podSetInfos/1"}},
+      // A TrainJob's pod sets point into its runtime (its placement goes
+      // into its own spec.runtimePatches instead).
+      {Kind::kTrainJob, R"({"spec": {"runtimeRef": {"name": "rt"}}})",
+       {"/spec/template/spec/replicatedJobs/0/template/spec/template",
+        "/spec/template/spec/replicatedJobs/1/template/spec/template"},
+       absl::StrCat(R"({"spec": {"template": {"spec": {"replicatedJobs": [)"
+                    R"({"name": "dataset-initializer", "template": {"spec": {"template": )", t, R"(}}},)"
+                    R"({"name": "node", "template": {"spec": {"template": )", t, "}}}]}}}}")},
   };
   ASSERT_EQ(cases.size(), ManagedKinds().size());
   for (const Case& c : cases) {
     SCOPED_TRACE(InfoFor(c.kind).name);
-    absl::StatusOr<Workload> w = Extract(c.object, c.kind);
+    ExtractOptions options;
+    options.training_runtime = [&c](const TrainingRuntimeRef&, absl::string_view) -> std::optional<std::string> {
+      return c.runtime;
+    };
+    absl::StatusOr<Workload> w = Extract(c.object, c.kind, {}, options);
     ASSERT_TRUE(w.ok()) << w.status();
     std::vector<std::string> pointers;
     for (const PodSet& ps : w->pod_sets) pointers.push_back(ps.template_pointer);

@@ -33,7 +33,7 @@ std::string Template(const std::string& cpu, int gpus = 0, const std::string& ex
 
 TEST(KindsTest, ManagedKindsListsEveryKindInEnumOrder) {
   const std::vector<KindInfo>& kinds = ManagedKinds();
-  ASSERT_EQ(kinds.size(), 15u);
+  ASSERT_EQ(kinds.size(), 16u);
   for (size_t i = 0; i < kinds.size(); ++i) {
     EXPECT_EQ(static_cast<size_t>(kinds[i].kind), i);
     EXPECT_EQ(&InfoFor(kinds[i].kind), FindKind(kinds[i].group, kinds[i].name));
@@ -46,6 +46,10 @@ TEST(KindsTest, ManagedKindsListsEveryKindInEnumOrder) {
   EXPECT_EQ(InfoFor(Kind::kPod).suspend, SuspendMechanism::kSchedulingGate);
   EXPECT_EQ(InfoFor(Kind::kTFJob).suspend, SuspendMechanism::kRunPolicySuspend);
   EXPECT_EQ(InfoFor(Kind::kRayJob).suspend, SuspendMechanism::kSpecSuspend);
+  EXPECT_EQ(InfoFor(Kind::kTrainJob).group, "trainer.kubeflow.org");
+  EXPECT_EQ(InfoFor(Kind::kTrainJob).resource, "trainjobs");
+  EXPECT_EQ(InfoFor(Kind::kTrainJob).suspend, SuspendMechanism::kSpecSuspend);
+  EXPECT_EQ(kLastKind, Kind::kTrainJob);
 }
 
 TEST(KindsTest, FindKindMatchesGroupAndKindExactly) {
@@ -858,6 +862,59 @@ TEST(AppWrapperTest, ComponentsAreNotWorkloadsOfTheirOwn) {
       Kind::kJob);
   ASSERT_THAT(not_controller, IsOk());
   EXPECT_FALSE(not_controller->owned_by_managed_object);
+}
+
+// ---------------------------------------------------------------- TrainJob
+
+// A TrainJob's pod sets are its runtime's, found through
+// ExtractOptions::training_runtime (a namespaced TrainingRuntime in the
+// TrainJob's namespace).
+TEST(TrainJobKindTest, PodSetsComeFromTheRuntimeTheLookupFinds) {
+  const std::string runtime = absl::StrCat(
+      R"({"spec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"metadata": )"
+      R"({"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}}, "spec": {"template": )",
+      Template("1"), "}}}]}}}}");
+  std::vector<std::pair<TrainingRuntimeRef, std::string>> asked;
+  ExtractOptions options;
+  options.training_runtime = [&](const TrainingRuntimeRef& ref, absl::string_view ns) -> std::optional<std::string> {
+    asked.emplace_back(ref, std::string(ns));
+    return runtime;
+  };
+  absl::StatusOr<Workload> w = Extract(
+      R"({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+          "metadata": {"name": "tj", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+          "spec": {"suspend": true, "runtimeRef": {"name": "torch", "kind": "TrainingRuntime"},
+                   "trainer": {"numNodes": 4, "resourcesPerNode": {"requests": {"nvidia.com/gpu": "2"},
+                                                                   "limits": {"nvidia.com/gpu": "2"}}}}})",
+      Kind::kTrainJob, {}, options);
+  ASSERT_THAT(w, IsOk());
+  ASSERT_EQ(w->pod_sets.size(), 1u);
+  EXPECT_EQ(w->pod_sets[0].name, "node");
+  EXPECT_EQ(w->pod_sets[0].count, 4);
+  EXPECT_EQ(w->pod_sets[0].requests.at("nvidia.com/gpu"), Q("2"));
+  EXPECT_TRUE(w->suspended);
+  EXPECT_EQ(w->queue_name, "q");
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].first.kind, "TrainingRuntime");
+  EXPECT_EQ(asked[0].first.name, "torch");
+  EXPECT_EQ(asked[0].second, "team-a");
+}
+
+// A runtime not known (yet) is not a malformed object: Unavailable, naming
+// the runtime; without any lookup the same. A bad runtimeRef is an error.
+TEST(TrainJobKindTest, AnUnknownRuntimeIsNamedAndNotAnError) {
+  const std::string tj = R"({"metadata": {"name": "tj", "namespace": "team-a"},
+                             "spec": {"runtimeRef": {"name": "torch-distributed"}}})";
+  ExtractOptions none;
+  none.training_runtime = [](const TrainingRuntimeRef&, absl::string_view) { return std::optional<std::string>(); };
+  for (const ExtractOptions& options : {ExtractOptions{}, none}) {
+    absl::StatusOr<Workload> w = Extract(tj, Kind::kTrainJob, {}, options);
+    EXPECT_TRUE(IsRuntimeUnknown(w.status())) << w.status();
+    EXPECT_THAT(w.status().message(), HasSubstr("ClusterTrainingRuntime \"torch-distributed\""));
+  }
+  absl::StatusOr<Workload> bad = Extract(R"({"metadata": {"name": "tj"}, "spec": {}})", Kind::kTrainJob);
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument, "spec.runtimeRef"));
+  EXPECT_FALSE(IsRuntimeUnknown(bad.status()));
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "gangkeeper/broker/registry.h"
 #include "gangkeeper/model/objects.h"
+#include "gangkeeper/workload/trainjob.h"
 
 namespace gangkeeper::admission {
 
@@ -52,6 +53,11 @@ struct WebhookOptions {
   // registers what the API server stores), so a flood of forged reviews
   // cannot grow memory or the journal without bound.
   size_t max_unconfirmed = 10'000;
+  // The Kubeflow Trainer runtimes TrainJobs name (a TrainJob's pod sets are
+  // its runtime's). A TrainJob whose runtime is not known is allowed with a
+  // warning naming it and left to the reconciler, which registers it once
+  // the runtime shows.
+  workload::TrainingRuntimeLookup training_runtime;
 };
 
 // A review the webhook denied, for the audit log.

@@ -38,6 +38,7 @@
 #include "gangkeeper/broker/event.h"
 #include "gangkeeper/broker/snapshot.h"
 #include "gangkeeper/kube/client.h"
+#include "gangkeeper/workload/trainjob.h"
 
 namespace gangkeeper::kube {
 
@@ -61,6 +62,10 @@ struct ReconcilerOptions {
   // Required: when a list was taken and how long reviews wait. Must
   // outlive the reconciler.
   const base::Clock* clock = nullptr;
+  // The Kubeflow Trainer runtimes (TrainingRuntimeCache::Find): a TrainJob
+  // is registered only once its runtime is known; RereadTrainJobs reads
+  // the TrainJobs again when one shows or changes.
+  workload::TrainingRuntimeLookup training_runtime;
 };
 
 class Reconciler {
@@ -77,6 +82,11 @@ class Reconciler {
   // Ends the watches (through the client) and joins the threads.
   void Stop();
   bool synced() const;
+  // A Kubeflow Trainer runtime was added or changed (the runtime cache's
+  // callback; any thread, returns at once): the reconciler lists the
+  // TrainJobs again, so that those waiting for it are registered and
+  // pending ones take the new pod sets.
+  void RereadTrainJobs();
 
   struct Impl;
 

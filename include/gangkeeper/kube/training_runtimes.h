@@ -18,7 +18,8 @@
 // collections were listed. RBAC: get/list/watch on trainingruntimes and
 // clustertrainingruntimes (deploy/).
 //
-// Not wired into the node yet: see docs/internals.md ("TrainJob").
+// The node creates one (its own client) and hands Find to the webhook and
+// the reconciler; see docs/internals.md ("TrainJob").
 // Thread-safe.
 #pragma once
 

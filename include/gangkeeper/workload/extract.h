@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "gangkeeper/model/objects.h"
 #include "gangkeeper/workload/hold.h"
+#include "gangkeeper/workload/trainjob.h"
 #include "gangkeeper/workload/workload.h"
 #include "rapidjson/document.h"
 
@@ -18,7 +19,13 @@ struct ExtractOptions {
   // Use the namespace's LocalQueue named "default" when the object has no
   // queue-name label (--manage-jobs-without-queue-name).
   bool manage_jobs_without_queue_name = false;
+  // The runtimes of TrainJobs (a TrainJob's pod sets are its runtime's).
+  TrainingRuntimeLookup training_runtime;
 };
+
+// Whether `s` (from ExtractWorkload) says only that a TrainJob's runtime is
+// not known (yet): the object may be fine; its message names the runtime.
+bool IsRuntimeUnknown(const absl::Status& s);
 
 // Builds the Workload for `object` of kind `info`. Priority: the
 // kueue.x-k8s.io/priority-class label names a WorkloadPriorityClass; else the
@@ -26,7 +33,9 @@ struct ExtractOptions {
 // priorityClass first) names a PriorityClass; else the globalDefault
 // PriorityClass; else 0. InvalidArgument, with the field path, when the
 // object is malformed (wrong types, bad quantities, negative counts) or
-// names a priority class that does not exist.
+// names a priority class that does not exist. A TrainJob whose runtime
+// options.training_runtime does not know: Unavailable (IsRuntimeUnknown),
+// naming the runtime.
 [[nodiscard]] absl::StatusOr<Workload> ExtractWorkload(const rapidjson::Value& object, const KindInfo& info,
                                                        const model::PolicySet& policies,
                                                        const ExtractOptions& options = {});

@@ -2,9 +2,10 @@
 // (trainer.kubeflow.org/v1alpha1), from the TrainJob and its runtime, and
 // its placement through its own spec.runtimePatches.
 //
-// Issue #25 item 5, first half: TrainJob is not a managed kind yet (not in
-// the kinds table, the webhook rules or the ClusterRole; docs/internals.md
-// says what is left). A TrainJob has no pod templates of its own: its pods
+// Issue #25 item 5: TrainJob is a managed kind (Kind::kTrainJob) whose pod
+// sets need its runtime: ExtractWorkload asks ExtractOptions::
+// training_runtime (a TrainingRuntimeLookup, in a cluster the kube
+// module's TrainingRuntimeCache) for it. A TrainJob has no pod templates of its own: its pods
 // are the JobSet that the runtime it names (spec.runtimeRef: a
 // ClusterTrainingRuntime, or a TrainingRuntime in its namespace) describes
 // in spec.template, with the TrainJob's spec.trainer laid over the trainer
@@ -16,7 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +47,12 @@ struct TrainingRuntimeRef {
 // InvalidArgument, naming the field, when spec.runtimeRef or its name is
 // missing or its apiGroup/kind is not one of the Trainer's runtimes.
 [[nodiscard]] absl::StatusOr<TrainingRuntimeRef> ReadTrainingRuntimeRef(absl::string_view trainjob_json);
+
+// The runtime `ref` names for a TrainJob in namespace `namespace_name`, as
+// JSON text with its spec ({"spec": ...}), or nullopt when it is not known
+// (yet). Empty (no function): no runtime is known.
+using TrainingRuntimeLookup =
+    std::function<std::optional<std::string>(const TrainingRuntimeRef& ref, absl::string_view namespace_name)>;
 
 // The pod sets of `trainjob_json` run with `runtime_json` (the
 // ClusterTrainingRuntime or TrainingRuntime it names), one per replicated

@@ -4,7 +4,8 @@
 // requests of one pod, plus the queue and priority it was submitted with.
 // ExtractWorkload (extract.h) builds it from a Job, PyTorchJob, TFJob,
 // MPIJob, XGBoostJob, PaddleJob, JAXJob, JobSet, RayJob, RayCluster, Pod,
-// LeaderWorkerSet, StatefulSet, Deployment or AppWrapper. Value
+// LeaderWorkerSet, StatefulSet, Deployment, AppWrapper or TrainJob (with
+// its runtime, ExtractOptions::training_runtime). Value
 // types; thread-compatible.
 #pragma once
 
@@ -58,16 +59,19 @@ enum class Kind {
   kStatefulSet,
   kDeployment,
   kAppWrapper,
+  // Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1): its pod sets are
+  // its runtime's (workload/trainjob.h).
+  kTrainJob,
 };
 // The last Kind (the bound the state decoders check).
-inline constexpr Kind kLastKind = Kind::kAppWrapper;
+inline constexpr Kind kLastKind = Kind::kTrainJob;
 
 // Where a kind keeps its suspend switch. (GCC's -Wshadow flags the scoped
 // enumerator kSchedulingGate against the constant above; both names are used.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow"
 enum class SuspendMechanism {
-  kSpecSuspend,       // spec.suspend (Job, JobSet, RayJob, RayCluster, AppWrapper)
+  kSpecSuspend,       // spec.suspend (Job, JobSet, RayJob, RayCluster, AppWrapper, TrainJob)
   kRunPolicySuspend,  // spec.runPolicy.suspend (Kubeflow jobs)
   kSchedulingGate,    // spec.schedulingGates (Pods)
   kScaleToZero,       // spec.replicas 0 (StatefulSet, Deployment, LeaderWorkerSet: no suspend field)

@@ -96,6 +96,15 @@ constexpr KindEntry kKinds[] = {
      &ExtractAppWrapper,
      {"", "", /*beside=*/true},
      &ReadyAppWrapper},
+    // Its pod templates are its runtime's: ExtractWorkload builds its pod
+    // sets with ExtractOptions::training_runtime (TrainJobPodSets), and
+    // ObserveObject counts its ready pods with it (TrainJobReadyPods); its
+    // placement goes into its spec.runtimePatches (the actuator).
+    {{Kind::kTrainJob, "trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", SuspendMechanism::kSpecSuspend,
+      kSpecSuspendFlag},
+     &ExtractTrainJob,
+     {"", ""},
+     &ReadyTrainJob},
 };
 static_assert(std::size(kKinds) == static_cast<size_t>(kLastKind) + 1, "kLastKind must be the table's last kind");
 

@@ -20,6 +20,7 @@
 
 #include "absl/strings/string_view.h"
 #include "gangkeeper/base/field_path.h"
+#include "gangkeeper/workload/trainjob.h"
 #include "gangkeeper/workload/workload.h"
 #include "src/workload/json_access.h"
 
@@ -140,6 +141,15 @@ KindResult ExtractLeaderWorkerSet(const JsonNode& object, const Workload& meta, 
 KindResult ExtractStatefulSet(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
 KindResult ExtractDeployment(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
 KindResult ExtractAppWrapper(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+// (trainjob.cc) A TrainJob's pod sets need its runtime: ExtractWorkload
+// reads them with ExtractTrainJobWithRuntime; this table entry only says so.
+KindResult ExtractTrainJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors);
+// The pod sets of the TrainJob `object` with the runtime `lookup` gives
+// (TrainJobPodSets). When the lookup does not know the runtime, no pod
+// sets and `*unknown_runtime` names it ("ClusterTrainingRuntime \"x\"").
+KindResult ExtractTrainJobWithRuntime(const JsonNode& object, const TrainingRuntimeLookup& lookup,
+                                      absl::string_view namespace_name, base::FieldErrors* errors,
+                                      std::string* unknown_runtime);
 
 // True when a controller ownerReference of `object` names a managed kind
 // (or, when `meta` has the pod-template-hash label, a Deployment's
@@ -167,5 +177,8 @@ int64_t ReadyLeaderWorkerSet(const JsonNode& object, const Workload& w);
 // True (its controller sets it when every pod of its components is Ready
 // or Succeeded), else none.
 int64_t ReadyAppWrapper(const JsonNode& object, const Workload& w);
+// (trainjob.cc) Without its runtime a TrainJob's Jobs cannot be turned into
+// pods: 0. ObserveObject counts them with the runtime (TrainJobReadyPods).
+int64_t ReadyTrainJob(const JsonNode& object, const Workload& w);
 
 }  // namespace gangkeeper::workload

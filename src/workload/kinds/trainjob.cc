@@ -431,4 +431,45 @@ int64_t TrainJobReadyPods(absl::string_view trainjob_json, absl::string_view run
   return std::clamp<int64_t>(ready, 0, total);
 }
 
+KindResult ExtractTrainJob(const JsonNode& object, const Workload& meta, base::FieldErrors* errors) {
+  (void)object;
+  (void)meta;
+  errors->Add(base::FieldPath("spec").Child("runtimeRef"), base::FieldErrorType::kRequired,
+              "a TrainJob's pods are its runtime's: read it with its runtime (ExtractOptions::training_runtime)");
+  return {};
+}
+
+KindResult ExtractTrainJobWithRuntime(const JsonNode& object, const TrainingRuntimeLookup& lookup,
+                                      absl::string_view namespace_name, base::FieldErrors* errors,
+                                      std::string* unknown_runtime) {
+  KindResult result;
+  const std::string json = Compact(object.value());
+  absl::StatusOr<TrainingRuntimeRef> ref = ReadTrainingRuntimeRef(json);
+  if (!ref.ok()) {
+    errors->Add(base::FieldPath(), base::FieldErrorType::kInvalid, ref.status().message());
+    return result;
+  }
+  std::optional<std::string> runtime = lookup ? lookup(*ref, namespace_name) : std::nullopt;
+  if (!runtime.has_value()) {
+    *unknown_runtime = ref->kind == "TrainingRuntime"
+                           ? absl::StrCat("TrainingRuntime \"", namespace_name, "/", ref->name, "\"")
+                           : absl::StrCat(ref->kind, " \"", ref->name, "\"");
+    return result;
+  }
+  absl::StatusOr<std::vector<PodSet>> pod_sets = TrainJobPodSets(json, *runtime);
+  if (!pod_sets.ok()) {
+    errors->Add(base::FieldPath(), base::FieldErrorType::kInvalid, pod_sets.status().message());
+    return result;
+  }
+  const base::FieldPath where = base::FieldPath("spec").Child("runtimeRef");
+  for (PodSet& ps : *pod_sets) result.Add(std::move(ps), where, where);
+  return result;
+}
+
+int64_t ReadyTrainJob(const JsonNode& object, const Workload& w) {
+  (void)object;
+  (void)w;
+  return 0;
+}
+
 }  // namespace gangkeeper::workload
