@@ -101,6 +101,11 @@ struct Ledger {
   // values of changes that got no answer since (either may have happened).
   int quota = 8;
   std::set<int> quota_unsure;
+  // Quota changes in flight, by number: their values, and the values of the
+  // changes that were in flight at the same time (the server may have
+  // applied those after this one, though their answers came first).
+  int next_change = 0;
+  std::map<int, std::pair<int, std::set<int>>> changes_in_flight;
 };
 
 class CrashTest : public ::testing::Test {
@@ -187,12 +192,25 @@ class CrashTest : public ::testing::Test {
             cq.replace(cq.find("NOMINAL"), 7, std::to_string(nominal));
             auto api = testing::TlsConnection::Connect(server_->api_port(), options_);
             if (!api.ok()) return;
+            int change = 0;
+            {
+              std::lock_guard<std::mutex> lock(ledger->mu);
+              change = ledger->next_change++;
+              std::set<int> overlapping;
+              for (auto& [n, other] : ledger->changes_in_flight) {
+                other.second.insert(nominal);
+                overlapping.insert(other.first);
+              }
+              ledger->changes_in_flight[change] = {nominal, std::move(overlapping)};
+            }
             auto r = (*api)->Request("PUT", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a", cq,
                                      "Authorization: Bearer admin-secret\r\n");
             std::lock_guard<std::mutex> lock(ledger->mu);
+            std::set<int> overlapping = std::move(ledger->changes_in_flight[change].second);
+            ledger->changes_in_flight.erase(change);
             if (r.ok() && r->status == 200) {
               ledger->quota = nominal;
-              ledger->quota_unsure.clear();
+              ledger->quota_unsure = std::move(overlapping);
               ++ledger->quota_changes;
             } else {
               ledger->quota_unsure.insert(nominal);
