@@ -87,9 +87,6 @@ struct Entry {
   bool preempted_once = false;
   // After a failed release: out of every queue until `backoff_it->first`.
   bool in_backoff = false;
-  // Being evicted for a PodsReady timeout (waitForPodsReady): once it has
-  // stopped it backs off, or is deactivated (pods_ready.cc).
-  bool ready_timeout = false;
   // The queue-order key, kept beside the entry (not behind info_ptr) for
   // cache-friendly comparisons; set by SetOrderKey whenever they change.
   absl::Time order_time;

@@ -51,6 +51,26 @@ std::string Ordinal(int64_t n) {
   return absl::StrCat(n, suffix);
 }
 
+// Why a deactivated workload is pending (live, and after a restart).
+PendingReason DeactivatedReason(const model::WaitForPodsReady& w, const WorkloadInfo& info) {
+  PendingReason r;
+  r.code = PendingReason::Code::kDeactivated;
+  r.message = absl::StrCat("deactivated: its pods were not ready in time after ", info.requeue_count, " requeue(s)",
+                           w.backoff_limit_count.has_value()
+                               ? absl::StrCat(" (waitForPodsReady backoffLimitCount ", *w.backoff_limit_count, ")")
+                               : "",
+                           "; change or re-create the object to queue it again");
+  return r;
+}
+
+// Parks `e` out of every queue until `until` (InfiniteFuture: deactivated).
+void Park(State& s, Entry* e, absl::Time until) {
+  e->info().requeue_at = until;
+  Dequeue(s, e);
+  e->backoff_it = s.backoff.emplace(until, e);
+  e->in_backoff = true;
+}
+
 // Whether the next PodsReady timeout of `e` deactivates it.
 bool NextTimeoutDeactivates(const model::WaitForPodsReady& w, const Entry& e) {
   return w.backoff_limit_count.has_value() && e.cinfo().requeue_count + 1 > *w.backoff_limit_count;
@@ -71,7 +91,7 @@ void WatchReadiness(State& s, Entry* e, absl::Time now) {
   info.pods_ready = false;
   info.was_ready = false;
   info.unready_since = now;
-  e->ready_timeout = false;
+  info.pods_ready_timeout = false;
   s.unready[e->seq] = e;
 }
 
@@ -108,7 +128,7 @@ void EvictUnready(State& s, absl::Time now) {
                       w.backoff_limit_count.has_value() ? absl::StrCat(" of at most ", *w.backoff_limit_count) : "",
                       ")");
     }
-    e->ready_timeout = true;
+    e->info().pods_ready_timeout = true;
     Evict(s, e, "PodsReadyTimeout", std::move(message), nullptr, now);
   }
 }
@@ -123,18 +143,15 @@ bool AdmissionBlocked(const State& s) {
 }
 
 bool BackOffAfterPodsReadyTimeout(State& s, Entry* e, absl::Time now) {
-  if (!e->ready_timeout) return false;
-  e->ready_timeout = false;
+  if (!e->cinfo().pods_ready_timeout) return false;
+  e->info().pods_ready_timeout = false;
   const model::WaitForPodsReady& w = PodsReadyConfig(s);
   WorkloadInfo& info = e->info();
   PendingReason r;
   absl::Time until = absl::InfiniteFuture();
   if (NextTimeoutDeactivates(w, *e)) {
     info.active = false;
-    r.code = PendingReason::Code::kDeactivated;
-    r.message = absl::StrCat("deactivated: its pods were not ready in time after ", info.requeue_count,
-                             " requeue(s) (waitForPodsReady backoffLimitCount ", *w.backoff_limit_count,
-                             "); change or re-create the object to queue it again");
+    r = DeactivatedReason(w, info);
   } else {
     ++info.requeue_count;
     const absl::Duration wait = model::PodsReadyBackoff(w, info.requeue_count);
@@ -149,12 +166,31 @@ bool BackOffAfterPodsReadyTimeout(State& s, Entry* e, absl::Time now) {
     r.message = absl::StrCat("its pods were not ready in time; queued again after a backoff of ",
                              absl::FormatDuration(wait), " (", Ordinal(info.requeue_count), " requeue)");
   }
-  info.requeue_at = until;
-  Dequeue(s, e);
-  e->backoff_it = s.backoff.emplace(until, e);
-  e->in_backoff = true;
+  Park(s, e, until);
   info.reason = std::move(r);
   s.Touch(*e);
+  return true;
+}
+
+bool RestorePodsReadyBackoff(State& s, Entry* e) {
+  WorkloadInfo& info = e->info();
+  if (info.phase != Phase::kPending) return false;
+  if (!info.active) {
+    Park(s, e, absl::InfiniteFuture());
+    info.reason = DeactivatedReason(PodsReadyConfig(s), info);
+    return true;
+  }
+  // A backoff that ran out before the restart was queued already: the
+  // first Schedule queues it again (the backoff's end is in the past).
+  if (info.requeue_count == 0 || info.requeue_at == absl::InfinitePast() ||
+      info.requeue_at == absl::InfiniteFuture()) {
+    return false;
+  }
+  Park(s, e, info.requeue_at);
+  info.reason.code = PendingReason::Code::kRequeueBackoff;
+  info.reason.message = absl::StrCat("its pods were not ready in time; queued again at ",
+                                     absl::FormatTime(info.requeue_at, absl::UTCTimeZone()), " (",
+                                     Ordinal(info.requeue_count), " requeue; the backoff was kept across a restart)");
   return true;
 }
 

@@ -94,6 +94,10 @@ bool AdmissionBlocked(const State& s);
 // it waits out its backoff, or is deactivated past backoffLimitCount (true:
 // it is parked, not queued).
 bool BackOffAfterPodsReadyTimeout(State& s, Entry* e, absl::Time now);
+// Restore: a pending workload restored deactivated, or within its
+// PodsReady backoff, is parked again as it was before the restart (true);
+// false: queue it as usual.
+bool RestorePodsReadyBackoff(State& s, Entry* e);
 // A deactivated workload whose object changed is active again, with its
 // requeue count reset (Kueue resets requeueState on reactivation).
 void Reactivate(State& s, Entry* e);

@@ -195,6 +195,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(
       e->info().admission.reset();
     }
     e->info().phase = Phase::kPending;
+    if (RestorePodsReadyBackoff(s, e)) continue;  // deactivated, or backing off (pods_ready.cc)
     Enqueue(s, e);
   }
   NoteOverQuota(s);

@@ -40,12 +40,16 @@ using quantity::Quantity;
 // its submitter is only claimed (workloads and changes); older records
 // read as confirmed, with the submitter as recorded. Batch version 4 and
 // state version 3 record the policies' digest (model/policy_digest.h) with
-// them; older ones get it computed from the recorded manifests.
+// them; older ones get it computed from the recorded manifests. Image
+// version 4 adds the waitForPodsReady requeue state (requeue count, the
+// backoff's end, deactivation, an eviction for a PodsReady timeout); older
+// images read as never requeued, active.
 constexpr uint8_t kBatchVersion = 4;
 constexpr uint8_t kStateVersion = 3;
 constexpr uint8_t kBatchDigestVersion = 4;  // the first that records it
 constexpr uint8_t kStateDigestVersion = 3;
-constexpr uint8_t kInfoVersion = 3;
+constexpr uint8_t kInfoVersion = 4;
+constexpr uint8_t kInfoRequeueVersion = 4;  // the first with the requeue state
 constexpr uint8_t kOldestVersion = 1;
 
 // --- Encoding ---
@@ -180,6 +184,18 @@ void PutInfo(Encoder& e, const WorkloadInfo& info) {
     e.PutVarint(info.pod_group->pod_sets.size());
     for (const workload::PodSet& ps : info.pod_group->pod_sets) PutPodSet(e, ps);
   }
+  // Version 4: waitForPodsReady's requeue state.
+  e.PutSigned(info.requeue_count);
+  if (info.requeue_at == absl::InfinitePast()) {
+    e.PutU8(0);
+  } else if (info.requeue_at == absl::InfiniteFuture()) {
+    e.PutU8(2);
+  } else {
+    e.PutU8(1);
+    PutTime(e, info.requeue_at);
+  }
+  e.PutBool(info.active);
+  e.PutBool(info.pods_ready_timeout);
 }
 
 void PutChange(Encoder& e, const StateChange& c) {
@@ -442,7 +458,24 @@ bool GetInfo(Decoder& d, WorkloadInfo* info) {
     if (!GetPodSets(d, &g->pod_sets)) return false;
     info->pod_group = std::move(g);
   }
-  return true;
+  if (version < kInfoRequeueVersion) return true;  // never requeued, active
+  uint8_t requeue_at = 0;
+  if (!d.GetSigned(&info->requeue_count) || !d.GetU8(&requeue_at)) return false;
+  if (info->requeue_count < 0) {
+    d.Fail(absl::StrCat("a workload image has requeue count ", info->requeue_count, "; it is never negative"));
+    return false;
+  }
+  switch (requeue_at) {
+    case 0: info->requeue_at = absl::InfinitePast(); break;
+    case 1:
+      if (!GetTime(d, &info->requeue_at)) return false;
+      break;
+    case 2: info->requeue_at = absl::InfiniteFuture(); break;
+    default:
+      d.Fail(absl::StrCat("a workload image's requeue time has tag ", requeue_at, "; 0, 1 or 2 expected"));
+      return false;
+  }
+  return d.GetBool(&info->active) && d.GetBool(&info->pods_ready_timeout);
 }
 
 bool GetChange(Decoder& d, int version, StateChange* c) {

@@ -399,3 +399,74 @@ TEST_F(PodsReadyTest, ReadinessOfAStaleOrPendingInstanceIsIgnored) {
 
 }  // namespace
 }  // namespace gangkeeper::broker
+
+namespace gangkeeper::broker {
+namespace {
+
+// A scheduler restored from its workloads' images (what the durable state
+// holds: store/FORMAT.md §4) parks a deactivated gang and a backing-off one
+// as they were; the store's tests run the same through the encoding.
+class PodsReadyRestoreTest : public PodsReadyTest {
+ protected:
+  void Restart(const model::WaitForPodsReady& w) {
+    std::vector<std::shared_ptr<const WorkloadInfo>> images;
+    for (const WorkloadInfo* info : s_->Workloads()) images.push_back(std::make_shared<const WorkloadInfo>(*info));
+    SchedulerOptions o;
+    o.wait_for_pods_ready = w;
+    auto s = Scheduler::Restore(testing::PoliciesFrom(kPolicies), {}, std::move(images), o);
+    ASSERT_THAT(s.status(), IsOk());
+    s_ = *std::move(s);
+    ASSERT_THAT(s_->CheckInvariants(), IsOk());
+  }
+};
+
+TEST_F(PodsReadyRestoreTest, ADeactivatedGangIsRestoredDeactivatedAndABackingOffOneKeepsItsCount) {
+  const model::WaitForPodsReady w = Config(100, /*limit=*/1);
+  Start(w);
+  ASSERT_THAT(s_->Add(Gang("a", "stuck", 2), T(0)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("b", "slow", 2), T(0)), IsOk());
+  Pass(0);
+  Pass(100);  // both: 1st timeout, requeued at 160
+  Pass(160);
+  Ready("b", "slow", 2, 170);  // slow gets ready
+  Pass(260);                   // stuck: 2nd timeout, deactivated
+  ASSERT_FALSE(Info("a", "stuck").active);
+  Ready("b", "slow", 1, 300);  // slow drops below ready: recoveryTimeout
+  Pass(400);                   // slow: 2nd timeout (recoveryTimeout), deactivated as well
+  ASSERT_FALSE(Info("b", "slow").active);
+
+  Restart(w);
+  EXPECT_FALSE(Info("a", "stuck").active);
+  EXPECT_EQ(Info("a", "stuck").reason.code, PendingReason::Code::kDeactivated);
+  Pass(100'000);
+  EXPECT_EQ(PhaseOf("a", "stuck"), Phase::kPending);
+  EXPECT_EQ(PhaseOf("b", "slow"), Phase::kPending);
+}
+
+TEST_F(PodsReadyRestoreTest, ARestoredBackoffEndsWhenItWouldHaveAndTheNextTimeoutCountsOn) {
+  const model::WaitForPodsReady w = Config(100, /*limit=*/2);
+  Start(w);
+  ASSERT_THAT(s_->Add(Gang("a", "stuck", 2), T(0)), IsOk());
+  Pass(0);
+  Pass(100);  // 1st timeout: requeued at 160
+  Restart(w);
+  EXPECT_EQ(Info("a", "stuck").reason.code, PendingReason::Code::kRequeueBackoff);
+  EXPECT_EQ(Info("a", "stuck").requeue_count, 1);
+  Pass(159);
+  EXPECT_EQ(PhaseOf("a", "stuck"), Phase::kPending);
+  Pass(160);
+  ASSERT_EQ(PhaseOf("a", "stuck"), Phase::kRunning);
+  Pass(260);  // 2nd timeout: the 2nd requeue (120 s)
+  EXPECT_EQ(Info("a", "stuck").requeue_count, 2);
+  Restart(w);
+  Pass(379);
+  EXPECT_EQ(PhaseOf("a", "stuck"), Phase::kPending);
+  Pass(380);
+  ASSERT_EQ(PhaseOf("a", "stuck"), Phase::kRunning);
+  Pass(480);  // 3rd timeout: past the limit of 2
+  EXPECT_FALSE(Info("a", "stuck").active);
+  EXPECT_EQ(Info("a", "stuck").reason.code, PendingReason::Code::kDeactivated);
+}
+
+}  // namespace
+}  // namespace gangkeeper::broker

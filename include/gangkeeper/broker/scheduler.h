@@ -143,8 +143,11 @@ struct WorkloadInfo {
   // What the actuator did (or, with --kube none, would have done) for the
   // last release or stop, or why the last release failed.
   std::string actuation;
-  // waitForPodsReady (Kueue's PodsReady condition and requeueState). In
-  // memory only: a restart forgets them (restored gangs count as ready).
+  // waitForPodsReady (Kueue's PodsReady condition and requeueState).
+  // ready_pods, pods_ready, was_ready and unready_since are in memory only
+  // (a restored gang counts as ready); requeue_count, requeue_at, active
+  // and pods_ready_timeout are durable (store/FORMAT.md §4): a restart, or
+  // a new leader, keeps a gang's backoff and its deactivation.
   int64_t ready_pods = 0;     // ready pods, as its object last said (while it holds quota)
   bool pods_ready = false;    // all admitted pods ready (Kueue's PodsReady=True)
   bool was_ready = false;     // was ready once since its admission: a drop waits recoveryTimeout
@@ -156,6 +159,9 @@ struct WorkloadInfo {
   // False once deactivated (Kueue's spec.active=false): pending, never
   // admitted, until its object is changed or re-created.
   bool active = true;
+  // While kEvicting: evicted for a PodsReady timeout, so once stopped it
+  // backs off, or is deactivated.
+  bool pods_ready_timeout = false;
 };
 
 // One durable state change (what the StateSink records, and what the audit
