@@ -15,7 +15,7 @@
 // workload::TrainJobPodSets reads. `on_change` runs (on a watcher thread)
 // for each runtime added, deleted or whose spec changed, so the caller can
 // read again the TrainJobs that wait for it. synced() turns true once both
-// collections were listed. RBAC: get/list/watch on trainingruntimes and
+// collections were listed. RBAC: list and watch on trainingruntimes and
 // clustertrainingruntimes (deploy/).
 //
 // The node creates one (its own client) and hands Find to the webhook and
