@@ -159,11 +159,14 @@ void TrainingRuntimeCache::Replace(size_t index, std::map<TrainingRuntimeId, std
       changed.push_back(id);
       runtimes_[id] = std::move(kept);
     }
-    collections_[index].listed = true;
   }
   if (on_change_) {
     for (const TrainingRuntimeId& id : changed) on_change_(id);
   }
+  // Listed only once every change of the list has been announced: whoever
+  // waited for the sync sees the announcements too.
+  absl::MutexLock lock(&mu_);
+  collections_[index].listed = true;
 }
 
 bool TrainingRuntimeCache::WatchFrom(size_t index, std::string rv) {
