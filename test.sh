@@ -87,7 +87,13 @@ report() {  # report BUILD RC [printed]: the ctest log (unless printed live) and
   echo "slowest tests ($b):"
   grep -E '^ *[0-9]+/[0-9]+ Test +#' "build/$b/ctest.log" | sed -E 's/.* (Test +#[0-9]+: [^ ]+) .* ([0-9.]+) sec$/\2 \1/' \
     | sort -rn | head -15 | sed 's/^/  /' || true
-  [[ "$rc" -eq 0 ]] || { echo "test.sh: the $b tests failed" >&2; exit "$rc"; }
+  [[ "$rc" -eq 0 ]] || { failures "$b"; echo "test.sh: the $b tests failed" >&2; exit "$rc"; }
+}
+
+failures() {  # failures BUILD: each failed assertion with what it printed, last, where a log's tail shows it
+  echo "failed assertions ($1):"
+  grep -E -A14 '(^|[/ ])[^ ]+\.(cc|h):[0-9]+: Failure$|^\[  FAILED  \] .*\([0-9]+ ms\)$|ERROR: AddressSanitizer|runtime error:' \
+    "build/$1/ctest.log" | grep -v -E '^ *(Start +[0-9]+:|[0-9]+/[0-9]+ Test +#)' | cut -c1-300 | head -400 || true
 }
 
 # The release tests mostly wait (on sockets, child processes, etcd), so they
