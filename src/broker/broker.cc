@@ -30,8 +30,7 @@ using quantity::Quantity;
 workload::Workload Lean(workload::Workload w) {
   workload::Workload out = std::move(w);
   for (auto it = out.annotations.begin(); it != out.annotations.end();) {
-    const std::string& k = it->first;
-    if (k.rfind("kueue.x-k8s.io/", 0) == 0 || k.rfind("gangkeeper.io/", 0) == 0) {
+    if (workload::IsKeptAnnotation(it->first)) {
       ++it;
     } else {
       it = out.annotations.erase(it);

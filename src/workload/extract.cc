@@ -83,7 +83,7 @@ void ReadObjectMeta(const JsonNode& root, Workload* w, FieldErrors* errors) {
     if (absl::ParseTime(absl::RFC3339_full, *created, &t, &err)) w->creation_timestamp = t;
   }
   w->labels = StringMapField(*metadata, "labels", errors);
-  w->annotations = StringMapField(*metadata, "annotations", errors);
+  w->annotations = StringMapField(*metadata, "annotations", errors, &IsKeptAnnotation);
 }
 
 void CheckPodSets(const KindResult& result, FieldErrors* errors) {

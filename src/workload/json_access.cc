@@ -201,10 +201,19 @@ std::optional<int64_t> IntField(const JsonNode& parent, absl::string_view name, 
 
 std::map<std::string, std::string> StringMapField(const JsonNode& parent, absl::string_view name,
                                                   FieldErrors* errors) {
+  return StringMapField(parent, name, errors, nullptr);
+}
+
+std::map<std::string, std::string> StringMapField(const JsonNode& parent, absl::string_view name,
+                                                  FieldErrors* errors, bool (*keep)(absl::string_view key)) {
   std::map<std::string, std::string> out;
   std::optional<JsonNode> map = ObjectField(parent, name, errors);
   if (!map.has_value()) return out;
   for (auto& [key, value] : Entries(*map, errors)) {
+    if (keep != nullptr && !keep(key)) {
+      if (!value.value().IsString()) WrongType(value, "a string", errors);
+      continue;
+    }
     std::optional<std::string> s = AsString(value, errors);
     if (s.has_value()) out[key] = std::move(*s);
   }

@@ -101,6 +101,10 @@ std::optional<int64_t> IntField(const JsonNode& parent, absl::string_view name, 
 // entries whose value is not a string are errors and left out.
 std::map<std::string, std::string> StringMapField(const JsonNode& parent, absl::string_view name,
                                                   base::FieldErrors* errors);
+// The same, keeping only the entries whose key `keep` accepts (every
+// entry's value is still checked).
+std::map<std::string, std::string> StringMapField(const JsonNode& parent, absl::string_view name,
+                                                  base::FieldErrors* errors, bool (*keep)(absl::string_view key));
 
 // A non-negative resource quantity written as a JSON string ("4", "16Gi",
 // "500m") or a JSON number (1, 0.5, 2e3). nullopt plus an error otherwise.

@@ -103,7 +103,9 @@ TEST(ExtractTest, CopiesMetadata) {
     "apiVersion": "batch/v1", "kind": "Job",
     "metadata": {"generateName": "sample-job-", "namespace": "team-a", "uid": "6f1d-42",
                  "labels": {"kueue.x-k8s.io/queue-name": "gpu-queue", "app": "x"},
-                 "annotations": {"note": "hello"}},
+                 "annotations": {"note": "hello", "kueue.x-k8s.io/job-min-parallelism": "1",
+                                 "gangkeeper.io/full-parallelism": "2",
+                                 "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
     "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}})",
                                        Kind::kJob);
   ASSERT_THAT(w, IsOk());
@@ -113,10 +115,21 @@ TEST(ExtractTest, CopiesMetadata) {
   EXPECT_EQ(w->namespace_name, "team-a");
   EXPECT_EQ(w->uid, "6f1d-42");
   EXPECT_EQ(w->labels, (std::map<std::string, std::string>{{"app", "x"}, {"kueue.x-k8s.io/queue-name", "gpu-queue"}}));
-  EXPECT_EQ(w->annotations, (std::map<std::string, std::string>{{"note", "hello"}}));
+  // Only Kueue's and gangkeeper's annotations are kept: nothing else is read.
+  EXPECT_EQ(w->annotations, (std::map<std::string, std::string>{{"gangkeeper.io/full-parallelism", "2"},
+                                                                {"kueue.x-k8s.io/job-min-parallelism", "1"}}));
   EXPECT_EQ(w->queue_name, "gpu-queue");
   EXPECT_FALSE(w->suspended);
   EXPECT_TRUE(w->pod_sets[0].requests.empty());
+}
+
+// An annotation that is not kept is still checked: a value that is not a
+// string is an error naming it.
+TEST(ExtractTest, AnAnnotationNotKeptMustStillBeAString) {
+  EXPECT_THAT(Extract(R"({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"annotations": {"note": 3}},
+    "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}})",
+                      Kind::kJob),
+              StatusIs(absl::StatusCode::kInvalidArgument, "metadata.annotations[note]: must be a string"));
 }
 
 TEST(ExtractTest, TypeMetaMustMatchTheKind) {

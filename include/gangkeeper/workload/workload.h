@@ -42,6 +42,14 @@ inline constexpr absl::string_view kFullParallelismAnnotation = "gangkeeper.io/f
 // it asked for here while spec.replicas is 0; it is read with this count.
 inline constexpr absl::string_view kHeldReplicasAnnotation = "gangkeeper.io/held-replicas";
 
+// Whether an object's annotation is kept on its Workload: Kueue's and
+// gangkeeper's own are (every annotation gangkeeper reads is one of them);
+// the rest (kubectl's last-applied configuration, ...) would only cost a
+// copy per review and memory per tracked workload.
+inline bool IsKeptAnnotation(absl::string_view key) {
+  return key.substr(0, 15) == "kueue.x-k8s.io/" || key.substr(0, 14) == "gangkeeper.io/";
+}
+
 enum class Kind {
   kJob,
   kPyTorchJob,
