@@ -128,6 +128,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // answer's callback only refers to it) and bounds the wait.
   net::steady_timer handling_timer_;
   uint64_t seq_ = 0;  // requests dispatched so far
+  size_t first_read_ = 4096;  // the size of the next request's first read (see kMaxFirstRead)
   ListenerState& state_;
   const std::string remote_;
   beast::flat_buffer buffer_;
