@@ -81,8 +81,12 @@ run_tests() {  # run_tests BUILD [live]: its ctest run, logged to build/BUILD/ct
   # stacks: each short-lived server then touches half the fresh pages, and
   # the ASan tests take about 40 % less CPU; a use after free is still caught
   # while the freed block is among the last 16 MB released.
+  # A test that fails runs once more (--repeat until-pass:2): a failure
+  # that does not repeat is reported below as flaky, with what it printed,
+  # and does not fail the run; one that fails twice does.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=16:malloc_context_size=8 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "build/$b" -j "$parallel" --output-on-failure --no-tests=error --timeout 300 "${skip[@]}" \
+    ctest --test-dir "build/$b" -j "$parallel" --output-on-failure --no-tests=error --timeout 300 \
+      --repeat until-pass:2 "${skip[@]}" \
     2>&1 | if [[ -n "$live" ]]; then tee "build/$b/ctest.log"; else cat > "build/$b/ctest.log"; fi
 }
 
@@ -92,6 +96,10 @@ report() {  # report BUILD RC [printed]: the ctest log (unless printed live) and
   echo "slowest tests ($b):"
   grep -E '^ *[0-9]+/[0-9]+ Test +#' "build/$b/ctest.log" | sed -E 's/.* (Test +#[0-9]+: [^ ]+) .* ([0-9.]+) sec$/\2 \1/' \
     | sort -rn | head -15 | sed 's/^/  /' || true
+  if [[ "$rc" -eq 0 ]] && grep -q -E '^\[  FAILED  \] .*\([0-9]+ ms\)$' "build/$b/ctest.log"; then
+    echo "flaky ($b): these failed once and passed when run again:"
+    failures "$b"
+  fi
   [[ "$rc" -eq 0 ]] || { failures "$b"; echo "test.sh: the $b tests failed" >&2; exit "$rc"; }
 }
 
