@@ -111,4 +111,19 @@ void ListThenWatch::Run() {
   }
 }
 
+void StartLoops(const std::vector<std::unique_ptr<ListThenWatch>>& loops) {
+  for (const std::unique_ptr<ListThenWatch>& loop : loops) loop->Start();
+}
+
+void StopLoops(Client* client, const std::vector<std::unique_ptr<ListThenWatch>>& loops) {
+  bool running = false;
+  for (const std::unique_ptr<ListThenWatch>& loop : loops) {
+    loop->RequestStop();
+    running = running || loop->running();
+  }
+  if (!running) return;
+  client->Shutdown();
+  for (const std::unique_ptr<ListThenWatch>& loop : loops) loop->Join();
+}
+
 }  // namespace gangkeeper::kube

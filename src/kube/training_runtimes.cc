@@ -71,22 +71,14 @@ TrainingRuntimeCache::TrainingRuntimeCache(Client* client, OnChange on_change, T
 
 TrainingRuntimeCache::~TrainingRuntimeCache() { Stop(); }
 
-void TrainingRuntimeCache::Start() {
-  if (started_) return;
-  started_ = true;
-  for (std::unique_ptr<ListThenWatch>& loop : loops_) loop->Start();
-}
+void TrainingRuntimeCache::Start() { StartLoops(loops_); }
 
 void TrainingRuntimeCache::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stop_flag_ = true;
   }
-  for (std::unique_ptr<ListThenWatch>& loop : loops_) loop->RequestStop();
-  if (!started_) return;
-  client_->Shutdown();
-  for (std::unique_ptr<ListThenWatch>& loop : loops_) loop->Join();
-  started_ = false;
+  StopLoops(client_, loops_);
 }
 
 bool TrainingRuntimeCache::SyncedLocked() const {

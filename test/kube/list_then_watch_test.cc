@@ -5,10 +5,11 @@
 // again every `resync`; failed lists are retried; a collection not served
 // (404) is listed as empty when the caller asks for that (absent_retry) and
 // is a failed list otherwise; Stop ends an open watch without waiting for
-// the server's timeout.
+// the server's timeout, and StopLoops does so for loops sharing a client.
 #include "gangkeeper/kube/list_then_watch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -212,6 +213,34 @@ TEST_F(ListThenWatchTest, StopDuringTheBackoffOfAFailingListEndsTheLoop) {
       << "Stop waited for the backoff";
   stopped.wait();
   EXPECT_EQ(Lists(), 0u);
+}
+
+
+// Loops of one watcher share a client: StopLoops ends all their open
+// watches through it, and leaves it alone when none was started.
+TEST_F(FakeClusterTest, StopLoopsEndsEveryOpenWatchOfLoopsSharingOneClient) {
+  std::vector<std::unique_ptr<ListThenWatch>> idle;
+  idle.push_back(std::make_unique<ListThenWatch>(
+      client_.get(), "/api/v1/namespaces", [](const ListResult&) {}, [](const nlohmann::json&, bool) {}));
+  StopLoops(client_.get(), idle);
+  ASSERT_THAT(client_->List("/api/v1/namespaces").status(), IsOk()) << "no loop ran: the client was not shut down";
+
+  std::atomic<int> lists{0};
+  std::vector<std::unique_ptr<ListThenWatch>> loops;
+  for (const char* path : {"/api/v1/namespaces", "/api/v1/pods"}) {
+    ListThenWatchOptions o;
+    o.watch_timeout_seconds = 300;
+    loops.push_back(std::make_unique<ListThenWatch>(
+        client_.get(), path, [&lists](const ListResult&) { lists.fetch_add(1); },
+        [](const nlohmann::json&, bool) {}, o));
+  }
+  StartLoops(loops);
+  ASSERT_TRUE(WaitFor([&] { return lists.load() == 2; }));
+  std::future<void> stopped = std::async(std::launch::async, [&] { StopLoops(client_.get(), loops); });
+  EXPECT_EQ(stopped.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "StopLoops waited for the watches' server-side timeout";
+  stopped.wait();
+  for (const std::unique_ptr<ListThenWatch>& loop : loops) EXPECT_FALSE(loop->running());
 }
 
 }  // namespace

@@ -17,16 +17,18 @@
 // Stop ends the loop promptly: it wakes a backoff wait, shuts the client
 // down (which ends an open watch and any call in flight) and joins the
 // thread. When several loops share one client, RequestStop each, shut the
-// client down once, then Join each.
+// client down once, then Join each (StopLoops).
 // Thread-safe. The callbacks run on the loop's thread, one at a time.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -81,6 +83,8 @@ class ListThenWatch {
   // only when the client is shut down.
   void RequestStop();
   void Join();
+  // Started and not joined yet.
+  bool running() const { return thread_.joinable(); }
   const std::string& path() const { return path_; }
   // Lists handed to `on_list` (the first, resyncs, after 410 or failures,
   // and the empty ones of a collection not served).
@@ -105,5 +109,11 @@ class ListThenWatch {
   bool stop_flag_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
+
+// Loops of one watcher that share `client`: StartLoops starts each (again a
+// no-op); StopLoops marks each stopping, shuts the client down once when
+// any is running (ending every open watch) and joins each.
+void StartLoops(const std::vector<std::unique_ptr<ListThenWatch>>& loops);
+void StopLoops(Client* client, const std::vector<std::unique_ptr<ListThenWatch>>& loops);
 
 }  // namespace gangkeeper::kube

@@ -103,7 +103,6 @@ class TrainingRuntimeCache {
   std::map<TrainingRuntimeId, std::string> runtimes_ ABSL_GUARDED_BY(mu_);  // -> {"spec": ...}
   // One per collection, in the order of collections_.
   std::vector<std::unique_ptr<ListThenWatch>> loops_;
-  bool started_ = false;
 };
 
 }  // namespace gangkeeper::kube
