@@ -77,22 +77,14 @@ KueueObjectWatcher::KueueObjectWatcher(Client* client, OnChange on_change, Kueue
 
 KueueObjectWatcher::~KueueObjectWatcher() { Stop(); }
 
-void KueueObjectWatcher::Start() {
-  if (started_) return;
-  started_ = true;
-  for (std::unique_ptr<ListThenWatch>& loop : loops_) loop->Start();
-}
+void KueueObjectWatcher::Start() { StartLoops(loops_); }
 
 void KueueObjectWatcher::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stop_flag_ = true;
   }
-  for (std::unique_ptr<ListThenWatch>& loop : loops_) loop->RequestStop();
-  if (!started_) return;
-  client_->Shutdown();
-  for (std::unique_ptr<ListThenWatch>& loop : loops_) loop->Join();
-  started_ = false;
+  StopLoops(client_, loops_);
 }
 
 bool KueueObjectWatcher::synced() const {

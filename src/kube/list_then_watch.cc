@@ -81,10 +81,21 @@ bool ListThenWatch::WatchFrom(std::string rv) {
 
 void ListThenWatch::Run() {
   std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
+  bool told_absent = false;
   while (!stopping_.load()) {
     absl::StatusOr<ListResult> list = client_->List(path_);
     if (!list.ok()) {
       if (stopping_.load()) return;
+      if (options_.absent_retry.has_value() && HttpCode(list.status()) == 404) {
+        if (!told_absent) {
+          log->info("{} is not served ({})", path_, options_.absent_note);
+          told_absent = true;
+        }
+        lists_.fetch_add(1);
+        on_list_(ListResult{});
+        if (!Sleep(*options_.absent_retry)) return;
+        continue;
+      }
       if (options_.list_failure_note.empty()) {
         log->warn("list {}: {}", path_, list.status().message());
       } else {
@@ -93,10 +104,26 @@ void ListThenWatch::Run() {
       if (!Sleep(options_.error_backoff)) return;
       continue;
     }
+    told_absent = false;
     lists_.fetch_add(1);
     on_list_(*list);
     if (!WatchFrom(list->resource_version)) return;
   }
+}
+
+void StartLoops(const std::vector<std::unique_ptr<ListThenWatch>>& loops) {
+  for (const std::unique_ptr<ListThenWatch>& loop : loops) loop->Start();
+}
+
+void StopLoops(Client* client, const std::vector<std::unique_ptr<ListThenWatch>>& loops) {
+  bool running = false;
+  for (const std::unique_ptr<ListThenWatch>& loop : loops) {
+    loop->RequestStop();
+    running = running || loop->running();
+  }
+  if (!running) return;
+  client->Shutdown();
+  for (const std::unique_ptr<ListThenWatch>& loop : loops) loop->Join();
 }
 
 }  // namespace gangkeeper::kube

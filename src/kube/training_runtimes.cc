@@ -7,8 +7,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gangkeeper/base/clock.h"
-#include "gangkeeper/base/log.h"
 #include "src/kube/trainjob_ops.h"
 
 namespace gangkeeper::kube {
@@ -44,54 +42,62 @@ std::string Kept(const nlohmann::json& object) {
 }  // namespace
 
 TrainingRuntimeCache::TrainingRuntimeCache(Client* client, OnChange on_change, TrainingRuntimeWatchOptions options)
-    : client_(client), on_change_(std::move(on_change)), options_(options) {
+    : client_(client), on_change_(std::move(on_change)) {
+  struct Served {
+    const char* kind;
+    const char* path;
+    const char* resource;
+  };
+  const Served served[] = {{kClusterKind, kClusterPath, "clustertrainingruntimes"},
+                           {kNamespacedKind, kNamespacedPath, "trainingruntimes"}};
   absl::MutexLock lock(&mu_);
-  collections_ = {{kClusterKind, kClusterPath}, {kNamespacedKind, kNamespacedPath}};
+  for (size_t i = 0; i < 2; ++i) {
+    collections_.push_back({served[i].kind});
+    ListThenWatchOptions lo;
+    lo.watch_timeout_seconds = options.watch_timeout_seconds;
+    lo.error_backoff = options.error_backoff;
+    lo.resync = options.resync;
+    lo.list_failure_note = absl::StrCat("TrainJobs keep the runtimes known so far; RBAC must allow list and watch on ",
+                                        served[i].resource);
+    // The Trainer's CRDs are not installed: no runtimes, so a TrainJob
+    // waits for its runtime; asked again now and then.
+    lo.absent_retry = options.absent_retry;
+    lo.absent_note = "Kubeflow Trainer not installed?; TrainJobs wait for their runtimes";
+    loops_.push_back(std::make_unique<ListThenWatch>(
+        client_, served[i].path, [this, i](const ListResult& list) { Replace(i, list); },
+        [this, i](const nlohmann::json& object, bool deleted) { Apply(i, object, deleted); }, std::move(lo)));
+  }
 }
 
 TrainingRuntimeCache::~TrainingRuntimeCache() { Stop(); }
 
-void TrainingRuntimeCache::Start() {
-  if (!threads_.empty()) return;
-  for (size_t i = 0; i < 2; ++i) threads_.emplace_back([this, i] { Run(i); });
-}
+void TrainingRuntimeCache::Start() { StartLoops(loops_); }
 
 void TrainingRuntimeCache::Stop() {
-  stopping_.store(true);
   {
     absl::MutexLock lock(&mu_);
     stop_flag_ = true;
   }
-  if (threads_.empty()) return;
-  client_->Shutdown();
-  for (std::thread& t : threads_) {
-    if (t.joinable()) t.join();
+  StopLoops(client_, loops_);
+}
+
+bool TrainingRuntimeCache::SyncedLocked() const {
+  for (const Collection& c : collections_) {
+    if (!c.listed) return false;
   }
-  threads_.clear();
+  return true;
 }
 
 bool TrainingRuntimeCache::synced() const {
   absl::MutexLock lock(&mu_);
-  for (const Collection& c : collections_) {
-    if (!c.listed) return false;
-  }
-  return true;
+  return SyncedLocked();
 }
 
 bool TrainingRuntimeCache::WaitSynced(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
-  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (stop_flag_) return true;
-    for (const Collection& c : collections_) {
-      if (!c.listed) return false;
-    }
-    return true;
-  };
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_flag_ || SyncedLocked(); };
   mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
-  for (const Collection& c : collections_) {
-    if (!c.listed) return false;
-  }
-  return true;
+  return SyncedLocked();
 }
 
 std::optional<std::string> TrainingRuntimeCache::Find(const workload::TrainingRuntimeRef& ref,
@@ -103,18 +109,13 @@ std::optional<std::string> TrainingRuntimeCache::Find(const workload::TrainingRu
   return it->second;
 }
 
-bool TrainingRuntimeCache::Sleep(absl::Duration d) {
-  absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(&stop_flag_), d);
-  return !stop_flag_;
-}
-
-void TrainingRuntimeCache::Apply(const std::string& kind, const nlohmann::json& object, bool deleted) {
-  const TrainingRuntimeId id = IdOf(kind, object);
-  if (id.name.empty()) return;
+void TrainingRuntimeCache::Apply(size_t index, const nlohmann::json& object, bool deleted) {
   bool changed = false;
+  TrainingRuntimeId id;
   {
     absl::MutexLock lock(&mu_);
+    id = IdOf(collections_[index].kind, object);
+    if (id.name.empty()) return;
     auto it = runtimes_.find(id);
     if (deleted) {
       if (it != runtimes_.end()) {
@@ -132,11 +133,16 @@ void TrainingRuntimeCache::Apply(const std::string& kind, const nlohmann::json& 
   if (changed && on_change_) on_change_(id);
 }
 
-void TrainingRuntimeCache::Replace(size_t index, std::map<TrainingRuntimeId, std::string> listed) {
+void TrainingRuntimeCache::Replace(size_t index, const ListResult& list) {
   std::vector<TrainingRuntimeId> changed;
   {
     absl::MutexLock lock(&mu_);
-    const std::string kind = collections_[index].kind;
+    const std::string& kind = collections_[index].kind;
+    std::map<TrainingRuntimeId, std::string> listed;
+    for (const nlohmann::json& item : list.items) {
+      TrainingRuntimeId id = IdOf(kind, item);
+      if (!id.name.empty()) listed[std::move(id)] = Kept(item);
+    }
     for (auto it = runtimes_.begin(); it != runtimes_.end();) {
       if (it->first.kind != kind) {
         ++it;
@@ -167,84 +173,6 @@ void TrainingRuntimeCache::Replace(size_t index, std::map<TrainingRuntimeId, std
   // waited for the sync sees the announcements too.
   absl::MutexLock lock(&mu_);
   collections_[index].listed = true;
-}
-
-bool TrainingRuntimeCache::WatchFrom(size_t index, std::string rv) {
-  std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
-  std::string kind, path;
-  {
-    absl::MutexLock lock(&mu_);
-    kind = collections_[index].kind;
-    path = collections_[index].path;
-  }
-  int failures = 0;
-  const base::Stopwatch since_list;
-  while (!stopping_.load() && since_list.Elapsed() < options_.resync) {
-    WatchOptions wo;
-    wo.resource_version = rv;
-    wo.timeout_seconds = options_.watch_timeout_seconds;
-    absl::Status s = client_->Watch(path, wo, [&](const WatchEvent& e) {
-      if (const nlohmann::json* meta = Metadata(e.object); meta != nullptr) {
-        std::string new_rv = meta->value("resourceVersion", "");
-        if (!new_rv.empty()) rv = new_rv;
-      }
-      if (e.type == "ADDED" || e.type == "MODIFIED") Apply(kind, e.object, /*deleted=*/false);
-      if (e.type == "DELETED") Apply(kind, e.object, /*deleted=*/true);
-      failures = 0;
-      return !stopping_.load();
-    });
-    if (stopping_.load()) return false;
-    if (absl::IsOutOfRange(s)) {
-      log->info("watch {} expired at resourceVersion {}; listing again", path, rv);
-      return true;
-    }
-    if (!s.ok()) {
-      log->warn("watch {}: {}", path, s.message());
-      if (++failures > 5) return true;
-      if (!Sleep(options_.error_backoff)) return false;
-    }
-  }
-  return !stopping_.load();
-}
-
-void TrainingRuntimeCache::Run(size_t index) {
-  std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
-  std::string kind, path;
-  {
-    absl::MutexLock lock(&mu_);
-    kind = collections_[index].kind;
-    path = collections_[index].path;
-  }
-  bool told_absent = false;
-  while (!stopping_.load()) {
-    absl::StatusOr<ListResult> list = client_->List(path);
-    if (!list.ok()) {
-      if (stopping_.load()) return;
-      if (HttpCode(list.status()) == 404) {
-        // The Trainer's CRDs are not installed: no runtimes, so a TrainJob
-        // waits for its runtime; asked again now and then.
-        if (!told_absent) {
-          log->info("{} is not served (Kubeflow Trainer not installed?): TrainJobs wait for their runtimes", path);
-          told_absent = true;
-        }
-        Replace(index, {});
-        if (!Sleep(options_.absent_retry)) return;
-        continue;
-      }
-      log->warn("list {}: {} (TrainJobs keep the runtimes known so far; RBAC must allow list and watch on {})", path,
-                list.status().message(), kind == kClusterKind ? "clustertrainingruntimes" : "trainingruntimes");
-      if (!Sleep(options_.error_backoff)) return;
-      continue;
-    }
-    told_absent = false;
-    std::map<TrainingRuntimeId, std::string> listed;
-    for (const nlohmann::json& item : list->items) {
-      TrainingRuntimeId id = IdOf(kind, item);
-      if (!id.name.empty()) listed[std::move(id)] = Kept(item);
-    }
-    Replace(index, std::move(listed));
-    if (!WatchFrom(index, list->resource_version)) return;
-  }
 }
 
 // ---- The actuator's TrainJob steps (trainjob_ops.h) ----

@@ -1,5 +1,6 @@
 // gangkeeper: Kueue's objects from the cluster laid over the policy files
-// (see policy_store.h: DecodeClusterObject, WithClusterObjects).
+// (see policy_store.h: DecodeClusterObject, KueueObjectsOf,
+// SetKueueObjects, WithClusterObjects).
 #include <string>
 #include <utility>
 
@@ -99,14 +100,28 @@ bool DecodeClusterObject(absl::string_view json, absl::string_view source, absl:
   return true;
 }
 
+ClusterKueueObjects KueueObjectsOf(const PolicySet& set) {
+  ClusterKueueObjects out;
+  out.objects.flavors = set.flavors;
+  out.objects.cluster_queues = set.cluster_queues;
+  out.objects.local_queues = set.local_queues;
+  out.objects.cohorts = set.cohorts;
+  out.objects.workload_priority_classes = set.workload_priority_classes;
+  return out;
+}
+
+void SetKueueObjects(const ClusterKueueObjects& cluster, PolicySet* set) {
+  set->flavors = cluster.objects.flavors;
+  set->cluster_queues = cluster.objects.cluster_queues;
+  set->local_queues = cluster.objects.local_queues;
+  set->cohorts = cluster.objects.cohorts;
+  set->workload_priority_classes = cluster.objects.workload_priority_classes;
+}
+
 PolicySet WithClusterObjects(const PolicySet& files, const ClusterKueueObjects& cluster, Diagnostics* problems) {
   PolicySet out = files;
   out.sealed = SealedDigest();
-  out.flavors = cluster.objects.flavors;
-  out.cluster_queues = cluster.objects.cluster_queues;
-  out.local_queues = cluster.objects.local_queues;
-  out.cohorts = cluster.objects.cohorts;
-  out.workload_priority_classes = cluster.objects.workload_priority_classes;
+  SetKueueObjects(cluster, &out);
   // Each round refuses at least one more object (bounded by their number);
   // refusing one can only surface errors in objects that named it.
   const size_t bound = out.flavors.size() + out.cluster_queues.size() + out.local_queues.size() +

@@ -236,12 +236,8 @@ void KueueSource::Seed(model::PolicyStore* store, const model::PolicySet* record
   if (watcher_->synced()) {
     objects = watcher_->current();
   } else if (recorded != nullptr) {
-    auto last = std::make_shared<model::ClusterKueueObjects>();
-    last->objects.flavors = recorded->flavors;
-    last->objects.cluster_queues = recorded->cluster_queues;  // refused ones with their inactive_reason
-    last->objects.local_queues = recorded->local_queues;
-    last->objects.cohorts = recorded->cohorts;
-    last->objects.workload_priority_classes = recorded->workload_priority_classes;
+    // Refused ClusterQueues come with their inactive_reason.
+    auto last = std::make_shared<model::ClusterKueueObjects>(model::KueueObjectsOf(*recorded));
     base::GetLogger("kube")->warn(
         "kueue: Kueue's objects are not listed yet; the {} ClusterQueue(s) and {} LocalQueue(s) last recorded stand "
         "for them until the first list",

@@ -2,11 +2,14 @@
 // share, against FakeKubeApi (a real HTTPS server on loopback): a list
 // first, then the watch's objects; an expired watch (410) lists again and
 // the list brings what the lost history held; a healthy watch is listed
-// again every `resync`; failed lists are retried; Stop ends an open watch
-// without waiting for the server's timeout.
+// again every `resync`; failed lists are retried; a collection not served
+// (404) is listed as empty when the caller asks for that (absent_retry) and
+// is a failed list otherwise; Stop ends an open watch without waiting for
+// the server's timeout, and StopLoops does so for loops sharing a client.
 #include "gangkeeper/kube/list_then_watch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -63,6 +66,14 @@ class ListThenWatchTest : public FakeClusterTest {
   size_t Lists() {
     absl::MutexLock lock(&mu_);
     return lists_.size();
+  }
+  // GETs of the collection answered 404 so far (lists and watches).
+  size_t NotServedCalls() {
+    size_t n = 0;
+    for (const ::gangkeeper::testing::RecordedCall& c : fake_->Calls()) {
+      if (c.path == kNamespaces && c.status == 404) ++n;
+    }
+    return n;
   }
   std::vector<std::string> LastList() {
     absl::MutexLock lock(&mu_);
@@ -139,6 +150,41 @@ TEST_F(ListThenWatchTest, FailedListsAreRetried) {
   EXPECT_THAT(LastList(), ::testing::ElementsAre("team-a"));
 }
 
+// With absent_retry, a collection the API does not serve (its CRD not
+// installed) counts as listed and empty, is asked for again, and is listed
+// and watched once it is served.
+TEST_F(ListThenWatchTest, ACollectionNotServedIsListedAsEmptyAndAskedForAgain) {
+  ASSERT_THAT(fake_->Create(kNamespaces, NamespaceObject("team-a", "gold")), IsOk());
+  fake_->set_served("v1/namespaces", false);
+  ListThenWatchOptions o;
+  o.error_backoff = absl::Hours(1);  // a 404 is not a failed list here
+  o.absent_retry = absl::Milliseconds(50);
+  o.absent_note = "not installed";
+  StartLoop(o);
+  ASSERT_TRUE(WaitFor([&] { return Lists() >= 2; })) << "asked for again every absent_retry";
+  EXPECT_TRUE(LastList().empty());
+  EXPECT_FALSE(SawEvent("+team-a"));
+  fake_->set_served("v1/namespaces", true);
+  ASSERT_TRUE(WaitFor([&] { return LastList() == std::vector<std::string>{"team-a"}; }));
+  ASSERT_THAT(fake_->Create(kNamespaces, NamespaceObject("team-b", "silver")), IsOk());
+  EXPECT_TRUE(WaitFor([&] { return SawEvent("+team-b"); })) << "once served, the collection is watched";
+}
+
+// Without absent_retry (KueueObjectWatcher, NamespaceWatcher) a 404 is a
+// failed list: nothing is handed over until a list succeeds.
+TEST_F(ListThenWatchTest, WithoutAbsentRetryANotServedCollectionIsAFailedList) {
+  ASSERT_THAT(fake_->Create(kNamespaces, NamespaceObject("team-a", "gold")), IsOk());
+  fake_->set_served("v1/namespaces", false);
+  ListThenWatchOptions o;
+  o.error_backoff = absl::Milliseconds(20);
+  StartLoop(o);
+  ASSERT_TRUE(WaitFor([&] { return NotServedCalls() >= 3; }));
+  EXPECT_EQ(Lists(), 0u) << "a 404 handed on_list an empty list";
+  fake_->set_served("v1/namespaces", true);
+  ASSERT_TRUE(WaitFor([&] { return Lists() == 1; }));
+  EXPECT_THAT(LastList(), ::testing::ElementsAre("team-a"));
+}
+
 TEST_F(ListThenWatchTest, StopEndsAnOpenWatchWithoutWaitingForItsTimeout) {
   ListThenWatchOptions o;
   o.watch_timeout_seconds = 300;
@@ -167,6 +213,34 @@ TEST_F(ListThenWatchTest, StopDuringTheBackoffOfAFailingListEndsTheLoop) {
       << "Stop waited for the backoff";
   stopped.wait();
   EXPECT_EQ(Lists(), 0u);
+}
+
+
+// Loops of one watcher share a client: StopLoops ends all their open
+// watches through it, and leaves it alone when none was started.
+TEST_F(FakeClusterTest, StopLoopsEndsEveryOpenWatchOfLoopsSharingOneClient) {
+  std::vector<std::unique_ptr<ListThenWatch>> idle;
+  idle.push_back(std::make_unique<ListThenWatch>(
+      client_.get(), "/api/v1/namespaces", [](const ListResult&) {}, [](const nlohmann::json&, bool) {}));
+  StopLoops(client_.get(), idle);
+  ASSERT_THAT(client_->List("/api/v1/namespaces").status(), IsOk()) << "no loop ran: the client was not shut down";
+
+  std::atomic<int> lists{0};
+  std::vector<std::unique_ptr<ListThenWatch>> loops;
+  for (const char* path : {"/api/v1/namespaces", "/api/v1/pods"}) {
+    ListThenWatchOptions o;
+    o.watch_timeout_seconds = 300;
+    loops.push_back(std::make_unique<ListThenWatch>(
+        client_.get(), path, [&lists](const ListResult&) { lists.fetch_add(1); },
+        [](const nlohmann::json&, bool) {}, o));
+  }
+  StartLoops(loops);
+  ASSERT_TRUE(WaitFor([&] { return lists.load() == 2; }));
+  std::future<void> stopped = std::async(std::launch::async, [&] { StopLoops(client_.get(), loops); });
+  EXPECT_EQ(stopped.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "StopLoops waited for the watches' server-side timeout";
+  stopped.wait();
+  for (const std::unique_ptr<ListThenWatch>& loop : loops) EXPECT_FALSE(loop->running());
 }
 
 }  // namespace

@@ -317,6 +317,58 @@ TEST(ClusterObjectsTest, ReplaceTheFilesKueueObjectsAndRefuseOnlyWhatIsInvalid) 
   EXPECT_EQ((*same)->policies->cluster_queues.count("team-a"), 1u);
 }
 
+// KueueObjectsOf takes exactly the five Kueue kinds out of a set (a
+// recorded one stands in for the cluster's until the first list), and
+// SetKueueObjects puts them back over another set without touching the
+// rest (WithClusterObjects).
+TEST(ClusterObjectsTest, KueueObjectsOfCopiesTheFiveKueueKindsAndNothingElse) {
+  PolicySet set;
+  set.flavors["a100"].meta.name = "a100";
+  set.cluster_queues["team-a"].meta.name = "team-a";
+  set.cluster_queues["refused"].inactive_reason = "spec.cohort: a cycle";
+  set.local_queues[{"ns-a", "q"}].meta.name = "q";
+  set.cohorts["org"].meta.name = "org";
+  set.workload_priority_classes["high"].value = 1000;
+  set.priority_classes["critical"].value = 7;
+  set.namespaces["ns-a"].meta.name = "ns-a";
+  set.gpu_node_pools["pool"];
+  set.gpu_node_pool_sources["pool"].file = "pools.yaml";
+  set.configuration.present = true;
+
+  const ClusterKueueObjects k = KueueObjectsOf(set);
+  EXPECT_EQ(k.objects.flavors.count("a100"), 1u);
+  ASSERT_EQ(k.objects.cluster_queues.size(), 2u);
+  EXPECT_EQ(k.objects.cluster_queues.at("refused").inactive_reason, "spec.cohort: a cycle")
+      << "a refused ClusterQueue keeps its reason";
+  EXPECT_EQ(k.objects.local_queues.count({"ns-a", "q"}), 1u);
+  EXPECT_EQ(k.objects.cohorts.count("org"), 1u);
+  ASSERT_EQ(k.objects.workload_priority_classes.count("high"), 1u);
+  EXPECT_EQ(k.objects.workload_priority_classes.at("high").value, 1000);
+  EXPECT_THAT(k.objects.priority_classes, IsEmpty());
+  EXPECT_THAT(k.objects.namespaces, IsEmpty());
+  EXPECT_THAT(k.objects.gpu_node_pools, IsEmpty());
+  EXPECT_THAT(k.objects.gpu_node_pool_sources, IsEmpty());
+  EXPECT_FALSE(k.objects.configuration.present);
+
+  PolicySet files;
+  files.flavors["old"].meta.name = "old";
+  files.cohorts["old-org"].meta.name = "old-org";
+  files.gpu_node_pools["files-pool"];
+  files.priority_classes["files-pc"].value = 3;
+  files.configuration.present = true;
+  SetKueueObjects(k, &files);
+  EXPECT_EQ(files.flavors.size(), 1u);
+  EXPECT_EQ(files.flavors.count("a100"), 1u) << "the Kueue kinds are replaced, not merged";
+  EXPECT_EQ(files.cluster_queues.size(), 2u);
+  EXPECT_EQ(files.local_queues.size(), 1u);
+  ASSERT_EQ(files.cohorts.size(), 1u);
+  EXPECT_EQ(files.cohorts.count("org"), 1u);
+  EXPECT_EQ(files.workload_priority_classes.size(), 1u);
+  EXPECT_EQ(files.gpu_node_pools.count("files-pool"), 1u) << "the rest stays the files'";
+  EXPECT_EQ(files.priority_classes.count("files-pc"), 1u);
+  EXPECT_TRUE(files.configuration.present);
+}
+
 TEST(ClusterObjectsTest, AnUndecodableClusterQueueIsAnInactiveStandInWithTheDecodersMessage) {
   ClusterKueueObjects c;
   Diagnostics problems;

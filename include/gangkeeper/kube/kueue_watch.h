@@ -114,7 +114,6 @@ class KueueObjectWatcher {
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<const model::ClusterKueueObjects> current_ ABSL_GUARDED_BY(mu_);
   KueueWatchStats stats_ ABSL_GUARDED_BY(mu_);
-  bool started_ = false;
   std::vector<std::unique_ptr<ListThenWatch>> loops_;  // per resource
 };
 

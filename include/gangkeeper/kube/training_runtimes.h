@@ -5,17 +5,17 @@
 // describes (workload/trainjob.h computes them from the two objects). This
 // cache keeps every ClusterTrainingRuntime (cluster-scoped) and every
 // TrainingRuntime (namespaced, all namespaces) of trainer.kubeflow.org/
-// v1alpha1, one thread per collection: list, then watch from the list's
-// resourceVersion (a watch that ends resumes from the last resourceVersion
-// seen; an expired one, 410, lists again; a full list every `resync`). A
-// collection the API does not serve (404: the Trainer is not installed)
-// counts as listed and empty, and is asked again every `absent_retry`.
+// v1alpha1, one kube::ListThenWatch per collection (list_then_watch.h:
+// list, then watch from the list's resourceVersion; an expired watch, 410,
+// lists again; a full list every `resync`). A collection the API does not
+// serve (404: the Trainer is not installed) counts as listed and empty,
+// and is asked again every `absent_retry`.
 //
 // Only a runtime's spec is kept, as JSON text ({"spec": ...}), which is what
 // workload::TrainJobPodSets reads. `on_change` runs (on a watcher thread)
 // for each runtime added, deleted or whose spec changed, so the caller can
 // read again the TrainJobs that wait for it. synced() turns true once both
-// collections were listed. RBAC: list and watch on trainingruntimes and
+// collections were listed and the changes of those lists announced. RBAC: list and watch on trainingruntimes and
 // clustertrainingruntimes (deploy/).
 //
 // The node creates one (its own client) and hands Find to the webhook and
@@ -23,18 +23,18 @@
 // Thread-safe.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gangkeeper/kube/client.h"
+#include "gangkeeper/kube/list_then_watch.h"
 #include "gangkeeper/workload/trainjob.h"
 
 namespace gangkeeper::kube {
@@ -84,30 +84,25 @@ class TrainingRuntimeCache {
  private:
   struct Collection {
     std::string kind;
-    std::string path;
     bool listed = false;
   };
-  void Run(size_t index);
-  // Watches collection `index` from `rv` until resync, an expired watch or
-  // repeated failures (true: list again) or Stop (false).
-  bool WatchFrom(size_t index, std::string rv);
-  // Sets (or, with `deleted`, erases) one runtime; calls on_change when its
-  // spec changed.
-  void Apply(const std::string& kind, const nlohmann::json& object, bool deleted);
-  // Replaces every runtime of `kind` by `listed`, calling on_change for
-  // each one that differs; marks the collection listed.
-  void Replace(size_t index, std::map<TrainingRuntimeId, std::string> listed);
-  bool Sleep(absl::Duration d);
+  bool SyncedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets (or, with `deleted`, erases) one runtime of collection `index`;
+  // calls on_change when its spec changed.
+  void Apply(size_t index, const nlohmann::json& object, bool deleted);
+  // Replaces every runtime of collection `index` by those of `list`,
+  // calling on_change for each one that differs; then marks the collection
+  // listed.
+  void Replace(size_t index, const ListResult& list);
 
   Client* const client_;
   const OnChange on_change_;
-  const TrainingRuntimeWatchOptions options_;
-  std::atomic<bool> stopping_{false};
   mutable absl::Mutex mu_;
   bool stop_flag_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Collection> collections_ ABSL_GUARDED_BY(mu_);
   std::map<TrainingRuntimeId, std::string> runtimes_ ABSL_GUARDED_BY(mu_);  // -> {"spec": ...}
-  std::vector<std::thread> threads_;
+  // One per collection, in the order of collections_.
+  std::vector<std::unique_ptr<ListThenWatch>> loops_;
 };
 
 }  // namespace gangkeeper::kube

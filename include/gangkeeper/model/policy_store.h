@@ -55,6 +55,16 @@ struct ClusterKueueObjects {
   PolicySet objects;  // only the five Kueue kinds are read
 };
 
+// The five Kueue kinds of `set` (ResourceFlavors, ClusterQueues with their
+// inactive_reason, LocalQueues, Cohorts, WorkloadPriorityClasses) as
+// ClusterKueueObjects; nothing else of `set` (GPUNodePools,
+// PriorityClasses, Namespaces, the Configuration) is copied.
+ClusterKueueObjects KueueObjectsOf(const PolicySet& set);
+
+// The inverse: replaces the five Kueue kinds of `*set` by `cluster`'s,
+// leaving everything else of `*set` as it was.
+void SetKueueObjects(const ClusterKueueObjects& cluster, PolicySet* set);
+
 // Decodes one object read from the cluster (JSON, as the API server
 // serves it: status and server-set metadata are ignored) into
 // `cluster->objects`, with the rules and messages of the policy files;
