@@ -441,9 +441,17 @@ KueueStatus WorkloadStatusOf(const broker::WorkloadInfo& w, const KueueStatus* p
   }
   const std::string cq = w.cluster_queue;
   if (w.phase == broker::Phase::kPending) {
-    std::string message = w.reason.message.empty() ? "waiting for a scheduling cycle" : w.reason.message;
-    if (!cq.empty()) message = absl::StrCat("ClusterQueue ", cq, ": ", message);
-    s.conditions.push_back({"QuotaReserved", "False", QuotaReservedReason(w.reason.code), message});
+    // Not tried since the broker started (a restart, a new leader): the
+    // reason the cluster shows stands until the first cycle gives one, or
+    // every restart would write "waiting" and then the same reason again.
+    const KueueCondition* shown = previous != nullptr ? FindCondition(previous->conditions, "QuotaReserved") : nullptr;
+    if (w.reason.message.empty() && shown != nullptr && shown->status == "False") {
+      s.conditions.push_back(*shown);
+    } else {
+      std::string message = w.reason.message.empty() ? "waiting for a scheduling cycle" : w.reason.message;
+      if (!cq.empty()) message = absl::StrCat("ClusterQueue ", cq, ": ", message);
+      s.conditions.push_back({"QuotaReserved", "False", QuotaReservedReason(w.reason.code), message});
+    }
     s.conditions.push_back({"Admitted", "False", "NoReservation", "The workload has no reservation"});
   } else {
     const std::string in = w.admission.has_value() ? w.admission->cluster_queue : cq;

@@ -61,6 +61,37 @@ TEST(KueueObjectsTest, AnInactiveClusterQueueSaysWhyInItsActiveCondition) {
   EXPECT_THAT(s.conditions[0].message, HasSubstr("stopPolicy Hold"));
 }
 
+// After a restart or a change of leader the broker has not tried its
+// pending workloads yet (no reason): the reason the cluster's Workload
+// shows stands, so that coming back writes nothing and the first cycle's
+// reason (the same one) writes nothing either.
+TEST(KueueObjectsTest, APendingWorkloadNotTriedYetKeepsTheReasonTheClusterShows) {
+  broker::WorkloadInfo w;
+  w.cluster_queue = "team-a";
+  w.phase = broker::Phase::kPending;
+  KueueStatus shown;
+  shown.conditions.push_back({"QuotaReserved", "False", "Pending", "ClusterQueue team-a: needs 6 nvidia.com/gpu"});
+  shown.conditions.push_back({"Admitted", "False", "NoReservation", "The workload has no reservation"});
+  const KueueStatus kept = WorkloadStatusOf(w, &shown, std::nullopt);
+  EXPECT_EQ(kept.conditions, shown.conditions);
+
+  // Never published, or shown admitted before: nothing to keep.
+  const KueueStatus fresh = WorkloadStatusOf(w, nullptr, std::nullopt);
+  ASSERT_FALSE(fresh.conditions.empty());
+  EXPECT_EQ(fresh.conditions[0].status, "False");
+  EXPECT_THAT(fresh.conditions[0].message, HasSubstr("waiting for a scheduling cycle"));
+  KueueStatus admitted;
+  admitted.conditions.push_back({"QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a"});
+  const KueueStatus requeued = WorkloadStatusOf(w, &admitted, std::nullopt);
+  EXPECT_EQ(requeued.conditions[0].status, "False");
+  EXPECT_THAT(requeued.conditions[0].message, HasSubstr("waiting for a scheduling cycle"));
+
+  // Once tried, the broker's reason is written.
+  w.reason.message = "needs 4 nvidia.com/gpu";
+  const KueueStatus tried = WorkloadStatusOf(w, &shown, std::nullopt);
+  EXPECT_EQ(tried.conditions[0].message, "ClusterQueue team-a: needs 4 nvidia.com/gpu");
+}
+
 TEST(KueueObjectsTest, TheTwoVersionsNameTheirFieldsAsKueueDoes) {
   broker::WorkloadInfo w;
   w.key = {"a", "llm"};
