@@ -53,6 +53,12 @@ class TlsConnection {
   // True when the server closes the connection (or fails it) within `timeout`.
   bool PeerClosesWithin(absl::Duration timeout);
 
+  // The socket and the TLS session, for a client that drives many
+  // connections from one event loop (test/bench/paced_load.cc makes them
+  // non-blocking after the handshake).
+  int fd() const { return fd_; }
+  SSL* ssl() const { return ssl_; }
+
   std::string PeerSerial() const;
   std::string Protocol() const;
   std::string Cipher() const;
