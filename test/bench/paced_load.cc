@@ -54,6 +54,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "test/testing/tls_client.h"
 
 namespace gangkeeper::bench {
@@ -162,7 +163,12 @@ class Loop {
       for (auto &c : conns_) {
         if (c->done) continue;
         left = true;
-        if (c->in_flight) continue;
+        if (c->in_flight) {
+          // No answer within the client's I/O timeout: an error, and a new
+          // connection for the next request (the run always ends).
+          if (now - c->sent > absl::ToChronoNanoseconds(options_.io_timeout)) Fail(*c);
+          continue;
+        }
         if (c->due <= now) {
           Send(*c);
           if (!c->in_flight) continue;  // finished, or could not send
