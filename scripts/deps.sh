@@ -10,6 +10,7 @@ set -euo pipefail
 build_pkgs=(
   g++ cmake ninja-build pkg-config make
   libcpp-httplib-dev libssl-dev openssl libboost-dev
+  libjemalloc-dev  # the gangkeeper binary's allocator (src/cli/CMakeLists.txt)
   nlohmann-json3-dev rapidjson-dev libabsl-dev libspdlog-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev  # test/sim's browser test decodes Chromium's PNG

@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "gangkeeper/base/check.h"
 #include "gangkeeper/base/log.h"
+#include "gangkeeper/base/loop_round.h"
 #include "gangkeeper/model/policy_digest.h"
 #include "src/broker/broker_impl.h"
 
@@ -74,10 +75,88 @@ absl::StatusOr<std::unique_ptr<Scheduler>> RestoreFrom(DurableState* state,
 
 }  // namespace
 
+// Events a loop thread handed to one broker during the current round of
+// its event loop (base::LoopRound), queued together when the round ends:
+// one lock, and at most one wake of the writer thread, for all of them.
+// The function deferred to the round's end owns the batch; a batch never
+// queued (its loop was destroyed first) answers its waiters Unavailable.
+struct RoundBatch {
+  struct Item {
+    Queued queued;
+    absl::Duration timeout;
+  };
+  explicit RoundBatch(Broker::Impl* i) : impl(i) {}
+  RoundBatch(const RoundBatch&) = delete;
+  RoundBatch& operator=(const RoundBatch&) = delete;
+  ~RoundBatch() {
+    for (Item& item : items) {
+      item.queued.waiter->Answer(absl::UnavailableError("the server stopped before this reached the broker; retry"));
+    }
+  }
+
+  Broker::Impl* const impl;
+  std::vector<Item> items;
+};
+
+namespace {
+
+// The calling thread's open batches, one per broker (weak: the deferred
+// function owns each).
+std::vector<std::weak_ptr<RoundBatch>>& OpenBatches() {
+  thread_local std::vector<std::weak_ptr<RoundBatch>> open;
+  return open;
+}
+
+// The calling thread's open batch for `impl`, taken out of the open list
+// (null: none).
+std::shared_ptr<RoundBatch> TakeOpenBatch(const Broker::Impl* impl) {
+  std::vector<std::weak_ptr<RoundBatch>>& open = OpenBatches();
+  std::shared_ptr<RoundBatch> found;
+  for (auto it = open.begin(); it != open.end();) {
+    std::shared_ptr<RoundBatch> b = it->lock();
+    if (b == nullptr || b->impl == impl) {
+      if (b != nullptr) found = std::move(b);
+      it = open.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+void Broker::Impl::QueueRound(RoundBatch* batch) {
+  if (batch->items.empty()) return;
+  std::vector<RoundBatch::Item> items = std::move(batch->items);
+  batch->items.clear();
+  bool stopped = false;
+  {
+    absl::MutexLock lock(&mu);
+    stopped = stopping;
+    if (!stopped) {
+      for (RoundBatch::Item& item : items) queue.push_back(Queued{std::move(item.queued.event), item.queued.waiter});
+    }
+  }
+  for (RoundBatch::Item& item : items) {
+    if (stopped) {
+      item.queued.waiter->Answer(absl::UnavailableError("the broker is shutting down; retry"));
+    } else {
+      deadlines.Watch(item.queued.waiter, item.timeout);
+    }
+  }
+}
+
+void Broker::Impl::QueueOpenRound() {
+  if (base::LoopRound::Current() == nullptr) return;
+  if (std::shared_ptr<RoundBatch> b = TakeOpenBatch(this)) QueueRound(b.get());
+}
+
 absl::Status Broker::Impl::Send(Event e, bool wait, absl::Duration timeout) {
   if (timeout == absl::ZeroDuration()) timeout = options.ack_timeout;
   if (e.type == Event::Type::kAdd || e.type == Event::Type::kUpdate) e.workload = Lean(std::move(e.workload));
   std::shared_ptr<Waiter> waiter = wait ? std::make_shared<Waiter>() : nullptr;
+  QueueOpenRound();  // what this thread handed over before goes first
   {
     absl::MutexLock lock(&mu);
     if (stopping) return absl::UnavailableError("the broker is shutting down; retry");
@@ -96,6 +175,28 @@ void Broker::Impl::SendAsync(Event e, EventQueue::Ack done, absl::Duration timeo
   if (e.type == Event::Type::kAdd || e.type == Event::Type::kUpdate) e.workload = Lean(std::move(e.workload));
   auto waiter = std::make_shared<Waiter>();
   waiter->ack = std::move(done);
+  if (base::LoopRound* round = base::LoopRound::Current()) {
+    // On an event loop: queued with the rest of this round's (RoundBatch).
+    std::vector<std::weak_ptr<RoundBatch>>& open = OpenBatches();
+    std::shared_ptr<RoundBatch> batch;
+    for (const std::weak_ptr<RoundBatch>& w : open) {
+      std::shared_ptr<RoundBatch> b = w.lock();
+      if (b != nullptr && b->impl == this) {
+        batch = std::move(b);
+        break;
+      }
+    }
+    if (batch == nullptr) {
+      batch = std::make_shared<RoundBatch>(this);
+      open.push_back(batch);
+      round->AtEnd([this, batch]() mutable {
+        (void)TakeOpenBatch(this);
+        QueueRound(batch.get());
+      });
+    }
+    batch->items.push_back(RoundBatch::Item{Queued{std::move(e), std::move(waiter)}, timeout});
+    return;
+  }
   bool stopped = false;
   {
     absl::MutexLock lock(&mu);
@@ -480,6 +581,7 @@ void Broker::SubmitAsync(Event e, Ack done, absl::Duration timeout) {
 
 bool Broker::Flush(absl::Duration timeout) {
   auto waiter = std::make_shared<Waiter>();
+  impl_->QueueOpenRound();
   {
     absl::MutexLock lock(&impl_->mu);
     if (impl_->stopping) return false;

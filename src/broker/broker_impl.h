@@ -84,6 +84,8 @@ struct Queued {
   std::shared_ptr<Waiter> waiter;
 };
 
+struct RoundBatch;  // broker.cc
+
 // Events that change the state (a follower's ReadOnlyView refuses them).
 inline bool IsChange(const Event& e) { return e.type != Event::Type::kFlush; }
 
@@ -145,8 +147,15 @@ struct Broker::Impl {
 
   // Queues `e`; with `wait`, waits for its answer (see EventQueue).
   absl::Status Send(Event e, bool wait, absl::Duration timeout = absl::ZeroDuration());
-  // Queues `e`; `done` gets its answer (see EventQueue::SubmitAsync).
+  // Queues `e`; `done` gets its answer (see EventQueue::SubmitAsync). On an
+  // event loop's thread (base::LoopRound) the event is queued when the
+  // loop's round ends, with the others of the round.
   void SendAsync(Event e, EventQueue::Ack done, absl::Duration timeout);
+  // Queues a round's events (RoundBatch) with one lock.
+  void QueueRound(RoundBatch* batch);
+  // Queues the calling loop thread's open round for this broker now, so
+  // that what it hands over next comes after it.
+  void QueueOpenRound();
 
   absl::Status Apply(Event& e, absl::Time now);
 

@@ -16,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "gangkeeper/base/loop_round.h"
 #include "gangkeeper/base/status_macros.h"
 #include "src/server/connection.h"
 
@@ -33,6 +34,31 @@ bool OutOfResources(const beast::error_code& ec) {
   return ec == net::error::no_descriptors || ec == net::error::no_buffer_space || ec == net::error::no_memory ||
          (ec.category() == boost::system::system_category() && ec.value() == ENFILE);
 }
+
+// A loop's round end (base::LoopRound): what the handlers of one round
+// defer runs in one handler posted behind them, after the loop has polled
+// for I/O once more without waiting. Lives on the loop's thread, for as
+// long as the loop runs there; deferred functions still pending when it
+// goes are destroyed uncalled (see loop_round.h).
+class AsioRound final : public base::LoopRound {
+ public:
+  explicit AsioRound(net::io_context& loop) : loop_(loop) {}
+
+  void AtEnd(absl::AnyInvocable<void() &&> fn) override {
+    pending_.push_back(std::move(fn));
+    if (pending_.size() == 1) net::post(loop_, [this] { RunPending(); });
+  }
+
+ private:
+  void RunPending() {
+    std::vector<absl::AnyInvocable<void() &&>> run;
+    run.swap(pending_);
+    for (auto& fn : run) std::move(fn)();
+  }
+
+  net::io_context& loop_;
+  std::vector<absl::AnyInvocable<void() &&>> pending_;
+};
 
 class TransportImpl final : public Transport {
  public:
@@ -157,6 +183,8 @@ void TransportImpl::Run() {
   for (auto& loop : loops_) {
     net::io_context* l = loop.get();
     threads_.emplace_back([l] {
+      AsioRound round(*l);
+      const base::ScopedRound in_round(&round);
       // Handlers report errors as values; a throw (allocation failure) is
       // logged and the loop goes on.
       for (int crashes = 0; crashes < 1000; ++crashes) {
