@@ -1,7 +1,8 @@
 // gangkeeper admission: AdmissionReview v1 decoding and encoding.
 //
-// DecodeReview parses the body once with RapidJSON (iteratively, so nesting
-// depth cannot exhaust the stack) and checks the envelope; the object stays
+// DecodeReview parses the body once with RapidJSON (recursively when the
+// body has few enough brackets to bound the depth, else iteratively, so
+// nesting cannot exhaust the stack) and checks the envelope; the object stays
 // in the Review's own document for the handlers to read. The document and
 // the parser's stacks live in a recycled arena (a review of up to some tens
 // of KB parses without touching the heap); the arena goes back to a

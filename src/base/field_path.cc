@@ -16,8 +16,8 @@ FieldPath FieldPath::Append(Kind kind, absl::string_view name, bool borrow) cons
   FieldPath p;
   if (count_ < kInlineSegments) {
     p.head_ = head_;
-    std::copy(segments_.begin(), segments_.begin() + count_, p.segments_.begin());
     p.count_ = count_;
+    p.CopySegments(*this);
   } else {
     // Too deep to keep inline: render everything so far once, shared by the
     // paths made from this one.
@@ -41,6 +41,7 @@ FieldPath FieldPath::Append(Kind kind, absl::string_view name, bool borrow) cons
   Segment& s = p.segments_[p.count_++];
   s.kind = kind;
   s.size = static_cast<uint32_t>(name.size());
+  s.borrowed = nullptr;
   if (borrow) {
     s.borrowed = name.data();
   } else if (!name.empty()) {

@@ -1,5 +1,7 @@
 #include "src/admission/review.h"
 
+#include <string>
+
 #include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -76,6 +78,42 @@ TEST(DecodeReviewTest, ReadsTheEnvelopeAndNamesWhatIsMissing) {
   EXPECT_THAT(DecodeReview(R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x",
     "kind":{"kind":"Job"},"operation":"DELETE","dryRun":"yes"}})"),
               StatusIs(absl::StatusCode::kInvalidArgument, "request.dryRun"));
+}
+
+// A review whose object nests `depth` arrays under object.deep, with an
+// escaped string at the bottom (in-place parsing rewrites it).
+std::string NestedReview(int depth, bool truncated = false) {
+  std::string deep = std::string(depth, '[') + R"("a\"b")" + std::string(depth, ']');
+  std::string body = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x",
+    "kind":{"group":"batch","version":"v1","kind":"Job"},"namespace":"ns","name":"n","operation":"CREATE",
+    "object":{"deep":)" + deep + R"(,"after":"end"}}})";
+  if (truncated) body.resize(body.size() - 3);
+  return body;
+}
+
+// The review parses recursively up to a depth and iteratively beyond it:
+// either way the same document comes out, and a malformed body is refused
+// the same way.
+TEST(DecodeReviewTest, AReviewDecodesTheSameAtAnyNestingDepth) {
+  for (int depth : {1, 100, 254, 255, 256, 257, 300, 5000}) {
+    SCOPED_TRACE(depth);
+    auto review = DecodeReview(NestedReview(depth));
+    ASSERT_TRUE(review.ok()) << review.status();
+    ASSERT_NE((*review)->object, nullptr);
+    const rapidjson::Value* v = &(*(*review)->object)["deep"];
+    int seen = 0;
+    while (v->IsArray()) {
+      ASSERT_EQ(v->Size(), 1u);
+      v = &(*v)[0];
+      ++seen;
+    }
+    EXPECT_EQ(seen, depth);
+    ASSERT_TRUE(v->IsString());
+    EXPECT_EQ(std::string(v->GetString(), v->GetStringLength()), "a\"b");
+    EXPECT_STREQ((*(*review)->object)["after"].GetString(), "end");
+    EXPECT_THAT(DecodeReview(NestedReview(depth, /*truncated=*/true)),
+                StatusIs(absl::StatusCode::kInvalidArgument, "body is not JSON"));
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gangkeeper/base/clock.h"
+#include "gangkeeper/base/loop_round.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/broker/roles.h"
 #include "gmock/gmock.h"
@@ -40,9 +41,14 @@ class GatedSink : public StateSink {
     auto open = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_; };
     mu_.AwaitWithTimeout(absl::Condition(&open), absl::Seconds(30));
     if (fail_) return absl::UnavailableError("disk full");
+    int registered = 0;
     for (const StateChange& c : batch.changes) {
-      if (c.type == StateChange::Type::kRegistered) registered_.push_back(c.key.name);
+      if (c.type == StateChange::Type::kRegistered) {
+        registered_.push_back(c.key.name);
+        ++registered;
+      }
     }
+    if (registered > 0) registrations_per_batch_.push_back(registered);
     return ++position_;
   }
   void Open() {
@@ -61,6 +67,11 @@ class GatedSink : public StateSink {
     absl::MutexLock lock(&mu_);
     return registered_;
   }
+  // How many registrations each durable batch that had any held.
+  std::vector<int> registrations_per_batch() {
+    absl::MutexLock lock(&mu_);
+    return registrations_per_batch_;
+  }
 
  private:
   absl::Mutex mu_;
@@ -69,6 +80,7 @@ class GatedSink : public StateSink {
   int entered_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t position_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> registered_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> registrations_per_batch_ ABSL_GUARDED_BY(mu_);
 };
 
 // Collects the answers a callback gets.
@@ -255,6 +267,104 @@ TEST_F(SubmitAsyncTest, ABlockingRegistryRunsItsCallThroughTheRunner) {
   ASSERT_EQ(answers.count(), 1u);
   EXPECT_TRUE(answers.got()[0].ok()) << answers.got()[0];
   EXPECT_TRUE(registry->Find({"a", "m"}).has_value());
+}
+
+// An event loop's round the test ends (or abandons) by hand.
+class ManualRound : public base::LoopRound {
+ public:
+  void AtEnd(absl::AnyInvocable<void() &&> fn) override { pending_.push_back(std::move(fn)); }
+  size_t pending() const { return pending_.size(); }
+  // The loop's handlers are done: what they deferred runs.
+  void End() {
+    std::vector<absl::AnyInvocable<void() &&>> run;
+    run.swap(pending_);
+    for (auto& fn : run) std::move(fn)();
+  }
+  // The loop was destroyed before its round ended.
+  void Abandon() { pending_.clear(); }
+
+ private:
+  std::vector<absl::AnyInvocable<void() &&>> pending_;
+};
+
+TEST_F(SubmitAsyncTest, ALoopRoundsEventsReachTheBrokerTogetherWhenTheRoundEnds) {
+  GatedSink sink;
+  sink.Open();
+  std::unique_ptr<Broker> broker = NewBroker(&sink);
+  ASSERT_NE(broker, nullptr);
+  broker->Start();
+  ManualRound round;
+  Answers answers;
+  {
+    const base::ScopedRound on_loop(&round);
+    for (int i = 0; i < 5; ++i) broker->SubmitAsync(Event::Add(AsyncJob("r" + std::to_string(i))), answers.Callback());
+  }
+  EXPECT_EQ(round.pending(), 1u);  // one deferred hand-over for the five
+  // The broker has not seen them: a flush from another thread passes them.
+  std::thread other([&] { EXPECT_TRUE(broker->Flush(absl::Seconds(10))); });
+  other.join();
+  EXPECT_EQ(answers.count(), 0u);
+  EXPECT_THAT(sink.registered(), ::testing::IsEmpty());
+  EXPECT_FALSE(broker->snapshot()->Record({"a", "r0"}).has_value());
+  round.End();
+  ASSERT_TRUE(WaitFor([&] { return answers.count() == 5; }));
+  for (const absl::Status& s : answers.got()) EXPECT_TRUE(s.ok()) << s;
+  // All five in one durable batch, in the order they were handed over.
+  EXPECT_THAT(sink.registrations_per_batch(), ::testing::ElementsAre(5));
+  EXPECT_THAT(sink.registered(), ::testing::ElementsAre("r0", "r1", "r2", "r3", "r4"));
+}
+
+TEST_F(SubmitAsyncTest, WhatALoopThreadSubmitsAfterwardsComesAfterItsOpenRound) {
+  GatedSink sink;
+  sink.Open();
+  std::unique_ptr<Broker> broker = NewBroker(&sink);
+  ASSERT_NE(broker, nullptr);
+  broker->Start();
+  ManualRound round;
+  Answers answers;
+  const base::ScopedRound on_loop(&round);
+  broker->SubmitAsync(Event::Add(AsyncJob("first")), answers.Callback());
+  // A waiting call from the same thread: the round's event goes before it.
+  const absl::Status removed = broker->SubmitAndWait(Event::Remove({"a", "first"}, ""));
+  EXPECT_TRUE(removed.ok()) << removed;
+  EXPECT_EQ(answers.count(), 1u);
+  EXPECT_TRUE(answers.got()[0].ok()) << answers.got()[0];
+  EXPECT_FALSE(broker->snapshot()->Record({"a", "first"}).has_value());  // added, then removed
+  // The same for Flush.
+  broker->SubmitAsync(Event::Add(AsyncJob("second")), answers.Callback());
+  ASSERT_TRUE(broker->Flush(absl::Seconds(10)));
+  EXPECT_EQ(answers.count(), 2u);
+  round.End();  // nothing left to hand over
+  ASSERT_TRUE(broker->Flush(absl::Seconds(10)));
+  EXPECT_EQ(answers.count(), 2u);
+}
+
+TEST_F(SubmitAsyncTest, ARoundThatNeverEndsAndABrokerThatStoppedAnswerUnavailable) {
+  GatedSink sink;
+  sink.Open();
+  std::unique_ptr<Broker> broker = NewBroker(&sink);
+  ASSERT_NE(broker, nullptr);
+  broker->Start();
+  ManualRound round;
+  Answers abandoned;
+  Answers stopped;
+  {
+    const base::ScopedRound on_loop(&round);
+    broker->SubmitAsync(Event::Add(AsyncJob("lost")), abandoned.Callback());
+  }
+  round.Abandon();
+  ASSERT_EQ(abandoned.count(), 1u);
+  EXPECT_THAT(abandoned.got()[0], StatusIs(absl::StatusCode::kUnavailable, "server stopped"));
+  {
+    const base::ScopedRound on_loop(&round);
+    broker->SubmitAsync(Event::Add(AsyncJob("late")), stopped.Callback());
+  }
+  broker->Stop();
+  EXPECT_EQ(stopped.count(), 0u);
+  round.End();
+  ASSERT_EQ(stopped.count(), 1u);
+  EXPECT_THAT(stopped.got()[0], StatusIs(absl::StatusCode::kUnavailable, "shutting down"));
+  EXPECT_THAT(sink.registered(), ::testing::IsEmpty());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,16 @@ class FieldPath {
  public:
   FieldPath() = default;
   explicit FieldPath(absl::string_view root);
+  // Copies only the segments in use (a decoder copies paths all the time).
+  FieldPath(const FieldPath& other) : head_(other.head_), count_(other.count_) { CopySegments(other); }
+  FieldPath& operator=(const FieldPath& other) {
+    if (this != &other) {
+      head_ = other.head_;
+      count_ = other.count_;
+      CopySegments(other);
+    }
+    return *this;
+  }
 
   [[nodiscard]] FieldPath Child(absl::string_view name) const;
   [[nodiscard]] FieldPath Index(size_t i) const;
@@ -48,21 +59,29 @@ class FieldPath {
   enum class Kind : uint8_t { kChild, kIndex, kKey };
   // Names up to this long are copied into the segment itself.
   static constexpr size_t kInlineText = 19;
-  static constexpr size_t kInlineSegments = 8;
+  // A pod template's container fields are 8 to 10 deep in a Job
+  // (spec.template.spec.containers[0].resources.requests[cpu]); a path
+  // deeper than this renders its head to a string.
+  static constexpr size_t kInlineSegments = 12;
 
+  // Only the first count_ segments are ever written or read: the rest stay
+  // uninitialized (zeroing them cost more than the rest of an Append).
   struct Segment {
-    const char* borrowed = nullptr;  // the name when it lives elsewhere
-    uint32_t size = 0;               // the name's length
-    Kind kind = Kind::kChild;
-    char text[kInlineText] = {};     // the name when copied; the index for kIndex
+    const char* borrowed;  // the name when it lives elsewhere, else null
+    uint32_t size;         // the name's length
+    Kind kind;
+    char text[kInlineText];  // the name when copied; the index for kIndex
   };
 
   FieldPath Append(Kind kind, absl::string_view name, bool borrow) const;
   void AppendTo(std::string* out) const;
+  void CopySegments(const FieldPath& other) {
+    if (count_ > 0) std::memcpy(segments_.data(), other.segments_.data(), count_ * sizeof(Segment));
+  }
 
   // The rendered head of a deep path (null when the path fits inline).
   std::shared_ptr<const std::string> head_;
-  std::array<Segment, kInlineSegments> segments_{};
+  std::array<Segment, kInlineSegments> segments_;
   uint8_t count_ = 0;
 };
 
