@@ -112,6 +112,13 @@ class SubmitAsyncTest : public ::testing::Test {
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? *std::move(b) : nullptr;
   }
+  // A started broker on `sink`, opened (a test's round hand-over).
+  std::unique_ptr<Broker> StartedBroker(GatedSink* sink) {
+    sink->Open();
+    std::unique_ptr<Broker> b = NewBroker(sink);
+    if (b != nullptr) b->Start();
+    return b;
+  }
   base::SimulatedClock clock_{absl::FromUnixSeconds(1'700'000'000)};
 };
 
@@ -289,10 +296,8 @@ class ManualRound : public base::LoopRound {
 
 TEST_F(SubmitAsyncTest, ALoopRoundsEventsReachTheBrokerTogetherWhenTheRoundEnds) {
   GatedSink sink;
-  sink.Open();
-  std::unique_ptr<Broker> broker = NewBroker(&sink);
+  std::unique_ptr<Broker> broker = StartedBroker(&sink);
   ASSERT_NE(broker, nullptr);
-  broker->Start();
   ManualRound round;
   Answers answers;
   {
@@ -316,10 +321,8 @@ TEST_F(SubmitAsyncTest, ALoopRoundsEventsReachTheBrokerTogetherWhenTheRoundEnds)
 
 TEST_F(SubmitAsyncTest, WhatALoopThreadSubmitsAfterwardsComesAfterItsOpenRound) {
   GatedSink sink;
-  sink.Open();
-  std::unique_ptr<Broker> broker = NewBroker(&sink);
+  std::unique_ptr<Broker> broker = StartedBroker(&sink);
   ASSERT_NE(broker, nullptr);
-  broker->Start();
   ManualRound round;
   Answers answers;
   const base::ScopedRound on_loop(&round);
@@ -341,10 +344,8 @@ TEST_F(SubmitAsyncTest, WhatALoopThreadSubmitsAfterwardsComesAfterItsOpenRound) 
 
 TEST_F(SubmitAsyncTest, ARoundThatNeverEndsAndABrokerThatStoppedAnswerUnavailable) {
   GatedSink sink;
-  sink.Open();
-  std::unique_ptr<Broker> broker = NewBroker(&sink);
+  std::unique_ptr<Broker> broker = StartedBroker(&sink);
   ASSERT_NE(broker, nullptr);
-  broker->Start();
   ManualRound round;
   Answers abandoned;
   Answers stopped;

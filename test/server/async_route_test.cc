@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gangkeeper/base/clock.h"
+#include "gangkeeper/base/loop_round.h"
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/server/server.h"
 #include "gmock/gmock.h"
@@ -201,6 +203,57 @@ TEST_F(AsyncRouteTest, RunBlockingRunsOffTheLoopThread) {
   auto r = c->Request("POST", "/blocking", "x");
   ASSERT_THAT(r, IsOk());
   EXPECT_EQ(r->body, "{\"off_loop\":true}");
+}
+
+// A handler on the loop finds the loop's round (base::LoopRound): what it
+// defers runs on the same thread once the handler has returned (the broker
+// hands a round's registrations over this way). Off the loop there is none.
+TEST_F(AsyncRouteTest, AHandlerOnTheLoopCanDeferWorkToTheEndOfTheLoopsRound) {
+  Options o = AsyncOptions();
+  Route deferring;
+  deferring.listener = Listener::kWebhook;
+  deferring.method = "POST";
+  deferring.path = "/deferring";
+  deferring.async_handler = [](HttpRequest, Responder responder) {
+    base::LoopRound* round = base::LoopRound::Current();
+    if (round == nullptr) {
+      HttpResponse r;
+      r.body = "{\"round\":false}";
+      responder.Respond(std::move(r));
+      return;
+    }
+    const std::thread::id loop = std::this_thread::get_id();
+    auto handler_returned = std::make_shared<bool>(false);
+    round->AtEnd([responder, loop, handler_returned]() mutable {
+      HttpResponse r;
+      r.body = absl::StrCat("{\"round\":true,\"same_thread\":", std::this_thread::get_id() == loop ? "true" : "false",
+                            ",\"after_handler\":", *handler_returned ? "true" : "false", "}");
+      responder.Respond(std::move(r));
+    });
+    *handler_returned = true;
+  };
+  o.routes.push_back(deferring);
+  Route off_loop = deferring;
+  off_loop.path = "/off-loop";
+  off_loop.async_handler = [](HttpRequest, Responder responder) {
+    responder.RunBlocking([responder] {
+      HttpResponse r;
+      r.body = base::LoopRound::Current() == nullptr ? "{\"round\":false}" : "{\"round\":true}";
+      responder.Respond(std::move(r));
+    });
+  };
+  o.routes.push_back(off_loop);
+  StartServer(std::move(o));
+  std::unique_ptr<TlsConnection> c = Connect();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 3; ++i) {  // every request of a keep-alive connection
+    auto r = c->Request("POST", "/deferring", "x");
+    ASSERT_THAT(r, IsOk());
+    EXPECT_EQ(r->body, "{\"round\":true,\"same_thread\":true,\"after_handler\":true}");
+  }
+  auto r = c->Request("POST", "/off-loop", "x");
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->body, "{\"round\":false}");
 }
 
 TEST_F(AsyncRouteTest, PipelinedAnswersKeepTheirOrderAroundAnAsynchronousOne) {
