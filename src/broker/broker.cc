@@ -107,15 +107,17 @@ std::vector<std::weak_ptr<RoundBatch>>& OpenBatches() {
   return open;
 }
 
-// The calling thread's open batch for `impl`, taken out of the open list
-// (null: none).
-std::shared_ptr<RoundBatch> TakeOpenBatch(const Broker::Impl* impl) {
+// The calling thread's open batch for `impl` (null: none); with `take`, also
+// out of the open list. Batches whose round ended are dropped on the way.
+std::shared_ptr<RoundBatch> OpenBatchOf(const Broker::Impl* impl, bool take) {
   std::vector<std::weak_ptr<RoundBatch>>& open = OpenBatches();
   std::shared_ptr<RoundBatch> found;
   for (auto it = open.begin(); it != open.end();) {
     std::shared_ptr<RoundBatch> b = it->lock();
-    if (b == nullptr || b->impl == impl) {
-      if (b != nullptr) found = std::move(b);
+    const bool mine = b != nullptr && b->impl == impl;
+    const bool drop = b == nullptr || (mine && take);
+    if (mine) found = std::move(b);
+    if (drop) {
       it = open.erase(it);
     } else {
       ++it;
@@ -149,7 +151,7 @@ void Broker::Impl::QueueRound(RoundBatch* batch) {
 
 void Broker::Impl::QueueOpenRound() {
   if (base::LoopRound::Current() == nullptr) return;
-  if (std::shared_ptr<RoundBatch> b = TakeOpenBatch(this)) QueueRound(b.get());
+  if (std::shared_ptr<RoundBatch> b = OpenBatchOf(this, /*take=*/true)) QueueRound(b.get());
 }
 
 absl::Status Broker::Impl::Send(Event e, bool wait, absl::Duration timeout) {
@@ -177,20 +179,12 @@ void Broker::Impl::SendAsync(Event e, EventQueue::Ack done, absl::Duration timeo
   waiter->ack = std::move(done);
   if (base::LoopRound* round = base::LoopRound::Current()) {
     // On an event loop: queued with the rest of this round's (RoundBatch).
-    std::vector<std::weak_ptr<RoundBatch>>& open = OpenBatches();
-    std::shared_ptr<RoundBatch> batch;
-    for (const std::weak_ptr<RoundBatch>& w : open) {
-      std::shared_ptr<RoundBatch> b = w.lock();
-      if (b != nullptr && b->impl == this) {
-        batch = std::move(b);
-        break;
-      }
-    }
+    std::shared_ptr<RoundBatch> batch = OpenBatchOf(this, /*take=*/false);
     if (batch == nullptr) {
       batch = std::make_shared<RoundBatch>(this);
-      open.push_back(batch);
+      OpenBatches().push_back(batch);
       round->AtEnd([this, batch]() mutable {
-        (void)TakeOpenBatch(this);
+        (void)OpenBatchOf(this, /*take=*/true);
         QueueRound(batch.get());
       });
     }

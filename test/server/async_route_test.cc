@@ -6,6 +6,7 @@
 // and a responder dropped unanswered are all survived. Loopback only;
 // every wait is bounded.
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,6 +36,16 @@ using ::gangkeeper::testing::TlsClientOptions;
 using ::gangkeeper::testing::TlsConnection;
 using ::gangkeeper::testing::WaitFor;
 using ::testing::HasSubstr;
+
+// A POST route of the webhook listener answered asynchronously by `handler`.
+Route AsyncPost(const std::string& path, std::function<void(HttpRequest, Responder)> handler) {
+  Route r;
+  r.listener = Listener::kWebhook;
+  r.method = "POST";
+  r.path = path;
+  r.async_handler = std::move(handler);
+  return r;
+}
 
 // The requests an asynchronous route took, with their responders: the
 // test answers them when it likes, from its own thread.
@@ -105,13 +116,9 @@ class AsyncRouteTest : public ::testing::Test {
     o.tls_key_file = dir_.File("certs/tls.key");
     o.threads = 1;  // one loop: whatever the test sees served, that loop served
     o.clock = &base::RealClock();
-    Route later;
-    later.listener = Listener::kWebhook;
-    later.method = "POST";
-    later.path = "/later";
-    later.async_handler = [this](HttpRequest req, Responder responder) {
+    Route later = AsyncPost("/later", [this](HttpRequest req, Responder responder) {
       pending_.Add(std::move(req), std::move(responder));
-    };
+    });
     o.routes.push_back(later);
     Route now;
     now.listener = Listener::kWebhook;
@@ -184,18 +191,14 @@ TEST_F(AsyncRouteTest, AnsweredLaterFromAnotherThreadWhileTheLoopServesOthers) {
 
 TEST_F(AsyncRouteTest, RunBlockingRunsOffTheLoopThread) {
   Options o = AsyncOptions();
-  Route blocking;
-  blocking.listener = Listener::kWebhook;
-  blocking.method = "POST";
-  blocking.path = "/blocking";
-  blocking.async_handler = [](HttpRequest, Responder responder) {
+  Route blocking = AsyncPost("/blocking", [](HttpRequest, Responder responder) {
     const std::thread::id loop = std::this_thread::get_id();
     responder.RunBlocking([responder, loop] {
       HttpResponse r;
       r.body = std::this_thread::get_id() != loop ? "{\"off_loop\":true}" : "{\"off_loop\":false}";
       responder.Respond(std::move(r));
     });
-  };
+  });
   o.routes.push_back(blocking);
   StartServer(std::move(o));
   std::unique_ptr<TlsConnection> c = Connect();
@@ -210,11 +213,7 @@ TEST_F(AsyncRouteTest, RunBlockingRunsOffTheLoopThread) {
 // hands a round's registrations over this way). Off the loop there is none.
 TEST_F(AsyncRouteTest, AHandlerOnTheLoopCanDeferWorkToTheEndOfTheLoopsRound) {
   Options o = AsyncOptions();
-  Route deferring;
-  deferring.listener = Listener::kWebhook;
-  deferring.method = "POST";
-  deferring.path = "/deferring";
-  deferring.async_handler = [](HttpRequest, Responder responder) {
+  Route deferring = AsyncPost("/deferring", [](HttpRequest, Responder responder) {
     base::LoopRound* round = base::LoopRound::Current();
     if (round == nullptr) {
       HttpResponse r;
@@ -231,7 +230,7 @@ TEST_F(AsyncRouteTest, AHandlerOnTheLoopCanDeferWorkToTheEndOfTheLoopsRound) {
       responder.Respond(std::move(r));
     });
     *handler_returned = true;
-  };
+  });
   o.routes.push_back(deferring);
   Route off_loop = deferring;
   off_loop.path = "/off-loop";
@@ -343,12 +342,7 @@ TEST_F(AsyncRouteTest, AnAnswerThatNeverComesGets503AtTheDeadlineAndTheLateOneIs
 
 TEST_F(AsyncRouteTest, AResponderDroppedUnansweredGets500) {
   Options o = AsyncOptions();
-  Route forgetful;
-  forgetful.listener = Listener::kWebhook;
-  forgetful.method = "POST";
-  forgetful.path = "/forgetful";
-  forgetful.async_handler = [](HttpRequest, Responder) {};  // a bug: no answer, ever
-  o.routes.push_back(forgetful);
+  o.routes.push_back(AsyncPost("/forgetful", [](HttpRequest, Responder) {}));  // a bug: no answer, ever
   StartServer(std::move(o));
   std::unique_ptr<TlsConnection> c = Connect();
   ASSERT_NE(c, nullptr);
