@@ -685,7 +685,7 @@ section_webhook() {
     echo "### Latency at ${PACED_FRACTION} x the maximum rate (paced, open loop)"
     echo
     echo "\`gangkeeper_paced_load\` (test/bench/paced_load.cc): $PACED_CONNS keep-alive TLS connections driven by"
-    echo "2 event loops (epoll, non-blocking OpenSSL), each connection"
+    echo "one event loop (epoll, non-blocking OpenSSL, waking at most every 500 µs for due requests), each connection"
     echo "sending on a fixed schedule so that together they offer the rate evenly; latency is counted from"
     echo "the time a request was *due*, so a stall shows in the percentiles instead of slowing the client"
     echo "(no coordinated omission; wrk has no rate limit and h2load's \`--rps\` counts from the actual"
