@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/check.h"
 #include "gangkeeper/base/log.h"
+#include "src/kube/write_pass.h"
 
 namespace gangkeeper::kube {
 
@@ -43,15 +44,6 @@ bool StatusWriter::Allowed() {
     }
   }
   return true;
-}
-
-// Asked before every write, not only when a pass starts: a pass that
-// outlives this replica's lease (a slow API server) writes nothing more,
-// and the next pass that leads lists again.
-bool StatusWriter::StillLeading() {
-  if (!options_.leading || options_.leading()) return true;
-  listed_ = false;
-  return false;
 }
 
 void StatusWriter::List() {
@@ -133,16 +125,16 @@ void StatusWriter::MarkAbsent(const broker::Snapshot& snap) {
   }
 }
 
-bool StatusWriter::WriteOne(const std::string& path, const std::string& key, const KueueStatus& want, int* budget) {
+bool StatusWriter::WriteOne(const std::string& path, const std::string& key, const KueueStatus& want,
+                            WritePass* pass) {
   (void)key;
   auto it = written_.find(path);
   if (it == written_.end() && missing_.count(path) > 0) return true;  // not in the cluster
   if (it != written_.end() && it->second.status == want) return true;
-  if (*budget <= 0 || !StillLeading()) return false;
-  --*budget;
   const json previous = it != written_.end() ? it->second.conditions : json::array();
   const json status = StatusJson(want, previous, options_.clock->Now());
-  absl::StatusOr<json> r = client_->Patch(absl::StrCat(path, "/status"), PatchType::kMerge, {{"status", status}});
+  absl::StatusOr<json> r = pass->Patch(absl::StrCat(path, "/status"), PatchType::kMerge, {{"status", status}});
+  if (WritePass::Refused(r.status())) return false;
   absl::MutexLock lock(&mu_);
   if (!r.ok()) {
     if (HttpCode(r.status()) == 404) {
@@ -178,22 +170,26 @@ int StatusWriter::Sync() {
     absl::MutexLock lock(&mu_);
     before = stats_.writes;
   }
-  int budget = options_.max_writes_per_pass;
+  // Every write asks the lease (a pass that outlives it sends nothing
+  // more, and the next pass that leads lists again).
+  WritePass pass(client_, options_.leading, options_.max_writes_per_pass);
   bool complete = true;
   const KueueVersion v = options_.version;
   for (const auto& [name, view] : snap->cluster_queues()) {
-    complete &= WriteOne(KueuePath(v, "clusterqueues", "", name), name, ClusterQueueStatusOf(*view, snap->policies()), &budget);
+    complete &= WriteOne(KueuePath(v, "clusterqueues", "", name), name,
+                         ClusterQueueStatusOf(*view, snap->policies()), &pass);
   }
   for (const auto& [key, status] : LocalQueueStatusesOf(*snap, v)) {
-    complete &= WriteOne(KueuePath(v, "localqueues", key.first, key.second), key.second, status, &budget);
+    complete &= WriteOne(KueuePath(v, "localqueues", key.first, key.second), key.second, status, &pass);
   }
   // Cohorts that are objects (the policies' Cohorts, or listed from the
   // cluster); a cohort named only by ClusterQueues has none to write to.
   for (const auto& [name, cohort] : snap->cohorts()) {
     const std::string path = KueuePath(v, "cohorts", "", name);
     if (snap->policies().cohorts.count(name) == 0 && written_.count(path) == 0) continue;
-    complete &= WriteOne(path, name, CohortStatusOf(cohort), &budget);
+    complete &= WriteOne(path, name, CohortStatusOf(cohort), &pass);
   }
+  if (pass.lost_lead()) listed_ = false;
   done_version_ = complete ? snap->version() : UINT64_MAX;
   absl::MutexLock lock(&mu_);
   return static_cast<int>(stats_.writes - before);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gangkeeper/base/check.h"
 #include "gangkeeper/base/log.h"
+#include "src/kube/write_pass.h"
 #include "gangkeeper/workload/workload.h"
 
 namespace gangkeeper::kube {
@@ -150,19 +151,12 @@ void WorkloadPublisher::List() {
   listed_ = true;
 }
 
-// Asked before every write (see StatusWriter::StillLeading).
-bool WorkloadPublisher::StillLeading() {
-  if (!options_.leading || options_.leading()) return true;
-  listed_ = false;
-  return false;
-}
-
-bool WorkloadPublisher::WriteStatus(const std::string& path, Written* entry, const KueueStatus& want, int* budget) {
+bool WorkloadPublisher::WriteStatus(const std::string& path, Written* entry, const KueueStatus& want,
+                                    WritePass* pass) {
   if (entry->status == want) return true;
-  if (*budget <= 0 || !StillLeading()) return false;
-  --*budget;
   const json status = StatusJson(want, entry->conditions, options_.clock->Now());
-  absl::StatusOr<json> r = client_->Patch(absl::StrCat(path, "/status"), PatchType::kMerge, {{"status", status}});
+  absl::StatusOr<json> r = pass->Patch(absl::StrCat(path, "/status"), PatchType::kMerge, {{"status", status}});
+  if (WritePass::Refused(r.status())) return false;
   Count(r.ok());
   if (!r.ok()) {
     base::GetLogger("kube")->warn("kueue workloads: status of {}: {}", path, r.status().message());
@@ -174,7 +168,7 @@ bool WorkloadPublisher::WriteStatus(const std::string& path, Written* entry, con
   return true;
 }
 
-bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
+bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, WritePass* pass) {
   const std::string name = KueueWorkloadNameOf(w);
   const std::string key = Key(w.key.namespace_name, name);
   const std::string path = KueuePath(options_.version, "workloads", w.key.namespace_name, name);
@@ -187,7 +181,7 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
   auto it = written_.find(key);
   if (it == written_.end()) {
     if (w.phase == broker::Phase::kFinished) return true;  // none is created for a finished workload
-    if (*budget <= 0 || !StillLeading()) return false;
+    if (!pass->MayWrite()) return false;  // before the pods are read
     // A pod group's Workload is owned by its pods, as the cluster has them.
     std::vector<PodOwner> pods;
     if (w.key.pod_group) {
@@ -200,10 +194,10 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
       if (listed->empty()) return true;  // no pod left to own it
       pods = *std::move(listed);
     }
-    --*budget;
     json object = WorkloadObject(w, options_.version, pods);
     absl::StatusOr<json> created =
-        client_->Post(KueuePath(options_.version, "workloads", w.key.namespace_name), object.dump());
+        pass->Post(KueuePath(options_.version, "workloads", w.key.namespace_name), object.dump());
+    if (WritePass::Refused(created.status())) return false;
     if (!created.ok() && HttpCode(created.status()) == 409) {
       // Made by someone else since the list (another leader's last pass):
       // list again rather than guess what it holds.
@@ -226,13 +220,12 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
     it = written_.emplace(key, std::move(entry)).first;
   }
   Written& entry = it->second;
-  if (w.key.pod_group && !SyncPodOwners(w, key, path, &entry, budget)) return false;
+  if (w.key.pod_group && !SyncPodOwners(w, key, path, &entry, pass)) return false;
   if (w.phase != broker::Phase::kFinished) {
     const json spec = WorkloadSpec(w, options_.version);
     if (entry.spec != SpecSummary(spec)) {
-      if (*budget <= 0 || !StillLeading()) return false;
-      --*budget;
-      absl::StatusOr<json> r = client_->Patch(path, PatchType::kMerge, {{"spec", spec}});
+      absl::StatusOr<json> r = pass->Patch(path, PatchType::kMerge, {{"spec", spec}});
+      if (WritePass::Refused(r.status())) return false;
       Count(r.ok());
       if (!r.ok()) {
         base::GetLogger("kube")->warn("kueue workloads: spec of {}: {}", key, r.status().message());
@@ -242,7 +235,7 @@ bool WorkloadPublisher::Publish(const broker::WorkloadInfo& w, int* budget) {
       entry.spec = SpecSummary(spec);
     }
   }
-  return WriteStatus(path, &entry, WorkloadStatusOf(w, &entry.status, eviction), budget);
+  return WriteStatus(path, &entry, WorkloadStatusOf(w, &entry.status, eviction), pass);
 }
 
 absl::StatusOr<std::vector<PodOwner>> WorkloadPublisher::GroupPods(const broker::WorkloadInfo& w) {
@@ -266,11 +259,11 @@ absl::StatusOr<std::vector<PodOwner>> WorkloadPublisher::GroupPods(const broker:
 // now (a pod that joined owns the Workload too; the garbage collector
 // drops a deleted one by itself).
 bool WorkloadPublisher::SyncPodOwners(const broker::WorkloadInfo& w, const std::string& key, const std::string& path,
-                                      Written* entry, int* budget) {
+                                      Written* entry, WritePass* pass) {
   if (w.pod_group == nullptr || w.phase == broker::Phase::kFinished) return true;
   const std::set<std::string> members(w.pod_group->pods.begin(), w.pod_group->pods.end());
   if (members == entry->members) return true;
-  if (*budget <= 0 || !StillLeading()) return false;
+  if (!pass->MayWrite()) return false;  // before the pods are read
   absl::StatusOr<std::vector<PodOwner>> pods = GroupPods(w);
   if (!pods.ok()) {
     Count(false);
@@ -280,9 +273,9 @@ bool WorkloadPublisher::SyncPodOwners(const broker::WorkloadInfo& w, const std::
   std::set<std::string> owners;
   for (const PodOwner& p : *pods) owners.insert(p.name);
   if (!pods->empty() && owners != entry->owners) {
-    --*budget;
     absl::StatusOr<json> r =
-        client_->Patch(path, PatchType::kMerge, {{"metadata", {{"ownerReferences", PodOwnerReferences(*pods)}}}});
+        pass->Patch(path, PatchType::kMerge, {{"metadata", {{"ownerReferences", PodOwnerReferences(*pods)}}}});
+    if (WritePass::Refused(r.status())) return false;
     Count(r.ok());
     if (!r.ok()) {
       base::GetLogger("kube")->warn("kueue workloads: owners of {}: {}", key, r.status().message());
@@ -315,23 +308,24 @@ int WorkloadPublisher::Sync() {
     removed_.insert(removed.begin(), removed.end());
     return 0;
   }
-  int budget = options_.max_writes_per_pass;
+  // Every write asks the lease (a pass that outlives it sends nothing
+  // more, and the next pass that leads lists again).
+  WritePass pass(client_, options_.leading, options_.max_writes_per_pass);
   bool complete = true;
   // 1. The Workloads of deleted jobs.
   for (const std::string& key : removed) {
     auto it = written_.find(key);
     if (it == written_.end()) continue;  // never published, or gone already
-    if (budget <= 0 || !StillLeading()) {
+    const size_t slash = key.find('/');
+    const std::string path =
+        KueuePath(options_.version, "workloads", key.substr(0, slash), key.substr(slash + 1));
+    absl::StatusOr<json> r = pass.Delete(path, it->second.object_uid, "Background");
+    if (WritePass::Refused(r.status())) {
       absl::MutexLock lock(&mu_);
       removed_.insert(key);
       complete = false;
       continue;
     }
-    --budget;
-    const size_t slash = key.find('/');
-    const std::string path =
-        KueuePath(options_.version, "workloads", key.substr(0, slash), key.substr(slash + 1));
-    absl::StatusOr<json> r = client_->Delete(path, it->second.object_uid, "Background");
     if (r.ok() || HttpCode(r.status()) == 404 || HttpCode(r.status()) == 409) {
       written_.erase(it);
       if (r.ok()) Count(true);
@@ -346,15 +340,16 @@ int WorkloadPublisher::Sync() {
   std::shared_ptr<const broker::Snapshot> snap = view_->snapshot();
   if (snap->version() != done_version_ || !removed.empty()) {
     snap->ForEachWorkload([&](const broker::WorkloadInfo& w) {
-      if (PublishesWorkload(w)) complete &= Publish(w, &budget);
+      if (PublishesWorkload(w)) complete &= Publish(w, &pass);
     });
     for (const std::shared_ptr<const broker::WorkloadInfo>& w : snap->finished()) {
       if (PublishesWorkload(*w) && snap->FindInstance(w->key, w->workload->uid) == nullptr) {
-        complete &= Publish(*w, &budget);
+        complete &= Publish(*w, &pass);
       }
     }
     done_version_ = complete ? snap->version() : UINT64_MAX;
   }
+  if (pass.lost_lead()) listed_ = false;
   absl::MutexLock lock(&mu_);
   return static_cast<int>(stats_.writes - before);
 }

@@ -761,5 +761,33 @@ TEST_F(KueuePublishingTest, APassThatOutlivesTheLeaseWritesNothingMore) {
   EXPECT_EQ(status.stats().lists, 2u) << "listed again when it led again";
 }
 
+// A pass sends at most max_writes_per_pass writes (the rate limit); what is
+// left goes out in the next passes, and a pass with nothing left sends
+// nothing.
+TEST_F(KueuePublishingTest, APassSendsAtMostItsBudgetAndTheNextPassesTheRest) {
+  AddJob(GpuGang("first", 1, 2));
+  AddJob(GpuGang("second", 1, 2));
+  AddJob(GpuGang("third", 1, 2));
+  KueueWriterOptions o = options_;
+  o.max_writes_per_pass = 1;
+  WorkloadPublisher publisher(client_.get(), &port_, o);
+  int passes = 0;
+  int total = 0;
+  for (; passes < 20; ++passes) {
+    fake_->ClearCalls();
+    const int wrote = publisher.Sync();
+    EXPECT_LE(Writes(), 1) << "pass " << passes;
+    EXPECT_EQ(wrote, Writes()) << "pass " << passes;
+    total += wrote;
+    if (wrote == 0) break;
+  }
+  EXPECT_EQ(fake_->List(kWorkloads).size(), 3u);
+  EXPECT_GE(total, 3) << "one create per job, each in a pass of its own";
+  EXPECT_LT(passes, 20) << "the passes never ran out of writes";
+  fake_->ClearCalls();
+  EXPECT_EQ(publisher.Sync(), 0);
+  EXPECT_EQ(Writes(), 0);
+}
+
 }  // namespace
 }  // namespace gangkeeper::kube

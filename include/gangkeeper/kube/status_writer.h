@@ -39,6 +39,8 @@
 
 namespace gangkeeper::kube {
 
+class WritePass;  // src/kube/write_pass.h: a pass's writes, gated by the lease and a budget
+
 struct KueueWriterOptions {
   const base::Clock* clock = nullptr;  // required
   KueueVersion version = KueueVersion::kV1beta2;
@@ -90,9 +92,9 @@ class StatusWriter {
   void List() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void TakeCohorts(KueueVersion v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void MarkAbsent(const broker::Snapshot& snap) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
-  bool StillLeading() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
-  // Writes `want` to `path` when it differs from `written[key]`.
-  bool WriteOne(const std::string& path, const std::string& key, const KueueStatus& want, int* budget)
+  // Writes `want` to `path` when it differs from `written[key]`, through
+  // the pass's gate (src/kube/write_pass.h).
+  bool WriteOne(const std::string& path, const std::string& key, const KueueStatus& want, WritePass* pass)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
 
   Client* const client_;

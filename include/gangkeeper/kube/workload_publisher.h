@@ -50,6 +50,8 @@
 
 namespace gangkeeper::kube {
 
+class WritePass;  // src/kube/write_pass.h: a pass's writes, gated by the lease and a budget
+
 class WorkloadPublisher final : public broker::ChangeObserver {
  public:
   // `client` and `view` must outlive the publisher.
@@ -81,17 +83,17 @@ class WorkloadPublisher final : public broker::ChangeObserver {
   };
   void Run();
   bool Allowed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
-  bool StillLeading() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void List() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // Brings the Workload of `w` up to date; false when it could not (budget
   // or a failure): the pass is incomplete.
-  bool Publish(const broker::WorkloadInfo& w, int* budget) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
-  bool WriteStatus(const std::string& path, Written* entry, const KueueStatus& want, int* budget)
+  // Its writes go through the pass's gate (src/kube/write_pass.h).
+  bool Publish(const broker::WorkloadInfo& w, WritePass* pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  bool WriteStatus(const std::string& path, Written* entry, const KueueStatus& want, WritePass* pass)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // A pod group's pods in the cluster (by its label), sorted by name.
   absl::StatusOr<std::vector<PodOwner>> GroupPods(const broker::WorkloadInfo& w);
   bool SyncPodOwners(const broker::WorkloadInfo& w, const std::string& key, const std::string& path, Written* entry,
-                     int* budget) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+                     WritePass* pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void Count(bool ok);
 
   Client* const client_;
