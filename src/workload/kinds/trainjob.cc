@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -262,6 +264,18 @@ const rapidjson::Value* EntryPodSpec(const rapidjson::Value& entry, const std::s
   return nullptr;
 }
 
+// `inner` inside single-member objects, the outermost key first:
+// Nest(v, {"template", "spec"}) is {"template": {"spec": v}}.
+rapidjson::Value Nest(rapidjson::Value inner, std::initializer_list<const char*> keys, Allocator& a) {
+  rapidjson::Value v = std::move(inner);
+  for (auto key = std::rbegin(keys); key != std::rend(keys); ++key) {
+    rapidjson::Value outer(rapidjson::kObjectType);
+    outer.AddMember(rapidjson::StringRef(*key), v, a);
+    v = std::move(outer);
+  }
+  return v;
+}
+
 // Takes out gangkeeper's entry at `index` of `patches`; the whole list
 // when it is the only entry (the API server leaves an empty list out, so
 // the object is as it was before release).
@@ -342,15 +356,10 @@ absl::StatusOr<std::vector<PatchOp>> TrainJobPlacementOps(absl::string_view trai
     rapidjson::Value pod_spec(rapidjson::kObjectType);
     if (!added_labels.ObjectEmpty()) pod_spec.AddMember("nodeSelector", added_labels, a);
     if (added_toleration) pod_spec.AddMember("tolerations", tolerations, a);
-    rapidjson::Value pod_template(rapidjson::kObjectType);
-    pod_template.AddMember("spec", pod_spec, a);
-    rapidjson::Value job_spec(rapidjson::kObjectType);
-    job_spec.AddMember("template", pod_template, a);
-    rapidjson::Value job_template(rapidjson::kObjectType);
-    job_template.AddMember("spec", job_spec, a);
+    // A replicated job: {name, template: {spec: {template: {spec: pod_spec}}}}.
     rapidjson::Value job(rapidjson::kObjectType);
     job.AddMember("name", Str(p.pod_set, a), a);
-    job.AddMember("template", job_template, a);
+    job.AddMember("template", Nest(std::move(pod_spec), {"spec", "template", "spec"}, a), a);
     jobs.PushBack(job, a);
   }
 
@@ -359,15 +368,9 @@ absl::StatusOr<std::vector<PatchOp>> TrainJobPlacementOps(absl::string_view trai
   if (jobs.Empty()) return ops;
   // After a removal of the whole list there is no list to append to.
   const bool list_left = patches != nullptr && patches->IsArray() && !(ours >= 0 && patches->Size() == 1);
-  rapidjson::Value jobset_spec(rapidjson::kObjectType);
-  jobset_spec.AddMember("replicatedJobs", jobs, a);
-  rapidjson::Value jobset_template(rapidjson::kObjectType);
-  jobset_template.AddMember("spec", jobset_spec, a);
-  rapidjson::Value runtime_spec(rapidjson::kObjectType);
-  runtime_spec.AddMember("template", jobset_template, a);
   rapidjson::Value entry(rapidjson::kObjectType);
   entry.AddMember("manager", Str(kTrainJobRuntimePatchManager, a), a);
-  entry.AddMember("trainingRuntimeSpec", runtime_spec, a);
+  entry.AddMember("trainingRuntimeSpec", Nest(std::move(jobs), {"template", "spec", "replicatedJobs"}, a), a);
   if (list_left) {
     ops.push_back({"add", "/spec/runtimePatches/-", Compact(entry)});
   } else {
