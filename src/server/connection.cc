@@ -402,8 +402,20 @@ void Connection::Respond(HttpResponse response) {
   record_.status = response.status;
   record_.bytes = response_.body().size();
   phase_ = Phase::kWriting;
+  // The message as one buffer: its start line and fields as Beast set
+  // them, then the body. Beast's serializer walks the same parts through a
+  // chain of buffer views on every write; one string and one write cost a
+  // fraction of it.
+  wire_.clear();
+  const absl::string_view reason = Sv(response_.reason());
+  wire_.reserve(64 + response_.body().size());
+  absl::StrAppend(&wire_, "HTTP/1.1 ", response_.result_int(), " ", reason, "\r\n");
+  for (const auto& field : response_) {
+    absl::StrAppend(&wire_, Sv(field.name_string()), ": ", Sv(field.value()), "\r\n");
+  }
+  absl::StrAppend(&wire_, "\r\n", response_.body());
   beast::get_lowest_layer(stream_).expires_after(ToChrono(state_.options.write_timeout));
-  http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code ec, size_t n) {
+  net::async_write(stream_, net::buffer(wire_), [self = shared_from_this()](beast::error_code ec, size_t n) {
     self->OnWrite(ec, n);
   });
 }

@@ -134,6 +134,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;  // the answer being written
+  std::string wire_;                            // response_ as written (start line, fields, body)
   Phase phase_ = Phase::kHandshake;
   std::string client_subject_;
   std::string refused_encoding_;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gangkeeper/metrics/registry.h"
 #include "gangkeeper/base/clock.h"
@@ -273,6 +274,30 @@ TEST_F(ListenerTest, PipelinedRequestsAndConnectionCloseAreHonoured) {
   ASSERT_THAT(last, IsOk());
   EXPECT_THAT(last->headers, HasSubstr("Connection: close"));
   EXPECT_TRUE((*c)->PeerClosesWithin(absl::Seconds(5)));
+}
+
+// The answer on the wire: a status line with its reason, one field per
+// line, a Content-Length that is the body's, and nothing after the body
+// (the next answer on the connection starts right after it).
+TEST_F(ListenerTest, AnswersAreWellFormedHttp11OnTheWire) {
+  StartServer(BaseOptions());
+  auto c = TlsConnection::Connect(server_->webhook_port(), Client());
+  ASSERT_THAT(c, IsOk());
+  ASSERT_THAT((*c)->Write("POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+                          "GET /no-such-path HTTP/1.1\r\nHost: x\r\n\r\n"),
+              IsOk());
+  auto ok = (*c)->ReadResponse();
+  ASSERT_THAT(ok, IsOk());
+  EXPECT_THAT(ok->headers, ::testing::StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(ok->headers, HasSubstr("\r\nContent-Type: application/json\r\n"));
+  EXPECT_THAT(ok->headers, HasSubstr(absl::StrCat("\r\nContent-Length: ", ok->body.size())));
+  EXPECT_THAT(ok->headers, ::testing::Not(HasSubstr("Connection: close")));
+  EXPECT_EQ(ok->body, "{\"got\":5}");
+  auto missing = (*c)->ReadResponse();
+  ASSERT_THAT(missing, IsOk());
+  EXPECT_THAT(missing->headers, ::testing::StartsWith("HTTP/1.1 404 Not Found\r\n"));
+  EXPECT_THAT(missing->headers, HasSubstr(absl::StrCat("\r\nContent-Length: ", missing->body.size())));
+  EXPECT_THAT(missing->body, HasSubstr("no such path"));
 }
 
 }  // namespace
