@@ -48,6 +48,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -168,6 +169,7 @@ class Loop {
     for (;;) {
       const Clock::time_point now = Clock::now();
       bool left = false;
+      bool connecting = false;
       Clock::time_point next = Clock::time_point::max();
       for (auto &c : conns_) {
         if (c->done) continue;
@@ -180,7 +182,8 @@ class Loop {
         }
         if (c->due <= now) {
           Send(*c);
-          if (!c->in_flight) continue;  // finished, or could not send
+          if (c->connecting.valid()) connecting = true;
+          if (!c->in_flight) continue;  // finished, waiting for its connection, or could not send
         } else {
           next = std::min(next, c->due);
         }
@@ -193,6 +196,7 @@ class Loop {
       // go out at the next wake-up (an answer, or the tick), up to a tick
       // late, and that lateness counts in their latency.
       timespec wait{1, 0};
+      if (connecting) next = std::min(next, Clock::now());  // look again after a tick
       if (next != Clock::time_point::max()) {
         const auto ns = std::max<int64_t>(
             tick_ns_, std::chrono::duration_cast<std::chrono::nanoseconds>(next - Clock::now()).count());
@@ -226,6 +230,9 @@ class Loop {
     bool in_flight = false;
     bool done = false;
     std::string in;  // the answer so far
+    // A new connection being opened (and its handshake made) on a thread of
+    // its own, so that the loop's other connections keep their schedule.
+    std::future<absl::StatusOr<std::unique_ptr<testing::TlsConnection>>> connecting;
   };
 
   Clock::time_point DueOf(const Conn &c, int64_t k) const {
@@ -254,8 +261,11 @@ class Loop {
     c.tls.reset();
   }
 
-  // Sends request k of `c` (it is due); a connection the server closed is
-  // opened again first (blocking: the handshake is rare and counted).
+  // Sends request k of `c` (it is due). A connection the server closed is
+  // opened again first, off the loop (the server ends keep-alive after a
+  // number of requests): the request waits for it, and its latency, still
+  // counted from when it was due, includes the handshake; the loop's other
+  // connections go on meanwhile.
   void Send(Conn &c) {
     if (c.due >= end_) {
       c.done = true;
@@ -264,7 +274,13 @@ class Loop {
     }
     const bool counted = c.due >= counted_from_;
     if (c.tls == nullptr) {
-      auto fresh = testing::TlsConnection::Connect(a_.port, options_);
+      if (!c.connecting.valid()) {
+        c.connecting = std::async(std::launch::async, [port = a_.port, options = options_] {
+          return testing::TlsConnection::Connect(port, options);
+        });
+      }
+      if (c.connecting.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;  // not yet
+      absl::StatusOr<std::unique_ptr<testing::TlsConnection>> fresh = c.connecting.get();
       if (!fresh.ok()) {
         if (counted) ++c.result->errors;
         Next(c);
