@@ -414,6 +414,7 @@ void Connection::Respond(HttpResponse response) {
     absl::StrAppend(&wire_, Sv(field.name_string()), ": ", Sv(field.value()), "\r\n");
   }
   absl::StrAppend(&wire_, "\r\n", response_.body());
+  response_.body() = std::string();  // held once, in wire_
   beast::get_lowest_layer(stream_).expires_after(ToChrono(state_.options.write_timeout));
   net::async_write(stream_, net::buffer(wire_), [self = shared_from_this()](beast::error_code ec, size_t n) {
     self->OnWrite(ec, n);
@@ -424,6 +425,12 @@ void Connection::OnWrite(beast::error_code ec, size_t) {
   record_.micros = state_.NowMicros() - request_start_us_;
   state_.sink->Done(state_.listener, record_);
   response_ = http::response<http::string_body>();
+  // Idle connections stay small (a large answer's buffer is not kept).
+  if (wire_.capacity() > kMaxFirstRead) {
+    wire_ = std::string();
+  } else {
+    wire_.clear();
+  }
   parser_.reset();
   if (phase_ == Phase::kClosed) return;
   if (ec) {
