@@ -29,6 +29,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/gangs.h"
+#include "test/testing/manual_round.h"
 #include "test/testing/policies.h"
 #include "test/testing/wait.h"
 
@@ -74,22 +75,7 @@ class RecordingSink : public StateSink {
   std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
 };
 
-// An event loop's round the test ends (or abandons) by hand.
-class ManualRound : public base::LoopRound {
- public:
-  void AtEnd(absl::AnyInvocable<void() &&> fn) override { pending_.push_back(std::move(fn)); }
-  // The loop's handlers are done: what they deferred runs.
-  void End() {
-    std::vector<absl::AnyInvocable<void() &&>> run;
-    run.swap(pending_);
-    for (auto& fn : run) std::move(fn)();
-  }
-  // The loop was destroyed before its round ended.
-  void Abandon() { pending_.clear(); }
-
- private:
-  std::vector<absl::AnyInvocable<void() &&>> pending_;
-};
+using ::gangkeeper::testing::ManualRound;
 
 // Every SubmitAsync answer, by workload name, numbered in the order the
 // answers arrived (over all threads).

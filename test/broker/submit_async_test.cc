@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/gangs.h"
+#include "test/testing/manual_round.h"
 #include "test/testing/policies.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/wait.h"
@@ -276,23 +277,7 @@ TEST_F(SubmitAsyncTest, ABlockingRegistryRunsItsCallThroughTheRunner) {
   EXPECT_TRUE(registry->Find({"a", "m"}).has_value());
 }
 
-// An event loop's round the test ends (or abandons) by hand.
-class ManualRound : public base::LoopRound {
- public:
-  void AtEnd(absl::AnyInvocable<void() &&> fn) override { pending_.push_back(std::move(fn)); }
-  size_t pending() const { return pending_.size(); }
-  // The loop's handlers are done: what they deferred runs.
-  void End() {
-    std::vector<absl::AnyInvocable<void() &&>> run;
-    run.swap(pending_);
-    for (auto& fn : run) std::move(fn)();
-  }
-  // The loop was destroyed before its round ended.
-  void Abandon() { pending_.clear(); }
-
- private:
-  std::vector<absl::AnyInvocable<void() &&>> pending_;
-};
+using ::gangkeeper::testing::ManualRound;
 
 TEST_F(SubmitAsyncTest, ALoopRoundsEventsReachTheBrokerTogetherWhenTheRoundEnds) {
   GatedSink sink;
