@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <utility>
 
 #include <boost/asio/dispatch.hpp>
@@ -103,6 +104,18 @@ bool IsParseError(const beast::error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_method).category();
 }
 
+// The number of requests one connection serves before it answers with
+// "Connection: close": at most `max`, and as few as nine tenths of it, drawn
+// for each connection. Connections opened together (an API server that has
+// just started, a load test) then end at different times instead of all
+// reconnecting, and handshaking, in the same millisecond.
+int RequestsBeforeClose(int max) {
+  if (max <= 1) return max;
+  thread_local std::minstd_rand draw(std::random_device{}());
+  std::uniform_int_distribution<int> spread(0, max / 10);
+  return max - spread(draw);
+}
+
 }  // namespace
 
 const char* LimitName(Limit limit) {
@@ -134,7 +147,8 @@ Connection::Connection(tcp::socket socket, ListenerState& state, std::string rem
     : stream_(beast::tcp_stream(std::move(socket)), state.ssl),
       handling_timer_(stream_.get_executor()),
       state_(state),
-      remote_(std::move(remote)) {
+      remote_(std::move(remote)),
+      max_requests_(RequestsBeforeClose(state.options.keep_alive_max_requests)) {
   idle_since_us_.store(state_.NowMicros());  // a handshake in progress counts as idle for the caps
 }
 
@@ -383,7 +397,7 @@ void Connection::Refuse(int status, const std::string& message) {
 void Connection::Respond(HttpResponse response) {
   if (phase_ == Phase::kClosed) return;
   ++requests_;
-  const bool keep = keep_alive_ && requests_ < state_.options.keep_alive_max_requests && !state_.draining.load();
+  const bool keep = keep_alive_ && requests_ < max_requests_ && !state_.draining.load();
   keep_alive_ = keep;
   if (response.status < 200 || response.status > 599) {  // a handler's bug; Beast refuses such a status
     state_.log->error("bug: handler for {} {} answered HTTP status {}", record_.method, record_.path,

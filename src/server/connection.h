@@ -131,6 +131,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t first_read_ = 4096;  // the size of the next request's first read (see kMaxFirstRead)
   ListenerState& state_;
   const std::string remote_;
+  const int max_requests_;  // answered before "Connection: close" (RequestsBeforeClose)
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;  // the answer being written

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -274,6 +275,37 @@ TEST_F(ListenerTest, PipelinedRequestsAndConnectionCloseAreHonoured) {
   ASSERT_THAT(last, IsOk());
   EXPECT_THAT(last->headers, HasSubstr("Connection: close"));
   EXPECT_TRUE((*c)->PeerClosesWithin(absl::Seconds(5)));
+}
+
+// A connection answers "Connection: close" after its own share of
+// --keep-alive-max-requests: never more than the limit, at least nine tenths
+// of it, and not the same count on every connection (connections opened
+// together must not all reconnect at once).
+TEST_F(ListenerTest, EachConnectionClosesAfterItsOwnShareOfTheRequestLimit) {
+  Options o = BaseOptions();
+  o.keep_alive_max_requests = 40;
+  StartServer(std::move(o));
+  std::set<int> counts;
+  for (int conn = 0; conn < 16; ++conn) {
+    auto c = TlsConnection::Connect(server_->webhook_port(), Client());
+    ASSERT_THAT(c, IsOk());
+    int served = 0;
+    bool closed = false;
+    for (int i = 0; i < 41 && !closed; ++i) {
+      auto r = (*c)->Request("POST", "/validate", "{}", "Content-Type: application/json\r\n");
+      ASSERT_THAT(r, IsOk()) << "connection " << conn << ", request " << i + 1;
+      ASSERT_EQ(r->status, 200);
+      ++served;
+      closed = absl::StrContains(r->headers, "Connection: close");
+    }
+    ASSERT_TRUE(closed) << "connection " << conn << " still open after " << served << " requests (limit 40)";
+    EXPECT_TRUE((*c)->PeerClosesWithin(absl::Seconds(5)));
+    EXPECT_GE(served, 36) << "connection " << conn;
+    EXPECT_LE(served, 40) << "connection " << conn;
+    counts.insert(served);
+  }
+  // Five possible counts for 16 connections: all alike once in 5^15.
+  EXPECT_GT(counts.size(), 1u);
 }
 
 // The answer on the wire: a status line with its reason, one field per

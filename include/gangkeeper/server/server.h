@@ -98,6 +98,8 @@ struct Options {
   absl::Duration keep_alive_timeout = absl::Seconds(120);
   // Requests per connection before "Connection: close" (spreads load across
   // replicas now and then; a new handshake per 10k requests costs nothing).
+  // Each connection draws its own limit between nine tenths of this and
+  // this, so connections opened together do not all reconnect together.
   int keep_alive_max_requests = 10000;
   // Larger bodies get 413; a compressed body (Content-Encoding other than
   // identity) gets 415 unread.
