@@ -224,6 +224,17 @@ broker::ReleaseOrder PodGroupRelease(const std::string& group) {
 
 // ---- Results -----------------------------------------------------------------
 
+// Polls (bounded) until `done` holds.
+template <typename F>
+bool Eventually(F done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return done();
+}
+
+
 struct Result {
   bool release = false;  // else stopped
   broker::WorkloadKey key;
@@ -1385,6 +1396,9 @@ TEST_F(ActuatorTest, DryRunSendsNothing) {
   const broker::ReleaseOrder release = JobRelease("train", uid);
   actuator_->Release(release);
   actuator_->Release(PodGroupRelease("g1"));
+  // After the releases' answers: a suspension given while train's release
+  // is still queued would replace it.
+  ASSERT_EQ(recorder_.WaitFor(2).size(), 2u);
   actuator_->Suspend(SuspendOf(release));
   std::vector<Result> results = recorder_.WaitFor(3);
   ASSERT_EQ(results.size(), 3u);
@@ -1430,6 +1444,14 @@ TEST_F(ActuatorTest, OrdersOfOneWorkloadRunInOrder) {
   api_->Fail(slow);
 
   actuator_->Release(release);
+  // The release is in hand before the suspension is given (a release still
+  // queued would be replaced by it: AQueuedReleaseFollowedBySuspendIsNeverSent).
+  ASSERT_TRUE(Eventually([&] {
+    for (const RecordedCall& c : api_->Calls()) {
+      if (c.path == path) return true;
+    }
+    return false;
+  }));
   actuator_->Suspend(SuspendOf(release));
   actuator_->Release(JobRelease("other", other_uid));  // another workload: not held up by these
   std::vector<Result> results = recorder_.WaitFor(3);
@@ -1462,16 +1484,6 @@ TEST_F(ActuatorTest, StopDropsQueuedOrders) {
 }
 
 // ---- 11. Stale and superseded orders, concurrency ---------------------------------
-
-// Polls (bounded) until `done` holds.
-template <typename F>
-bool Eventually(F done) {
-  for (int i = 0; i < 1000; ++i) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return done();
-}
 
 TEST_F(ActuatorTest, StaleOrdersSendNothingAndAreNotAnswered) {
   const std::string path = std::string(kJobs) + "/train";
