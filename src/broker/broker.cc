@@ -438,15 +438,17 @@ void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
   stats.events += batch.size();
   stats.admitted += static_cast<uint64_t>(sched.admitted);
   stats.preempted += static_cast<uint64_t>(sched.preempted);
-  if (durable.ok()) {
-    Actuate(changes);
-  } else {
+  if (!durable.ok()) {
     ++stats.sink_failures;
     base::GetLogger("broker")->error("broker: state store unavailable, {} change(s) kept to retry: {}", changes.size(),
                        durable.message());
     unsynced = std::move(changes);
   }
+  // Published before the orders go out: the actuator asks the snapshot
+  // whether an order is still wanted (kube::OrderWanted), and must find
+  // the change that gave it there, not the state before it.
   Publish(now);
+  if (durable.ok()) Actuate(changes);
   if (durable.ok() && !changes.empty()) {
     const std::shared_ptr<const Snapshot> after = current.load();
     for (ChangeObserver* o : options.observers) o->OnDurable(changes, *after);

@@ -269,48 +269,107 @@ struct KubeActuator::Impl {
   ActuatorCallbacks callbacks;
   std::shared_ptr<spdlog::logger> log = base::GetLogger("kube");
 
-  absl::Mutex mu;
-  std::deque<Order> queue ABSL_GUARDED_BY(mu);
-  std::set<broker::WorkloadKey> busy ABSL_GUARDED_BY(mu);
+  // The orders not yet in hand, per workload, in the order given.
+  struct Line {
+    std::deque<Order> orders;
+    bool busy = false;  // a worker holds an order of this workload
+  };
+  mutable absl::Mutex mu;
+  std::map<broker::WorkloadKey, Line> lines ABSL_GUARDED_BY(mu);
+  // The workloads with queued orders and none in hand, in the order they
+  // became so: a workload is here exactly when its line is not busy and
+  // not empty, so Take is O(1) however many orders wait behind busy ones.
+  std::deque<broker::WorkloadKey> ready ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
+  ActuatorStats stats ABSL_GUARDED_BY(mu);
   std::vector<std::thread> workers;
 
+  // Queues `o` behind the orders given before it for its workload, first
+  // taking out the queued orders of the same uid it makes pointless (the
+  // rules in actuator.h). Orders in hand are never touched: they finish.
+  // The dropped orders go unanswered; that is safe because the order that
+  // replaces them answers the broker for the same instance: a suspend's
+  // Stopped (the broker, having evicted the gang, ignores a release answer
+  // for it: Scheduler::ReleaseSucceeded / ReleaseFailed take only a reserved
+  // instance), or the newer release's or suspend's own answer.
   void Enqueue(Order o) {
-    absl::MutexLock lock(&mu);
-    if (stopping) return;
-    queue.push_back(std::move(o));
-  }
-
-  // The first order whose workload has none in flight.
-  bool Take(Order* out) {
-    absl::MutexLock lock(&mu);
-    for (;;) {
-      for (auto it = queue.begin(); it != queue.end(); ++it) {
-        if (busy.count(it->key()) != 0) continue;
-        *out = std::move(*it);
-        queue.erase(it);
-        busy.insert(out->key());
-        return true;
+    std::vector<Order> superseded;  // observed outside the lock
+    {
+      absl::MutexLock lock(&mu);
+      if (stopping) return;
+      ++stats.given;
+      Line& line = lines[o.key()];
+      const bool was_ready = !line.busy && !line.orders.empty();
+      const std::string& uid = o.release ? o.rel.uid : o.sus.uid;
+      for (auto it = line.orders.begin(); it != line.orders.end();) {
+        const std::string& queued_uid = it->release ? it->rel.uid : it->sus.uid;
+        // A suspend replaces releases and suspends of its uid; a release
+        // replaces releases (a queued suspend of the uid stays before it).
+        const bool replaced = queued_uid == uid && (!o.release || it->release);
+        if (!replaced) {
+          ++it;
+          continue;
+        }
+        if (it->release && !o.release) {
+          ++stats.coalesced_releases;
+        } else {
+          ++stats.merged;
+        }
+        superseded.push_back(std::move(*it));
+        it = line.orders.erase(it);
       }
-      if (stopping) return false;
-      mu.Await(absl::Condition(
-          +[](Impl* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu) {
-            if (self->stopping) return true;
-            for (const Order& o : self->queue) {
-              if (self->busy.count(o.key()) == 0) return true;
-            }
-            return false;
-          },
-          this));
+      if (!line.busy && !was_ready) ready.push_back(o.key());
+      line.orders.push_back(std::move(o));
+    }
+    for (const Order& d : superseded) {
+      log->info("{} of workload={}/{} not sent: a later order for it took its place",
+                d.release ? "release" : "suspension", d.key().namespace_name, d.key().name);
+      Observe(d, /*ok=*/true, "superseded");
     }
   }
 
-  void Done(const broker::WorkloadKey& key) {
+  // The oldest order of a workload that has none in hand; false once
+  // stopping.
+  bool Take(Order* out) {
     absl::MutexLock lock(&mu);
-    busy.erase(key);
+    mu.Await(absl::Condition(
+        +[](Impl* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu) { return self->stopping || !self->ready.empty(); },
+        this));
+    if (stopping) return false;
+    const broker::WorkloadKey key = std::move(ready.front());
+    ready.pop_front();
+    Line& line = lines[key];
+    GK_DCHECK(!line.busy && !line.orders.empty());
+    *out = std::move(line.orders.front());
+    line.orders.pop_front();
+    line.busy = true;
+    return true;
   }
 
-  void Observe(const Order& o, bool ok) {
+  // The worker is done with `key`'s order in hand; `retry`, when set, goes
+  // back in its line unless a later order of the same uid is queued (that
+  // one carries the broker's current wish).
+  void Done(const broker::WorkloadKey& key, std::optional<Order> retry = std::nullopt) {
+    absl::MutexLock lock(&mu);
+    auto it = lines.find(key);
+    if (it == lines.end()) return;
+    Line& line = it->second;
+    line.busy = false;
+    if (retry.has_value() && !stopping) {
+      const std::string& uid = retry->release ? retry->rel.uid : retry->sus.uid;
+      const bool newer = std::any_of(line.orders.begin(), line.orders.end(), [&](const Order& q) {
+        return (q.release ? q.rel.uid : q.sus.uid) == uid;
+      });
+      if (!newer) line.orders.push_back(*std::move(retry));
+    }
+    if (line.orders.empty()) {
+      lines.erase(it);
+    } else {
+      ready.push_back(key);
+    }
+  }
+
+  void Observe(const Order& o, bool ok, const char* dropped = nullptr) {
     if (!options.observe) return;
     ActuationOutcome out;
     out.action = o.release ? "release" : "suspend";
@@ -318,7 +377,15 @@ struct KubeActuator::Impl {
     out.kind = w != nullptr ? std::string(workload::InfoFor(w->kind).name) : "other";
     out.ok = ok;
     out.took = options.clock->Now() - o.given;
+    out.dropped = dropped;
     options.observe(out);
+  }
+
+  // Whether the broker still wants `o` (ActuatorOptions::release_wanted /
+  // suspend_wanted).
+  bool Wanted(const Order& o) const {
+    if (o.release) return !options.release_wanted || options.release_wanted(o.rel);
+    return !options.suspend_wanted || options.suspend_wanted(o.sus);
   }
 
   void Run() {
@@ -332,6 +399,24 @@ struct KubeActuator::Impl {
                   o.release ? o.rel.key.name : o.sus.key.name);
         Done(o.key());
         continue;
+      }
+      if (!Wanted(o)) {
+        // Stale: the instance finished, went, or its phase moved on. Its
+        // answer would be dropped by the broker as stale, and nothing waits
+        // for it, so it goes unanswered (ActuatorOptions::release_wanted).
+        log->info("{} of workload={}/{} not sent: the broker no longer wants it",
+                  o.release ? "release" : "suspension", o.key().namespace_name, o.key().name);
+        {
+          absl::MutexLock lock(&mu);
+          ++(o.release ? stats.stale_releases : stats.stale_suspends);
+        }
+        Observe(o, /*ok=*/true, "stale");
+        Done(o.key());
+        continue;
+      }
+      {
+        absl::MutexLock lock(&mu);
+        ++stats.carried_out;
       }
       if (o.release) {
         std::string detail;
@@ -351,15 +436,18 @@ struct KubeActuator::Impl {
           log->info("stopped workload={}/{} {}", o.sus.key.namespace_name, o.sus.key.name, detail);
           if (callbacks.stopped) callbacks.stopped(o.sus.key, o.sus.uid, detail);
         } else {
-          // Quota stays held while the gang may still run; try again.
+          // Quota stays held while the gang may still run; try again after
+          // a pause (Stop ends it), unless a later order of the same uid
+          // came meanwhile. The workload stays busy, so nothing of it
+          // overtakes the retry.
           log->warn("suspend failed workload={}/{}: {}; retrying", o.sus.key.namespace_name, o.sus.key.name,
                     s.message());
-          Done(o.sus.key);
-          absl::MutexLock lock(&mu);
-          if (!stopping) {
-            mu.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(2));
-            if (!stopping) queue.push_back(std::move(o));
+          const broker::WorkloadKey key = o.key();
+          {
+            absl::MutexLock lock(&mu);
+            if (!stopping) mu.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(2));
           }
+          Done(key, std::move(o));
           continue;
         }
       }
@@ -845,6 +933,19 @@ struct KubeActuator::Impl {
   }
 };
 
+ActuatorStats KubeActuator::stats() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->stats;
+}
+
+bool OrderWanted(const broker::Snapshot& snapshot, const broker::WorkloadKey& key, const std::string& uid,
+                 bool release) {
+  const broker::WorkloadInfo* info = snapshot.FindInstance(key, uid);
+  if (info == nullptr) return false;  // finished, deleted, or replaced and forgotten
+  if (release) return info->phase == broker::Phase::kReserved || info->phase == broker::Phase::kRunning;
+  return info->phase == broker::Phase::kEvicting;
+}
+
 KubeActuator::KubeActuator(Client* client, ActuatorOptions options) : impl_(std::make_unique<Impl>()) {
   GK_CHECK(options.clock != nullptr);
   impl_->client = client;
@@ -887,7 +988,8 @@ void KubeActuator::Stop() {
   {
     absl::MutexLock lock(&impl_->mu);
     impl_->stopping = true;
-    impl_->queue.clear();
+    impl_->lines.clear();
+    impl_->ready.clear();
   }
   for (std::thread& t : impl_->workers) {
     if (t.joinable()) t.join();

@@ -341,6 +341,16 @@ absl::Status Node::Impl::ConnectKube() {
       return r != nullptr && r->MaySend();
     };
   }
+  // Stale orders are not sent: each is checked against the newest state of
+  // whatever role the node plays (`front`, built with the broker after this;
+  // orders come only once the broker runs). A follower's orders are not
+  // sent anyway (may_send).
+  ao.release_wanted = [this](const broker::ReleaseOrder& order) {
+    return front == nullptr || kube::OrderWanted(*front->snapshot(), order.key, order.uid, /*release=*/true);
+  };
+  ao.suspend_wanted = [this](const broker::SuspendOrder& order) {
+    return front == nullptr || kube::OrderWanted(*front->snapshot(), order.key, order.uid, /*release=*/false);
+  };
   actuator = std::make_unique<kube::KubeActuator>(kube_client.get(), ao);
   return absl::OkStatus();
 }

@@ -72,7 +72,17 @@ absl::Status RegisterFlowMetrics(metrics::Registry& registry, kube::ActuatorOpti
       "From the durable decision to the Kubernetes API's last answer for a release or suspension.",
       {"action", "kind"}, metrics::LatencyBuckets());
   if (!took.ok()) return took.status();
-  actuator->observe = [a = *actuations, fl = *failures, t = *took](const kube::ActuationOutcome& o) {
+  absl::StatusOr<metrics::CounterFamily*> dropped = registry.AddCounter(
+      "gangkeeper_actuations_dropped_total",
+      "Releases and suspensions not sent, by action and reason: stale (the workload finished, went, or its phase "
+      "moved on before the order's turn) or superseded (a later order for the same object took its place).",
+      {"action", "reason"});
+  if (!dropped.ok()) return dropped.status();
+  actuator->observe = [a = *actuations, fl = *failures, t = *took, d = *dropped](const kube::ActuationOutcome& o) {
+    if (o.dropped != nullptr) {
+      d->WithLabels({o.action, o.dropped}).Increment();
+      return;
+    }
     a->WithLabels({o.action, o.kind}).Increment();
     if (!o.ok) fl->WithLabels({o.action, o.kind}).Increment();
     t->WithLabels({o.action, o.kind}).Observe(absl::ToDoubleSeconds(o.took));

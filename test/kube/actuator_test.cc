@@ -12,12 +12,19 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gangkeeper/broker/broker.h"
 #include "gangkeeper/kube/client.h"
 #include "gangkeeper/workload/observe.h"
 #include "gangkeeper/workload/workload.h"
@@ -25,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test/testing/fake_kube_api.h"
+#include "test/testing/policies.h"
 #include "test/testing/process.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
@@ -216,6 +224,17 @@ broker::ReleaseOrder PodGroupRelease(const std::string& group) {
 
 // ---- Results -----------------------------------------------------------------
 
+// Polls (bounded) until `done` holds.
+template <typename F>
+bool Eventually(F done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return done();
+}
+
+
 struct Result {
   bool release = false;  // else stopped
   broker::WorkloadKey key;
@@ -258,6 +277,49 @@ class Recorder {
   std::vector<Result> results_;
 };
 
+// Holds the fake's answers to requests whose path contains one of the held
+// strings until Open(): the request is handled (and recorded) first, then
+// its answer waits, so the worker that sent it stays busy. Bounded: an
+// answer is held at most kWait.
+class AnswerGate {
+ public:
+  void Hold(const std::string& path_contains) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.insert(path_contains);
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.clear();
+    cv_.notify_all();
+  }
+  // On a fake's worker thread, for every call.
+  void OnCall(const RecordedCall& call) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto matches = [&] {
+      for (const std::string& h : held_) {
+        if (call.path.find(h) != std::string::npos) return true;
+      }
+      return false;
+    };
+    if (!matches()) return;
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait_for(lock, kWait, [&] { return !matches(); });
+    --waiting_;
+  }
+  // Waits (bounded) until `n` answers are held; false if they never are.
+  bool WaitHeld(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return waiting_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> held_;
+  int waiting_ = 0;
+};
+
 // ---- Fixture -----------------------------------------------------------------
 
 class ActuatorTest : public ::testing::Test {
@@ -278,6 +340,7 @@ class ActuatorTest : public ::testing::Test {
     FakeKubeOptions o;
     o.cert_file = certs_->File("tls.crt");
     o.key_file = certs_->File("tls.key");
+    o.on_call = [this](const RecordedCall& call, absl::Time) { gate_.OnCall(call); };
     auto api = FakeKubeApi::Start(o);
     ASSERT_THAT(api, IsOk());
     api_ = *std::move(api);
@@ -300,6 +363,7 @@ class ActuatorTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    gate_.Open();
     actuator_.reset();  // before the client it uses
     client_.reset();
     api_.reset();
@@ -362,6 +426,7 @@ class ActuatorTest : public ::testing::Test {
   }
 
   static TempDir* certs_;
+  AnswerGate gate_;  // before api_: the fake's threads use it
   std::unique_ptr<FakeKubeApi> api_;
   std::unique_ptr<Client> client_;
   Recorder recorder_;
@@ -1331,6 +1396,9 @@ TEST_F(ActuatorTest, DryRunSendsNothing) {
   const broker::ReleaseOrder release = JobRelease("train", uid);
   actuator_->Release(release);
   actuator_->Release(PodGroupRelease("g1"));
+  // After the releases' answers: a suspension given while train's release
+  // is still queued would replace it.
+  ASSERT_EQ(recorder_.WaitFor(2).size(), 2u);
   actuator_->Suspend(SuspendOf(release));
   std::vector<Result> results = recorder_.WaitFor(3);
   ASSERT_EQ(results.size(), 3u);
@@ -1376,6 +1444,14 @@ TEST_F(ActuatorTest, OrdersOfOneWorkloadRunInOrder) {
   api_->Fail(slow);
 
   actuator_->Release(release);
+  // The release is in hand before the suspension is given (a release still
+  // queued would be replaced by it: AQueuedReleaseFollowedBySuspendIsNeverSent).
+  ASSERT_TRUE(Eventually([&] {
+    for (const RecordedCall& c : api_->Calls()) {
+      if (c.path == path) return true;
+    }
+    return false;
+  }));
   actuator_->Suspend(SuspendOf(release));
   actuator_->Release(JobRelease("other", other_uid));  // another workload: not held up by these
   std::vector<Result> results = recorder_.WaitFor(3);
@@ -1405,6 +1481,405 @@ TEST_F(ActuatorTest, StopDropsQueuedOrders) {
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_TRUE(recorder_.Snapshot().empty());
   EXPECT_TRUE(api_->Calls().empty());
+}
+
+// ---- 11. Stale and superseded orders, concurrency ---------------------------------
+
+TEST_F(ActuatorTest, StaleOrdersSendNothingAndAreNotAnswered) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const std::string other_uid = MustCreate(kJobs, JobObject("other"))["metadata"]["uid"];
+  api_->ClearCalls();
+  ActuatorOptions options;
+  // train finished meanwhile: the broker wants neither of its orders.
+  options.release_wanted = [](const broker::ReleaseOrder& o) { return o.key.name != "train"; };
+  options.suspend_wanted = [](const broker::SuspendOrder& o) { return o.key.name != "train"; };
+  std::vector<std::string> dropped;
+  std::mutex dropped_mu;
+  options.observe = [&](const ActuationOutcome& o) {
+    std::lock_guard<std::mutex> lock(dropped_mu);
+    if (o.dropped != nullptr) dropped.push_back(absl::StrCat(o.action, " ", o.dropped));
+  };
+  StartActuator(options);
+  const broker::ReleaseOrder release = JobRelease("train", created["metadata"]["uid"]);
+  actuator_->Release(release);
+  actuator_->Suspend(SuspendOf(release));
+  actuator_->Release(JobRelease("other", other_uid));
+
+  ASSERT_TRUE(Eventually([&] {
+    const ActuatorStats st = actuator_->stats();
+    return st.stale_releases + st.stale_suspends + st.coalesced_releases == 2 && recorder_.Snapshot().size() == 1;
+  })) << "both of train's orders dropped, other's carried out";
+  for (const RecordedCall& c : api_->Calls()) {
+    EXPECT_THAT(c.path, ::testing::Not(HasSubstr("/jobs/train"))) << c.method << " sent for a stale order";
+  }
+  std::vector<Result> results = recorder_.Snapshot();
+  ASSERT_EQ(results.size(), 1u) << "no answer for a dropped order";
+  EXPECT_EQ(results[0].key.name, "other");
+  EXPECT_EQ(MustGet(path), created);
+  EXPECT_EQ(actuator_->stats().carried_out, 1u);
+  std::lock_guard<std::mutex> lock(dropped_mu);
+  EXPECT_EQ(dropped.size(), 2u) << "each dropped order is observed (metrics)";
+}
+
+TEST_F(ActuatorTest, AQueuedReleaseFollowedBySuspendIsNeverSent) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const std::string uid = created["metadata"]["uid"];
+  const std::string blocker_uid = MustCreate(kJobs, JobObject("blocker"))["metadata"]["uid"];
+  StartActuator(ActuatorOptions{.dry_run = false, .workers = 1});
+  api_->ClearCalls();
+  // The one worker waits on the API server for another workload.
+  gate_.Hold("/jobs/blocker");
+  actuator_->Release(JobRelease("blocker", blocker_uid));
+  ASSERT_TRUE(gate_.WaitHeld(1));
+  // Meanwhile train is admitted and at once preempted: both orders queue.
+  const broker::ReleaseOrder release = JobRelease("train", uid);
+  actuator_->Release(release);
+  actuator_->Suspend(SuspendOf(release));
+  gate_.Open();
+
+  std::vector<Result> results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  absl::SleepFor(absl::Milliseconds(100));  // an unwanted third answer would show now
+  results = recorder_.Snapshot();
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].key.name, "blocker");
+  EXPECT_TRUE(results[0].release);
+  // The broker hears train's suspension (Stopped, which it waits for) and
+  // nothing of the release it superseded.
+  EXPECT_EQ(results[1].key.name, "train");
+  EXPECT_FALSE(results[1].release);
+  EXPECT_EQ(results[1].uid, uid);
+  EXPECT_THAT(results[1].detail, HasSubstr("already suspended"));
+  std::vector<std::string> train_calls;
+  for (const RecordedCall& c : api_->Calls()) {
+    if (c.path == path) train_calls.push_back(c.method);
+  }
+  EXPECT_THAT(train_calls, ::testing::ElementsAre("GET")) << "the suspension's read, no release";
+  EXPECT_EQ(MustGet(path), created);
+  EXPECT_EQ(actuator_->stats().coalesced_releases, 1u);
+}
+
+TEST_F(ActuatorTest, OfTwoQueuedReleasesOfOneObjectTheNewerIsSent) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const std::string uid = created["metadata"]["uid"];
+  const std::string blocker_uid = MustCreate(kJobs, JobObject("blocker"))["metadata"]["uid"];
+  StartActuator(ActuatorOptions{.dry_run = false, .workers = 1});
+  gate_.Hold("/jobs/blocker");
+  actuator_->Release(JobRelease("blocker", blocker_uid));
+  ASSERT_TRUE(gate_.WaitHeld(1));
+  broker::ReleaseOrder older = JobRelease("train", uid);
+  older.assignment.cluster_queue = "cq-old";
+  broker::ReleaseOrder newer = JobRelease("train", uid);
+  newer.assignment.cluster_queue = "cq-new";
+  actuator_->Release(older);
+  actuator_->Release(newer);
+  gate_.Open();
+
+  ASSERT_EQ(recorder_.WaitFor(2).size(), 2u);
+  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_EQ(recorder_.Snapshot().size(), 2u) << "one answer for train";
+  const json job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], false);
+  EXPECT_THAT(job["metadata"]["annotations"][kAnnotation].get<std::string>(), HasSubstr("cq-new"));
+  int gets = 0;
+  for (const RecordedCall& c : api_->Calls()) gets += c.path == path && c.method == "GET";
+  EXPECT_EQ(gets, 1) << "the older release was not carried out";
+  EXPECT_EQ(actuator_->stats().merged, 1u);
+}
+
+// With the default worker count, three workloads waiting on a slow API
+// server hold up neither the orders of other workloads nor, out of turn,
+// their own later orders.
+TEST_F(ActuatorTest, SlowWorkloadsHoldUpNeitherOthersNorTheirOwnOrderOfOrders) {
+  std::map<std::string, std::string> uid;
+  for (const char* name : {"a", "b", "c", "d", "e", "f", "g"}) {
+    uid[name] = MustCreate(kJobs, JobObject(name))["metadata"]["uid"];
+  }
+  StartActuator();
+  api_->ClearCalls();
+  for (const char* name : {"a", "b", "c"}) gate_.Hold(std::string("/jobs/") + name);
+  for (const char* name : {"a", "b", "c"}) actuator_->Release(JobRelease(name, uid[name]));
+  ASSERT_TRUE(gate_.WaitHeld(3)) << "three workers wait on the server at once";
+  const broker::ReleaseOrder a_release = JobRelease("a", uid["a"]);
+  actuator_->Suspend(SuspendOf(a_release));  // behind a's release, which is in hand
+  for (const char* name : {"d", "e", "f", "g"}) actuator_->Release(JobRelease(name, uid[name]));
+  std::vector<Result> results = recorder_.WaitFor(4);
+  ASSERT_EQ(results.size(), 4u) << "the others go on while a, b and c wait";
+  for (const Result& r : results) {
+    EXPECT_TRUE(r.key.name >= "d") << r.key.name;
+    EXPECT_THAT(r.status, IsOk());
+  }
+  int a_calls = 0;
+  for (const RecordedCall& c : api_->Calls()) a_calls += c.path == std::string(kJobs) + "/a";
+  EXPECT_EQ(a_calls, 1) << "a's suspension waits for a's release to finish";
+
+  gate_.Open();
+  results = recorder_.WaitFor(8);
+  ASSERT_EQ(results.size(), 8u);
+  std::vector<std::string> a;
+  for (const Result& r : results) {
+    if (r.key.name == "a") a.push_back(r.release ? "released" : "stopped");
+  }
+  EXPECT_THAT(a, ::testing::ElementsAre("released", "stopped"));
+  EXPECT_EQ(MustGet(std::string(kJobs) + "/a")["spec"]["suspend"], true);
+  EXPECT_EQ(MustGet(std::string(kJobs) + "/b")["spec"]["suspend"], false);
+}
+
+// Stop finishes the orders in hand (their answers come) and joins, however
+// many workers wait on the server.
+TEST_F(ActuatorTest, StopFinishesTheOrdersInHandAndJoins) {
+  std::map<std::string, std::string> uid;
+  for (const char* name : {"a", "b", "c"}) uid[name] = MustCreate(kJobs, JobObject(name))["metadata"]["uid"];
+  StartActuator();
+  for (const char* name : {"a", "b"}) gate_.Hold(std::string("/jobs/") + name);
+  actuator_->Release(JobRelease("a", uid["a"]));
+  actuator_->Release(JobRelease("b", uid["b"]));
+  ASSERT_TRUE(gate_.WaitHeld(2));
+  actuator_->Suspend(SuspendOf(JobRelease("a", uid["a"])));  // queued: dropped by Stop
+  std::thread opener([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    gate_.Open();
+  });
+  actuator_->Stop();
+  opener.join();
+  std::vector<Result> results = recorder_.Snapshot();
+  ASSERT_EQ(results.size(), 2u) << "both releases in hand finished";
+  for (const Result& r : results) EXPECT_TRUE(r.release);
+  EXPECT_EQ(MustGet(std::string(kJobs) + "/a")["spec"]["suspend"], false);
+}
+
+// The broker gives an order only once its published snapshot shows the
+// change (ports.h), so OrderWanted on the newest snapshot wants every order
+// when it is given, and none once the workload finished.
+class OrderCheckingActuator : public broker::Actuator {
+ public:
+  void Release(const broker::ReleaseOrder& order) override {
+    absl::MutexLock lock(&mu_);
+    checks_.push_back({true, order.key, order.uid, OrderWanted(*broker_->snapshot(), order.key, order.uid, true)});
+  }
+  void Suspend(const broker::SuspendOrder& order) override {
+    absl::MutexLock lock(&mu_);
+    checks_.push_back({false, order.key, order.uid, OrderWanted(*broker_->snapshot(), order.key, order.uid, false)});
+  }
+  struct Check {
+    bool release;
+    broker::WorkloadKey key;
+    std::string uid;
+    bool wanted;
+  };
+  std::vector<Check> checks() {
+    absl::MutexLock lock(&mu_);
+    return checks_;
+  }
+  const broker::Broker* broker_ = nullptr;  // set before the broker starts
+
+ private:
+  absl::Mutex mu_;
+  std::vector<Check> checks_;
+};
+
+workload::Workload GpuGang(const std::string& name, int64_t gpus, int32_t priority) {
+  workload::Workload w;
+  w.kind = workload::Kind::kJob;
+  w.api_version = "batch/v1";
+  w.namespace_name = "a";
+  w.name = name;
+  w.uid = "uid-" + name;
+  w.queue_name = "q";
+  w.priority = priority;
+  w.suspended = true;
+  workload::PodSet ps = MakePodSet("main", 1, "/spec/template");
+  ps.requests["nvidia.com/gpu"] = quantity::Quantity::FromUnits(gpus);
+  w.pod_sets.push_back(ps);
+  return w;
+}
+
+TEST(OrderWantedTest, EveryOrderIsWantedWhenGivenAndNoneAfterTheWorkloadFinished) {
+  constexpr char kPolicies[] = R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: a}
+spec: {clusterQueue: team-a}
+)";
+  base::SimulatedClock clock(absl::FromUnixSeconds(1'700'000'000));
+  OrderCheckingActuator actuator;
+  auto b = broker::Broker::Create(::gangkeeper::testing::PoliciesFrom(kPolicies), broker::BrokerOptions{}, &actuator,
+                                  nullptr, &clock);
+  ASSERT_THAT(b.status(), IsOk());
+  std::unique_ptr<broker::Broker> broker = *std::move(b);
+  actuator.broker_ = broker.get();
+  broker->Start();
+  // Registered and admitted in one batch; then preempted by a higher
+  // priority gang in another.
+  ASSERT_THAT(broker->SubmitAndWait(broker::Event::Add(GpuGang("low", 8, 0))), IsOk());
+  ASSERT_THAT(broker->SubmitAndWait(broker::Event::Add(GpuGang("high", 8, 10))), IsOk());
+  std::vector<OrderCheckingActuator::Check> checks = actuator.checks();
+  ASSERT_EQ(checks.size(), 2u);
+  EXPECT_TRUE(checks[0].release);
+  EXPECT_EQ(checks[0].key.name, "low");
+  EXPECT_TRUE(checks[0].wanted) << "the snapshot shows low reserved when its release is given";
+  EXPECT_FALSE(checks[1].release);
+  EXPECT_EQ(checks[1].key.name, "low");
+  EXPECT_TRUE(checks[1].wanted) << "the snapshot shows low evicting when its suspension is given";
+  std::shared_ptr<const broker::Snapshot> snap = broker->snapshot();
+  const broker::WorkloadKey low = checks[0].key;
+  EXPECT_FALSE(OrderWanted(*snap, low, "uid-low", true)) << "evicting: its release is superseded";
+  EXPECT_FALSE(OrderWanted(*snap, low, "uid-other", false)) << "another instance";
+  // low finishes while its suspension is still queued: stale.
+  ASSERT_THAT(broker->SubmitAndWait(broker::Event::Finish(low, "uid-low")), IsOk());
+  snap = broker->snapshot();
+  EXPECT_FALSE(OrderWanted(*snap, low, "uid-low", false));
+  EXPECT_FALSE(OrderWanted(*snap, low, "uid-low", true));
+  broker->Stop();
+}
+
+// A generative test: random orders for a few workloads, with the broker's
+// wishes changing under them (a model of its phases: an order given makes
+// its kind wanted, or, sometimes, the workload finishes at once; a
+// workload may finish between orders). Whatever the interleaving: the
+// orders carried out for a workload are a subsequence of those given for it
+// and in that order; none the model did not want when asked is sent (the
+// requests the server saw are exactly those of the orders carried out); and
+// each workload's last order, when still wanted at the end, is carried out.
+TEST_F(ActuatorTest, GenerativeOrdersAreSentInOrderAndNeverStale) {
+  constexpr int kSeeds = 20;
+  constexpr int kWorkloads = 4;
+  constexpr int kOrders = 40;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    std::mt19937 rng(seed);
+    std::vector<std::string> names, uids;
+    for (int w = 0; w < kWorkloads; ++w) {
+      names.push_back(absl::StrCat("s", seed, "-w", w));
+      uids.push_back(MustCreate(kJobs, JobObject(names.back()))["metadata"]["uid"]);
+    }
+    // The model: per workload, what the broker wants now ("" nothing), and
+    // every question asked, in the order asked (per workload that is the
+    // order of execution: one order at a time).
+    struct Asked {
+      int id;
+      bool release;
+      bool answer;
+    };
+    std::mutex mu;
+    std::map<std::string, std::string> want;
+    std::map<std::string, std::vector<Asked>> asked;
+    auto ask = [&](const std::string& name, const std::string& id, bool release) {
+      std::lock_guard<std::mutex> lock(mu);
+      const bool answer = want[name] == (release ? "release" : "suspend");
+      int n = 0;
+      EXPECT_TRUE(absl::SimpleAtoi(id, &n)) << id;
+      asked[name].push_back({n, release, answer});
+      return answer;
+    };
+    ActuatorOptions options;
+    options.release_wanted = [&](const broker::ReleaseOrder& o) {
+      return ask(o.key.name, o.assignment.cluster_queue, true);
+    };
+    options.suspend_wanted = [&](const broker::SuspendOrder& o) { return ask(o.key.name, o.reason, false); };
+    const size_t answered_before = recorder_.Snapshot().size();  // by earlier seeds
+    StartActuator(options);
+
+    std::map<std::string, std::vector<std::pair<int, bool>>> given;  // id, release
+    std::uniform_int_distribution<int> pick(0, kWorkloads - 1);
+    std::uniform_int_distribution<int> percent(0, 99);
+    for (int id = 0; id < kOrders; ++id) {
+      const int w = pick(rng);
+      const bool release = percent(rng) < 50;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        want[names[w]] = percent(rng) < 80 ? (release ? "release" : "suspend") : "";
+        if (percent(rng) < 10) want[names[pick(rng)]] = "";  // another finished
+      }
+      given[names[w]].push_back({id, release});
+      broker::ReleaseOrder r = JobRelease(names[w], uids[w]);
+      r.assignment.cluster_queue = absl::StrCat(id);
+      if (release) {
+        actuator_->Release(r);
+      } else {
+        broker::SuspendOrder s = SuspendOf(r);
+        s.reason = absl::StrCat(id);
+        actuator_->Suspend(s);
+      }
+      if (percent(rng) < 30) absl::SleepFor(absl::Microseconds(percent(rng) * 20));
+    }
+    // Every order given is accounted for, and every one carried out answered.
+    ASSERT_TRUE(Eventually([&] {
+      const ActuatorStats st = actuator_->stats();
+      return st.given == kOrders &&
+             st.carried_out + st.stale_releases + st.stale_suspends + st.coalesced_releases + st.merged == kOrders &&
+             recorder_.Snapshot().size() - answered_before == st.carried_out;
+    })) << "the actuator went idle";
+    actuator_.reset();
+
+    const std::vector<RecordedCall> calls = api_->Calls();
+    for (int w = 0; w < kWorkloads; ++w) {
+      const std::string& name = names[w];
+      SCOPED_TRACE(name);
+      const std::string path = std::string(kJobs) + "/" + name;
+      // In order: ids asked about rise; carried out = asked and wanted.
+      std::vector<Asked> sent;
+      int last = -1;
+      for (const Asked& a : asked[name]) {
+        EXPECT_GT(a.id, last) << "an order asked about after a later one";
+        last = a.id;
+        if (a.answer) sent.push_back(a);
+      }
+      // The server saw exactly what the orders carried out send, from a
+      // suspended Job: a release GETs and, if suspended, PATCHes once; a
+      // suspension GETs and, if released, PATCHes twice (suspend, restore).
+      bool suspended = true;
+      int want_gets = 0, want_patches = 0;
+      for (const Asked& a : sent) {
+        ++want_gets;
+        if (a.release && suspended) ++want_patches;
+        if (!a.release && !suspended) want_patches += 2;
+        suspended = !a.release;
+      }
+      int gets = 0, patches = 0;
+      for (const RecordedCall& c : calls) {
+        if (c.path != path) continue;
+        gets += c.method == "GET";
+        patches += c.method == "PATCH";
+      }
+      EXPECT_EQ(gets, want_gets) << "a request for an order not carried out (stale or superseded)";
+      EXPECT_EQ(patches, want_patches);
+      EXPECT_EQ(MustGet(path)["spec"]["suspend"], suspended);
+      // The last order, when the model still wants it, was carried out.
+      if (!given[name].empty()) {
+        const auto [last_id, last_release] = given[name].back();
+        std::lock_guard<std::mutex> lock(mu);
+        if (want[name] == (last_release ? "release" : "suspend")) {
+          ASSERT_FALSE(sent.empty());
+          EXPECT_EQ(sent.back().id, last_id) << "the last wanted order was not carried out";
+          EXPECT_EQ(suspended, !last_release);
+        }
+      }
+      // Each order carried out was answered, once.
+      int answers = 0;
+      for (const Result& r : recorder_.Snapshot()) answers += r.key.name == name;
+      EXPECT_EQ(answers, static_cast<int>(sent.size()));
+    }
+  }
 }
 
 }  // namespace

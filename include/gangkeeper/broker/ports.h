@@ -55,7 +55,12 @@ struct SuspendOrder {
 // Carries out admissions and preemptions in the cluster (kube::KubeActuator
 // does it on the Kubernetes API). Called on the broker thread; must not
 // block: do the work elsewhere and answer with Event::ReleaseResult /
-// Event::Stopped (broker/event.h).
+// Event::Stopped (broker/event.h). When an order is given, the broker's
+// published snapshot already shows the change that gave it (the instance
+// reserved, or evicting), so an actuator may check an order against the
+// newest snapshot before it carries it out. The broker does not give an
+// order again while it runs (only after a restart or a change of leader):
+// an order left unanswered must be one whose answer it would ignore.
 class Actuator {
  public:
   virtual ~Actuator() = default;

@@ -27,7 +27,26 @@
 // would send from the workload alone, reports success, and that text is
 // kept with the workload (API) and the audit log.
 //
-// Orders are carried out on worker threads, in order per workload.
+// Orders are carried out on worker threads (ActuatorOptions::workers), one
+// at a time per workload and in the order given for it; unrelated workloads
+// go on while one of them waits for a slow API server. An order is not sent
+// when something given later makes it pointless, or when the broker no
+// longer wants it (see Queue and drop rules below).
+//
+// Queue and drop rules, per workload (namespace/name) and uid:
+//   - a suspend given while releases of the same uid are still queued (not
+//     yet in hand) takes their place: those releases are never sent. The
+//     object was never released, so the suspend finds it suspended and
+//     changes nothing (see above); the broker, which evicted the gang,
+//     waits only for the suspend's answer.
+//   - a newer release replaces a queued release, and a newer suspend a
+//     queued suspend, of the same uid: one is sent, with the newer content.
+//   - right before an order is carried out, `release_wanted` /
+//     `suspend_wanted` are asked; an order they refuse (its workload
+//     finished, was deleted, or its phase moved on) is dropped unanswered.
+//   Orders of other uids and other workloads keep their places, so what is
+//   sent for a workload is always a subsequence of what was given for it.
+//
 // Thread-safe.
 #pragma once
 
@@ -43,17 +62,35 @@
 
 namespace gangkeeper::kube {
 
-// One order carried out (or given up), for metrics.
+// One order carried out (or given up, or dropped unsent), for metrics.
 struct ActuationOutcome {
   const char* action = "release";  // release, suspend
   std::string kind;                // the workload's kind: Job, PyTorchJob, Pod, ...
   bool ok = true;
   absl::Duration took;             // from the order to the API's last answer
+  // Set when nothing was sent for the order: "stale" (the broker no longer
+  // wanted it) or "superseded" (a later order for the same object took its
+  // place in the queue). `ok` and `took` then mean nothing.
+  const char* dropped = nullptr;
+};
+
+// What the actuator did with the orders it was given, since it started.
+struct ActuatorStats {
+  uint64_t given = 0;             // orders given (Release and Suspend calls)
+  uint64_t carried_out = 0;       // attempts made (a retried suspend counts each time)
+  uint64_t stale_releases = 0;    // dropped before sending: release_wanted said no
+  uint64_t stale_suspends = 0;    // dropped before sending: suspend_wanted said no
+  uint64_t coalesced_releases = 0;  // queued releases a later suspend took the place of
+  uint64_t merged = 0;            // queued orders a newer one of the same kind replaced
 };
 
 struct ActuatorOptions {
   bool dry_run = false;
-  int workers = 2;
+  // Threads that carry out orders. Each waits for the API server while it
+  // holds an order, so this many workloads can wait on a slow server before
+  // the others queue behind them; orders of one workload never run at
+  // once, whatever the count.
+  int workers = 8;
   // Re-reads and re-patches when a `test` fails because the object changed
   // under us (422), at most this many times per order.
   int max_conflicts = 4;
@@ -63,13 +100,27 @@ struct ActuatorOptions {
   // `not_found_wait`, the waits doubling up to `not_found_wait`.
   int not_found_retries = 12;
   absl::Duration not_found_wait = absl::Milliseconds(200);
-  // Called on a worker thread after each attempt at an order; may be empty.
+  // Called on a worker thread after each attempt at an order and for each
+  // stale order dropped; for an order superseded in the queue, on the
+  // thread that gave the later order (the broker's). Must not block; may be
+  // empty.
   std::function<void(const ActuationOutcome&)> observe;
   // Several replicas (etcd): asked before each order and each write to the
   // API server; while false nothing is sent and the order is dropped
   // unanswered (this replica no longer leads; the new leader sends again
   // what was not confirmed). Empty: always send.
   std::function<bool()> may_send;
+  // Asked on a worker thread right before an order is carried out (after
+  // may_send; again before each retry of a suspend): false drops the order
+  // unanswered and sends nothing for it. The caller answers from the
+  // broker's state (see OrderWanted); an empty function wants every order.
+  // Dropping unanswered is safe only for an order whose answer the broker
+  // would ignore: a release of an instance that is not reserved, a
+  // suspension of one that is not evicting (Scheduler::ReleaseSucceeded /
+  // ReleaseFailed / Stopped drop answers for other phases as stale), since
+  // the broker never sends an order again while it runs.
+  std::function<bool(const broker::ReleaseOrder&)> release_wanted;
+  std::function<bool(const broker::SuspendOrder&)> suspend_wanted;
   // Required: times each order for `observe`. Must outlive the actuator.
   const base::Clock* clock = nullptr;
 };
@@ -81,6 +132,16 @@ struct ActuatorCallbacks {
       released;
   std::function<void(const broker::WorkloadKey& key, const std::string& uid, const std::string& detail)> stopped;
 };
+
+// Whether the broker whose state `snapshot` is still wants an order for
+// instance `uid` of `key` carried out: a release while that instance holds
+// its reservation (reserved, or running for a re-release of a replaced
+// member), a suspension while it is evicting (the only phase in which the
+// broker waits for Stopped). A finished, deleted or replaced instance wants
+// neither. Relies on the broker publishing a change's snapshot before it
+// gives the change's orders (broker/ports.h, Actuator).
+bool OrderWanted(const broker::Snapshot& snapshot, const broker::WorkloadKey& key, const std::string& uid,
+                 bool release);
 
 class KubeActuator final : public broker::Actuator {
  public:
@@ -95,8 +156,9 @@ class KubeActuator final : public broker::Actuator {
   void Bind(ActuatorCallbacks callbacks);
   void Release(const broker::ReleaseOrder& order) override;
   void Suspend(const broker::SuspendOrder& order) override;
-  // Finishes the order in hand, drops the rest, joins the workers.
+  // Finishes the orders in hand, drops the rest, joins the workers.
   void Stop();
+  ActuatorStats stats() const;
 
   struct Impl;
 
