@@ -31,6 +31,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/testing/gangs.h"
 #include "test/testing/fake_kube_api.h"
 #include "test/testing/policies.h"
 #include "test/testing/process.h"
@@ -1681,57 +1682,19 @@ class OrderCheckingActuator : public broker::Actuator {
   std::vector<Check> checks_;
 };
 
-workload::Workload GpuGang(const std::string& name, int64_t gpus, int32_t priority) {
-  workload::Workload w;
-  w.kind = workload::Kind::kJob;
-  w.api_version = "batch/v1";
-  w.namespace_name = "a";
-  w.name = name;
-  w.uid = "uid-" + name;
-  w.queue_name = "q";
-  w.priority = priority;
-  w.suspended = true;
-  workload::PodSet ps = MakePodSet("main", 1, "/spec/template");
-  ps.requests["nvidia.com/gpu"] = quantity::Quantity::FromUnits(gpus);
-  w.pod_sets.push_back(ps);
-  return w;
-}
-
 TEST(OrderWantedTest, EveryOrderIsWantedWhenGivenAndNoneAfterTheWorkloadFinished) {
-  constexpr char kPolicies[] = R"(
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-a}
-spec:
-  namespaceSelector: {}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: a}
-spec: {clusterQueue: team-a}
-)";
   base::SimulatedClock clock(absl::FromUnixSeconds(1'700'000'000));
   OrderCheckingActuator actuator;
-  auto b = broker::Broker::Create(::gangkeeper::testing::PoliciesFrom(kPolicies), broker::BrokerOptions{}, &actuator,
-                                  nullptr, &clock);
+  auto b = broker::Broker::Create(::gangkeeper::testing::PoliciesFrom(::gangkeeper::testing::kOneTeamPolicies),
+                                  broker::BrokerOptions{}, &actuator, nullptr, &clock);
   ASSERT_THAT(b.status(), IsOk());
   std::unique_ptr<broker::Broker> broker = *std::move(b);
   actuator.broker_ = broker.get();
   broker->Start();
   // Registered and admitted in one batch; then preempted by a higher
   // priority gang in another.
-  ASSERT_THAT(broker->SubmitAndWait(broker::Event::Add(GpuGang("low", 8, 0))), IsOk());
-  ASSERT_THAT(broker->SubmitAndWait(broker::Event::Add(GpuGang("high", 8, 10))), IsOk());
+  ASSERT_THAT(broker->SubmitAndWait(broker::Event::Add(::gangkeeper::testing::GpuGang("low", 1, 8, 0))), IsOk());
+  ASSERT_THAT(broker->SubmitAndWait(broker::Event::Add(::gangkeeper::testing::GpuGang("high", 1, 8, 10))), IsOk());
   std::vector<OrderCheckingActuator::Check> checks = actuator.checks();
   ASSERT_EQ(checks.size(), 2u);
   EXPECT_TRUE(checks[0].release);
