@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "rapidjson/document.h"
 #include "gangkeeper/base/check.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/base/log.h"
@@ -52,6 +53,20 @@ const json* At(const json& doc, const std::string& pointer) {
 }
 
 std::string Str(const json* j) { return j != nullptr && j->is_string() ? j->get<std::string>() : ""; }
+
+// Whether the object's own status says it has ended (Job Complete or
+// Failed, a Ray job's deployment status, ...), by the test the reconciler
+// applies to what it watches (workload::IsFinishedObject). The broker hears
+// of the end only through the watch, a little later; an order read against
+// the object meanwhile finds nothing left to release or stop.
+bool FinishedObject(const json& obj) {
+  const json* status = At(obj, "/status");
+  if (status == nullptr || !status->is_object()) return false;
+  const std::string text = json{{"status", *status}}.dump();
+  rapidjson::Document doc;
+  doc.Parse(text.data(), text.size());
+  return !doc.HasParseError() && workload::IsFinishedObject(doc);
+}
 
 json TolerationJson(const model::Toleration& t) {
   json j = json::object();
@@ -556,6 +571,12 @@ struct KubeActuator::Impl {
             absl::StrCat(path, " is another object now (uid ", Str(At(*obj, "/metadata/uid")), ", admitted ",
                          order.uid, ")"));
       }
+      if (FinishedObject(*obj)) {
+        // Ended before its release reached it (its end is on its way to the
+        // broker through the watch): nothing to unsuspend.
+        *detail = "not sent: the object has already finished";
+        return absl::OkStatus();
+      }
       const json* annotations = At(*obj, "/metadata/annotations");
       const bool annotated = annotations != nullptr && annotations->is_object() &&
                              annotations->contains(std::string(workload::kAdmittedFlavorsAnnotation));
@@ -875,6 +896,12 @@ struct KubeActuator::Impl {
       }
       if (Str(At(*obj, "/metadata/uid")) != order.uid) {
         *detail = "already gone (the name belongs to another object now)";
+        return absl::OkStatus();
+      }
+      if (FinishedObject(*obj)) {
+        // Ended before the suspension reached it: nothing runs any more, and
+        // a PATCH now would only touch a finished object.
+        *detail = "not sent: the object has already finished";
         return absl::OkStatus();
       }
       std::vector<std::string> steps;

@@ -1523,6 +1523,37 @@ TEST_F(ActuatorTest, StaleOrdersSendNothingAndAreNotAnswered) {
   EXPECT_EQ(dropped.size(), 2u) << "each dropped order is observed (metrics)";
 }
 
+// A Job that ended before an order reached it (the broker learns of the
+// end through the watch, a little later) gets no PATCH: its release is
+// answered done, its suspension stopped, and the object stays as it is.
+TEST_F(ActuatorTest, OrdersThatFindTheirObjectFinishedSendNoPatch) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const std::string uid = created["metadata"]["uid"];
+  json finished = MustGet(path);
+  finished["status"]["conditions"] = json::array({{{"type", "Complete"}, {"status", "True"}}});
+  finished["status"]["succeeded"] = 2;
+  ASSERT_THAT(api_->Replace(path, finished), IsOk());
+  finished = MustGet(path);
+  StartActuator();
+  api_->ClearCalls();
+  const broker::ReleaseOrder release = JobRelease("train", uid);
+  actuator_->Release(release);
+  ASSERT_EQ(recorder_.WaitFor(1).size(), 1u);
+  actuator_->Suspend(SuspendOf(release));
+  std::vector<Result> results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_TRUE(results[0].release);
+  EXPECT_THAT(results[0].status, IsOk());
+  EXPECT_THAT(results[0].detail, HasSubstr("already finished"));
+  EXPECT_FALSE(results[1].release);
+  EXPECT_THAT(results[1].detail, HasSubstr("already finished"));
+  for (const RecordedCall& c : api_->Calls()) {
+    EXPECT_NE(c.method, "PATCH") << c.path << ": a finished Job was patched";
+  }
+  EXPECT_EQ(MustGet(path), finished);
+}
+
 TEST_F(ActuatorTest, AQueuedReleaseFollowedBySuspendIsNeverSent) {
   const std::string path = std::string(kJobs) + "/train";
   const json created = MustCreate(kJobs, JobObject("train"));
