@@ -54,6 +54,12 @@ bool IsFinishedObject(const rapidjson::Value& object) {
   return false;
 }
 
+bool IsFinishedObjectText(absl::string_view json) {
+  rapidjson::Document doc;
+  doc.Parse(json.data(), json.size());
+  return !doc.HasParseError() && IsFinishedObject(doc);
+}
+
 int64_t ReadyPods(const rapidjson::Value& object, const KindInfo& kind, const Workload& w) {
   return ReadyCounterFor(kind.kind)(JsonNode(object, base::FieldPath()), w);
 }

@@ -74,5 +74,8 @@ int64_t ReadyPods(const rapidjson::Value& object, const KindInfo& kind, const Wo
 
 // The terminal-state test ObserveObject uses, on a parsed object.
 bool IsFinishedObject(const rapidjson::Value& object);
+// The same test on an object's JSON text (false when it does not parse):
+// for modules that hold objects in another JSON library.
+bool IsFinishedObjectText(absl::string_view json);
 
 }  // namespace gangkeeper::workload
