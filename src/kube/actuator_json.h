@@ -46,17 +46,6 @@ inline const json* At(const json& doc, const std::string& pointer) {
 
 inline std::string Str(const json* j) { return j != nullptr && j->is_string() ? j->get<std::string>() : ""; }
 
-// Whether the object's own status says it has ended (Job Complete or
-// Failed, a Ray job's deployment status, ...), by the test the reconciler
-// applies to what it watches (workload::IsFinishedObject). The broker hears
-// of the end only through the watch, a little later; an order read against
-// the object meanwhile finds nothing left to release or stop.
-inline bool FinishedObject(const json& obj) {
-  const json* status = At(obj, "/status");
-  if (status == nullptr || !status->is_object()) return false;
-  return workload::IsFinishedObjectText(json{{"status", *status}}.dump());
-}
-
 inline json TolerationJson(const model::Toleration& t) {
   json j = json::object();
   if (!t.key.empty()) j["key"] = t.key;
@@ -143,6 +132,13 @@ class JsonDocProbe final : public workload::JsonProbe {
  private:
   const json& doc_;
 };
+
+// Whether the object's own status says it has ended (Job Complete or
+// Failed, a Ray job's deployment status, ...), by the test the reconciler
+// applies to what it watches (workload::IsFinishedObject). The broker hears
+// of the end only through the watch, a little later; an order read against
+// the object meanwhile finds nothing left to release or stop.
+inline bool FinishedObject(const json& obj) { return workload::IsFinishedObject(JsonDocProbe(obj)); }
 
 inline bool Held(const json& obj, const workload::KindInfo& kind) { return workload::IsHeld(JsonDocProbe(obj), kind); }
 

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "rapidjson/document.h"
 #include "rapidjson/error/en.h"
+#include "src/workload/json_probe.h"
 #include "src/workload/kinds/kinds.h"
 
 namespace gangkeeper::workload {
@@ -35,30 +37,28 @@ std::map<std::string, std::string> StringMap(const rapidjson::Value* v) {
 
 }  // namespace
 
-bool IsFinishedObject(const rapidjson::Value& object) {
-  const rapidjson::Value* status = Member(&object, "status");
-  const std::string phase = Str(Member(status, "phase"));
+bool IsFinishedObject(const JsonProbe& object) {
+  const std::string phase = object.StringAt("/status/phase");
   if (phase == "Succeeded") return true;
+  // The types of the conditions with status "True", in order.
+  std::vector<std::string> true_types;
+  const size_t conditions = object.SizeAt("/status/conditions");
+  for (size_t i = 0; i < conditions; ++i) {
+    const std::string at = absl::StrCat("/status/conditions/", i);
+    if (object.StringAt(at + "/status") == "True") true_types.push_back(object.StringAt(at + "/type"));
+  }
+  auto has = [&](absl::string_view type) {
+    return std::find(true_types.begin(), true_types.end(), type) != true_types.end();
+  };
   // A failed AppWrapper whose components are still being deleted
   // (ResourcesDeployed True) still holds its pods, as Kueue reads it.
-  if (phase == "Failed") return !HasTrueCondition(object, "ResourcesDeployed");
-  const std::string ray = Str(Member(status, "jobDeploymentStatus"));
+  if (phase == "Failed") return !has("ResourcesDeployed");
+  const std::string ray = object.StringAt("/status/jobDeploymentStatus");
   if (ray == "Complete" || ray == "Failed") return true;
-  const rapidjson::Value* conditions = Member(status, "conditions");
-  if (conditions == nullptr || !conditions->IsArray()) return false;
-  for (const rapidjson::Value& c : conditions->GetArray()) {
-    if (Str(Member(&c, "status")) != "True") continue;
-    const std::string type = Str(Member(&c, "type"));
-    if (type == "Complete" || type == "Completed" || type == "Failed" || type == "Succeeded") return true;
-  }
-  return false;
+  return has("Complete") || has("Completed") || has("Failed") || has("Succeeded");
 }
 
-bool IsFinishedObjectText(absl::string_view json) {
-  rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  return !doc.HasParseError() && IsFinishedObject(doc);
-}
+bool IsFinishedObject(const rapidjson::Value& object) { return IsFinishedObject(RapidJsonProbe(object)); }
 
 int64_t ReadyPods(const rapidjson::Value& object, const KindInfo& kind, const Workload& w) {
   return ReadyCounterFor(kind.kind)(JsonNode(object, base::FieldPath()), w);

@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "gangkeeper/model/objects.h"
 #include "gangkeeper/workload/extract.h"
+#include "gangkeeper/workload/hold.h"
 #include "gangkeeper/workload/workload.h"
 
 namespace gangkeeper::workload {
@@ -72,10 +73,10 @@ struct ObservedObject {
 // src/workload/kinds/readiness.cc): in [0, w.TotalPods()].
 int64_t ReadyPods(const rapidjson::Value& object, const KindInfo& kind, const Workload& w);
 
-// The terminal-state test ObserveObject uses, on a parsed object.
+// The terminal-state test ObserveObject uses, on a parsed object; through a
+// JsonProbe for modules that hold objects in another JSON library (the
+// actuator's nlohmann::json).
 bool IsFinishedObject(const rapidjson::Value& object);
-// The same test on an object's JSON text (false when it does not parse):
-// for modules that hold objects in another JSON library.
-bool IsFinishedObjectText(absl::string_view json);
+bool IsFinishedObject(const JsonProbe& object);
 
 }  // namespace gangkeeper::workload
