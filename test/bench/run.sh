@@ -24,7 +24,10 @@
 #                   /validate client measures ("10000 1000 1000"; "2000 200 500")
 #   GBENCH_MIN_TIME Google Benchmark --benchmark_min_time (0.5; 0.05)
 #   REPLICA_ARGS    gangkeeper_replica_bench seconds clients kills ("10 16 5"; "3 4 1")
-#   E2E_ARGS        gangkeeper_e2e_bench arguments (none; "--scale 0.05 --limit 120")
+#   E2E_ARGS        gangkeeper_e2e_bench arguments for Kueue's baseline shape
+#                   (none; "--scale 0.05 --limit 120")
+#   E2E_LARGE_ARGS  the same for Kueue's large-scale shape (none: all 50,000
+#                   workloads; "--scale 0.02 --limit 120")
 #   NOTE            a line for the top of RESULTS.md
 #   BUILD_TIMEOUT   seconds the build may take (5400)
 #   RESULTS         the output file (test/bench/RESULTS.md)
@@ -60,9 +63,9 @@ done
 
 if [[ "$QUICK" == 1 ]]; then
   : "${DURATION:=3}" "${ROUNDS:=1}" "${REPLICA_ARGS:=3 4 1}" "${GBENCH_MIN_TIME:=0.05}"
-  : "${E2E_ARGS:=--scale 0.05 --limit 120}" "${EXPOSURE:=2000 200 500}"
+  : "${E2E_ARGS:=--scale 0.05 --limit 120}" "${E2E_LARGE_ARGS:=--scale 0.02 --limit 120}" "${EXPOSURE:=2000 200 500}"
 else
-  : "${DURATION:=10}" "${ROUNDS:=2}" "${REPLICA_ARGS:=10 16 5}" "${GBENCH_MIN_TIME:=0.5}" "${E2E_ARGS:=}"
+  : "${DURATION:=10}" "${ROUNDS:=2}" "${REPLICA_ARGS:=10 16 5}" "${GBENCH_MIN_TIME:=0.5}" "${E2E_ARGS:=}" "${E2E_LARGE_ARGS:=}"
 fi
 : "${EXPOSURE:=10000 1000 1000}" "${CONNS:=8 32 64}" "${PACED_CONNS:=32}" "${PACED_FRACTION:=0.7}" "${GK_SERVE_ARGS:=}"
 : "${NOTE:=}" "${BUILD_TIMEOUT:=5400}" "${RESULTS:=$BENCH_SRC/RESULTS.md}"
@@ -992,49 +995,78 @@ section_scheduling() {
 }
 
 # Real time, end to end: gangkeeper_e2e_bench (test/bench/e2e_bench.cc,
-# another part of issue #11). Its stdout (markdown) goes into RESULTS.md as
-# it is; the two targets come from its --json report, read in e2e_extract.
+# issues #11 and #26), twice: Kueue's baseline shape (E2E_ARGS) and its
+# large-scale shape (E2E_LARGE_ARGS). Each run's stdout (markdown) goes into
+# RESULTS.md as it is; the targets come from its --json report, read in
+# e2e_extract.
 
-# e2e_extract REPORT.json: "makespan_s release_p99_ms scale" ("-" where absent).
+# e2e_extract REPORT.json: "makespan_s release_p99_ms scale cores" ("-" where absent).
 # Adapt here when the report's format changes.
 e2e_extract() {
   jq -r 'def num: if . == null then "-" else tostring end;
-    [(.makespan_s | num), (.release_latency_ms.p99 | num), ((.scale // 1) | tostring)] | join(" ")' "$1"
+    [(.makespan_s | num), (.release_latency_ms.p99 | num), ((.scale // 1) | tostring),
+     (.gangkeeper_cores | num)] | join(" ")' "$1"
+}
+
+# e2e_run NAME ARGS...: one run of the bench into $WORK/raw/e2e-NAME.{json,txt,err}
+# and its text onto section file $out; false when it failed.
+e2e_run() {
+  local name=$1 bin="$BENCH_BIN/gangkeeper_e2e_bench"
+  shift
+  log "running gangkeeper_e2e_bench --json ... $*"
+  if ! TMPDIR="$WORK/tmp" timeout 3600 "$bin" --json "$WORK/raw/e2e-$name.json" "$@" \
+    >"$WORK/raw/e2e-$name.txt" 2>"$WORK/raw/e2e-$name.err"; then
+    {
+      echo "\`gangkeeper_e2e_bench $*\` failed or timed out; the end of its output:"
+      echo
+      echo '```'
+      tail -n 20 "$WORK/raw/e2e-$name.txt" "$WORK/raw/e2e-$name.err"
+      echo '```'
+      echo
+    } >>"$out"
+    return 1
+  fi
+  # Its headings go one level down, under this section's.
+  { echo "\`gangkeeper_e2e_bench $*\`:"; echo; sed 's/^#/##/' "$WORK/raw/e2e-$name.txt"; } >>"$out"
 }
 
 section_e2e() {
-  local out="$WORK/sections/e2e.md" bin="$BENCH_BIN/gangkeeper_e2e_bench" ms p99 scale note=""
+  local out="$WORK/sections/e2e.md" ms p99 scale cores note
   {
     echo "## Real time, end to end"
     echo
     stamp
   } >"$out"
-  if [[ ! -x "$bin" ]]; then
+  if [[ ! -x "$BENCH_BIN/gangkeeper_e2e_bench" ]]; then
     echo "not built yet (\`gangkeeper_e2e_bench\` is not in this build${E2E_BUILD_NOTE:+: $E2E_BUILD_NOTE})." >>"$out"
     return 0
   fi
-  log "running gangkeeper_e2e_bench --json ... $E2E_ARGS"
+  # Kueue's baseline shape: 15,000 workloads, 30 ClusterQueues.
   # shellcheck disable=SC2086  # E2E_ARGS: the program's own arguments
-  if ! TMPDIR="$WORK/tmp" timeout 3600 "$bin" --json "$WORK/raw/e2e.json" $E2E_ARGS \
-    >"$WORK/raw/e2e.txt" 2>"$WORK/raw/e2e.err"; then
-    {
-      echo "\`gangkeeper_e2e_bench $E2E_ARGS\` failed or timed out; the end of its output:"
-      echo
-      echo '```'
-      tail -n 20 "$WORK/raw/e2e.txt" "$WORK/raw/e2e.err"
-      echo '```'
-    } >>"$out"
-    return 0
+  if e2e_run baseline $E2E_ARGS; then
+    read -r ms p99 scale cores <<<"$(e2e_extract "$WORK/raw/e2e-baseline.json" 2>/dev/null || echo "- - 1 -")"
+    # The targets are for the whole trace; a scaled-down run only shows the machinery works.
+    note=""
+    [[ "$scale" == 1 ]] || note=" (trace scaled to $scale)"
+    local makespan_verdict="n/a (scaled)" cores_verdict="n/a (scaled)"
+    if [[ -z "$note" ]]; then
+      makespan_verdict="$(verdict "$ms" '<' 85)"
+      cores_verdict="$(verdict "$cores" '<' 0.5)"
+    fi
+    target "$out" "end to end, baseline: makespan < 85 s$note" "$(fmt 1 "$ms") s" "$makespan_verdict"
+    target "$out" "end to end, baseline: release latency p99 < 50 ms$note" "$(fmt 1 "$p99") ms" "$(verdict "$p99" '<' 50)"
+    target "$out" "end to end, baseline: gangkeeper CPU < 0.5 core$note" "$(fmt 2 "$cores") cores" "$cores_verdict"
   fi
-  # Its headings go one level down, under this section's.
-  { echo "\`gangkeeper_e2e_bench $E2E_ARGS\`:"; echo; sed 's/^#/##/' "$WORK/raw/e2e.txt"; } >>"$out"
-  read -r ms p99 scale <<<"$(e2e_extract "$WORK/raw/e2e.json" 2>/dev/null || echo "- - 1")"
-  # The makespan target is for the whole trace; a scaled-down run only shows the machinery works.
-  if [[ "$scale" != 1 ]]; then note=" (trace scaled to $scale)"; fi
-  local makespan_verdict="n/a (scaled)"
-  [[ -n "$note" ]] || makespan_verdict="$(verdict "$ms" '<' 85)"
-  target "$out" "end to end: makespan < 85 s$note" "$(fmt 1 "$ms") s" "$makespan_verdict"
-  target "$out" "end to end: release latency p99 < 50 ms$note" "$(fmt 1 "$p99") ms" "$(verdict "$p99" '<' 50)"
+  # Kueue's large-scale shape: 50,000 workloads, 1,000 ClusterQueues. Its
+  # makespan is reported against 300 s at whatever scale E2E_LARGE_ARGS sets.
+  # shellcheck disable=SC2086  # E2E_LARGE_ARGS: the program's own arguments
+  if e2e_run large-scale --trace "$BENCH_SRC/kueue/large-scale/generator.yaml" $E2E_LARGE_ARGS; then
+    read -r ms p99 scale cores <<<"$(e2e_extract "$WORK/raw/e2e-large-scale.json" 2>/dev/null || echo "- - 1 -")"
+    note=""
+    [[ "$scale" == 1 ]] || note=" (trace scaled to $scale)"
+    target "$out" "end to end, large-scale: makespan < 300 s$note" "$(fmt 1 "$ms") s, $(fmt 2 "$cores") cores" \
+      "$(verdict "$ms" '<' 300)"
+  fi
 }
 
 # ================================================================ RESULTS.md
