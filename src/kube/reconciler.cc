@@ -89,6 +89,26 @@ struct Member {
   std::optional<absl::Time> admitted_at;
 };
 
+// What the reconciler has handed to the broker and not yet seen answered,
+// per workload. Watch events go to the broker without waiting for each
+// answer: the broker writes everything queued in one journal append, so a
+// burst of events costs one fsync instead of one each (waiting for every
+// answer made a watch as slow as the journal's fsync: Kueue's large-scale
+// shape, a thousand Jobs created at once, queued behind it for seconds).
+// Shared with the answers, which may come on any thread and after the
+// reconciler is gone.
+struct InFlight {
+  absl::Mutex mu;
+  std::map<broker::WorkloadKey, int> unanswered_of ABSL_GUARDED_BY(mu);
+  size_t unanswered ABSL_GUARDED_BY(mu) = 0;
+};
+
+// At most this many events unanswered; one more waits for all of them.
+constexpr size_t kMaxInFlight = 1024;
+// How long a wait for answers may last (the broker answers every event,
+// within its acknowledgement timeout, or when it stops).
+constexpr absl::Duration kSettleLimit = absl::Minutes(2);
+
 }  // namespace
 
 struct Reconciler::Impl {
@@ -116,6 +136,8 @@ struct Reconciler::Impl {
   std::map<broker::InstanceKey, absl::Time> unconfirmed_since;
   // RereadTrainJobs was called (the confirmer's thread reads them).
   bool reread ABSL_GUARDED_BY(mu) = false;
+  // Events handed to the broker, not yet answered (Send).
+  std::shared_ptr<InFlight> in_flight = std::make_shared<InFlight>();
 
   // Waits up to `d`, or until stopping or a reread is asked for. False when
   // stopping; `*do_reread` says whether one was asked for (and takes it).
@@ -154,6 +176,55 @@ struct Reconciler::Impl {
     if (!s.ok()) log->warn("reconcile {}: {}", what, s.message());
   }
 
+  // Hands `e`, about workload `key`, to the broker without waiting for its
+  // answer (InFlight). The broker applies events in the order they are
+  // handed over, so what follows is applied after it; a failure is logged,
+  // as Check does.
+  void Send(const broker::WorkloadKey& key, broker::Event e, std::string what) {
+    bool full = false;
+    {
+      absl::MutexLock lock(&in_flight->mu);
+      full = in_flight->unanswered >= kMaxInFlight;
+    }
+    if (full) SettleAll();
+    {
+      absl::MutexLock lock(&in_flight->mu);
+      ++in_flight->unanswered_of[key];
+      ++in_flight->unanswered;
+    }
+    // Not under the lock: an answer may come at once, on this thread.
+    events->SubmitAsync(std::move(e), [flights = in_flight, key, what = std::move(what), log = log](absl::Status s) {
+      if (!s.ok()) log->warn("reconcile {}: {}", what, s.message());
+      absl::MutexLock lock(&flights->mu);
+      auto it = flights->unanswered_of.find(key);
+      if (it != flights->unanswered_of.end() && --it->second <= 0) flights->unanswered_of.erase(it);
+      --flights->unanswered;
+    });
+  }
+
+  // Waits until the broker answered every event sent about `key`, so that
+  // the snapshot shows them before a new event of it is decided on.
+  void Settle(const broker::WorkloadKey& key) {
+    InFlight* f = in_flight.get();
+    auto answered = [f, &key]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(f->mu) { return f->unanswered_of.count(key) == 0; };
+    absl::MutexLock lock(&f->mu);
+    if (!f->mu.AwaitWithTimeout(absl::Condition(&answered), kSettleLimit)) {
+      log->warn("reconcile: the broker has not answered for {} after {}", key.name, absl::FormatDuration(kSettleLimit));
+    }
+  }
+
+  // Waits until the broker answered every event sent: before what reads
+  // all workloads (a list's ForgetMissing) or says the kind is in sync.
+  void SettleAll() {
+    InFlight* f = in_flight.get();
+    auto answered = [f]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(f->mu) { return f->unanswered == 0; };
+    absl::MutexLock lock(&f->mu);
+    if (!f->mu.AwaitWithTimeout(absl::Condition(&answered), kSettleLimit)) {
+      log->warn("reconcile: the broker has not answered {} event(s) after {}", f->unanswered,
+                absl::FormatDuration(kSettleLimit));
+    }
+  }
+
   // A job kind (or a single pod) seen in a list or a watch event. `seen`
   // (a list) collects the instances the cluster has.
   void Observe(const workload::KindInfo& kind, const json& object, std::set<broker::InstanceKey>* seen) {
@@ -173,31 +244,30 @@ struct Reconciler::Impl {
     const broker::WorkloadKey key = broker::KeyOf(w);
     if (seen != nullptr) seen->insert(broker::InstanceOf(key, o->uid));
     const std::string name = absl::StrCat(kind.name, " ", key.namespace_name, "/", key.name);
+    Settle(key);
     std::shared_ptr<const broker::Snapshot> snap = view->snapshot();
     const broker::WorkloadInfo* info = snap->FindInstance(key, o->uid);
     const bool same = info != nullptr && info->workload != nullptr;
     if (o->finished) {
-      if (same) Check(events->SubmitAndWait(broker::Event::Finish(key, o->uid)), name);
+      if (same) Send(key, broker::Event::Finish(key, o->uid), name);
       return;
     }
     if (o->deleting) return;  // its pods may still run: the quota goes with DELETED
     if (!same) {
       if (o->held) {
-        Check(events->SubmitAndWait(broker::Event::Add(w)), name);
+        Send(key, broker::Event::Add(w), name);
       } else {
         if (o->annotations.count(std::string(workload::kAdmittedFlavorsAnnotation)) == 0) {
           log->warn("{} runs but gangkeeper did not release it (unsuspended by someone else); its quota is counted",
                     name);
         }
-        Check(events->SubmitAndWait(broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o), o->running_counts)),
-              name);
+        Send(key, broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o), o->running_counts), name);
       }
       return;
     }
     if (!o->held && info->phase == broker::Phase::kPending) {
       log->warn("{} was unsuspended by someone else while queued; its quota is counted", name);
-      Check(events->SubmitAndWait(broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o), o->running_counts)),
-            name);
+      Send(key, broker::Event::Adopt(w, FlavorsOf(*o), AdmittedAtOf(*o), o->running_counts), name);
       return;
     }
     ReportReadiness(*info, key, o->uid, o->ready_pods, name);
@@ -205,7 +275,7 @@ struct Reconciler::Impl {
     // stored); a pending one takes what changed in the stored object.
     if (info->workload->unconfirmed ||
         (info->phase == broker::Phase::kPending && SchedulingDiffers(*info->workload, w))) {
-      Check(events->SubmitAndWait(broker::Event::Update(w)), name);
+      Send(key, broker::Event::Update(w), name);
     }
   }
 
@@ -216,6 +286,7 @@ struct Reconciler::Impl {
   void WaitForRuntime(const workload::ObservedObject& o, std::set<broker::InstanceKey>* seen) {
     const broker::WorkloadKey key{o.namespace_name, o.name, workload::Kind::kTrainJob, false};
     if (seen != nullptr) seen->insert(broker::InstanceOf(key, o.uid));
+    Settle(key);
     if (o.finished || o.deleting || view->snapshot()->FindInstance(key, o.uid) != nullptr) return;
     log->info("TrainJob {}/{} waits for its runtime, not queued yet: {}", o.namespace_name, o.name,
               o.extract_error.message());
@@ -247,7 +318,7 @@ struct Reconciler::Impl {
                        int64_t ready, const std::string& name) {
     if (info.phase != broker::Phase::kReserved && info.phase != broker::Phase::kRunning) return;
     if (info.ready_pods == ready) return;
-    Check(events->SubmitAndWait(broker::Event::PodsReady(key, uid, ready)), name);
+    Send(key, broker::Event::PodsReady(key, uid, ready), name);
   }
 
   void ObservePodOfGroup(const workload::ObservedObject& o, std::set<broker::InstanceKey>* seen) {
@@ -268,10 +339,11 @@ struct Reconciler::Impl {
   void EvaluateGroup(const broker::WorkloadKey& key) {
     auto g = groups.find(key);
     const std::string name = absl::StrCat("pod group ", key.namespace_name, "/", key.name);
+    Settle(key);
     std::shared_ptr<const broker::Snapshot> snap = view->snapshot();
     const broker::WorkloadInfo* info = snap->Find(key);
     if (g == groups.end() || g->second.empty()) {
-      if (info != nullptr) Check(events->SubmitAndWait(broker::Event::Remove(key, "")), name);
+      if (info != nullptr) Send(key, broker::Event::Remove(key, ""), name);
       if (g != groups.end()) groups.erase(g);
       return;
     }
@@ -281,13 +353,14 @@ struct Reconciler::Impl {
       any_running = any_running || (!m.held && !m.finished);
     }
     if (all_finished) {
-      if (info != nullptr) Check(events->SubmitAndWait(broker::Event::Finish(key, "")), name);
+      if (info != nullptr) Send(key, broker::Event::Finish(key, ""), name);
       return;
     }
     // Every live pod is a member (the broker ignores names it knows).
     for (const auto& [pod, m] : g->second) {
-      if (!m.finished) Check(events->SubmitAndWait(broker::Event::Add(m.workload)), name);
+      if (!m.finished) Send(key, broker::Event::Add(m.workload), name);
     }
+    Settle(key);
     snap = view->snapshot();
     info = snap->Find(key);
     bool any_held = false;
@@ -306,7 +379,8 @@ struct Reconciler::Impl {
     }
     if (any_running && info != nullptr && info->phase == broker::Phase::kPending) {
       const Member& first = g->second.begin()->second;
-      Check(events->SubmitAndWait(broker::Event::Adopt(info->workload ? *info->workload : first.workload, first.flavors, first.admitted_at)), name);
+      Send(key, broker::Event::Adopt(info->workload ? *info->workload : first.workload, first.flavors, first.admitted_at),
+           name);
     }
   }
 
@@ -329,8 +403,8 @@ struct Reconciler::Impl {
         return;
       }
     }
-    Check(events->SubmitAndWait(broker::Event::Remove(broker::WorkloadKey{ns, obj_name, kind.kind, false}, uid)),
-          absl::StrCat(kind.name, " ", ns, "/", obj_name));
+    const broker::WorkloadKey key{ns, obj_name, kind.kind, false};
+    Send(key, broker::Event::Remove(key, uid), absl::StrCat(kind.name, " ", ns, "/", obj_name));
   }
 
   // After a full list (authoritative): every instance the broker tracks of
@@ -341,6 +415,7 @@ struct Reconciler::Impl {
   // the watch that follows.
   void ForgetMissing(const workload::KindInfo& kind, const std::set<broker::InstanceKey>& seen,
                      absl::Time listed_at) {
+    SettleAll();  // what the list itself registered shows in the snapshot
     std::vector<std::pair<broker::WorkloadKey, std::string>> gone;
     view->snapshot()->ForEachWorkload([&](const broker::WorkloadInfo& info) {
       if (info.workload == nullptr || info.key.kind != kind.kind) return;
@@ -351,7 +426,7 @@ struct Reconciler::Impl {
     });
     for (const auto& [key, uid] : gone) {
       if (kind.kind == workload::Kind::kPod) groups.erase(key);
-      Check(events->SubmitAndWait(broker::Event::Remove(key, uid)), absl::StrCat(kind.name, " ", key.namespace_name, "/", key.name));
+      Send(key, broker::Event::Remove(key, uid), absl::StrCat(kind.name, " ", key.namespace_name, "/", key.name));
     }
   }
 
@@ -450,6 +525,7 @@ struct Reconciler::Impl {
       std::set<broker::InstanceKey> seen;
       for (const json& item : list->items) Observe(kind, item, &seen);
       ForgetMissing(kind, seen, listed_at);
+      SettleAll();  // in sync once the broker has it all
       MarkSynced(kind.kind);
       if (!WatchUntilResync(kind, path, selector, list->resource_version)) return;
     }

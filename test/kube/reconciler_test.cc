@@ -4,10 +4,14 @@
 // one here: the timeout passes without waiting for it).
 #include "gangkeeper/kube/reconciler.h"
 
+#include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gmock/gmock.h"
@@ -139,6 +143,149 @@ TEST_F(ReconcilerReadinessTest, TheJobsReadyCountReachesTheBrokerAndANotReadyGan
   // After the backoff it is admitted again.
   clock_.AdvanceTime(absl::Minutes(1));
   ASSERT_TRUE(WaitFor([&] { return PhaseIs("stuck", broker::Phase::kRunning); }));
+}
+
+// An EventQueue in front of the broker that holds back every event it is
+// given until Open(): what the reconciler sends before it has any answer.
+class HoldingQueue final : public broker::EventQueue {
+ public:
+  explicit HoldingQueue(broker::EventQueue* to) : to_(to) {}
+
+  void Submit(broker::Event e) override { to_->Submit(std::move(e)); }
+  absl::Status SubmitAndWait(broker::Event e, absl::Duration timeout) override {
+    auto done = std::make_shared<absl::Notification>();
+    auto status = std::make_shared<absl::Status>();
+    SubmitAsync(
+        std::move(e),
+        [done, status](absl::Status s) {
+          *status = s;
+          done->Notify();
+        },
+        timeout);
+    if (!done->WaitForNotificationWithTimeout(absl::Seconds(60))) return absl::DeadlineExceededError("held");
+    return *status;
+  }
+  void SubmitAsync(broker::Event e, Ack done, absl::Duration timeout) override {
+    absl::MutexLock lock(&mu_);
+    if (open_) {
+      to_->SubmitAsync(std::move(e), std::move(done), timeout);
+      return;
+    }
+    held_.push_back(Held{std::move(e), std::move(done), timeout});
+  }
+  // The names of the Jobs whose events are held, in the order sent.
+  std::vector<std::string> HeldNames() {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> out;
+    for (const Held& h : held_) out.push_back(h.event.workload.name.empty() ? h.event.key.name : h.event.workload.name);
+    return out;
+  }
+  // Holds again what comes from now on.
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    open_ = false;
+  }
+  // Lets everything through, the held events first, in order.
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+    for (Held& h : held_) to_->SubmitAsync(std::move(h.event), std::move(h.done), h.timeout);
+    held_.clear();
+  }
+
+ private:
+  struct Held {
+    broker::Event event;
+    Ack done;
+    absl::Duration timeout;
+  };
+  broker::EventQueue* const to_;
+  absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Held> held_ ABSL_GUARDED_BY(mu_);
+};
+
+class ReconcilerPipelineTest : public FakeClusterTest {
+ protected:
+  void StartAll() {
+    broker::BrokerOptions bo;
+    bo.tick = absl::Milliseconds(20);
+    auto b = broker::Broker::Create(testing::PoliciesFrom(kPolicies), bo, nullptr, nullptr, &clock_);
+    ASSERT_THAT(b.status(), IsOk());
+    broker_ = *std::move(b);
+    broker_->Start();
+    holding_ = std::make_unique<HoldingQueue>(broker_.get());
+    ReconcilerOptions ro;
+    ro.clock = &clock_;
+    ro.error_backoff = absl::Milliseconds(50);
+    reconciler_ = std::make_unique<Reconciler>(client_.get(), holding_.get(), broker_.get(), ro);
+    reconciler_->Start();
+  }
+  void TearDown() override {
+    if (holding_ != nullptr) holding_->Open();
+    if (reconciler_ != nullptr) reconciler_->Stop();
+    if (broker_ != nullptr) broker_->Stop();
+  }
+  size_t Tracked() { return broker_->snapshot()->workload_count(); }
+  static bool WaitFor(const std::function<bool()>& done) {
+    return ::gangkeeper::testing::WaitFor(done, absl::Seconds(20), absl::Milliseconds(10));
+  }
+
+  base::SimulatedClock clock_{absl::FromUnixSeconds(1'800'000'000)};
+  std::unique_ptr<broker::Broker> broker_;
+  std::unique_ptr<HoldingQueue> holding_;
+  std::unique_ptr<Reconciler> reconciler_;
+};
+
+// Listed and watched Jobs reach the broker without the reconciler waiting
+// for each answer, so the broker writes them in one journal append rather
+// than one fsync each; the kind is in sync only once the broker has
+// answered them all.
+TEST_F(ReconcilerPipelineTest, EventsOfDifferentJobsGoOutBeforeAnyIsAnswered) {
+  constexpr size_t kListed = 12;
+  for (size_t i = 0; i < kListed; ++i) {
+    ASSERT_THAT(fake_->Create(kJobs, Job(absl::StrCat("listed-", i), 1)).status(), IsOk());
+  }
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  ASSERT_TRUE(WaitFor([&] { return holding_->HeldNames().size() == kListed; }));
+  EXPECT_FALSE(reconciler_->synced());  // not before the broker has them
+  EXPECT_EQ(Tracked(), 0u);
+  holding_->Open();
+  ASSERT_TRUE(WaitFor([&] { return reconciler_->synced() && Tracked() == kListed; }));
+  // Watched: created while nothing is answered, all sent all the same.
+  holding_->Close();
+  for (size_t i = 0; i < kListed; ++i) {
+    ASSERT_THAT(fake_->Create(kJobs, Job(absl::StrCat("watched-", i), 1)).status(), IsOk());
+  }
+  ASSERT_TRUE(WaitFor([&] { return holding_->HeldNames().size() == kListed; }));
+  EXPECT_EQ(Tracked(), kListed);
+  holding_->Open();
+  ASSERT_TRUE(WaitFor([&] { return Tracked() == 2 * kListed; }));
+}
+
+// Two events of one Job are decided in turn: the second waits until the
+// broker has answered the first (the snapshot shows it). Decided on the
+// snapshot before the first's answer, a Job created and at once changed
+// would be registered twice.
+TEST_F(ReconcilerPipelineTest, ASecondEventOfTheSameJobWaitsForTheFirstsAnswer) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  holding_->Open();
+  ASSERT_TRUE(WaitFor([&] { return reconciler_->synced(); }));
+  holding_->Close();
+  ASSERT_THAT(fake_->Create(kJobs, Job("twice", 1)).status(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return holding_->HeldNames().size() == 1; }));
+  auto j = fake_->Get(absl::StrCat(kJobs, "/twice"));
+  ASSERT_THAT(j.status(), IsOk());
+  json changed = *j;
+  changed["metadata"]["labels"]["extra"] = "label";
+  ASSERT_THAT(fake_->Replace(absl::StrCat(kJobs, "/twice"), changed).status(), IsOk());
+  ASSERT_THAT(fake_->Create(kJobs, Job("after", 1)).status(), IsOk());
+  // The change waits for the creation's answer (and what the watch shows
+  // after it waits in turn): nothing more is sent meanwhile.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_THAT(holding_->HeldNames(), ::testing::ElementsAre("twice"));
+  holding_->Open();
+  ASSERT_TRUE(WaitFor([&] { return Tracked() == 2u; }));
 }
 
 }  // namespace
