@@ -5,6 +5,7 @@
 // Result: a server may end a complete answer in a way cpp-httplib 0.11
 // reports as an error (etcd's chunked trailers), and the caller decides
 // whether a complete body counts.
+#include <openssl/x509.h>
 #include <poll.h>
 
 #include <utility>
@@ -61,6 +62,7 @@ Response Exchange(Connection::Impl& c, const Request& request,
     out.body.append(data, n);
     return true;
   };
+  c.verify_error.store(0);
   httplib::Result r = c.client->send(req);
   if (r) {
     // A 204 answer skips the handlers.
@@ -77,7 +79,14 @@ Response Exchange(Connection::Impl& c, const Request& request,
     out.body.clear();
     out.complete = false;
   }
-  if (out.failure == Failure::kTlsVerify && c.tls != nullptr) out.verify_result = c.tls->get_openssl_verify_result();
+  // The handshake failed because OpenSSL refused the certificate (the
+  // connection's own verification, set up in pool.cc).
+  if (out.failure == Failure::kTls && c.verify_error.load() != 0) {
+    out.failure = Failure::kTlsVerify;
+    out.error = absl::StrCat("the server's certificate is not trusted: ",
+                             X509_verify_cert_error_string(c.verify_error.load()));
+    out.verify_result = c.verify_error.load();
+  }
   // Connecting, its time-out and TLS failures happen before the request is
   // written; a write that failed left the body incomplete, and a server acts
   // only on a whole one.

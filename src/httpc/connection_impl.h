@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <memory>
 
 #include "gangkeeper/httpc/pool.h"
@@ -11,6 +12,11 @@
 namespace gangkeeper::httpc {
 
 struct Connection::Impl {
+  // Why OpenSSL refused the server's certificate in the last handshake
+  // (X509_V_ERR_*), 0 when it did not; set by pool.cc's verify callback,
+  // which finds it through the SSL_CTX. Declared before `client`, whose
+  // SSL_CTX points at it, so that it outlives the context.
+  std::atomic<long> verify_error{0};
   // The plain client, or the TLS one (SSLClient derives from ClientImpl).
   std::unique_ptr<httplib::ClientImpl> client;
   httplib::SSLClient* tls = nullptr;  // `client` when it is TLS

@@ -1,16 +1,24 @@
 // gangkeeper httpc: the connection pool (see pool.h).
 //
-// The CA bundle given in memory goes to every new connection as its own
-// X509_STORE (the connection's SSL_CTX takes it over; cpp-httplib 0.11
-// would otherwise load trust anchors only from a path, and the root file
-// system may be read-only). A client certificate given in memory is parsed
-// once here; files are handed to cpp-httplib, which reads them per
-// connection.
+// The server's certificate is checked by OpenSSL during the handshake,
+// against the given CA only, and for the server's name: the connection's
+// SSL_CTX gets the trust store, SSL_VERIFY_PEER and the name to match.
+// cpp-httplib's own check is off: given a CA in memory (a trust store, no
+// path) it also loads the system's default trust anchors into that store
+// (SSL_CTX_set_default_verify_paths), so any public CA's certificate for
+// the name would pass, and every new connection parsed those ~150
+// certificates. The CA given in memory is parsed once, here, and shared
+// by the connections' contexts; a CA file is read per connection (it may
+// be rotated). A client certificate given in memory is parsed once here;
+// files are handed to cpp-httplib, which reads them per connection.
 #include "gangkeeper/httpc/pool.h"
 
+#include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/x509v3.h>
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,13 +31,62 @@ namespace gangkeeper::httpc {
 struct Pool::Tls {
   X509* cert = nullptr;
   EVP_PKEY* key = nullptr;
+  X509_STORE* ca = nullptr;  // the CA given in memory, parsed; null for a CA file
   ~Tls() {
     if (cert != nullptr) X509_free(cert);
     if (key != nullptr) EVP_PKEY_free(key);
+    if (ca != nullptr) X509_STORE_free(ca);
   }
 };
 
 namespace {
+
+// The SSL_CTX slot holding the connection's Connection::Impl::verify_error.
+int VerifyErrorSlot() {
+  static const int slot = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return slot;
+}
+
+// OpenSSL's verify callback: its verdict stands; a refusal is noted for
+// the connection (Exchange reports it as Failure::kTlsVerify).
+int NoteVerifyError(int ok, X509_STORE_CTX* store) {
+  if (ok == 1) return ok;
+  auto* ssl = static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
+  if (ssl == nullptr) return ok;
+  auto* slot = static_cast<std::atomic<long>*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), VerifyErrorSlot()));
+  if (slot != nullptr) slot->store(X509_STORE_CTX_get_error(store));
+  return ok;
+}
+
+// Sets up `ctx` to accept only a certificate chaining to the CA (`ca`, or
+// the file `ca_file`) and naming `name` (a DNS name, or an IP address in
+// its subjectAltName). Fails closed: a CA file that cannot be read, or a
+// name OpenSSL cannot take, leaves the context with no trust anchor, so
+// every handshake fails as unverified.
+void VerifyServer(SSL_CTX* ctx, X509_STORE* ca, const std::string& ca_file, const std::string& name,
+                  std::atomic<long>* verify_error) {
+  SSL_CTX_set_ex_data(ctx, VerifyErrorSlot(), verify_error);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NoteVerifyError);
+  bool ok = true;
+  if (ca != nullptr) {
+    X509_STORE_up_ref(ca);
+    SSL_CTX_set_cert_store(ctx, ca);  // takes the reference
+  } else {
+    ok = SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr) == 1;
+  }
+  X509_VERIFY_PARAM* param = SSL_CTX_get0_param(ctx);
+  unsigned char ip[16];
+  if (inet_pton(AF_INET, name.c_str(), ip) == 1 || inet_pton(AF_INET6, name.c_str(), ip) == 1) {
+    ok = ok && X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str()) == 1;
+  } else {
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    ok = ok && X509_VERIFY_PARAM_set1_host(param, name.c_str(), name.size()) == 1;
+  }
+  if (!ok) {
+    ERR_clear_error();
+    SSL_CTX_set_cert_store(ctx, X509_STORE_new());  // trusts nothing
+  }
+}
 
 void SetTimeouts(httplib::ClientImpl& c, absl::Duration timeout, absl::Duration read_timeout) {
   const int64_t us = absl::ToInt64Microseconds(timeout);
@@ -70,6 +127,10 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   if (options.tls.has_value()) {
     GK_RETURN_IF_ERROR(CheckTls(*options.tls));
     tls = std::make_unique<Tls>();
+    if (!options.tls->ca_pem.empty()) {
+      tls->ca = NewCaStore(options.tls->ca_pem);
+      if (tls->ca == nullptr) return absl::InvalidArgumentError("TLS: the CA holds no PEM certificate");
+    }
     if (!options.tls->cert_pem.empty() || !options.tls->key_pem.empty()) {
       const std::string& cert = options.tls->cert_pem;
       const std::string& key = options.tls->key_pem;
@@ -106,12 +167,10 @@ std::unique_ptr<Connection> Pool::NewConnection(absl::Duration read_timeout) {
       c = std::make_unique<httplib::SSLClient>(name, options_.port);
     }
     if (name != options_.host) c->set_hostname_addr_map({{name, options_.host}});
-    if (!t.ca_pem.empty()) {
-      c->set_ca_cert_store(NewCaStore(t.ca_pem));
-    } else {
-      c->set_ca_cert_path(t.ca_file.c_str());
-    }
-    c->enable_server_certificate_verification(true);
+    // OpenSSL checks the certificate in the handshake (see the top of this
+    // file).
+    c->enable_server_certificate_verification(false);
+    VerifyServer(c->ssl_context(), tls_->ca, t.ca_file, name, &impl->verify_error);
     impl->tls = c.get();
     impl->client = std::move(c);
   } else {

@@ -185,7 +185,7 @@ std::string EtcdTlsHint(absl::string_view error, const std::string& ca, const st
                  "--etcd-key when it requires client certificates"
                : "";
   }
-  if (absl::StrContains(error, "SSLServerVerification")) {
+  if (absl::StrContains(error, "certificate is not trusted")) {  // httpc: Failure::kTlsVerify
     return absl::StrCat("; etcd's certificate is not signed by --etcd-ca ", ca,
                         " or does not name the host of --store");
   }

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -367,6 +368,53 @@ TEST_F(TlsPoolTest, TheServerNameIsTheNameVerified) {
   EXPECT_EQ(good->Send(get).status, 200);
   named.tls->server_name = "kubernetes.example.com";
   auto bad = MustCreate(named);
+  ASSERT_NE(bad, nullptr);
+  EXPECT_EQ(bad->Send(get).failure, Failure::kTlsVerify);
+}
+
+// Only the CA given is trusted, never the system's trust anchors too: here
+// OpenSSL's default bundle (SSL_CERT_FILE) holds the CA that signed the
+// server, and a pool given another CA (in memory or as a file) refuses the
+// server all the same. cpp-httplib's own check added the default bundle to
+// a store given in memory, so this server passed.
+TEST_F(TlsPoolTest, TheSystemsTrustAnchorsAreNotTrusted) {
+  ASSERT_EQ(::setenv("SSL_CERT_FILE", certs_->File("ca.crt").c_str(), 1), 0);
+  ASSERT_EQ(::setenv("SSL_CERT_DIR", other_->path().c_str(), 1), 0);
+  Request get;
+  get.path = "/hello";
+  auto in_memory = MustCreate(Tls(ReadFile(other_->File("ca.crt"))));
+  ASSERT_NE(in_memory, nullptr);
+  Response r = in_memory->Send(get);
+  PoolOptions from_file = Plain(server_->port());
+  from_file.tls.emplace().ca_file = other_->File("ca.crt");
+  auto by_file = MustCreate(from_file);
+  ASSERT_NE(by_file, nullptr);
+  Response f = by_file->Send(get);
+  ::unsetenv("SSL_CERT_FILE");
+  ::unsetenv("SSL_CERT_DIR");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.failure, Failure::kTlsVerify) << r.error;
+  EXPECT_NE(r.verify_result, 0);
+  EXPECT_THAT(r.error, ::testing::HasSubstr("not trusted"));
+  EXPECT_EQ(f.failure, Failure::kTlsVerify) << f.error;
+  // The right CA still works, and its parsed store serves every connection.
+  auto good = MustCreate(Tls(ReadFile(certs_->File("ca.crt"))));
+  ASSERT_NE(good, nullptr);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(good->Send(get).status, 200);
+}
+
+// A server certificate is checked for the name by OpenSSL: an IP address
+// the certificate lists passes, one it does not list fails.
+TEST_F(TlsPoolTest, AnIpAddressIsCheckedAgainstTheCertificatesAddresses) {
+  Request get;
+  get.path = "/hello";
+  PoolOptions by_ip = Tls(ReadFile(certs_->File("ca.crt")));
+  by_ip.tls->server_name = "127.0.0.1";
+  auto good = MustCreate(by_ip);
+  ASSERT_NE(good, nullptr);
+  EXPECT_EQ(good->Send(get).status, 200);
+  by_ip.tls->server_name = "127.0.0.2";
+  auto bad = MustCreate(by_ip);
   ASSERT_NE(bad, nullptr);
   EXPECT_EQ(bad->Send(get).failure, Failure::kTlsVerify);
 }

@@ -220,7 +220,7 @@ TEST(EtcdTlsTest, VerifiesEtcdAndPresentsAClientCertificate) {
   };
   const Case cases[] = {
       {"etcd's certificate is not from the configured CA", other_ca.File("ca.crt"), certs.File("client.crt"),
-       certs.File("client.key"), absl::StatusCode::kUnavailable, "SSLServerVerification"},
+       certs.File("client.key"), absl::StatusCode::kUnavailable, "certificate is not trusted"},
       {"no client certificate", certs.File("ca.crt"), "", "", absl::StatusCode::kUnavailable, ""},
       {"a client certificate from another CA", certs.File("ca.crt"), other_ca.File("client.crt"),
        other_ca.File("client.key"), absl::StatusCode::kUnavailable, ""},
