@@ -48,7 +48,10 @@ struct ClientOptions {
   absl::Duration timeout = absl::Seconds(15);  // per attempt: connect, write and each read
   RetryPolicy retry;
   std::string user_agent = "gangkeeper";
-  size_t max_idle_connections = 4;
+  // Keep-alive connections kept between calls: at least as many as calls
+  // made at once (the actuator's 8 workers, the Event and Kueue-object
+  // writers, the confirmer), or each burst opens new TLS connections.
+  size_t max_idle_connections = 16;
   // Measures RetryPolicy::max_total (and how fast a pooled connection
   // failed); nullptr = base::RealClock(). Must outlive the client.
   const base::Clock* clock = nullptr;
