@@ -116,8 +116,9 @@ class Cycle {
     Queue* q;
     const model::ClusterQueue* cq;
     bool done = false;  // finished for this cycle
-    // BestEffortFIFO: shapes that found no room in this cycle.
-    absl::flat_hash_map<size_t, PendingReason> failed_shapes;
+    // BestEffortFIFO: shapes that found no room in this cycle, with the
+    // reason as the assigner gave it (SetReason writes each head's).
+    absl::flat_hash_map<size_t, Entry::FreshReason> failed_shapes;
   };
 
   // 1. Heads of queues.
@@ -133,7 +134,7 @@ class Cycle {
   void WaitForVictims(Nomination& n, std::vector<std::string> names);
   void NoFit(Nomination& n);
   void BlockStrictFifoQueue(Nomination& n);
-  void SetAside(Nomination& n);
+  void SetAside(Nomination& n, Entry::FreshReason why);
   // 4. Reserve gang.
   void ReserveGang(Nomination& n);
 
@@ -233,7 +234,7 @@ bool Cycle::SetAsideEquivalentHeads(Slot& slot) {
     if (head->waiting()) break;  // a preemptor is always tried
     auto same = slot.failed_shapes.find(ShapeOf(*head));
     if (same == slot.failed_shapes.end()) break;
-    SetReason(s_, head, same->second);
+    SetReason(s_, head, same->second.reason, same->second.flavors_tried);
     q.active.erase(q.active.begin());
     q.inadmissible.insert(head);
     head->inadmissible = true;
@@ -417,7 +418,7 @@ void Cycle::NoFit(Nomination& n) {
   if (n.cq->queueing_strategy == model::QueueingStrategy::kStrictFIFO) {
     BlockStrictFifoQueue(n);
   } else {
-    SetAside(n);
+    SetAside(n, Entry::FreshReason{std::move(r), n.result.flavors_tried});
   }
 }
 
@@ -456,13 +457,13 @@ void Cycle::BlockStrictFifoQueue(Nomination& n) {
 
 // BestEffortFIFO: the head is set aside until something changes in its
 // tree, and the queue has a new head to try.
-void Cycle::SetAside(Nomination& n) {
+void Cycle::SetAside(Nomination& n, Entry::FreshReason why) {
   Entry* e = n.entry;
   Slot& slot = slots_[n.slot];
   slot.q->active.erase(e);
   slot.q->inadmissible.insert(e);
   e->inadmissible = true;
-  slot.failed_shapes.emplace(ShapeOf(*e), e->cinfo().reason);
+  slot.failed_shapes.emplace(ShapeOf(*e), std::move(why));
   round_progress_ = true;
   set_aside_ = true;
 }

@@ -77,6 +77,15 @@ struct Entry {
     return group != nullptr ? group->pod_sets : info_ptr->workload->pod_sets;
   }
   QueuedIn queued_in;  // the ClusterQueue whose queue holds it (empty = none)
+  // SchedulerOptions::defer_reason_numbers: the reason it was last given,
+  // when that differs from cinfo().reason only in the live numbers
+  // (available, used, used by), with the flavors tried for its sentence;
+  // RefreshReasons() brings it in (null: none newer).
+  struct FreshReason {
+    PendingReason reason;
+    std::vector<std::string> flavors_tried;
+  };
+  std::unique_ptr<FreshReason> fresh_reason;
   // The small fields side by side (an entry per tracked workload: no
   // padding between them).
   // The queue-order key's priority (see order_time below).

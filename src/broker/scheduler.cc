@@ -212,6 +212,10 @@ std::vector<model::ClusterQueue> Scheduler::Terminating() const {
   return out;
 }
 
+size_t Scheduler::stale_reasons() const { return state_->stale_reasons.size(); }
+
+size_t Scheduler::RefreshReasons() { return broker::RefreshReasons(*state_); }
+
 void Scheduler::TakeDirty(std::vector<WorkloadKey>* workloads, std::vector<model::ClusterQueueName>* queues,
                           bool* all_queues) {
   State& s = *state_;

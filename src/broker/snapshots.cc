@@ -229,7 +229,6 @@ void Broker::Impl::Publish(absl::Time now) {
   snap->time_ = now;
   snap->durable_position_ = durable_position;
   snap->durable_ = unsynced.empty();
-  snap->stats_ = stats;
   snap->terminating_ = scheduler->Terminating();
   snap->overlay_ = overlay;
   snap->policies_ = scheduler->shared_policies();
@@ -242,6 +241,8 @@ void Broker::Impl::Publish(absl::Time now) {
   bool all = false;
   scheduler->TakeDirty(&keys, &dirty_queues, &all);
   PublishWorkloads(keys, snap.get());
+  stats.workloads_published += keys.size();
+  snap->stats_ = stats;
   snap->workload_count_ = scheduler->size();
   snap->unconfirmed_count_ = scheduler->unconfirmed();
   // Finished workloads: the newest, bounded by count and age.

@@ -270,6 +270,15 @@ struct SchedulerOptions {
   // between rounds, so that a storm of retries cannot hold up the broker;
   // the next call goes on. Only how the work is split depends on it.
   absl::Duration time_budget = absl::InfiniteDuration();
+  // A pending workload tried again whose reason is the same but for its
+  // live numbers (available, used, used by) keeps the reason it has until
+  // RefreshReasons(), which the owner calls now and then (the Broker at
+  // most every second, and on a Flush): every change in a tree's usage
+  // would otherwise re-describe, copy and re-publish every pending head
+  // there (a cost per event that grows with the pending workloads). Off:
+  // the numbers are current after every Schedule() (what tests of the
+  // numbers read).
+  bool defer_reason_numbers = false;
   // waitForPodsReady when the policies' Kueue Configuration does not
   // enable it (serve --wait-for-pods-ready); the Configuration's wins.
   model::WaitForPodsReady wait_for_pods_ready;
@@ -397,6 +406,12 @@ class Scheduler {
   std::vector<StateChange> TakeChanges();
   // The workloads finished since the last call (their last state).
   std::vector<std::shared_ptr<const WorkloadInfo>> TakeFinished();
+
+  // With defer_reason_numbers: how many pending workloads have newer
+  // numbers in their reason than the one Find() shows, and brings them in
+  // (each is then dirty, see TakeDirty); returns how many changed.
+  size_t stale_reasons() const;
+  size_t RefreshReasons();
 
   // The workloads and ClusterQueues whose state (phase, reason, queue
   // membership, usage) changed since the last call; `all_queues` when the

@@ -32,6 +32,12 @@ struct BrokerStats {
   uint64_t preempted = 0;
   uint64_t sink_failures = 0;
   uint64_t queue_depth = 0;  // events waiting when the last batch was taken
+  // Workload images taken into snapshots (a changed workload, once per
+  // publication that follows its change).
+  uint64_t workloads_published = 0;
+  // Pending reasons given newer numbers by a refresh
+  // (SchedulerOptions::defer_reason_numbers).
+  uint64_t reasons_refreshed = 0;
 };
 
 // 1-based positions among the pending workloads of a ClusterQueue and of
