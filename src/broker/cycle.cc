@@ -82,13 +82,21 @@ bool ClassicalBefore(const Nomination& a, const Nomination& b) {
 
 // What decides a gang's fate besides the queue state: its pod sets and
 // its priority.
+// Every requeued head of a long queue is asked this in every cycle: kept
+// in the entry until SetOrderKey says the inputs changed (not for pod
+// groups, whose pod sets change as members arrive).
 size_t ShapeOf(const Entry& e) {
+  if (e.shape_cached) return e.shape_hash;
   size_t h = absl::HashOf(e.cinfo().priority, e.cinfo().can_preempt);
   for (const workload::PodSet& ps : e.PodSets()) {
     h = absl::HashOf(h, ps.count, ps.MinCount(), ps.tolerations.size());
     for (const auto& [res, q] : ps.requests) h = absl::HashOf(h, res, q);
     for (const auto& [k, v] : ps.node_selector) h = absl::HashOf(h, k, v);
     for (const model::Toleration& t : ps.tolerations) h = absl::HashOf(h, t.key, t.op, t.value, t.effect);
+  }
+  if (!e.is_pod_group()) {
+    e.shape_hash = h;
+    e.shape_cached = true;
   }
   return h;
 }

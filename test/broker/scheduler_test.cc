@@ -208,6 +208,22 @@ TEST_F(SchedulerTest, PendingReasonNumbersAreCurrentAfterEachSchedule) {
             "waiting for 2 nvidia.com/gpu in team-a/gpu: 2 of 4 used by 1 workload; borrowing limit 0");
 }
 
+// A head shaped like one that found no room is set aside without trying;
+// the shape it is compared by follows an update of its pod sets.
+TEST_F(SchedulerTest, AnUpdatedHeadIsComparedByItsNewShape) {
+  ASSERT_THAT(s_->Add(Gang("a", "three", 1, 3), T(1)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "one", 1, 1), T(2)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "first", 1, 2), T(3)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "second", 1, 2), T(4)), IsOk());
+  Schedule(5);  // 4 of 4 used: both wait, with the same shape
+  ASSERT_EQ(PhaseOf("a", "second"), Phase::kPending);
+  ASSERT_THAT(s_->Update(Gang("a", "second", 1, 1), T(6)), IsOk());
+  ASSERT_THAT(s_->Finish({"a", "one"}, "uid-one", T(6)), IsOk());
+  Schedule(7);  // "first" finds no room in 1; "second" now fits in it
+  EXPECT_EQ(PhaseOf("a", "first"), Phase::kPending);
+  EXPECT_EQ(PhaseOf("a", "second"), Phase::kReserved);
+}
+
 TEST_F(SchedulerTest, PreemptsLowerPriorityGangAndAdmitsAfterItStops) {
   ASSERT_THAT(s_->Add(Gang("a", "low", 2, 2, 10), T(1)), IsOk());
   Schedule(2);
