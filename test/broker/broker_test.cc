@@ -222,6 +222,24 @@ TEST_F(BrokerTest, PendingReasonNumbersAreCurrentAfterAFlushWithoutRepublishingE
   }
 }
 
+// A ClusterQueue's pending order shares the snapshot's workloads (no copy
+// of their keys per pending workload each time it is rebuilt).
+TEST_F(BrokerTest, PendingOrderSharesTheSnapshotsWorkloads) {
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("big", 4, 2))), IsOk());
+  clock_.AdvanceTime(absl::Seconds(1));
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("next", 1, 4))), IsOk());
+  clock_.AdvanceTime(absl::Seconds(1));
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("last", 1, 1))), IsOk());
+  std::shared_ptr<const Snapshot> snap = broker_->snapshot();
+  const ClusterQueueView* view = snap->FindClusterQueue("team-a");
+  ASSERT_NE(view, nullptr);
+  ASSERT_EQ(view->pending->items.size(), 2u);
+  EXPECT_EQ(view->pending->items[0].key().name, "next");
+  EXPECT_EQ(view->pending->items[0].local_queue(), "q");
+  EXPECT_EQ(view->pending->items[0].info.get(), snap->Find({"a", "next"}));
+  EXPECT_EQ(view->pending->items[1].info.get(), snap->Find({"a", "last"}));
+}
+
 TEST_F(BrokerTest, SinkFailureIsNotAcknowledgedAndNothingIsReleased) {
   sink_.set_fail(true);
   EXPECT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("x", 1, 1))), StatusIs(absl::StatusCode::kUnavailable));

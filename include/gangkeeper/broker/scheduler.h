@@ -437,6 +437,8 @@ class Scheduler {
   size_t unconfirmed() const;
   // Pending workloads of `cq`, in queue order (position 1 first).
   std::vector<const WorkloadInfo*> PendingInQueueOrder(const model::ClusterQueueName& cq) const;
+  // The same, shared (as Instances).
+  std::vector<std::shared_ptr<const WorkloadInfo>> SharePendingInQueueOrder(const model::ClusterQueueName& cq) const;
   // Every ClusterQueue of the policies, plus deleted ones that still hold quota.
   std::vector<ClusterQueueStatus> ClusterQueues() const;
   // The definitions of deleted ClusterQueues that still hold quota.

@@ -51,9 +51,14 @@ struct QueuePosition {
 // LocalQueue. Kept lean (it is rebuilt as the queue changes); positions are
 // worked out when asked for.
 struct PendingOrder {
+  // The workload as the scheduler had it when the order was built, shared
+  // (the snapshot's workloads hold the same; a copy of its key and queue
+  // per item made rebuilding a long order cost a string copy per pending
+  // workload).
   struct Item {
-    WorkloadKey key;
-    std::string local_queue;
+    std::shared_ptr<const WorkloadInfo> info;  // never null
+    const WorkloadKey& key() const { return info->key; }
+    const std::string& local_queue() const { return info->local_queue; }
   };
   std::vector<Item> items;
 };
