@@ -51,10 +51,11 @@ bool Described(const PendingReason& r) {
 }
 
 // The same reason but for the live numbers (available, used, used by).
+// Asked for every requeued head: the cheap fields first, the names last.
 bool SameKind(const PendingReason& a, const PendingReason& b) {
-  return a.code == b.code && a.pod_set == b.pod_set && a.flavor == b.flavor && a.resource == b.resource &&
-         a.requested == b.requested && a.nominal == b.nominal && a.max_capacity == b.max_capacity &&
-         a.borrowing_limit == b.borrowing_limit && a.flavors_hash == b.flavors_hash;
+  return a.code == b.code && a.flavors_hash == b.flavors_hash && a.requested == b.requested &&
+         a.nominal == b.nominal && a.max_capacity == b.max_capacity && a.borrowing_limit == b.borrowing_limit &&
+         a.resource == b.resource && a.flavor == b.flavor && a.pod_set == b.pod_set;
 }
 
 // The admitted workloads holding what `r` waits for (its used_by).
