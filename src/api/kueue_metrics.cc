@@ -123,7 +123,7 @@ Samples PendingRequests(const broker::Snapshot& snap) {
   for (const auto& [name, view] : snap.cluster_queues()) {
     std::map<std::string, quantity::Quantity> sum;
     for (const broker::PendingOrder::Item& item : view->pending->items) {
-      const broker::WorkloadInfo* w = snap.Find(item.key);
+      const broker::WorkloadInfo* w = snap.Find(item.key());
       if (w == nullptr || w->workload == nullptr) continue;
       for (const workload::PodSet& ps : PodSetsOf(*w)) {
         for (const auto& [res, per_pod] : ps.requests) {

@@ -374,11 +374,13 @@ void Broker::Impl::Run() {
   std::vector<Queued> batch;
   while (true) {
     bool stop = false;
+    // Stale pending orders and reason numbers are refreshed within about
+    // kOrderRefresh even when no event comes.
+    const bool stale = !stale_orders.empty() || scheduler->stale_reasons() > 0;
     {
       absl::MutexLock lock(&mu);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || !queue.empty() || more_work; };
-      mu.AwaitWithTimeout(absl::Condition(&ready),
-                          stale_orders.empty() ? options.tick : std::min(options.tick, kOrderRefresh));
+      mu.AwaitWithTimeout(absl::Condition(&ready), stale ? std::min(options.tick, kOrderRefresh) : options.tick);
       const size_t n = std::min(queue.size(), options.max_batch);
       batch.clear();
       for (size_t i = 0; i < n; ++i) {
@@ -391,6 +393,14 @@ void Broker::Impl::Run() {
     ProcessBatch(batch);
     if (stop) return;
   }
+}
+
+void Broker::Impl::RefreshReasons(bool flush) {
+  if (scheduler->stale_reasons() == 0) return;
+  const int64_t now_ms = absl::ToInt64Milliseconds(since_start.Elapsed());
+  if (!flush && now_ms - reasons_refreshed_ms < absl::ToInt64Milliseconds(kReasonRefresh)) return;
+  stats.reasons_refreshed += scheduler->RefreshReasons();
+  reasons_refreshed_ms = now_ms;
 }
 
 void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
@@ -444,6 +454,8 @@ void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
                        durable.message());
     unsynced = std::move(changes);
   }
+  RefreshReasons(std::any_of(batch.begin(), batch.end(),
+                             [](const Queued& q) { return q.event.type == Event::Type::kFlush; }));
   // Published before the orders go out: the actuator asks the snapshot
   // whether an order is still wanted (kube::OrderWanted), and must find
   // the change that gave it there, not the state before it.

@@ -138,6 +138,11 @@ struct Broker::Impl {
   std::map<std::string, std::vector<model::ClusterQueueName>> tree_members;
   std::set<model::ClusterQueueName> stale_orders;  // pending order older than the queue
   std::map<model::ClusterQueueName, int64_t> order_built_ms;
+  // Pending reasons newer only in their numbers (defer_reason_numbers) are
+  // published at most this often, and at once for a Flush (whose caller
+  // reads what it submitted before).
+  static constexpr absl::Duration kReasonRefresh = absl::Seconds(1);
+  int64_t reasons_refreshed_ms = 0;
 
   // What the thread did so far (writer thread; published with each
   // snapshot). queue_depth is taken under `mu` with each batch.
@@ -175,6 +180,9 @@ struct Broker::Impl {
   // every workload they name, and the policies when they changed.
   DurableBatch MakeDurableBatch(const std::vector<StateChange>& changes) const;
 
+  // Before a publication: brings in the pending reasons' newer numbers
+  // when kReasonRefresh passed since the last time, or for a Flush.
+  void RefreshReasons(bool flush);
   void Publish(absl::Time now);
   // Publishes the scheduler's whole state, from an empty snapshot.
   void PublishFirst(absl::Time now);

@@ -82,13 +82,21 @@ bool ClassicalBefore(const Nomination& a, const Nomination& b) {
 
 // What decides a gang's fate besides the queue state: its pod sets and
 // its priority.
+// Every requeued head of a long queue is asked this in every cycle: kept
+// in the entry until SetOrderKey says the inputs changed (not for pod
+// groups, whose pod sets change as members arrive).
 size_t ShapeOf(const Entry& e) {
+  if (e.shape_cached) return e.shape_hash;
   size_t h = absl::HashOf(e.cinfo().priority, e.cinfo().can_preempt);
   for (const workload::PodSet& ps : e.PodSets()) {
     h = absl::HashOf(h, ps.count, ps.MinCount(), ps.tolerations.size());
     for (const auto& [res, q] : ps.requests) h = absl::HashOf(h, res, q);
     for (const auto& [k, v] : ps.node_selector) h = absl::HashOf(h, k, v);
     for (const model::Toleration& t : ps.tolerations) h = absl::HashOf(h, t.key, t.op, t.value, t.effect);
+  }
+  if (!e.is_pod_group()) {
+    e.shape_hash = h;
+    e.shape_cached = true;
   }
   return h;
 }
@@ -116,8 +124,9 @@ class Cycle {
     Queue* q;
     const model::ClusterQueue* cq;
     bool done = false;  // finished for this cycle
-    // BestEffortFIFO: shapes that found no room in this cycle.
-    absl::flat_hash_map<size_t, PendingReason> failed_shapes;
+    // BestEffortFIFO: shapes that found no room in this cycle, with the
+    // reason as the assigner gave it (SetReason writes each head's).
+    absl::flat_hash_map<size_t, Entry::FreshReason> failed_shapes;
   };
 
   // 1. Heads of queues.
@@ -133,7 +142,7 @@ class Cycle {
   void WaitForVictims(Nomination& n, std::vector<std::string> names);
   void NoFit(Nomination& n);
   void BlockStrictFifoQueue(Nomination& n);
-  void SetAside(Nomination& n);
+  void SetAside(Nomination& n, Entry::FreshReason why);
   // 4. Reserve gang.
   void ReserveGang(Nomination& n);
 
@@ -233,7 +242,7 @@ bool Cycle::SetAsideEquivalentHeads(Slot& slot) {
     if (head->waiting()) break;  // a preemptor is always tried
     auto same = slot.failed_shapes.find(ShapeOf(*head));
     if (same == slot.failed_shapes.end()) break;
-    SetReason(s_, head, same->second);
+    SetReason(s_, head, same->second.reason, same->second.flavors_tried);
     q.active.erase(q.active.begin());
     q.inadmissible.insert(head);
     head->inadmissible = true;
@@ -417,7 +426,7 @@ void Cycle::NoFit(Nomination& n) {
   if (n.cq->queueing_strategy == model::QueueingStrategy::kStrictFIFO) {
     BlockStrictFifoQueue(n);
   } else {
-    SetAside(n);
+    SetAside(n, Entry::FreshReason{std::move(r), n.result.flavors_tried});
   }
 }
 
@@ -456,13 +465,13 @@ void Cycle::BlockStrictFifoQueue(Nomination& n) {
 
 // BestEffortFIFO: the head is set aside until something changes in its
 // tree, and the queue has a new head to try.
-void Cycle::SetAside(Nomination& n) {
+void Cycle::SetAside(Nomination& n, Entry::FreshReason why) {
   Entry* e = n.entry;
   Slot& slot = slots_[n.slot];
   slot.q->active.erase(e);
   slot.q->inadmissible.insert(e);
   e->inadmissible = true;
-  slot.failed_shapes.emplace(ShapeOf(*e), e->cinfo().reason);
+  slot.failed_shapes.emplace(ShapeOf(*e), std::move(why));
   round_progress_ = true;
   set_aside_ = true;
 }

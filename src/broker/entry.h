@@ -77,6 +77,15 @@ struct Entry {
     return group != nullptr ? group->pod_sets : info_ptr->workload->pod_sets;
   }
   QueuedIn queued_in;  // the ClusterQueue whose queue holds it (empty = none)
+  // SchedulerOptions::defer_reason_numbers: the reason it was last given,
+  // when that differs from cinfo().reason only in the live numbers
+  // (available, used, used by), with the flavors tried for its sentence;
+  // RefreshReasons() brings it in (null: none newer).
+  struct FreshReason {
+    PendingReason reason;
+    std::vector<std::string> flavors_tried;
+  };
+  std::unique_ptr<FreshReason> fresh_reason;
   // The small fields side by side (an entry per tracked workload: no
   // padding between them).
   // The queue-order key's priority (see order_time below).
@@ -87,6 +96,12 @@ struct Entry {
   bool preempted_once = false;
   // After a failed release: out of every queue until `backoff_it->first`.
   bool in_backoff = false;
+  // Whether shape_hash is its current scheduling shape (cycle.cc's ShapeOf:
+  // pod sets, priority, preemption policy); SetOrderKey, called whenever
+  // those change, forgets it. A pod group's shape is never cached (its
+  // pod sets change as members arrive).
+  mutable bool shape_cached = false;
+  mutable size_t shape_hash = 0;
   // The queue-order key, kept beside the entry (not behind info_ptr) for
   // cache-friendly comparisons; set by SetOrderKey whenever they change.
   absl::Time order_time;
@@ -95,6 +110,7 @@ struct Entry {
   // read the uid, which an instance never changes).
   uint64_t order_uid_prefix = 0;
   void SetOrderKey() {
+    shape_cached = false;
     order_priority = info_ptr->priority;
     order_time = info_ptr->queued_at;
     const std::string& uid = info_ptr->workload->uid;

@@ -43,19 +43,39 @@ void AppendFlavors(PendingReason& r, const std::vector<std::string>& flavors) {
   }
 }
 
-// Fills in the numbers only known from the admitted set and the sentence.
-void Describe(const State& s, const std::string& cq, PendingReason& r, const std::vector<std::string>& flavors) {
+// Whether Describe writes `r`'s sentence from its numbers.
+bool Described(const PendingReason& r) {
+  return r.message.empty() &&
+         (r.code == PendingReason::Code::kWaitingForQuota || r.code == PendingReason::Code::kPreemptionNoCandidates ||
+          r.code == PendingReason::Code::kExceedsMaxQuota);
+}
+
+// The same reason but for the live numbers (available, used, used by).
+// Asked for every requeued head: the cheap fields first, the names last.
+bool SameKind(const PendingReason& a, const PendingReason& b) {
+  return a.code == b.code && a.flavors_hash == b.flavors_hash && a.requested == b.requested &&
+         a.nominal == b.nominal && a.max_capacity == b.max_capacity && a.borrowing_limit == b.borrowing_limit &&
+         a.resource == b.resource && a.flavor == b.flavor && a.pod_set == b.pod_set;
+}
+
+// The admitted workloads holding what `r` waits for (its used_by).
+void CountUsers(const State& s, const std::string& cq, PendingReason& r) {
+  r.used_by = 0;
+  if (auto q = s.queues.find(cq); q != s.queues.end()) {
+    r.used_by = static_cast<int64_t>(q->second.admitted.Using(FlavorResource{r.flavor, r.resource}).size());
+  }
+}
+
+// Fills in the numbers only known from the admitted set (unless
+// `counted`) and the sentence.
+void Describe(const State& s, const std::string& cq, PendingReason& r, const std::vector<std::string>& flavors,
+              bool counted = false) {
   if (!r.message.empty()) {
     AppendFlavors(r, flavors);
     return;
   }
-  if (r.code == PendingReason::Code::kWaitingForQuota || r.code == PendingReason::Code::kPreemptionNoCandidates ||
-      r.code == PendingReason::Code::kExceedsMaxQuota) {
-    FlavorResource fr{r.flavor, r.resource};
-    r.used_by = 0;
-    if (auto q = s.queues.find(cq); q != s.queues.end()) {
-      r.used_by = static_cast<int64_t>(q->second.admitted.Using(fr).size());
-    }
+  if (Described(r)) {
+    if (!counted) CountUsers(s, cq, r);
     const std::string limit = r.borrowing_limit.has_value()
                                   ? absl::StrCat("borrowing limit ", r.borrowing_limit->Format())
                                   : std::string("no borrowing limit");
@@ -365,15 +385,46 @@ std::string BlockedMessage(const std::string& head, const std::string& cq) {
 void SetReason(State& s, Entry* e, PendingReason r, const std::vector<std::string>& flavors_tried) {
   if (!flavors_tried.empty()) r.flavors_hash = absl::HashOf(flavors_tried);
   const PendingReason& old = e->cinfo().reason;
-  if (r.message.empty() && old.code == r.code && old.pod_set == r.pod_set && old.flavor == r.flavor &&
-      old.resource == r.resource && old.requested == r.requested && old.available == r.available &&
-      old.used == r.used && old.nominal == r.nominal && old.max_capacity == r.max_capacity &&
-      old.flavors_hash == r.flavors_hash) {
-    return;  // the same numbers: keep the sentence (and the snapshot) as they are
+  if (SameKind(old, r)) {
+    const bool same_numbers = old.available == r.available && old.used == r.used;
+    if (r.message.empty() ? same_numbers : same_numbers && r.message == old.message && flavors_tried.empty()) {
+      // The same reason: keep the sentence (and the snapshot) as they are.
+      e->fresh_reason.reset();
+      return;
+    }
+    if (s.options.defer_reason_numbers && Described(r) && !old.message.empty()) {
+      // Only the numbers changed: kept beside it for RefreshReasons.
+      CountUsers(s, e->cinfo().cluster_queue, r);
+      if (e->fresh_reason == nullptr) {
+        e->fresh_reason = std::make_unique<Entry::FreshReason>();
+        s.stale_reasons.push_back(e->instance());
+      }
+      e->fresh_reason->reason = std::move(r);
+      e->fresh_reason->flavors_tried = flavors_tried;
+      return;
+    }
   }
+  e->fresh_reason.reset();
   Describe(s, e->cinfo().cluster_queue, r, flavors_tried);
   e->info().reason = std::move(r);
   s.Touch(*e);
+}
+
+size_t RefreshReasons(State& s) {
+  size_t changed = 0;
+  for (const InstanceKey& instance : s.stale_reasons) {
+    Entry* e = FindEntry(s, instance);
+    if (e == nullptr || e->fresh_reason == nullptr) continue;
+    std::unique_ptr<Entry::FreshReason> fresh = std::move(e->fresh_reason);
+    // Admitted, parked, or told another reason since: that one stands.
+    if (e->cinfo().phase != Phase::kPending || !SameKind(e->cinfo().reason, fresh->reason)) continue;
+    Describe(s, e->cinfo().cluster_queue, fresh->reason, fresh->flavors_tried, /*counted=*/true);
+    e->info().reason = std::move(fresh->reason);
+    s.Touch(*e);
+    ++changed;
+  }
+  s.stale_reasons.clear();
+  return changed;
 }
 
 }  // namespace gangkeeper::broker

@@ -108,6 +108,12 @@ std::string BlockedMessage(const std::string& head, const std::string& cq);
 // Sets `e`'s pending reason, writing its sentence (and keeping the old one
 // when the numbers are the same); `flavors_tried` (AssignmentResult's) are
 // appended to it, and only their hash is kept.
+// Reasons that are the same but for the numbers keep their sentence and
+// snapshot; with defer_reason_numbers the new numbers wait in
+// Entry::fresh_reason for RefreshReasons.
 void SetReason(State& s, Entry* e, PendingReason r, const std::vector<std::string>& flavors_tried = {});
+// Gives every pending workload with a fresh_reason that reason (and marks
+// it dirty), unless its reason changed in kind since; returns how many.
+size_t RefreshReasons(State& s);
 
 }  // namespace gangkeeper::broker

@@ -212,6 +212,10 @@ std::vector<model::ClusterQueue> Scheduler::Terminating() const {
   return out;
 }
 
+size_t Scheduler::stale_reasons() const { return state_->stale_reasons.size(); }
+
+size_t Scheduler::RefreshReasons() { return broker::RefreshReasons(*state_); }
+
 void Scheduler::TakeDirty(std::vector<WorkloadKey>* workloads, std::vector<model::ClusterQueueName>* queues,
                           bool* all_queues) {
   State& s = *state_;
@@ -274,21 +278,38 @@ std::vector<const WorkloadInfo*> Scheduler::Workloads() const {
 size_t Scheduler::size() const { return state_->instance_count; }
 size_t Scheduler::unconfirmed() const { return state_->unconfirmed_count; }
 
-std::vector<const WorkloadInfo*> Scheduler::PendingInQueueOrder(const model::ClusterQueueName& cq) const {
-  std::vector<const WorkloadInfo*> out;
-  auto q = state_->queues.find(cq);
-  if (q == state_->queues.end()) return out;
-  // Active and inadmissible together, in queue order.
+namespace {
+
+// Calls `f` with the pending entries of `cq`, active and inadmissible
+// together, in queue order.
+template <typename F>
+void ForEachPendingInOrder(const State& s, const model::ClusterQueueName& cq, F f) {
+  auto q = s.queues.find(cq);
+  if (q == s.queues.end()) return;
   auto a = q->second.active.begin();
   auto b = q->second.inadmissible.begin();
   QueueOrder before;
   while (a != q->second.active.end() || b != q->second.inadmissible.end()) {
     if (b == q->second.inadmissible.end() || (a != q->second.active.end() && before(*a, *b))) {
-      out.push_back(&(*a++)->cinfo());
+      f(**a++);
     } else {
-      out.push_back(&(*b++)->cinfo());
+      f(**b++);
     }
   }
+}
+
+}  // namespace
+
+std::vector<const WorkloadInfo*> Scheduler::PendingInQueueOrder(const model::ClusterQueueName& cq) const {
+  std::vector<const WorkloadInfo*> out;
+  ForEachPendingInOrder(*state_, cq, [&](const Entry& e) { out.push_back(&e.cinfo()); });
+  return out;
+}
+
+std::vector<std::shared_ptr<const WorkloadInfo>> Scheduler::SharePendingInQueueOrder(
+    const model::ClusterQueueName& cq) const {
+  std::vector<std::shared_ptr<const WorkloadInfo>> out;
+  ForEachPendingInOrder(*state_, cq, [&](const Entry& e) { out.push_back(e.info_ptr); });
   return out;
 }
 

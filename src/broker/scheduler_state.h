@@ -67,6 +67,10 @@ struct Scheduler::State {
   absl::flat_hash_set<WorkloadKey> dirty_workloads;
   absl::flat_hash_set<model::ClusterQueueName> dirty_queues;
   bool all_queues_dirty = true;
+  // defer_reason_numbers: the instances given a reason newer only in its
+  // numbers since the last RefreshReasons (Entry::fresh_reason; may name
+  // one twice, or one gone since).
+  std::vector<InstanceKey> stale_reasons;
   // Reads the tree, queues, entries and guard above (declared after them).
   Preemptor preemptor{tree, queues, queue_by_node, entries, churn};
 

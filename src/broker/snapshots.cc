@@ -96,8 +96,8 @@ std::optional<QueuePosition> Snapshot::Position(const WorkloadKey& key) const {
   QueuePosition pos;
   for (const PendingOrder::Item& item : q->pending->items) {
     ++pos.cluster_queue;
-    if (item.key.namespace_name == key.namespace_name && item.local_queue == w->local_queue) ++pos.local_queue;
-    if (item.key == key) return pos;
+    if (item.key().namespace_name == key.namespace_name && item.local_queue() == w->local_queue) ++pos.local_queue;
+    if (item.key() == key) return pos;
   }
   return std::nullopt;
 }
@@ -109,7 +109,7 @@ std::map<WorkloadKey, QueuePosition> Snapshot::Positions(const model::ClusterQue
   std::map<std::pair<std::string, std::string>, int64_t> per_local_queue;
   int64_t n = 0;
   for (const PendingOrder::Item& item : q->pending->items) {
-    out[item.key] = QueuePosition{++n, ++per_local_queue[{item.key.namespace_name, item.local_queue}]};
+    out[item.key()] = QueuePosition{++n, ++per_local_queue[{item.key().namespace_name, item.local_queue()}]};
   }
   return out;
 }
@@ -158,9 +158,9 @@ void Snapshot::ForEachShared(const std::function<void(const std::shared_ptr<cons
 
 std::shared_ptr<const PendingOrder> Broker::Impl::BuildOrder(const model::ClusterQueueName& cq) const {
   auto order = std::make_shared<PendingOrder>();
-  std::vector<const WorkloadInfo*> pending = scheduler->PendingInQueueOrder(cq);
+  std::vector<std::shared_ptr<const WorkloadInfo>> pending = scheduler->SharePendingInQueueOrder(cq);
   order->items.reserve(pending.size());
-  for (const WorkloadInfo* w : pending) order->items.push_back(PendingOrder::Item{w->key, w->local_queue});
+  for (std::shared_ptr<const WorkloadInfo>& w : pending) order->items.push_back(PendingOrder::Item{std::move(w)});
   return order;
 }
 
@@ -229,7 +229,6 @@ void Broker::Impl::Publish(absl::Time now) {
   snap->time_ = now;
   snap->durable_position_ = durable_position;
   snap->durable_ = unsynced.empty();
-  snap->stats_ = stats;
   snap->terminating_ = scheduler->Terminating();
   snap->overlay_ = overlay;
   snap->policies_ = scheduler->shared_policies();
@@ -242,6 +241,8 @@ void Broker::Impl::Publish(absl::Time now) {
   bool all = false;
   scheduler->TakeDirty(&keys, &dirty_queues, &all);
   PublishWorkloads(keys, snap.get());
+  stats.workloads_published += keys.size();
+  snap->stats_ = stats;
   snap->workload_count_ = scheduler->size();
   snap->unconfirmed_count_ = scheduler->unconfirmed();
   // Finished workloads: the newest, bounded by count and age.

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/model/manifest.h"
@@ -181,6 +182,62 @@ TEST_F(BrokerTest, SnapshotShowsPositionsAndReasons) {
   EXPECT_EQ(snap->Find({"a", "next"})->phase, Phase::kPending);
   EXPECT_EQ(broker_->snapshot()->Find({"a", "next"})->phase, Phase::kReserved);
   EXPECT_EQ(broker_->snapshot()->Find({"a", "big"}), nullptr);
+}
+
+// Pending heads tried again after a change in usage are not re-published
+// for their reason's numbers alone (that cost grew with the number of
+// pending workloads); the numbers a reader sees are current after a Flush
+// (and within about a second without one).
+TEST_F(BrokerTest, PendingReasonNumbersAreCurrentAfterAFlushWithoutRepublishingEveryHead) {
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("base", 2, 2))), IsOk());  // 4 of 8 GPUs
+  constexpr int kWaiting = 20;
+  for (int i = 0; i < kWaiting; ++i) {
+    clock_.AdvanceTime(absl::Seconds(1));
+    ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang(absl::StrCat("wait-", i), 1, 8))), IsOk());
+  }
+  for (const char* name : {"s0", "s1", "s2"}) {
+    clock_.AdvanceTime(absl::Seconds(1));
+    ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang(name, 1, 1))), IsOk());
+    ASSERT_EQ(broker_->snapshot()->Find({"a", name})->phase, Phase::kReserved);
+  }
+  ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  const BrokerStats before = broker_->snapshot()->stats();
+  // Each finish frees quota: every waiting head is tried again (none fits).
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Finish({"a", "s0"}, "")), IsOk());
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Finish({"a", "s1"}, "")), IsOk());
+  const BrokerStats after = broker_->snapshot()->stats();
+  // The finished ones, plus any reasons a periodic refresh brought in; not
+  // every waiting head per event.
+  EXPECT_LE((after.workloads_published - before.workloads_published) -
+                (after.reasons_refreshed - before.reasons_refreshed),
+            4u);
+  ASSERT_TRUE(broker_->Flush(absl::Seconds(10)));
+  std::shared_ptr<const Snapshot> snap = broker_->snapshot();
+  for (int i = 0; i < kWaiting; ++i) {
+    const WorkloadInfo* w = snap->Find({"a", absl::StrCat("wait-", i)});
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->phase, Phase::kPending);
+    EXPECT_EQ(w->reason.used, Quantity::FromUnits(5)) << w->reason.message;
+    EXPECT_THAT(w->reason.message, ::testing::HasSubstr("5 of 8 used by 2 workloads"));
+  }
+}
+
+// A ClusterQueue's pending order shares the snapshot's workloads (no copy
+// of their keys per pending workload each time it is rebuilt).
+TEST_F(BrokerTest, PendingOrderSharesTheSnapshotsWorkloads) {
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("big", 4, 2))), IsOk());
+  clock_.AdvanceTime(absl::Seconds(1));
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("next", 1, 4))), IsOk());
+  clock_.AdvanceTime(absl::Seconds(1));
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(BrokerGang("last", 1, 1))), IsOk());
+  std::shared_ptr<const Snapshot> snap = broker_->snapshot();
+  const ClusterQueueView* view = snap->FindClusterQueue("team-a");
+  ASSERT_NE(view, nullptr);
+  ASSERT_EQ(view->pending->items.size(), 2u);
+  EXPECT_EQ(view->pending->items[0].key().name, "next");
+  EXPECT_EQ(view->pending->items[0].local_queue(), "q");
+  EXPECT_EQ(view->pending->items[0].info.get(), snap->Find({"a", "next"}));
+  EXPECT_EQ(view->pending->items[1].info.get(), snap->Find({"a", "last"}));
 }
 
 TEST_F(BrokerTest, SinkFailureIsNotAcknowledgedAndNothingIsReleased) {

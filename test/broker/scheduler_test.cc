@@ -3,8 +3,10 @@
 // in scenario_test.cc, the randomized invariant test in random_test.cc.
 #include "gangkeeper/broker/scheduler.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "gangkeeper/model/manifest.h"
@@ -130,6 +132,96 @@ TEST_F(SchedulerTest, PendingReasonHasTheNumbers) {
   EXPECT_EQ(two->reason.message,
             "waiting for 2 nvidia.com/gpu in team-a/gpu: 4 of 4 used by 1 workload; borrowing limit 0");
   EXPECT_THAT(s_->PendingInQueueOrder("team-a"), ElementsAre(two));
+}
+
+// defer_reason_numbers (the Broker's setting): a pending head tried again
+// after a change in usage whose reason differs only in its numbers keeps
+// the one it has (not copied, not dirty) until RefreshReasons brings the
+// newer numbers in; a change of kind is immediate and drops them.
+TEST(SchedulerDeferredReasonsTest, NumbersWaitForRefreshAndAKindChangeDoesNot) {
+  auto created = Scheduler::Create(Policies(kPolicies), SchedulerOptions{.defer_reason_numbers = true});
+  ASSERT_THAT(created.status(), IsOk());
+  Scheduler& s = **created;
+  std::vector<WorkloadKey> dirty;
+  std::vector<model::ClusterQueueName> queues;
+  bool all = false;
+  ASSERT_THAT(s.Add(Gang("a", "one", 1, 2), T(1)), IsOk());
+  ASSERT_THAT(s.Add(Gang("a", "two", 1, 2), T(2)), IsOk());
+  ASSERT_THAT(s.Add(Gang("a", "wait", 1, 4), T(3)), IsOk());
+  s.Schedule(T(4));
+  ASSERT_THAT(s.CheckInvariants(), IsOk());
+  const WorkloadInfo* wait = s.Find({"a", "wait"});
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(wait->reason.message,
+            "waiting for 4 nvidia.com/gpu in team-a/gpu: 4 of 4 used by 2 workloads; borrowing limit 0");
+  s.TakeDirty(&dirty, &queues, &all);
+  std::shared_ptr<const WorkloadInfo> published = s.ShareInstance({{"a", "wait"}, "uid-wait"});
+
+  // One finishes: 2 of 4 used, still no room for 4. Only the numbers changed.
+  ASSERT_THAT(s.Finish({"a", "one"}, "uid-one", T(5)), IsOk());
+  s.Schedule(T(6));
+  ASSERT_THAT(s.CheckInvariants(), IsOk());
+  s.TakeDirty(&dirty, &queues, &all);
+  for (const WorkloadKey& k : dirty) EXPECT_NE(k.name, "wait");
+  EXPECT_EQ(s.ShareInstance({{"a", "wait"}, "uid-wait"}), published);  // not copied
+  EXPECT_EQ(s.stale_reasons(), 1u);
+  EXPECT_EQ(s.RefreshReasons(), 1u);
+  EXPECT_EQ(s.stale_reasons(), 0u);
+  wait = s.Find({"a", "wait"});
+  EXPECT_EQ(wait->reason.used, Quantity::FromUnits(2));
+  EXPECT_EQ(wait->reason.used_by, 1);
+  EXPECT_EQ(wait->reason.message,
+            "waiting for 2 nvidia.com/gpu in team-a/gpu: 2 of 4 used by 1 workload; borrowing limit 0");
+  s.TakeDirty(&dirty, &queues, &all);
+  EXPECT_EQ(std::count_if(dirty.begin(), dirty.end(), [](const WorkloadKey& k) { return k.name == "wait"; }), 1);
+  EXPECT_EQ(s.RefreshReasons(), 0u);  // nothing newer since
+
+  // Numbers deferred again, then the other finishes: it is admitted, and
+  // the deferred numbers do not bring back a pending reason.
+  ASSERT_THAT(s.Add(Gang("a", "three", 1, 1), T(7)), IsOk());
+  ASSERT_THAT(s.Add(Gang("a", "four", 1, 1), T(7)), IsOk());
+  s.Schedule(T(8));
+  ASSERT_EQ(s.Find({"a", "three"})->phase, Phase::kReserved);
+  ASSERT_EQ(s.Find({"a", "four"})->phase, Phase::kReserved);
+  ASSERT_THAT(s.Finish({"a", "four"}, "uid-four", T(8)), IsOk());
+  s.Schedule(T(8));  // 3 of 4 used
+  EXPECT_EQ(s.stale_reasons(), 1u);
+  ASSERT_THAT(s.Finish({"a", "two"}, "uid-two", T(9)), IsOk());
+  ASSERT_THAT(s.Finish({"a", "three"}, "uid-three", T(9)), IsOk());
+  s.Schedule(T(10));
+  ASSERT_THAT(s.CheckInvariants(), IsOk());
+  EXPECT_EQ(s.Find({"a", "wait"})->phase, Phase::kReserved);
+  EXPECT_EQ(s.RefreshReasons(), 0u);
+  EXPECT_EQ(s.Find({"a", "wait"})->reason.code, PendingReason::Code::kQueued);
+}
+
+// Without it (the default) the numbers are current after every Schedule.
+TEST_F(SchedulerTest, PendingReasonNumbersAreCurrentAfterEachSchedule) {
+  ASSERT_THAT(s_->Add(Gang("a", "one", 1, 2), T(1)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "two", 1, 2), T(2)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "wait", 1, 4), T(3)), IsOk());
+  Schedule(4);
+  ASSERT_THAT(s_->Finish({"a", "one"}, "uid-one", T(5)), IsOk());
+  Schedule(6);
+  EXPECT_EQ(s_->stale_reasons(), 0u);
+  EXPECT_EQ(s_->Find({"a", "wait"})->reason.message,
+            "waiting for 2 nvidia.com/gpu in team-a/gpu: 2 of 4 used by 1 workload; borrowing limit 0");
+}
+
+// A head shaped like one that found no room is set aside without trying;
+// the shape it is compared by follows an update of its pod sets.
+TEST_F(SchedulerTest, AnUpdatedHeadIsComparedByItsNewShape) {
+  ASSERT_THAT(s_->Add(Gang("a", "three", 1, 3), T(1)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "one", 1, 1), T(2)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "first", 1, 2), T(3)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "second", 1, 2), T(4)), IsOk());
+  Schedule(5);  // 4 of 4 used: both wait, with the same shape
+  ASSERT_EQ(PhaseOf("a", "second"), Phase::kPending);
+  ASSERT_THAT(s_->Update(Gang("a", "second", 1, 1), T(6)), IsOk());
+  ASSERT_THAT(s_->Finish({"a", "one"}, "uid-one", T(6)), IsOk());
+  Schedule(7);  // "first" finds no room in 1; "second" now fits in it
+  EXPECT_EQ(PhaseOf("a", "first"), Phase::kPending);
+  EXPECT_EQ(PhaseOf("a", "second"), Phase::kReserved);
 }
 
 TEST_F(SchedulerTest, PreemptsLowerPriorityGangAndAdmitsAfterItStops) {

@@ -111,7 +111,7 @@ Observed Observe(const Broker& broker) {
   });
   const ClusterQueueView* cq = snap->FindClusterQueue("team-a");
   if (cq != nullptr) {
-    for (const auto& item : cq->pending->items) o.queue.push_back(item.key.name);
+    for (const auto& item : cq->pending->items) o.queue.push_back(item.key().name);
   }
   return o;
 }

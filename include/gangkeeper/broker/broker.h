@@ -40,7 +40,9 @@ namespace gangkeeper::broker {
 
 struct BrokerOptions {
   // time_budget defaults to 50 ms here: acknowledgements wait for the batch.
-  SchedulerOptions scheduler{.time_budget = absl::Milliseconds(50)};
+  // A pending reason's live numbers are published at most every second
+  // (and on a Flush), as long queues' positions are (defer_reason_numbers).
+  SchedulerOptions scheduler{.time_budget = absl::Milliseconds(50), .defer_reason_numbers = true};
   // How long a registering caller waits for its event to be applied and
   // made durable before it gets Unavailable.
   absl::Duration ack_timeout = absl::Seconds(5);

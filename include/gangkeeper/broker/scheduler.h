@@ -270,6 +270,15 @@ struct SchedulerOptions {
   // between rounds, so that a storm of retries cannot hold up the broker;
   // the next call goes on. Only how the work is split depends on it.
   absl::Duration time_budget = absl::InfiniteDuration();
+  // A pending workload tried again whose reason is the same but for its
+  // live numbers (available, used, used by) keeps the reason it has until
+  // RefreshReasons(), which the owner calls now and then (the Broker at
+  // most every second, and on a Flush): every change in a tree's usage
+  // would otherwise re-describe, copy and re-publish every pending head
+  // there (a cost per event that grows with the pending workloads). Off:
+  // the numbers are current after every Schedule() (what tests of the
+  // numbers read).
+  bool defer_reason_numbers = false;
   // waitForPodsReady when the policies' Kueue Configuration does not
   // enable it (serve --wait-for-pods-ready); the Configuration's wins.
   model::WaitForPodsReady wait_for_pods_ready;
@@ -398,6 +407,12 @@ class Scheduler {
   // The workloads finished since the last call (their last state).
   std::vector<std::shared_ptr<const WorkloadInfo>> TakeFinished();
 
+  // With defer_reason_numbers: how many pending workloads have newer
+  // numbers in their reason than the one Find() shows, and brings them in
+  // (each is then dirty, see TakeDirty); returns how many changed.
+  size_t stale_reasons() const;
+  size_t RefreshReasons();
+
   // The workloads and ClusterQueues whose state (phase, reason, queue
   // membership, usage) changed since the last call; `all_queues` when the
   // policies changed. For incremental snapshots.
@@ -422,6 +437,8 @@ class Scheduler {
   size_t unconfirmed() const;
   // Pending workloads of `cq`, in queue order (position 1 first).
   std::vector<const WorkloadInfo*> PendingInQueueOrder(const model::ClusterQueueName& cq) const;
+  // The same, shared (as Instances).
+  std::vector<std::shared_ptr<const WorkloadInfo>> SharePendingInQueueOrder(const model::ClusterQueueName& cq) const;
   // Every ClusterQueue of the policies, plus deleted ones that still hold quota.
   std::vector<ClusterQueueStatus> ClusterQueues() const;
   // The definitions of deleted ClusterQueues that still hold quota.

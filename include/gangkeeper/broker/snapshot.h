@@ -32,6 +32,12 @@ struct BrokerStats {
   uint64_t preempted = 0;
   uint64_t sink_failures = 0;
   uint64_t queue_depth = 0;  // events waiting when the last batch was taken
+  // Workload images taken into snapshots (a changed workload, once per
+  // publication that follows its change).
+  uint64_t workloads_published = 0;
+  // Pending reasons given newer numbers by a refresh
+  // (SchedulerOptions::defer_reason_numbers).
+  uint64_t reasons_refreshed = 0;
 };
 
 // 1-based positions among the pending workloads of a ClusterQueue and of
@@ -45,9 +51,14 @@ struct QueuePosition {
 // LocalQueue. Kept lean (it is rebuilt as the queue changes); positions are
 // worked out when asked for.
 struct PendingOrder {
+  // The workload as the scheduler had it when the order was built, shared
+  // (the snapshot's workloads hold the same; a copy of its key and queue
+  // per item made rebuilding a long order cost a string copy per pending
+  // workload).
   struct Item {
-    WorkloadKey key;
-    std::string local_queue;
+    std::shared_ptr<const WorkloadInfo> info;  // never null
+    const WorkloadKey& key() const { return info->key; }
+    const std::string& local_queue() const { return info->local_queue; }
   };
   std::vector<Item> items;
 };
