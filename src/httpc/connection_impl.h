@@ -19,7 +19,6 @@ struct Connection::Impl {
   std::atomic<long> verify_error{0};
   // The plain client, or the TLS one (SSLClient derives from ClientImpl).
   std::unique_ptr<httplib::ClientImpl> client;
-  httplib::SSLClient* tls = nullptr;  // `client` when it is TLS
 };
 
 }  // namespace gangkeeper::httpc

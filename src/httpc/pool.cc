@@ -171,7 +171,6 @@ std::unique_ptr<Connection> Pool::NewConnection(absl::Duration read_timeout) {
     // file).
     c->enable_server_certificate_verification(false);
     VerifyServer(c->ssl_context(), tls_->ca, t.ca_file, name, &impl->verify_error);
-    impl->tls = c.get();
     impl->client = std::move(c);
   } else {
     impl->client = std::make_unique<httplib::ClientImpl>(options_.host, options_.port);

@@ -1011,13 +1011,15 @@ e2e_extract() {
 # e2e_run NAME ARGS...: one run of the bench into $WORK/raw/e2e-NAME.{json,txt,err}
 # and its text onto section file $out; false when it failed.
 e2e_run() {
-  local name=$1 bin="$BENCH_BIN/gangkeeper_e2e_bench"
+  local name=$1 bin="$BENCH_BIN/gangkeeper_e2e_bench" shown
   shift
-  log "running gangkeeper_e2e_bench --json ... $*"
+  shown="$*"
+  shown="${shown//$REPO\//}"  # paths as in the repository, not this machine's
+  log "running gangkeeper_e2e_bench --json ... $shown"
   if ! TMPDIR="$WORK/tmp" timeout 3600 "$bin" --json "$WORK/raw/e2e-$name.json" "$@" \
     >"$WORK/raw/e2e-$name.txt" 2>"$WORK/raw/e2e-$name.err"; then
     {
-      echo "\`gangkeeper_e2e_bench $*\` failed or timed out; the end of its output:"
+      echo "\`gangkeeper_e2e_bench $shown\` failed or timed out; the end of its output:"
       echo
       echo '```'
       tail -n 20 "$WORK/raw/e2e-$name.txt" "$WORK/raw/e2e-$name.err"
@@ -1027,7 +1029,7 @@ e2e_run() {
     return 1
   fi
   # Its headings go one level down, under this section's.
-  { echo "\`gangkeeper_e2e_bench $*\`:"; echo; sed 's/^#/##/' "$WORK/raw/e2e-$name.txt"; } >>"$out"
+  { echo "\`gangkeeper_e2e_bench $shown\`:"; echo; sed 's/^#/##/' "$WORK/raw/e2e-$name.txt"; } >>"$out"
 }
 
 section_e2e() {
