@@ -28,7 +28,7 @@
 // A plain program (it drives processes), built with -DGK_BUILD_BENCH=ON.
 // Usage: gangkeeper_e2e_bench [--trace FILE] [--scale F] [--clients N]
 //          [--limit SECONDS] [--json FILE] [--policies DIR] [--log-level L]
-//          [--keep-dir]
+//          [--keep-dir]  (keeps the directory, with gangkeeper.log and releases.csv)
 // Default trace: test/bench/kueue/baseline/generator.yaml (the source tree's).
 #include <pthread.h>
 #include <signal.h>
@@ -841,6 +841,7 @@ class Bench {
       (void)server_->Wait(absl::Seconds(10));
     }
     gk_stderr_tail_ = server_->Stderr();
+    if (options_.keep_dir) std::ofstream(dir_.File("gangkeeper.log")) << gk_stderr_tail_;
     if (gk_stderr_tail_.size() > 4000) gk_stderr_tail_ = gk_stderr_tail_.substr(gk_stderr_tail_.size() - 4000);
     StopThreads();
     struct rusage ru {};
@@ -859,6 +860,15 @@ class Bench {
     std::map<std::string, std::vector<double>> by_class;
     std::map<std::string, double> cq_cpu_seconds;
     int64_t preemptions = 0, unmatched_release = 0;
+    // With --keep-dir, every release's times (unix ms) for a closer look at
+    // the tail: workload, its latest workload.admitted, the actuator's first
+    // GET after it, the release PATCH, and suspensions of it so far.
+    std::ofstream releases_csv;
+    if (options_.keep_dir) {
+      releases_csv.open(dir_.File("releases.csv"));
+      releases_csv << "workload,class,admitted_ms,first_get_ms,patch_ms,latency_ms,suspends_before\n";
+    }
+    auto unix_ms = [](absl::Time t) { return absl::StrFormat("%.3f", absl::ToDoubleMilliseconds(t - absl::UnixEpoch())); };
     for (const Workload& w : workloads_) {
       lateness.push_back(Ms(w.sent - w.scheduled));
       if (!w.created) continue;
@@ -895,11 +905,20 @@ class Bench {
         }
         release.push_back(Ms(r - *latest));
         // Split: admitted → the actuator's first GET of the Job after it.
+        const absl::Time* first_get = nullptr;
         for (const absl::Time& g : w.gets) {
           if (g >= *latest && g <= r) {
             admitted_to_get.push_back(Ms(g - *latest));
+            first_get = &g;
             break;
           }
+        }
+        if (releases_csv.is_open()) {
+          const auto suspends_before =
+              std::count_if(w.suspends.begin(), w.suspends.end(), [&](absl::Time s) { return s < r; });
+          releases_csv << w.t->namespace_name << "/" << w.t->name << "," << w.t->class_name << "," << unix_ms(*latest)
+                       << "," << (first_get != nullptr ? unix_ms(*first_get) : "") << "," << unix_ms(r) << ","
+                       << absl::StrFormat("%.3f", Ms(r - *latest)) << "," << suspends_before << "\n";
         }
       }
     }
