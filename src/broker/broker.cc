@@ -25,9 +25,12 @@ namespace {
 
 using quantity::Quantity;
 
-// The broker keeps only the annotations it may need (Kueue's and its own):
-// a workload's others (kubectl's last-applied configuration, ...) would
-// cost memory for every tracked workload.
+// The broker keeps only what it may read again: the annotations that are
+// Kueue's or its own (not kubectl's last-applied configuration, ...), no
+// labels (extraction has taken the queue and priority class from them; the
+// broker, the actuator and the Kueue objects read none) and no pod set
+// limits (the webhook's requests == limits check used them). Each would
+// cost memory for every tracked workload (issue #26: 100,000 of them).
 workload::Workload Lean(workload::Workload w) {
   workload::Workload out = std::move(w);
   for (auto it = out.annotations.begin(); it != out.annotations.end();) {
@@ -37,6 +40,8 @@ workload::Workload Lean(workload::Workload w) {
       it = out.annotations.erase(it);
     }
   }
+  out.labels.clear();
+  for (workload::PodSet& ps : out.pod_sets) ps.limits.clear();
   return out;
 }
 

@@ -61,7 +61,9 @@ bool SameTolerations(const std::vector<model::Toleration>& a, const std::vector<
 }
 
 // Whether the stored object asks for something else than the tracked
-// image: what the scheduler places and orders by.
+// image: what the scheduler places and orders by. Not limits: the broker
+// keeps none (broker.cc, Lean), so comparing them would send an Update for
+// every event of a pending workload that sets any.
 bool SchedulingDiffers(const workload::Workload& a, const workload::Workload& b) {
   if (a.queue_name != b.queue_name || a.priority != b.priority || a.priority_class != b.priority_class ||
       a.preemption_policy != b.preemption_policy || a.pod_sets.size() != b.pod_sets.size()) {
@@ -70,7 +72,7 @@ bool SchedulingDiffers(const workload::Workload& a, const workload::Workload& b)
   for (size_t i = 0; i < a.pod_sets.size(); ++i) {
     const workload::PodSet& x = a.pod_sets[i];
     const workload::PodSet& y = b.pod_sets[i];
-    if (x.name != y.name || x.count != y.count || x.requests != y.requests || x.limits != y.limits ||
+    if (x.name != y.name || x.count != y.count || x.requests != y.requests ||
         x.node_selector != y.node_selector || !SameTolerations(x.tolerations, y.tolerations)) {
       return true;
     }

@@ -4,6 +4,7 @@
 // one here: the timeout passes without waiting for it).
 #include "gangkeeper/kube/reconciler.h"
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <string>
@@ -167,6 +168,7 @@ class HoldingQueue final : public broker::EventQueue {
   }
   void SubmitAsync(broker::Event e, Ack done, absl::Duration timeout) override {
     absl::MutexLock lock(&mu_);
+    types_.push_back(e.type);
     if (open_) {
       to_->SubmitAsync(std::move(e), std::move(done), timeout);
       return;
@@ -179,6 +181,11 @@ class HoldingQueue final : public broker::EventQueue {
     std::vector<std::string> out;
     for (const Held& h : held_) out.push_back(h.event.workload.name.empty() ? h.event.key.name : h.event.workload.name);
     return out;
+  }
+  // How many events of `type` were sent through SubmitAsync so far.
+  size_t Sent(broker::Event::Type type) {
+    absl::MutexLock lock(&mu_);
+    return static_cast<size_t>(std::count(types_.begin(), types_.end(), type));
   }
   // Holds again what comes from now on.
   void Close() {
@@ -203,6 +210,7 @@ class HoldingQueue final : public broker::EventQueue {
   absl::Mutex mu_;
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Held> held_ ABSL_GUARDED_BY(mu_);
+  std::vector<broker::Event::Type> types_ ABSL_GUARDED_BY(mu_);
 };
 
 class ReconcilerPipelineTest : public FakeClusterTest {
@@ -286,6 +294,35 @@ TEST_F(ReconcilerPipelineTest, ASecondEventOfTheSameJobWaitsForTheFirstsAnswer) 
   EXPECT_THAT(holding_->HeldNames(), ::testing::ElementsAre("twice"));
   holding_->Open();
   ASSERT_TRUE(WaitFor([&] { return Tracked() == 2u; }));
+}
+
+// No churn without a change: the broker keeps neither labels nor limits
+// (broker.cc, Lean), so events of a queued Job that sets limits, changing
+// nothing it is scheduled by, send it no Update. Compared with the stored
+// object's limits, each of them would.
+TEST_F(ReconcilerPipelineTest, EventsThatChangeNothingScheduledSendNoUpdate) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  holding_->Open();
+  ASSERT_THAT(fake_->Create(kJobs, Job("queued", 16)).status(), IsOk());  // more than the quota: stays queued
+  ASSERT_TRUE(WaitFor([&] { return reconciler_->synced() && Tracked() == 1u; }));
+  for (int i = 0; i < 3; ++i) {
+    auto j = fake_->Get(absl::StrCat(kJobs, "/queued"));
+    ASSERT_THAT(j.status(), IsOk());
+    json changed = *j;
+    changed["metadata"]["labels"]["round"] = std::to_string(i);
+    ASSERT_THAT(fake_->Replace(absl::StrCat(kJobs, "/queued"), changed).status(), IsOk());
+  }
+  // A last Job, created after the changes: once it is tracked, the watch
+  // has delivered (and the reconciler decided) every event before it.
+  ASSERT_THAT(fake_->Create(kJobs, Job("marker", 1)).status(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return Tracked() == 2u; }));
+  EXPECT_EQ(holding_->Sent(broker::Event::Type::kUpdate), 0u);
+  const broker::WorkloadInfo* info =
+      broker_->snapshot()->Find(broker::WorkloadKey{"team-a", "queued", workload::Kind::kJob, false});
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->phase, broker::Phase::kPending);
+  EXPECT_TRUE(info->workload->labels.empty());                // not kept by the broker
+  EXPECT_TRUE(info->workload->pod_sets.at(0).limits.empty());  // nor these
 }
 
 }  // namespace
