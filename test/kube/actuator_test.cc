@@ -1554,6 +1554,46 @@ TEST_F(ActuatorTest, OrdersThatFindTheirObjectFinishedSendNoPatch) {
   EXPECT_EQ(MustGet(path), finished);
 }
 
+// A Job that finishes between the actuator's GET and its PATCH is not
+// patched: the PATCH tests the resourceVersion it was built from, fails
+// with 422, and the object read again is finished. For a release and for
+// a suspension (the e2e bench saw the latter reach completed Jobs).
+TEST_F(ActuatorTest, AJobThatFinishesBetweenTheReadAndThePatchIsNotPatched) {
+  for (const bool release : {true, false}) {
+    SCOPED_TRACE(release ? "release" : "suspend");
+    const std::string name = release ? "rel" : "sus";
+    const std::string path = std::string(kJobs) + "/" + name;
+    const json created = MustCreate(kJobs, JobObject(name));
+    const std::string uid = created["metadata"]["uid"];
+    if (!release) {  // running: what a suspension stops
+      json running = MustGet(path);
+      running["spec"]["suspend"] = false;
+      ASSERT_THAT(api_->Replace(path, running), IsOk());
+    }
+    if (actuator_ == nullptr) StartActuator();
+    gate_.Hold("/jobs/" + name);
+    const broker::ReleaseOrder order = JobRelease(name, uid);
+    if (release) {
+      actuator_->Release(order);
+    } else {
+      actuator_->Suspend(SuspendOf(order));
+    }
+    ASSERT_TRUE(gate_.WaitHeld(1));  // the GET is answered; the answer waits
+    json finished = MustGet(path);
+    finished["status"]["conditions"] = json::array({{{"type", "Complete"}, {"status", "True"}}});
+    finished["status"]["succeeded"] = 2;
+    ASSERT_THAT(api_->Replace(path, finished), IsOk());
+    finished = MustGet(path);
+    gate_.Open();
+    std::vector<Result> results = recorder_.WaitFor(release ? 1 : 2);
+    ASSERT_EQ(results.size(), release ? 1u : 2u);
+    EXPECT_EQ(results.back().release, release);
+    EXPECT_THAT(results.back().status, IsOk());
+    EXPECT_THAT(results.back().detail, HasSubstr("already finished"));
+    EXPECT_EQ(MustGet(path), finished) << "the finished Job was patched";
+  }
+}
+
 TEST_F(ActuatorTest, AQueuedReleaseFollowedBySuspendIsNeverSent) {
   const std::string path = std::string(kJobs) + "/train";
   const json created = MustCreate(kJobs, JobObject("train"));
