@@ -296,13 +296,16 @@ struct KubeActuator::Impl {
     // A kind that takes its placement beside its templates (an AppWrapper's
     // podSetInfos) may lack the targets: create them first, and place into
     // the object as it will be after that.
-    json placed = obj;
+    // (A copy only then: the object is a few KB, copied per release.)
+    json with_targets;
+    const json* placed_in = &obj;
     if (std::vector<workload::PatchOp> targets = workload::PlacementTargetOps(JsonDocProbe(obj), *order.workload);
         !targets.empty()) {
       json target_ops = json::array();
       AppendOps(targets, &target_ops);
       try {  // nlohmann reports a patch that does not apply by exception; it stops here
-        placed = obj.patch(target_ops);
+        with_targets = obj.patch(target_ops);
+        placed_in = &with_targets;
       } catch (const std::exception& e) {
         return absl::FailedPreconditionError(absl::StrCat("the object has no place for its placement: ", e.what()));
       }
@@ -320,7 +323,7 @@ struct KubeActuator::Impl {
       if (ps == order.workload->pod_sets.end()) continue;
       json added_selector = json::object(), added_tolerations = json::array();
       if (!trainjob) {
-        GK_RETURN_IF_ERROR(PlacementOps(placed, workload::PlacementPointer(order.workload->kind, *ps), p, ops,
+        GK_RETURN_IF_ERROR(PlacementOps(*placed_in, workload::PlacementPointer(order.workload->kind, *ps), p, ops,
                                         &added_selector, &added_tolerations));
       }
       json flavors = json::object();
