@@ -118,6 +118,42 @@ TEST_F(SchedulerTest, AdmitsWholeGangAndReportsItOnce) {
   EXPECT_EQ(PhaseOf("a", "train"), Phase::kRunning);
 }
 
+// No churn without a change: quota that a lender frees while it has more
+// of its own workloads queued goes to them, not first to a borrower that
+// the lender's next head would at once reclaim (reclaimWithinCohort: Any).
+// Kueue admits the borrower in one cycle and preempts it in the next; run
+// to a fixed point in one pass, that was an admission and an eviction of
+// the same gang with nothing changed between them.
+TEST_F(SchedulerTest, ABorrowerIsNotAdmittedForTheLenderToReclaimInTheSamePass) {
+  ASSERT_THAT(s_->Add(Gang("a", "a-run", 1, 4), T(1)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("b", "b-run", 1, 4), T(1)), IsOk());
+  Schedule(2);
+  ASSERT_EQ(PhaseOf("a", "a-run"), Phase::kReserved);
+  ASSERT_EQ(PhaseOf("b", "b-run"), Phase::kReserved);
+  ASSERT_THAT(s_->Add(Gang("a", "a1", 1, 2), T(3)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("a", "a2", 1, 2), T(4)), IsOk());
+  ASSERT_THAT(s_->Add(Gang("b", "b1", 1, 2), T(2)), IsOk());  // queued first, and must borrow
+  Schedule(5);
+  ASSERT_EQ(PhaseOf("b", "b1"), Phase::kPending);
+  (void)s_->TakeChanges();
+  ASSERT_THAT(s_->Finish({"a", "a-run"}, "uid-a-run", T(6)), IsOk());
+  Schedule(7);
+  EXPECT_EQ(PhaseOf("a", "a1"), Phase::kReserved);
+  EXPECT_EQ(PhaseOf("a", "a2"), Phase::kReserved);
+  EXPECT_EQ(PhaseOf("b", "b1"), Phase::kPending);
+  for (const StateChange& c : s_->TakeChanges()) {
+    EXPECT_NE(c.type, StateChange::Type::kEvicted) << c.key.name << " was preempted";
+    if (c.type == StateChange::Type::kAdmitted) {
+      EXPECT_NE(c.key.name, "b1") << "b1 was admitted to be reclaimed";
+    }
+  }
+  // Once the lender's own demand is served, the borrower borrows what is
+  // left: a1 finishes, and b1 takes its 2 GPUs.
+  ASSERT_THAT(s_->Finish({"a", "a1"}, "uid-a1", T(8)), IsOk());
+  Schedule(9);
+  EXPECT_EQ(PhaseOf("b", "b1"), Phase::kReserved);
+}
+
 TEST_F(SchedulerTest, PendingReasonHasTheNumbers) {
   ASSERT_THAT(s_->Add(Gang("a", "one", 1, 4), T(1)), IsOk());
   ASSERT_THAT(s_->Add(Gang("a", "two", 1, 2), T(2)), IsOk());

@@ -295,6 +295,9 @@ struct ScheduleStats {
   int64_t guarded = 0;
   // Nominations that fit only with fewer pods (partial admission).
   int64_t partial = 0;
+  // Borrowers held back a round for a lender's own demand (cycle.cc,
+  // ReclaimableBorrower).
+  int64_t deferred_borrowers = 0;
   bool more = false;       // stopped at the time budget with work left
 };
 
