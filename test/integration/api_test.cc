@@ -25,6 +25,7 @@
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir.h"
 #include "test/testing/tls_client.h"
+#include "test/testing/wait.h"
 
 namespace gangkeeper {
 namespace {
@@ -235,10 +236,21 @@ TEST_F(ApiIntegrationTest, DecisionsAndDenialsAreInTheAuditLog) {
   EXPECT_THAT(d["details"]["message"].get<std::string>(), HasSubstr("at most 6"));
 
   // The two registrations and the admission of the first, in order, numbered from 1.
-  auto [all_status, all] = Get("/v1/audit?namespace=team-a&limit=1000", "audit-secret");
-  ASSERT_EQ(all_status, 200);
+  // The release is recorded a batch after the admission (its answer comes
+  // back through the broker's queue): waited for, not raced.
   std::vector<std::string> seen;
-  for (const json& e : all["items"]) seen.push_back(e["action"].get<std::string>() + " " + e["object"]["name"].get<std::string>());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto [all_status, all] = Get("/v1/audit?namespace=team-a&limit=1000", "audit-secret");
+        if (all_status != 200) return false;
+        seen.clear();
+        for (const json& e : all["items"]) {
+          seen.push_back(e["action"].get<std::string>() + " " + e["object"]["name"].get<std::string>());
+        }
+        return std::find(seen.begin(), seen.end(), "workload.released first") != seen.end();
+      },
+      absl::Seconds(20), absl::Milliseconds(20)))
+      << ::testing::PrintToString(seen);
   EXPECT_THAT(seen, ::testing::IsSupersetOf({"workload.pending first", "workload.admitted first",
                                              "workload.released first", "workload.pending second",
                                              "review.denied too-big"}));

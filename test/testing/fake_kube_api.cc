@@ -808,6 +808,10 @@ class FakeKubeApi::Impl {
     ++close_generation_;
     changed_.SignalAll();
   }
+  void PauseWatches(bool paused) {
+    absl::MutexLock lock(&mu_);
+    watches_paused_ = paused;
+  }
   void CompactHistory() {
     absl::MutexLock lock(&mu_);
     history_.clear();
@@ -1173,11 +1177,12 @@ class FakeKubeApi::Impl {
     // fifth of its CPU while gangkeeper released a burst of Jobs).
     const int64_t* latest = &latest_rv_by_key_[store_key];
     auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_.load() || close_generation_ != w.close_generation || w.expired ||
-             w.last_rv < history_start_rv_ || *latest > w.last_rv;
+      return stopping_.load() || close_generation_ != w.close_generation ||
+             (!watches_paused_ && (w.expired || w.last_rv < history_start_rv_ || *latest > w.last_rv));
     };
     if (!ready()) mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(50));
     if (stopping_.load() || close_generation_ != w.close_generation) return true;
+    if (watches_paused_) return w.since_start.Elapsed() >= w.timeout;
     if (w.expired || w.last_rv < history_start_rv_) {
       json status = StatusJson(
           410, "Expired", absl::StrCat("too old resource version: ", w.last_rv, " (", history_start_rv_ + 1, ")"));
@@ -1583,6 +1588,7 @@ class FakeKubeApi::Impl {
   // The newest event's resource version per store key: what a watch waits
   // on (WatchStep). Nodes stay put, so a watch keeps a pointer to its own.
   std::map<std::string, int64_t> latest_rv_by_key_ ABSL_GUARDED_BY(mu_);
+  bool watches_paused_ ABSL_GUARDED_BY(mu_) = false;  // PauseWatches
   std::string token_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, ResourceInfo> resources_ ABSL_GUARDED_BY(mu_);  // by "group/version/resource"
   // store key ("group/resource") -> (namespace, name) -> object without kind/apiVersion
@@ -1647,6 +1653,7 @@ void FakeKubeApi::Fail(ScriptedFailure f) { impl_->Fail(std::move(f)); }
 void FakeKubeApi::ClearFailures() { impl_->ClearFailures(); }
 void FakeKubeApi::CloseWatches() { impl_->CloseWatches(); }
 void FakeKubeApi::CompactHistory() { impl_->CompactHistory(); }
+void FakeKubeApi::PauseWatches(bool paused) { impl_->PauseWatches(paused); }
 void FakeKubeApi::set_served(const std::string& gvr, bool served) { impl_->set_served(gvr, served); }
 void FakeKubeApi::ServeKueue(const std::vector<std::string>& versions) { impl_->ServeKueue(versions); }
 std::vector<RecordedCall> FakeKubeApi::Calls() const { return impl_->Calls(); }

@@ -188,6 +188,12 @@ class FakeKubeApi {
   void ClearFailures();
   // Ends every open watch stream now (clean end of the chunked body).
   void CloseWatches();
+  // While paused, watch streams send no events (they still end on
+  // CloseWatches, Stop or their timeout); what happened meanwhile is sent
+  // once resumed, unless CompactHistory took it. For tests that need a
+  // watch to be behind: without it, whether a watch saw an event before a
+  // compaction is a race.
+  void PauseWatches(bool paused);
   // Forgets all watch history: a watch from an older resourceVersion gets
   // the 410 ERROR event and outstanding continue tokens expire (410).
   void CompactHistory();
