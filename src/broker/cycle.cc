@@ -125,9 +125,6 @@ class Cycle {
     const model::ClusterQueue* cq;
     bool done = false;  // finished for this cycle
     int root = -1;      // its cohort tree's root node
-    // In the current round it admitted a workload within its own nominal
-    // quota: it may have more such demand behind (ReclaimableBorrower).
-    bool admitted_within_nominal = false;
     // BestEffortFIFO: shapes that found no room in this cycle, with the
     // reason as the assigner gave it (SetReason writes each head's).
     absl::flat_hash_map<size_t, Entry::FreshReason> failed_shapes;
@@ -156,7 +153,10 @@ class Cycle {
   ScheduleStats& stats_;
   const base::Stopwatch& watch_;
   std::vector<Slot> slots_;
-  std::vector<size_t> lenders_;  // the slots with admitted_within_nominal set
+  // The slots that admitted a workload within their own nominal quota in
+  // the current round: they may have more such demand behind
+  // (ReclaimableBorrower).
+  std::vector<size_t> lenders_;
   CycleHolds holds_;
   bool progress_ = false;        // admitted or preempted
   bool round_progress_ = false;  // ... or set a head aside, in this round
@@ -169,7 +169,6 @@ bool Cycle::Run() {
     std::vector<Nomination> noms = AssignFlavors();
     if (noms.empty()) break;
     round_progress_ = false;
-    for (const size_t i : lenders_) slots_[i].admitted_within_nominal = false;
     lenders_.clear();
     DecideInOrder(noms);
     if (s_.options.one_head_per_cycle || !round_progress_) break;
@@ -337,8 +336,7 @@ bool Cycle::ReclaimableBorrower(const Nomination& n) const {
   const Slot& mine = slots_[n.slot];
   for (const size_t i : lenders_) {
     const Slot& lender = slots_[i];
-    if (i == n.slot || lender.root != mine.root || !lender.admitted_within_nominal || lender.done ||
-        lender.q->blocked || lender.q->active.empty()) {
+    if (i == n.slot || lender.root != mine.root || lender.done || lender.q->blocked || lender.q->active.empty()) {
       continue;
     }
     switch (lender.cq->preemption.reclaim_within_cohort) {
@@ -380,8 +378,8 @@ void Cycle::ReserveGang(Nomination& n) {
   const std::string& cq = n.cq->meta.name;
   const bool fits = FitsWithoutHolds(s_, cq, n.result.assignment.usage);
   if (fits && VirtualFits(s_, e, cq, n.result.assignment.usage, {})) {
-    if (n.result.assignment.borrowing_level == 0 && !slots_[n.slot].admitted_within_nominal) {
-      slots_[n.slot].admitted_within_nominal = true;
+    if (n.result.assignment.borrowing_level == 0 &&
+        std::find(lenders_.begin(), lenders_.end(), n.slot) == lenders_.end()) {
       lenders_.push_back(n.slot);
     }
     Admit(s_, e, n.result.assignment, now_);

@@ -666,8 +666,9 @@ class FakeKubeApi::Impl {
   void Stop() {
     if (stopping_.exchange(true)) return;
     {
+      // Taken and let go, so that waiting watches test their condition
+      // again (WatchStep) and see stopping_.
       absl::MutexLock lock(&mu_);
-      changed_.SignalAll();
     }
     if (server_ != nullptr) server_->stop();
     if (thread_.joinable()) thread_.join();
@@ -806,7 +807,6 @@ class FakeKubeApi::Impl {
   void CloseWatches() {
     absl::MutexLock lock(&mu_);
     ++close_generation_;
-    changed_.SignalAll();
   }
   void PauseWatches(bool paused) {
     absl::MutexLock lock(&mu_);
@@ -825,7 +825,6 @@ class FakeKubeApi::Impl {
       }
     }
     pages_.clear();
-    changed_.SignalAll();
   }
   void ServeKueue(const std::vector<std::string>& versions) {
     absl::MutexLock lock(&mu_);
@@ -1573,7 +1572,6 @@ class FakeKubeApi::Impl {
       history_start_rv_ = history_.front().rv;
       history_.pop_front();
     }
-    changed_.SignalAll();
   }
 
   const FakeKubeOptions options_;
@@ -1584,9 +1582,9 @@ class FakeKubeApi::Impl {
   std::atomic<int> open_watches_{0};
 
   mutable absl::Mutex mu_;
-  absl::CondVar changed_;  // signalled on every event, CloseWatches, CompactHistory and Stop
   // The newest event's resource version per store key: what a watch waits
-  // on (WatchStep). Nodes stay put, so a watch keeps a pointer to its own.
+  // on (WatchStep; with mu_'s Await, any change made under mu_ is seen
+  // when it is let go). Nodes stay put, so a watch keeps a pointer to its own.
   std::map<std::string, int64_t> latest_rv_by_key_ ABSL_GUARDED_BY(mu_);
   bool watches_paused_ ABSL_GUARDED_BY(mu_) = false;  // PauseWatches
   std::string token_ ABSL_GUARDED_BY(mu_);
