@@ -58,8 +58,9 @@ bool IsGpu(const std::string& resource) {
 // transformations.
 std::map<std::string, Quantity> GangTotals(const Workload& w, const model::KueueConfiguration& config) {
   std::map<std::string, Quantity> totals;
+  std::map<std::string, Quantity> transformed;
   for (const workload::PodSet& ps : w.pod_sets) {
-    for (const auto& [res, q] : model::QuotaRequests(config, ps.requests)) {
+    for (const auto& [res, q] : model::QuotaRequestsOf(config, ps.requests, &transformed)) {
       absl::StatusOr<Quantity> all = q.MultiplyBy(ps.count);
       totals[res] = totals[res].SaturatingAdd(all.ok() ? *all : Quantity::Max());
     }
@@ -234,8 +235,9 @@ std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::Pol
   // Named only in a refusal: most reviews pass every check.
   auto who = [&w] { return ObjectName(w); };
   const std::set<std::string> covered = CoveredResources(cq);
+  std::map<std::string, Quantity> transformed;
   for (const workload::PodSet& ps : w.pod_sets) {
-    for (const auto& [res, q] : model::QuotaRequests(p.configuration, ps.requests)) {
+    for (const auto& [res, q] : model::QuotaRequestsOf(p.configuration, ps.requests, &transformed)) {
       if (q.IsZero() || covered.count(res) != 0) continue;
       // Kueue ignores requests of resources no ClusterQueue covers unless
       // they are GPUs; a GPU/MIG resource without quota can never run.
@@ -263,7 +265,7 @@ std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::Pol
                           " can hold at most ", sum.Format(), " (", how, "): lower parallelism or ask for quota");
     }
     for (const workload::PodSet& ps : w.pod_sets) {
-      const std::map<std::string, Quantity> charged = model::QuotaRequests(p.configuration, ps.requests);
+      const std::map<std::string, Quantity>& charged = model::QuotaRequestsOf(p.configuration, ps.requests, &transformed);
       auto it = charged.find(res);
       if (it == charged.end()) continue;
       absl::StatusOr<Quantity> need = it->second.MultiplyBy(ps.count);
@@ -480,11 +482,16 @@ Verdict ValidateCreate(const Review& review, const workload::KindInfo& info, con
     return Decided(Deny(review, 403, "Forbidden", "gangkeeper: " + *why));
   }
   const std::map<std::string, Demand> demand = DemandOf(w, p, queue);
-  // Partial admission: it can never run only if its minimum cannot.
-  const Workload least = LeastOf(w);
-  if (std::optional<std::string> why = CheckAgainstQueue(least, p, queue, LeastDemand(least, p, queue, demand))) {
-    return Decided(Deny(review, 403, "Forbidden", "gangkeeper: " + *why));
+  // Partial admission: it can never run only if its minimum cannot. (Most
+  // workloads have no minimum below their count: no copy for them.)
+  std::optional<std::string> never;
+  if (LeastPods(w) == w.TotalPods()) {
+    never = CheckAgainstQueue(w, p, queue, demand);
+  } else {
+    const Workload least = LeastOf(w);
+    never = CheckAgainstQueue(least, p, queue, LeastDemand(least, p, queue, demand));
   }
+  if (never.has_value()) return Decided(Deny(review, 403, "Forbidden", "gangkeeper: " + *never));
   if (!w.pod_group_name.empty()) {
     std::optional<broker::WorkloadRecord> group = registry.Find(broker::KeyOf(w));
     if (group.has_value() && group->workload.pod_group_total_count != w.pod_group_total_count) {

@@ -319,7 +319,8 @@ void FailGroup(const GroupScan& g, const workload::PodSet& ps, const model::Reso
 std::map<model::ResourceName, Quantity> PodSetTotals(const workload::PodSet& ps, const model::ClusterQueue& cq,
                                                      const model::KueueConfiguration& config) {
   std::map<model::ResourceName, Quantity> totals;
-  for (const auto& [res, per_pod] : model::QuotaRequests(config, ps.requests)) {
+  std::map<model::ResourceName, Quantity> transformed;
+  for (const auto& [res, per_pod] : model::QuotaRequestsOf(config, ps.requests, &transformed)) {
     absl::StatusOr<Quantity> total = per_pod.MultiplyBy(ps.count);
     totals[res] = total.ok() ? *total : Quantity::Max();
   }

@@ -318,18 +318,37 @@ json EncodeConfiguration(const KueueConfiguration& config) {
   return out;
 }
 
+namespace {
+
+const ResourceTransformation* TransformationOf(const KueueConfiguration& config, const std::string& input) {
+  for (const ResourceTransformation& t : config.transformations) {
+    if (t.input == input) return &t;
+  }
+  return nullptr;
+}
+
+bool AnyTransformed(const KueueConfiguration& config, const std::map<std::string, Quantity>& requests) {
+  if (config.transformations.empty()) return false;
+  for (const auto& [name, q] : requests) {
+    if (TransformationOf(config, name) != nullptr) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::map<std::string, Quantity>& QuotaRequestsOf(const KueueConfiguration& config,
+                                                       const std::map<std::string, Quantity>& requests,
+                                                       std::map<std::string, Quantity>* storage) {
+  if (!AnyTransformed(config, requests)) return requests;
+  *storage = QuotaRequests(config, requests);
+  return *storage;
+}
+
 std::map<std::string, Quantity> QuotaRequests(const KueueConfiguration& config,
                                               const std::map<std::string, Quantity>& requests) {
-  if (config.transformations.empty()) return requests;
-  const auto find = [&](const std::string& input) -> const ResourceTransformation* {
-    for (const ResourceTransformation& t : config.transformations) {
-      if (t.input == input) return &t;
-    }
-    return nullptr;
-  };
-  bool any = false;
-  for (const auto& [name, q] : requests) any = any || find(name) != nullptr;
-  if (!any) return requests;
+  if (!AnyTransformed(config, requests)) return requests;
+  const auto find = [&](const std::string& input) { return TransformationOf(config, input); };
   // What the transformations generate stays apart from the requests until
   // the end, so that a negative factor (an allowance) only offsets other
   // generated charges, never a request made directly.

@@ -110,4 +110,11 @@ struct KueueConfiguration {
 std::map<std::string, quantity::Quantity> QuotaRequests(const KueueConfiguration& config,
                                                         const std::map<std::string, quantity::Quantity>& requests);
 
+// QuotaRequests without the copy where nothing transforms (the common case,
+// and the admission and assignment paths ask once per pod set): returns
+// `requests` itself, or the transformed map, kept in `*storage`.
+const std::map<std::string, quantity::Quantity>& QuotaRequestsOf(
+    const KueueConfiguration& config, const std::map<std::string, quantity::Quantity>& requests,
+    std::map<std::string, quantity::Quantity>* storage);
+
 }  // namespace gangkeeper::model
