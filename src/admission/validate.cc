@@ -46,7 +46,7 @@ Response Deny(const Review& review, int code, absl::string_view reason, std::str
 }
 
 std::string ObjectName(const Workload& w) {
-  return absl::StrCat(w.namespace_name, "/", w.name.empty() ? w.generate_name + "<generated>" : w.name);
+  return absl::StrCat(w.namespace_name, "/", w.name.empty() ? "<name not yet generated>" : w.name);
 }
 
 bool IsGpu(const std::string& resource) {
@@ -215,7 +215,6 @@ Workload LeastOf(const Workload& w) {
   Workload least;
   least.namespace_name = w.namespace_name;
   least.name = w.name;
-  least.generate_name = w.generate_name;
   least.pod_sets = w.pod_sets;
   for (workload::PodSet& ps : least.pod_sets) ps.count = ps.MinCount();
   return least;
@@ -646,7 +645,6 @@ RegistryWrite TakeWrite(Verdict* verdict) {
   left.op = out.op;
   left.workload.namespace_name = out.workload.namespace_name;  // ObjectName()
   left.workload.name = out.workload.name;
-  left.workload.generate_name = out.workload.generate_name;
   return out;
 }
 

@@ -13,6 +13,19 @@
 #include "src/broker/scheduler_state.h"
 
 namespace gangkeeper::broker {
+
+// The broker holds one WorkloadInfo and one Workload per tracked workload,
+// each in one allocation with its shared_ptr control block (16 bytes).
+// With these sizes they fill jemalloc's 768- and 512-byte size classes
+// (and glibc's chunks without waste); a field more would put each in the
+// next class, 128 bytes up, ~25 MB at 100,000 workloads (BM_Memory100k,
+// DESIGN §10: < 250 MB). Group new small fields with the others, or make
+// room first.
+#if defined(__x86_64__) && defined(__GLIBCXX__)
+static_assert(sizeof(WorkloadInfo) <= 752, "WorkloadInfo grew past its size class: see the comment above");
+static_assert(sizeof(workload::Workload) <= 496, "Workload grew past its size class: see the comment above");
+#endif
+
 namespace {
 
 using quantity::Quantity;

@@ -117,7 +117,7 @@ void PutWorkload(Encoder& e, const workload::Workload& w) {
   e.PutString(w.api_version);
   e.PutString(w.namespace_name);
   e.PutString(w.name);
-  e.PutString(w.generate_name);
+  e.PutString("");  // was generateName: not kept since 2026-12 (the format keeps its place)
   e.PutString(w.uid);
   e.PutBool(w.creation_timestamp != absl::InfinitePast());
   if (w.creation_timestamp != absl::InfinitePast()) PutTime(e, w.creation_timestamp);
@@ -372,8 +372,9 @@ bool GetPodSets(Decoder& d, std::vector<workload::PodSet>* out) {
 }
 
 bool GetWorkload(Decoder& d, int version, workload::Workload* w) {
+  std::string generate_name;  // no longer kept
   if (!GetEnum(d, workload::kLastKind, &w->kind) || !d.GetString(&w->api_version) ||
-      !d.GetString(&w->namespace_name) || !d.GetString(&w->name) || !d.GetString(&w->generate_name) ||
+      !d.GetString(&w->namespace_name) || !d.GetString(&w->name) || !d.GetString(&generate_name) ||
       !d.GetString(&w->uid)) {
     return false;
   }
@@ -444,8 +445,8 @@ bool GetInfo(Decoder& d, WorkloadInfo* info) {
     info->admission = std::move(a);
   }
   bool has_group = false;
-  if (!d.GetString(&info->eviction_reason) || !d.GetSigned(&info->admissions) || !d.GetSigned(&info->evictions) ||
-      !d.GetSigned(&info->pod_group_members) || !d.GetString(&info->actuation) || !d.GetBool(&has_group)) {
+  if (!d.GetString(&info->eviction_reason) || !GetInt32(d, &info->admissions) || !GetInt32(d, &info->evictions) ||
+      !GetInt32(d, &info->pod_group_members) || !d.GetString(&info->actuation) || !d.GetBool(&has_group)) {
     return false;
   }
   if (has_group) {
@@ -460,7 +461,7 @@ bool GetInfo(Decoder& d, WorkloadInfo* info) {
   }
   if (version < kInfoRequeueVersion) return true;  // never requeued, active
   uint8_t requeue_at = 0;
-  if (!d.GetSigned(&info->requeue_count) || !d.GetU8(&requeue_at)) return false;
+  if (!GetInt32(d, &info->requeue_count) || !d.GetU8(&requeue_at)) return false;
   if (info->requeue_count < 0) {
     d.Fail(absl::StrCat("a workload image has requeue count ", info->requeue_count, "; it is never negative"));
     return false;

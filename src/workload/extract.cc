@@ -72,7 +72,6 @@ void ReadObjectMeta(const JsonNode& root, Workload* w, FieldErrors* errors) {
   if (!metadata.has_value()) return;
   w->namespace_name = StringField(*metadata, "namespace", errors).value_or("");
   w->name = StringField(*metadata, "name", errors).value_or("");
-  w->generate_name = StringField(*metadata, "generateName", errors).value_or("");
   w->uid = StringField(*metadata, "uid", errors).value_or("");
   // Set by the API server; a value that does not parse is treated as
   // unknown (the arrival time orders the workload instead).

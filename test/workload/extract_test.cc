@@ -111,7 +111,6 @@ TEST(ExtractTest, CopiesMetadata) {
   ASSERT_THAT(w, IsOk());
   EXPECT_EQ(w->kind, Kind::kJob);
   EXPECT_EQ(w->name, "");
-  EXPECT_EQ(w->generate_name, "sample-job-");
   EXPECT_EQ(w->namespace_name, "team-a");
   EXPECT_EQ(w->uid, "6f1d-42");
   EXPECT_EQ(w->labels, (std::map<std::string, std::string>{{"app", "x"}, {"kueue.x-k8s.io/queue-name", "gpu-queue"}}));

@@ -760,6 +760,24 @@ TEST(AppWrapperTest, DeclaredPathsAreFollowedThroughFieldsAndListIndices) {
       << "placement goes beside the template, not into it";
 }
 
+// A create with generateName is reviewed by /mutate before the API server
+// names it: the pod sets take the generateName prefix meanwhile.
+TEST(AppWrapperTest, AnUnnamedAppWrappersPodSetsTakeItsGenerateName) {
+  const std::string job = absl::StrCat(
+      R"({"podSets": [{"path": "template.spec.template"}], "template": {"apiVersion": "batch/v1", "kind": "Job",)"
+      R"( "spec": {"template": )",
+      Template("1"), "}}}");
+  auto unnamed = [&](const std::string& metadata) {
+    return absl::StrCat(R"({"metadata": )", metadata, R"(, "spec": {"components": [)", job, "]}}");
+  };
+  absl::StatusOr<Workload> generated = Extract(unnamed(R"({"generateName": "train-"})"), Kind::kAppWrapper);
+  ASSERT_THAT(generated, IsOk());
+  EXPECT_THAT(PodSetNames(*generated), ElementsAre("train-0"));
+  absl::StatusOr<Workload> nameless = Extract(unnamed("{}"), Kind::kAppWrapper);
+  ASSERT_THAT(nameless, IsOk());
+  EXPECT_THAT(PodSetNames(*nameless), ElementsAre("appwrapper-0"));
+}
+
 TEST(AppWrapperTest, PodSetsAreInferredForTheKindsTheAppWrapperControllerKnows) {
   struct Case {
     const char* name;

@@ -185,12 +185,29 @@ std::string JsonPointerEscape(absl::string_view token);
 // Fields are ordered so that the small ones share words (a tracked
 // workload keeps one Workload: padding is paid 100,000 times).
 struct Workload {
+  // (The small fields are kept together: the broker holds 100,000 of these,
+  // and 8 bytes more would move each to the allocator's next size class.
+  // broker_bench's BM_Memory100k measures the total.)
   Kind kind = Kind::kJob;
   bool suspended = false;  // suspended, or (Pods) carrying our scheduling gate
+  // submitted_by is only what the review says: anything that can reach the
+  // webhook port can send one (DESIGN §2), so the audit marks it claimed.
+  bool submitter_claimed = false;
+  // Known only from an AdmissionReview, not yet from the object the API
+  // server stored (DESIGN §2 trust model: with a Kubernetes API a review
+  // is a hint). The broker tracks such a workload but neither queues nor
+  // admits it until the reconciler confirms it from a watch event, a list
+  // or a GET by uid, with the pod sets read from the stored object; one
+  // that the API server never stored is dropped. False for everything read
+  // from the cluster, and for reviews when they are trusted (--kube none).
+  bool unconfirmed = false;
+  // Pods owned by a managed kind (Job, JobSet, ...) are not workloads.
+  bool owned_by_managed_object = false;
   std::string api_version;
   std::string namespace_name;
-  std::string name;  // may be empty on CREATE with generateName
-  std::string generate_name;
+  // Empty only in a review of a CREATE with generateName that the API
+  // server has not named yet (a mutating review).
+  std::string name;
   std::string uid;
   // metadata.creationTimestamp (the queue-order time, as in Kueue), or
   // InfinitePast when the object has none yet.
@@ -213,19 +230,6 @@ struct Workload {
   // The user whose request created (or last changed) it, from the
   // AdmissionReview's userInfo.username; empty when not known. For the audit.
   std::string submitted_by;
-  // submitted_by is only what the review says: anything that can reach the
-  // webhook port can send one (DESIGN §2), so the audit marks it claimed.
-  bool submitter_claimed = false;
-  // Known only from an AdmissionReview, not yet from the object the API
-  // server stored (DESIGN §2 trust model: with a Kubernetes API a review
-  // is a hint). The broker tracks such a workload but neither queues nor
-  // admits it until the reconciler confirms it from a watch event, a list
-  // or a GET by uid, with the pod sets read from the stored object; one
-  // that the API server never stored is dropped. False for everything read
-  // from the cluster, and for reviews when they are trusted (--kube none).
-  bool unconfirmed = false;
-  // Pods owned by a managed kind (Job, JobSet, ...) are not workloads.
-  bool owned_by_managed_object = false;
 
   // Pod groups: the group name and its declared total (0 when absent).
   std::string pod_group_name;

@@ -201,8 +201,16 @@ KindResult ExtractAppWrapper(const JsonNode& object, const Workload& meta, base:
   std::optional<JsonNode> components = ListField(*spec, "components", errors, Presence::kRequired);
   if (!components.has_value()) return result;
   // Kueue names an AppWrapper's pod sets <name>-<index> over all components.
-  const std::string prefix = meta.name.empty() ? (meta.generate_name.empty() ? "appwrapper-" : meta.generate_name)
-                                               : absl::StrCat(meta.name, "-");
+  // Not named yet (a mutating review of a create with generateName): the
+  // generateName prefix stands in.
+  std::string prefix = absl::StrCat(meta.name, "-");
+  if (meta.name.empty()) {
+    base::FieldErrors ignored;
+    std::optional<JsonNode> metadata = ObjectField(object, "metadata", &ignored);
+    std::optional<std::string> generate =
+        metadata.has_value() ? StringField(*metadata, "generateName", &ignored) : std::nullopt;
+    prefix = generate.has_value() && !generate->empty() ? *generate : "appwrapper-";
+  }
   size_t flat = 0;
   const std::vector<JsonNode> items = Items(*components);
   for (size_t i = 0; i < items.size(); ++i) {
