@@ -276,5 +276,23 @@ TEST(ConfigurationTest, QuotaRequestsApplyRetainAndReplace) {
               ElementsAre(Pair("cpu", MilliQ(12000)), Pair("example.com/pods", MilliQ(2000)), Pair("memory", MilliQ(5000))));
 }
 
+// QuotaRequestsOf answers as QuotaRequests, and hands back the requests
+// themselves (no copy) when nothing transforms them.
+TEST(ConfigurationTest, QuotaRequestsOfCopiesOnlyWhatATransformationChanges) {
+  Decoded d = Decode(kMigConfiguration);
+  const KueueConfiguration& c = d.policies.configuration;
+  const std::map<std::string, Quantity> plain = {{"cpu", MilliQ(500)}, {"nvidia.com/gpu", MilliQ(1000)}};
+  const std::map<std::string, Quantity> sliced = {{"cpu", MilliQ(1000)}, {"nvidia.com/mig-1g.10gb", MilliQ(2000)}};
+  std::map<std::string, Quantity> storage;
+  const std::map<std::string, Quantity>& same = QuotaRequestsOf(c, plain, &storage);
+  EXPECT_EQ(&same, &plain);
+  EXPECT_TRUE(storage.empty());
+  const std::map<std::string, Quantity>& charged = QuotaRequestsOf(c, sliced, &storage);
+  EXPECT_EQ(&charged, &storage);
+  EXPECT_EQ(charged, QuotaRequests(c, sliced));
+  EXPECT_THAT(charged, ElementsAre(Pair("cpu", MilliQ(1000)), Pair("nvidia.com/gpu", MilliQ(250))));
+  EXPECT_EQ(&QuotaRequestsOf(KueueConfiguration(), sliced, &storage), &sliced) << "no transformations at all";
+}
+
 }  // namespace
 }  // namespace gangkeeper::model
