@@ -348,14 +348,13 @@ const std::map<std::string, Quantity>& QuotaRequestsOf(const KueueConfiguration&
 std::map<std::string, Quantity> QuotaRequests(const KueueConfiguration& config,
                                               const std::map<std::string, Quantity>& requests) {
   if (!AnyTransformed(config, requests)) return requests;
-  const auto find = [&](const std::string& input) { return TransformationOf(config, input); };
   // What the transformations generate stays apart from the requests until
   // the end, so that a negative factor (an allowance) only offsets other
   // generated charges, never a request made directly.
   std::map<std::string, Quantity> kept;
   std::map<std::string, Quantity> generated;
   for (const auto& [name, q] : requests) {
-    const ResourceTransformation* t = find(name);
+    const ResourceTransformation* t = TransformationOf(config, name);
     if (t == nullptr) {
       kept[name] = q;
       continue;

@@ -73,6 +73,9 @@ void ReadObjectMeta(const JsonNode& root, Workload* w, FieldErrors* errors) {
   w->namespace_name = StringField(*metadata, "namespace", errors).value_or("");
   w->name = StringField(*metadata, "name", errors).value_or("");
   w->uid = StringField(*metadata, "uid", errors).value_or("");
+  // Not kept (an unnamed AppWrapper reads it where it needs it), but a
+  // generateName that is not a string is still a bad object.
+  (void)StringField(*metadata, "generateName", errors);
   // Set by the API server; a value that does not parse is treated as
   // unknown (the arrival time orders the workload instead).
   FieldErrors ignored;

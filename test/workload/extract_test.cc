@@ -131,6 +131,15 @@ TEST(ExtractTest, AnAnnotationNotKeptMustStillBeAString) {
               StatusIs(absl::StatusCode::kInvalidArgument, "metadata.annotations[note]: must be a string"));
 }
 
+// generateName is not kept either, and a value that is not a string is
+// still an error naming it.
+TEST(ExtractTest, AGenerateNameNotKeptMustStillBeAString) {
+  EXPECT_THAT(Extract(R"({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": 7},
+    "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}})",
+                      Kind::kJob),
+              StatusIs(absl::StatusCode::kInvalidArgument, "metadata.generateName"));
+}
+
 TEST(ExtractTest, TypeMetaMustMatchTheKind) {
   EXPECT_THAT(Extract(R"({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "spec": {}})", Kind::kJob),
               StatusIs(absl::StatusCode::kInvalidArgument,
