@@ -23,9 +23,18 @@
 // stalled server shows in the percentiles instead of slowing the client.
 // Requests due during the first --warmup seconds are sent but not counted.
 //
+// --dispatch pool: the requests fall due on one schedule (request k at
+// start + k/R) and each goes to an idle connection, oldest due first; when
+// every connection is busy it waits, and the wait counts in its latency.
+// This is how the API server calls a webhook: its HTTP client takes an idle
+// keep-alive connection (or opens another) for each call, and never queues
+// a call behind another on a busy connection. The default, --dispatch
+// connection, is stricter: one slow answer delays every request due after
+// it on its connection, however many others are idle.
+//
 // Usage: gangkeeper_paced_load --port P --ca CA.crt --body FILE [--path /validate]
 //          --rate R --connections C --seconds S [--warmup W] [--expect TEXT]
-//          [--threads T] [--tick-us U]
+//          [--threads T] [--tick-us U] [--dispatch connection|pool]
 // Prints one line:
 //   RESULT offered_rps=… achieved_rps=… requests=… errors=… late_1ms=…
 //          reconnects=… p50_us=… p90_us=… p99_us=… p999_us=… max_us=…
@@ -80,6 +89,9 @@ struct Args {
   double warmup = 1;
   int threads = 1;
   double tick_us = 500;
+  // "connection": each connection has its own schedule; "pool": one
+  // schedule, each due request taken by an idle connection (see below).
+  std::string dispatch = "connection";
 };
 
 bool ParseArgs(int argc, char **argv, Args *a) {
@@ -113,13 +125,16 @@ bool ParseArgs(int argc, char **argv, Args *a) {
       a->threads = std::atoi(v.c_str());
     } else if (k == "tick-us") {
       a->tick_us = std::atof(v.c_str());
+    } else if (k == "dispatch") {
+      a->dispatch = v;
     } else {
       std::fprintf(stderr, "unknown flag --%s\n", k.c_str());
       return false;
     }
   }
   return a->port > 0 && !a->ca.empty() && !a->body_file.empty() && a->rate > 0 && a->connections > 0 &&
-         a->seconds > 0 && a->warmup >= 0 && a->threads > 0 && a->tick_us >= 0;
+         a->seconds > 0 && a->warmup >= 0 && a->threads > 0 && a->tick_us >= 0 &&
+         (a->dispatch == "connection" || a->dispatch == "pool");
 }
 
 double Percentile(const std::vector<double> &sorted, double p) {
@@ -142,7 +157,8 @@ struct PerConnection {
 class Loop {
  public:
   Loop(const Args &a, const testing::TlsClientOptions &options, const std::string &request, Clock::time_point start,
-       Clock::time_point counted_from, Clock::time_point end, std::chrono::duration<double> interval)
+       Clock::time_point counted_from, Clock::time_point end, std::chrono::duration<double> interval,
+       int loop_index, int loops)
       : a_(a),
         options_(options),
         request_(request),
@@ -151,6 +167,9 @@ class Loop {
         end_(end),
         interval_(interval),
         tick_ns_(static_cast<int64_t>(a.tick_us * 1000)),
+        pool_(a.dispatch == "pool"),
+        pool_interval_(static_cast<double>(loops) / a.rate),
+        pool_phase_(static_cast<double>(loop_index) / static_cast<double>(loops)),
         epoll_(epoll_create1(EPOLL_CLOEXEC)) {}
   ~Loop() { close(epoll_); }
 
@@ -171,8 +190,34 @@ class Loop {
       bool left = false;
       bool connecting = false;
       Clock::time_point next = Clock::time_point::max();
+      if (pool_) {
+        // The requests due by now go to idle connections, oldest first;
+        // those left wait (their latency counts from when they were due).
+        // The scan starts after the connection that took the last one, so
+        // that the requests spread over the connections (each reaches the
+        // server's requests-per-connection limit no sooner than it must).
+        bool idle = false;
+        for (size_t n = 0; n < conns_.size(); ++n) {
+          const size_t i = (pool_scan_ + n) % conns_.size();
+          Conn &c = *conns_[i];
+          if (c.assigned) continue;
+          const Clock::time_point due = PoolDue();
+          if (due >= end_ || due > now) {
+            idle = true;
+            break;
+          }
+          c.assigned = true;
+          c.due = due;
+          ++pool_next_;
+          pool_scan_ = i + 1;
+        }
+        if (PoolDue() < end_) {
+          left = true;
+          if (idle) next = PoolDue();
+        }
+      }
       for (auto &c : conns_) {
-        if (c->done) continue;
+        if (c->done || (pool_ && !c->assigned)) continue;
         left = true;
         if (c->in_flight) {
           // No answer within the client's I/O timeout: an error, and a new
@@ -227,6 +272,7 @@ class Loop {
     std::unique_ptr<testing::TlsConnection> tls;
     int64_t k = 0;
     Clock::time_point due, sent;
+    bool assigned = false;  // pool dispatch: holds a due request
     bool in_flight = false;
     bool done = false;
     std::string in;  // the answer so far
@@ -234,6 +280,12 @@ class Loop {
     // its own, so that the loop's other connections keep their schedule.
     std::future<absl::StatusOr<std::unique_ptr<testing::TlsConnection>>> connecting;
   };
+
+  // Pool dispatch: when the loop's next request is due.
+  Clock::time_point PoolDue() const {
+    return start_ + std::chrono::duration_cast<Clock::duration>(pool_interval_ *
+                                                                (static_cast<double>(pool_next_) + pool_phase_));
+  }
 
   Clock::time_point DueOf(const Conn &c, int64_t k) const {
     return start_ + std::chrono::duration_cast<Clock::duration>(interval_ * (static_cast<double>(k) + c.phase));
@@ -385,6 +437,10 @@ class Loop {
   }
 
   void Next(Conn &c) {
+    if (pool_) {
+      c.assigned = false;  // idle: takes the next due request
+      return;
+    }
     ++c.k;
     c.due = DueOf(c, c.k);
     if (c.due >= end_) {
@@ -399,6 +455,11 @@ class Loop {
   const Clock::time_point start_, counted_from_, end_;
   const std::chrono::duration<double> interval_;
   const int64_t tick_ns_;
+  const bool pool_;
+  const std::chrono::duration<double> pool_interval_;
+  const double pool_phase_;
+  int64_t pool_next_ = 0;  // the loop's next request to hand out
+  size_t pool_scan_ = 0;
   const int epoll_;
   std::vector<std::unique_ptr<Conn>> conns_;
 };
@@ -409,7 +470,8 @@ int Main(int argc, char **argv) {
     std::fprintf(stderr,
                  "usage: gangkeeper_paced_load --port P --ca CA.crt --body FILE [--path "
                  "/validate] --rate R\n"
-                 "         --connections C --seconds S [--warmup W] [--expect TEXT] [--threads T] [--tick-us U]\n");
+                 "         --connections C --seconds S [--warmup W] [--expect TEXT] [--threads T] [--tick-us U]\n"
+                 "         [--dispatch connection|pool]\n");
     return 2;
   }
   std::ifstream in(a.body_file, std::ios::binary);
@@ -448,7 +510,7 @@ int Main(int argc, char **argv) {
   std::vector<std::thread> loops;
   for (int t = 0; t < threads; ++t) {
     loops.emplace_back([&, t] {
-      Loop loop(a, options, request, start, counted_from, end, interval);
+      Loop loop(a, options, request, start, counted_from, end, interval, t, threads);
       for (int i = t; i < a.connections; i += threads) {
         loop.Add(i, std::move(conns[static_cast<size_t>(i)]), &results[static_cast<size_t>(i)]);
       }
