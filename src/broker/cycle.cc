@@ -244,14 +244,19 @@ bool Cycle::SetAsideEquivalentHeads(Slot& slot) {
     return true;
   }
   Queue& q = *slot.q;
+  // Nothing is admitted during the pass: the heads of one shape share its
+  // reason (SetAsideReason), and each moves as a node, inserted at the end
+  // when it sorts last (after RequeueInadmissible merged them all back,
+  // the heads come in the inadmissible set's own order).
+  absl::flat_hash_map<size_t, SharedReason> shared;
   while (!slot.failed_shapes.empty() && !q.active.empty()) {
     Entry* head = *q.active.begin();
     if (head->waiting()) break;  // a preemptor is always tried
-    auto same = slot.failed_shapes.find(ShapeOf(*head));
+    const size_t shape = ShapeOf(*head);
+    auto same = slot.failed_shapes.find(shape);
     if (same == slot.failed_shapes.end()) break;
-    SetReason(s_, head, same->second.reason, same->second.flavors_tried);
-    q.active.erase(q.active.begin());
-    q.inadmissible.insert(head);
+    SetAsideReason(s_, head, same->second, &shared[shape]);
+    q.inadmissible.insert(q.inadmissible.end(), q.active.extract(q.active.begin()));
     head->inadmissible = true;
     ++stats_.equivalent;
   }
@@ -518,8 +523,7 @@ void Cycle::BlockStrictFifoQueue(Nomination& n) {
 void Cycle::SetAside(Nomination& n, Entry::FreshReason why) {
   Entry* e = n.entry;
   Slot& slot = slots_[n.slot];
-  slot.q->active.erase(e);
-  slot.q->inadmissible.insert(e);
+  slot.q->inadmissible.insert(slot.q->active.extract(e));
   e->inadmissible = true;
   slot.failed_shapes.emplace(ShapeOf(*e), std::move(why));
   round_progress_ = true;

@@ -85,7 +85,8 @@ struct Entry {
     PendingReason reason;
     std::vector<std::string> flavors_tried;
   };
-  std::unique_ptr<FreshReason> fresh_reason;
+  // Shared: the heads set aside together share one (SetAsideReason).
+  std::shared_ptr<const FreshReason> fresh_reason;
   // The small fields side by side (an entry per tracked workload: no
   // padding between them).
   // The queue-order key's priority (see order_time below).

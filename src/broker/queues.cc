@@ -382,8 +382,13 @@ std::string BlockedMessage(const std::string& head, const std::string& cq) {
                       ", which does not fit yet");
 }
 
-void SetReason(State& s, Entry* e, PendingReason r, const std::vector<std::string>& flavors_tried) {
-  if (!flavors_tried.empty()) r.flavors_hash = absl::HashOf(flavors_tried);
+namespace {
+
+// SetReason's work: `r` carries its flavors_hash already; `prepared`, when
+// given, is `r` with `flavors_tried` and its users counted, shared by the
+// entries of one queue set aside in one pass (SetAsideReason).
+void SetReasonImpl(State& s, Entry* e, const PendingReason& r, const std::vector<std::string>& flavors_tried,
+                   const std::shared_ptr<const Entry::FreshReason>* prepared) {
   const PendingReason& old = e->cinfo().reason;
   if (SameKind(old, r)) {
     const bool same_numbers = old.available == r.available && old.used == r.used;
@@ -394,20 +399,39 @@ void SetReason(State& s, Entry* e, PendingReason r, const std::vector<std::strin
     }
     if (s.options.defer_reason_numbers && Described(r) && !old.message.empty()) {
       // Only the numbers changed: kept beside it for RefreshReasons.
-      CountUsers(s, e->cinfo().cluster_queue, r);
-      if (e->fresh_reason == nullptr) {
-        e->fresh_reason = std::make_unique<Entry::FreshReason>();
-        s.stale_reasons.push_back(e->instance());
+      if (e->fresh_reason == nullptr) s.stale_reasons.push_back(e->instance());
+      if (prepared != nullptr) {
+        e->fresh_reason = *prepared;
+        return;
       }
-      e->fresh_reason->reason = std::move(r);
-      e->fresh_reason->flavors_tried = flavors_tried;
+      auto fresh = std::make_shared<Entry::FreshReason>(Entry::FreshReason{r, flavors_tried});
+      CountUsers(s, e->cinfo().cluster_queue, fresh->reason);
+      e->fresh_reason = std::move(fresh);
       return;
     }
   }
   e->fresh_reason.reset();
-  Describe(s, e->cinfo().cluster_queue, r, flavors_tried);
-  e->info().reason = std::move(r);
+  PendingReason described = r;
+  Describe(s, e->cinfo().cluster_queue, described, flavors_tried);
+  e->info().reason = std::move(described);
   s.Touch(*e);
+}
+
+}  // namespace
+
+void SetReason(State& s, Entry* e, PendingReason r, const std::vector<std::string>& flavors_tried) {
+  if (!flavors_tried.empty()) r.flavors_hash = absl::HashOf(flavors_tried);
+  SetReasonImpl(s, e, r, flavors_tried, nullptr);
+}
+
+void SetAsideReason(State& s, Entry* e, const Entry::FreshReason& why, SharedReason* shared) {
+  if (shared->fresh == nullptr) {
+    auto fresh = std::make_shared<Entry::FreshReason>(why);
+    if (!fresh->flavors_tried.empty()) fresh->reason.flavors_hash = absl::HashOf(fresh->flavors_tried);
+    CountUsers(s, e->cinfo().cluster_queue, fresh->reason);
+    shared->fresh = std::move(fresh);
+  }
+  SetReasonImpl(s, e, shared->fresh->reason, shared->fresh->flavors_tried, &shared->fresh);
 }
 
 size_t RefreshReasons(State& s) {
@@ -415,11 +439,12 @@ size_t RefreshReasons(State& s) {
   for (const InstanceKey& instance : s.stale_reasons) {
     Entry* e = FindEntry(s, instance);
     if (e == nullptr || e->fresh_reason == nullptr) continue;
-    std::unique_ptr<Entry::FreshReason> fresh = std::move(e->fresh_reason);
+    const std::shared_ptr<const Entry::FreshReason> fresh = std::move(e->fresh_reason);
     // Admitted, parked, or told another reason since: that one stands.
     if (e->cinfo().phase != Phase::kPending || !SameKind(e->cinfo().reason, fresh->reason)) continue;
-    Describe(s, e->cinfo().cluster_queue, fresh->reason, fresh->flavors_tried, /*counted=*/true);
-    e->info().reason = std::move(fresh->reason);
+    PendingReason reason = fresh->reason;
+    Describe(s, e->cinfo().cluster_queue, reason, fresh->flavors_tried, /*counted=*/true);
+    e->info().reason = std::move(reason);
     s.Touch(*e);
     ++changed;
   }

@@ -112,6 +112,15 @@ std::string BlockedMessage(const std::string& head, const std::string& cq);
 // snapshot; with defer_reason_numbers the new numbers wait in
 // Entry::fresh_reason for RefreshReasons.
 void SetReason(State& s, Entry* e, PendingReason r, const std::vector<std::string>& flavors_tried = {});
+// SetReason for the heads of one queue set aside in one pass for the same
+// failed shape (cycle.cc's SetAsideEquivalentHeads): `why` is prepared
+// once, on the first call with an empty `shared`, and its deferred numbers
+// are shared by every entry that takes them rather than copied into each.
+// No admission may happen between calls sharing `shared` (its users count).
+struct SharedReason {
+  std::shared_ptr<const Entry::FreshReason> fresh;
+};
+void SetAsideReason(State& s, Entry* e, const Entry::FreshReason& why, SharedReason* shared);
 // Gives every pending workload with a fresh_reason that reason (and marks
 // it dirty), unless its reason changed in kind since; returns how many.
 size_t RefreshReasons(State& s);

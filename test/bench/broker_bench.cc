@@ -8,6 +8,8 @@
 //   BM_Decision          one scheduling decision (a new gang arrives and is
 //                        admitted or queued) on the drained 10k state;
 //                        counters p50_us / p99_us.
+//   BM_CompletionChurn   one completion and one arrival in full cohorts with
+//                        10,000 same-shaped workloads pending; p50_us / p99_us.
 //   BM_Memory100k        resident memory of a Broker tracking 100,000
 //                        workloads, snapshots included; counter rss_mb.
 // Run: build/dev/test/bench/gangkeeper_broker_bench (built with
@@ -149,6 +151,115 @@ void BM_Decision(benchmark::State& state) {
   state.counters["decisions_per_call"] = micros.empty() ? 0.0 : static_cast<double>(decisions) / micros.size();
 }
 BENCHMARK(BM_Decision)->Unit(benchmark::kMicrosecond)->Iterations(20'000);
+
+// The end of Kueue's baseline trace as the e2e run meets it: 5 cohorts of 6
+// ClusterQueues (BestEffortFIFO, 50 cpu each, borrowing), full, with
+// `range(0)` pending 1-cpu workloads of three priorities spread over them.
+// Each iteration one admitted workload completes (Remove) and a new one
+// arrives, and the timed Schedule admits into the freed room; the rest of
+// the cohort's pending workloads, all of the same shape, are set aside
+// again (SchedulingEquivalenceHashing). Counters: p50_us / p99_us of the
+// timed call.
+void BM_CompletionChurn(benchmark::State& state) {
+  const int pending = static_cast<int>(state.range(0));
+  auto p = std::make_shared<model::PolicySet>();
+  p->flavors["rf"].meta.name = "rf";
+  std::vector<std::string> queues;
+  for (int c = 0; c < 5; ++c) {
+    for (int i = 0; i < 6; ++i) {
+      const std::string name = absl::StrCat("cq-", c, "-", i);
+      model::ClusterQueue& cq = p->cluster_queues[name];
+      cq.meta.name = name;
+      cq.cohort = absl::StrCat("cohort-", c);
+      cq.namespace_selector = model::LabelSelector{};
+      cq.preemption.within_cluster_queue = model::WithinClusterQueuePolicy::kLowerPriority;
+      cq.preemption.reclaim_within_cohort = model::ReclaimWithinCohortPolicy::kAny;
+      model::ResourceGroup rg;
+      rg.covered_resources = {"cpu"};
+      rg.flavors.push_back({"rf", {RQ("cpu", 50)}});
+      cq.resource_groups = {rg};
+      model::LocalQueue& lq = p->local_queues[{name, "q"}];
+      lq.meta.name = "q";
+      lq.meta.namespace_name = name;
+      lq.cluster_queue = name;
+      queues.push_back(name);
+    }
+  }
+  auto sched = Scheduler::Create(p);
+  GK_CHECK(sched.ok());
+  Scheduler& s = **sched;
+  std::mt19937_64 rng(5);
+  int n = 0;
+  auto make = [&] {
+    workload::Workload w;
+    w.namespace_name = queues[rng() % queues.size()];
+    w.name = absl::StrCat("w-", n++);
+    w.uid = w.name;
+    w.queue_name = "q";
+    w.priority = static_cast<int32_t>(50 * (1 + rng() % 3));
+    workload::PodSet ps;
+    ps.name = "main";
+    ps.count = 1;
+    ps.requests["cpu"] = Quantity::FromUnits(1);
+    w.pod_sets.push_back(ps);
+    return w;
+  };
+  absl::Time t = absl::FromUnixSeconds(1'700'000'000);
+  std::vector<workload::Workload> admitted;
+  std::map<std::string, workload::Workload> by_uid;
+  auto settle = [&] {
+    for (const StateChange& c : s.TakeChanges()) {
+      if (c.type == StateChange::Type::kAdmitted) {
+        admitted.push_back(by_uid.at(c.uid));
+      } else if (c.type == StateChange::Type::kEvicted) {
+        GK_CHECK_OK(s.Stopped(c.key, c.uid, t));
+        admitted.erase(std::remove_if(admitted.begin(), admitted.end(),
+                                      [&](const workload::Workload& a) { return a.uid == c.uid; }),
+                       admitted.end());
+      }
+    }
+  };
+  for (int i = 0; i < 1500 + pending; ++i) {
+    workload::Workload w = make();
+    GK_CHECK_OK(s.Add(w, t));
+    by_uid[w.uid] = std::move(w);
+  }
+  for (int round = 0; round < 100; ++round) {
+    (void)s.Schedule(t);
+    settle();
+  }
+  std::vector<double> micros;
+  for (auto _ : state) {
+    state.PauseTiming();
+    t += absl::Milliseconds(10);
+    if (!admitted.empty()) {
+      const size_t i = rng() % admitted.size();
+      GK_CHECK_OK(s.Remove(KeyOf(admitted[i]), admitted[i].uid, t));
+      by_uid.erase(admitted[i].uid);
+      admitted[i] = std::move(admitted.back());
+      admitted.pop_back();
+    }
+    workload::Workload w = make();
+    GK_CHECK_OK(s.Add(w, t));
+    by_uid[w.uid] = std::move(w);
+    state.ResumeTiming();
+    const auto start = std::chrono::steady_clock::now();
+    ScheduleStats st = s.Schedule(t);
+    const auto end = std::chrono::steady_clock::now();
+    state.PauseTiming();
+    benchmark::DoNotOptimize(st);
+    micros.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+    settle();
+    state.ResumeTiming();
+  }
+  GK_CHECK_OK(s.CheckInvariants());
+  std::sort(micros.begin(), micros.end());
+  auto pct = [&](double q) { return micros.empty() ? 0.0 : micros[static_cast<size_t>(q * (micros.size() - 1))]; };
+  state.counters["p50_us"] = pct(0.50);
+  state.counters["p99_us"] = pct(0.99);
+  state.counters["admitted"] = static_cast<double>(admitted.size());
+}
+BENCHMARK(BM_CompletionChurn)->Arg(10'000)->Unit(benchmark::kMicrosecond)->Iterations(2'000);
 
 // Kueue's large-scale generator: per ClusterQueue 35 small (1 cpu, prio 50,
 // every 60 ms, 150 ms), 11 medium (5, 100, 300 ms, 350 ms), 4 large (20,
