@@ -523,7 +523,11 @@ void Cycle::BlockStrictFifoQueue(Nomination& n) {
 void Cycle::SetAside(Nomination& n, Entry::FreshReason why) {
   Entry* e = n.entry;
   Slot& slot = slots_[n.slot];
-  slot.q->inadmissible.insert(slot.q->active.extract(e));
+  if (auto node = slot.q->active.extract(e); !node.empty()) {
+    slot.q->inadmissible.insert(std::move(node));
+  } else {
+    slot.q->inadmissible.insert(e);
+  }
   e->inadmissible = true;
   slot.failed_shapes.emplace(ShapeOf(*e), std::move(why));
   round_progress_ = true;
