@@ -152,6 +152,35 @@ void BM_Decision(benchmark::State& state) {
 }
 BENCHMARK(BM_Decision)->Unit(benchmark::kMicrosecond)->Iterations(20'000);
 
+// Kueue's performance shapes: `cohorts` x `per_cohort` ClusterQueues
+// cq-C-I (cohort-C, one cpu flavor "rf" with `cpu`, preemption within the
+// queue by priority, reclaim Any), each with the LocalQueue "q" in the
+// namespace of its own name.
+std::shared_ptr<model::PolicySet> CpuCohorts(int cohorts, int per_cohort, const model::ResourceQuota& cpu) {
+  auto p = std::make_shared<model::PolicySet>();
+  p->flavors["rf"].meta.name = "rf";
+  for (int c = 0; c < cohorts; ++c) {
+    for (int i = 0; i < per_cohort; ++i) {
+      const std::string name = absl::StrCat("cq-", c, "-", i);
+      model::ClusterQueue& cq = p->cluster_queues[name];
+      cq.meta.name = name;
+      cq.cohort = absl::StrCat("cohort-", c);
+      cq.namespace_selector = model::LabelSelector{};
+      cq.preemption.within_cluster_queue = model::WithinClusterQueuePolicy::kLowerPriority;
+      cq.preemption.reclaim_within_cohort = model::ReclaimWithinCohortPolicy::kAny;
+      model::ResourceGroup rg;
+      rg.covered_resources = {"cpu"};
+      rg.flavors.push_back({"rf", {cpu}});
+      cq.resource_groups = {rg};
+      model::LocalQueue& lq = p->local_queues[{name, "q"}];
+      lq.meta.name = "q";
+      lq.meta.namespace_name = name;
+      lq.cluster_queue = name;
+    }
+  }
+  return p;
+}
+
 // The end of Kueue's baseline trace as the e2e run meets it: 5 cohorts of 6
 // ClusterQueues (BestEffortFIFO, 50 cpu each, borrowing), full, with
 // `range(0)` pending 1-cpu workloads of three priorities spread over them.
@@ -162,29 +191,9 @@ BENCHMARK(BM_Decision)->Unit(benchmark::kMicrosecond)->Iterations(20'000);
 // timed call.
 void BM_CompletionChurn(benchmark::State& state) {
   const int pending = static_cast<int>(state.range(0));
-  auto p = std::make_shared<model::PolicySet>();
-  p->flavors["rf"].meta.name = "rf";
+  std::shared_ptr<model::PolicySet> p = CpuCohorts(5, 6, RQ("cpu", 50));
   std::vector<std::string> queues;
-  for (int c = 0; c < 5; ++c) {
-    for (int i = 0; i < 6; ++i) {
-      const std::string name = absl::StrCat("cq-", c, "-", i);
-      model::ClusterQueue& cq = p->cluster_queues[name];
-      cq.meta.name = name;
-      cq.cohort = absl::StrCat("cohort-", c);
-      cq.namespace_selector = model::LabelSelector{};
-      cq.preemption.within_cluster_queue = model::WithinClusterQueuePolicy::kLowerPriority;
-      cq.preemption.reclaim_within_cohort = model::ReclaimWithinCohortPolicy::kAny;
-      model::ResourceGroup rg;
-      rg.covered_resources = {"cpu"};
-      rg.flavors.push_back({"rf", {RQ("cpu", 50)}});
-      cq.resource_groups = {rg};
-      model::LocalQueue& lq = p->local_queues[{name, "q"}];
-      lq.meta.name = "q";
-      lq.meta.namespace_name = name;
-      lq.cluster_queue = name;
-      queues.push_back(name);
-    }
-  }
+  for (const auto& [name, cq] : p->cluster_queues) queues.push_back(name);
   auto sched = Scheduler::Create(p);
   GK_CHECK(sched.ok());
   Scheduler& s = **sched;
@@ -283,27 +292,7 @@ void BM_KueueLargeScale(benchmark::State& state) {
   int64_t preempted = 0;
   double usage_pct = 0;
   for (auto _ : state) {
-    auto p = std::make_shared<model::PolicySet>();
-    p->flavors["rf"].meta.name = "rf";
-    for (int c = 0; c < cohorts; ++c) {
-      for (int i = 0; i < per_cohort; ++i) {
-        const std::string name = absl::StrCat("cq-", c, "-", i);
-        model::ClusterQueue& cq = p->cluster_queues[name];
-        cq.meta.name = name;
-        cq.cohort = absl::StrCat("cohort-", c);
-        cq.namespace_selector = model::LabelSelector{};
-        cq.preemption.within_cluster_queue = model::WithinClusterQueuePolicy::kLowerPriority;
-        cq.preemption.reclaim_within_cohort = model::ReclaimWithinCohortPolicy::kAny;
-        model::ResourceGroup rg;
-        rg.covered_resources = {"cpu"};
-        rg.flavors.push_back({"rf", {RQ("cpu", 20, 100)}});
-        cq.resource_groups = {rg};
-        model::LocalQueue& lq = p->local_queues[{name, "q"}];
-        lq.meta.name = "q";
-        lq.meta.namespace_name = name;
-        lq.cluster_queue = name;
-      }
-    }
+    std::shared_ptr<model::PolicySet> p = CpuCohorts(cohorts, per_cohort, RQ("cpu", 20, 100));
     auto sched = Scheduler::Create(p);
     GK_CHECK(sched.ok());
     Scheduler& s = **sched;
