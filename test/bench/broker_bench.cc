@@ -153,29 +153,20 @@ void BM_Decision(benchmark::State& state) {
 BENCHMARK(BM_Decision)->Unit(benchmark::kMicrosecond)->Iterations(20'000);
 
 // Kueue's performance shapes: `cohorts` x `per_cohort` ClusterQueues
-// cq-C-I (cohort-C, one cpu flavor "rf" with `cpu`, preemption within the
-// queue by priority, reclaim Any), each with the LocalQueue "q" in the
-// namespace of its own name.
+// (AddCohortQueue) with one cpu flavor "rf" holding `cpu`, preemption
+// within the queue by priority, reclaim Any.
 std::shared_ptr<model::PolicySet> CpuCohorts(int cohorts, int per_cohort, const model::ResourceQuota& cpu) {
   auto p = std::make_shared<model::PolicySet>();
   p->flavors["rf"].meta.name = "rf";
   for (int c = 0; c < cohorts; ++c) {
     for (int i = 0; i < per_cohort; ++i) {
-      const std::string name = absl::StrCat("cq-", c, "-", i);
-      model::ClusterQueue& cq = p->cluster_queues[name];
-      cq.meta.name = name;
-      cq.cohort = absl::StrCat("cohort-", c);
-      cq.namespace_selector = model::LabelSelector{};
+      model::ClusterQueue& cq = AddCohortQueue(*p, c, i);
       cq.preemption.within_cluster_queue = model::WithinClusterQueuePolicy::kLowerPriority;
       cq.preemption.reclaim_within_cohort = model::ReclaimWithinCohortPolicy::kAny;
       model::ResourceGroup rg;
       rg.covered_resources = {"cpu"};
       rg.flavors.push_back({"rf", {cpu}});
       cq.resource_groups = {rg};
-      model::LocalQueue& lq = p->local_queues[{name, "q"}];
-      lq.meta.name = "q";
-      lq.meta.namespace_name = name;
-      lq.cluster_queue = name;
     }
   }
   return p;

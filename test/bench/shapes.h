@@ -25,17 +25,28 @@ inline model::ResourceQuota RQ(const std::string& name, int64_t nominal, std::op
   return q;
 }
 
+// ClusterQueue cq-C-I in cohort-C, selecting every namespace, and the
+// LocalQueue "q" pointing to it in the namespace of the same name.
+inline model::ClusterQueue& AddCohortQueue(model::PolicySet& p, int c, int i) {
+  const std::string name = absl::StrCat("cq-", c, "-", i);
+  model::ClusterQueue& cq = p.cluster_queues[name];
+  cq.meta.name = name;
+  cq.cohort = absl::StrCat("cohort-", c);
+  cq.namespace_selector = model::LabelSelector{};
+  model::LocalQueue& lq = p.local_queues[{name, "q"}];
+  lq.meta.name = "q";
+  lq.meta.namespace_name = name;
+  lq.cluster_queue = name;
+  return cq;
+}
+
 // 100 ClusterQueues in 10 cohorts; GPUs in two flavors, MIG in a third.
 inline std::shared_ptr<const model::PolicySet> GpuShape(int cohorts, int per_cohort, bool preemption = true) {
   auto p = std::make_shared<model::PolicySet>();
   for (const char* f : {"a100", "h100", "a100-mig"}) p->flavors[f].meta.name = f;
   for (int c = 0; c < cohorts; ++c) {
     for (int i = 0; i < per_cohort; ++i) {
-      const std::string name = absl::StrCat("cq-", c, "-", i);
-      model::ClusterQueue& cq = p->cluster_queues[name];
-      cq.meta.name = name;
-      cq.cohort = absl::StrCat("cohort-", c);
-      cq.namespace_selector = model::LabelSelector{};
+      model::ClusterQueue& cq = AddCohortQueue(*p, c, i);
       cq.queueing_strategy = i % 2 == 0 ? model::QueueingStrategy::kBestEffortFIFO : model::QueueingStrategy::kStrictFIFO;
       if (preemption) {
         cq.preemption.within_cluster_queue = model::WithinClusterQueuePolicy::kLowerPriority;
@@ -49,10 +60,6 @@ inline std::shared_ptr<const model::PolicySet> GpuShape(int cohorts, int per_coh
       mig.covered_resources = {"nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"};
       mig.flavors.push_back({"a100-mig", {RQ("nvidia.com/mig-1g.10gb", 14, 14), RQ("nvidia.com/mig-3g.40gb", 4, 4)}});
       cq.resource_groups = {gpus, mig};
-      model::LocalQueue& lq = p->local_queues[{name, "q"}];
-      lq.meta.name = "q";
-      lq.meta.namespace_name = name;
-      lq.cluster_queue = name;
     }
   }
   return p;
