@@ -386,9 +386,10 @@ namespace {
 
 // SetReason's work: `r` carries its flavors_hash already; `prepared`, when
 // given, is `r` with `flavors_tried` and its users counted, shared by the
-// entries of one queue set aside in one pass (SetAsideReason).
+// entries of one queue set aside in one pass (SetAsideReason); `own`, when
+// given, is `r` itself and may be moved from (SetReason's copy).
 void SetReasonImpl(State& s, Entry* e, const PendingReason& r, const std::vector<std::string>& flavors_tried,
-                   const std::shared_ptr<const Entry::FreshReason>* prepared) {
+                   const std::shared_ptr<const Entry::FreshReason>* prepared, PendingReason* own) {
   const PendingReason& old = e->cinfo().reason;
   if (SameKind(old, r)) {
     const bool same_numbers = old.available == r.available && old.used == r.used;
@@ -404,14 +405,15 @@ void SetReasonImpl(State& s, Entry* e, const PendingReason& r, const std::vector
         e->fresh_reason = *prepared;
         return;
       }
-      auto fresh = std::make_shared<Entry::FreshReason>(Entry::FreshReason{r, flavors_tried});
+      auto fresh = std::make_shared<Entry::FreshReason>(
+          Entry::FreshReason{own != nullptr ? std::move(*own) : r, flavors_tried});
       CountUsers(s, e->cinfo().cluster_queue, fresh->reason);
       e->fresh_reason = std::move(fresh);
       return;
     }
   }
   e->fresh_reason.reset();
-  PendingReason described = r;
+  PendingReason described = own != nullptr ? std::move(*own) : r;
   Describe(s, e->cinfo().cluster_queue, described, flavors_tried);
   e->info().reason = std::move(described);
   s.Touch(*e);
@@ -421,7 +423,7 @@ void SetReasonImpl(State& s, Entry* e, const PendingReason& r, const std::vector
 
 void SetReason(State& s, Entry* e, PendingReason r, const std::vector<std::string>& flavors_tried) {
   if (!flavors_tried.empty()) r.flavors_hash = absl::HashOf(flavors_tried);
-  SetReasonImpl(s, e, r, flavors_tried, nullptr);
+  SetReasonImpl(s, e, r, flavors_tried, nullptr, &r);
 }
 
 void SetAsideReason(State& s, Entry* e, const Entry::FreshReason& why, SharedReason* shared) {
@@ -431,7 +433,7 @@ void SetAsideReason(State& s, Entry* e, const Entry::FreshReason& why, SharedRea
     CountUsers(s, e->cinfo().cluster_queue, fresh->reason);
     shared->fresh = std::move(fresh);
   }
-  SetReasonImpl(s, e, shared->fresh->reason, shared->fresh->flavors_tried, &shared->fresh);
+  SetReasonImpl(s, e, shared->fresh->reason, shared->fresh->flavors_tried, &shared->fresh, nullptr);
 }
 
 size_t RefreshReasons(State& s) {
