@@ -360,8 +360,11 @@ struct KubeActuator::Impl {
     }
     if (kind->kind == workload::Kind::kPod) return ReleasePods(order, *kind, detail);
     absl::Status last;
+    std::optional<json> kept = KeptObject(order);
     for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
-      absl::StatusOr<json> obj = GetCreated(path);
+      const bool unread = kept.has_value();
+      absl::StatusOr<json> obj = unread ? *std::move(kept) : GetCreated(path);
+      kept.reset();
       if (!obj.ok()) return obj.status();
       if (Str(At(*obj, "/metadata/uid")) != order.uid) {
         return absl::FailedPreconditionError(
@@ -395,17 +398,39 @@ struct KubeActuator::Impl {
       json ops = Guards(*obj, order.uid);
       GK_RETURN_IF_ERROR(AppendReleaseOps(*obj, *kind, order, &ops));
       absl::StatusOr<json> patched = JsonPatch(path, *obj, ops);
+      if (unread) {
+        absl::MutexLock lock(&mu);
+        ++(patched.ok() || HttpCode(patched.status()) != 422 ? stats.unread_releases : stats.unread_misses);
+      }
       if (patched.ok()) {
+        if (options.held_objects != nullptr) options.held_objects->Forget(order.key);
         *detail = absl::StrCat("PATCH ", path, " unsuspend; ", Describe(order));
         return absl::OkStatus();
       }
       if (HttpCode(patched.status()) != 422) return patched.status();
-      // A test failed (the object changed under us) or the server refused
-      // the change: read it again.
+      // A test failed (the object changed under us, or since the reconciler
+      // read it) or the server refused the change: read it again. A kept
+      // version the server has moved past is no conflict of its own.
       last = patched.status();
+      if (unread) --attempt;
     }
     return absl::AbortedError(absl::StrCat(path, " could not be released after ", options.max_conflicts + 1,
                                            " attempts; last answer: ", last.message()));
+  }
+
+  // The object of `order` as the reconciler read it last, when it kept it
+  // (HeldObjects) with a resourceVersion to guard the patch by; else none,
+  // and the release reads the object.
+  std::optional<json> KeptObject(const broker::ReleaseOrder& order) const {
+    if (options.held_objects == nullptr) return std::nullopt;
+    std::shared_ptr<const std::string> text = options.held_objects->Find(order.key, order.uid);
+    if (text == nullptr) return std::nullopt;
+    json obj = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!obj.is_object() || Str(At(obj, "/metadata/uid")) != order.uid ||
+        Str(At(obj, "/metadata/resourceVersion")).empty()) {
+      return std::nullopt;
+    }
+    return obj;
   }
 
   // Ops that take out what the admitted-flavors annotation `record_text`

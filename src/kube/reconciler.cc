@@ -230,8 +230,10 @@ struct Reconciler::Impl {
   // A job kind (or a single pod) seen in a list or a watch event. `seen`
   // (a list) collects the instances the cluster has.
   void Observe(const workload::KindInfo& kind, const json& object, std::set<broker::InstanceKey>* seen) {
+    std::string text = object.dump();
     absl::StatusOr<workload::ObservedObject> o =
-        workload::ObserveObject(object.dump(), kind, *view->snapshot()->shared_policies(), Extract());
+        workload::ObserveObject(text, kind, *view->snapshot()->shared_policies(), Extract());
+    if (o.ok()) KeepIfHeld(kind, *o, std::move(text));
     if (o.ok() && !o->workload.has_value() && workload::IsRuntimeUnknown(o->extract_error)) {
       WaitForRuntime(*o, seen);
       return;
@@ -278,6 +280,20 @@ struct Reconciler::Impl {
     if (info->workload->unconfirmed ||
         (info->phase == broker::Phase::kPending && SchedulingDiffers(*info->workload, w))) {
       Send(key, broker::Event::Update(w), name);
+    }
+  }
+
+  // The release's starting point (HeldObjects): the text of a job object
+  // that is held back, as read; anything else is forgotten. Pods are not
+  // kept (a group is listed at release).
+  void KeepIfHeld(const workload::KindInfo& kind, const workload::ObservedObject& o, std::string text) {
+    if (options.held_objects == nullptr || kind.kind == workload::Kind::kPod) return;
+    const broker::WorkloadKey key{o.namespace_name, o.name, kind.kind, false};
+    const bool queued = o.workload.has_value() && !o.workload->queue_name.empty() && !o.workload->owned_by_managed_object;
+    if (queued && o.held && !o.finished && !o.deleting) {
+      options.held_objects->Put(key, o.uid, o.resource_version, std::move(text));
+    } else {
+      options.held_objects->Forget(key);
     }
   }
 
@@ -406,6 +422,7 @@ struct Reconciler::Impl {
       }
     }
     const broker::WorkloadKey key{ns, obj_name, kind.kind, false};
+    if (options.held_objects != nullptr) options.held_objects->Forget(key);
     Send(key, broker::Event::Remove(key, uid), absl::StrCat(kind.name, " ", ns, "/", obj_name));
   }
 

@@ -25,6 +25,7 @@
 #include "gangkeeper/store/etcd/client.h"
 #include "gangkeeper/kube/actuator.h"
 #include "gangkeeper/kube/client.h"
+#include "gangkeeper/kube/held_objects.h"
 #include "gangkeeper/kube/reconciler.h"
 #include "gangkeeper/kube/training_runtimes.h"
 #include "gangkeeper/metrics/registry.h"
@@ -88,6 +89,9 @@ struct Node::Impl {
   std::optional<absl::StatusOr<kube::KueueVersion>> kueue_discovery;
   // With etcd only the leader sends, and only while its lease surely holds.
   std::atomic<replica::Replica*> leader_gate{nullptr};
+  // The held job objects as the reconciler read them: releases built from
+  // them need no GET. Before both, so that it outlives them.
+  kube::HeldObjects held_objects;
   std::unique_ptr<kube::KubeActuator> actuator;
   // Kueue's workload counters and admission waits: an observer of the
   // broker's durable changes (BrokerOptions::observers).
@@ -329,6 +333,7 @@ absl::Status Node::Impl::ConnectKube() {
   kube::ActuatorOptions ao;
   ao.clock = clock;
   ao.dry_run = kube_client == nullptr;
+  ao.held_objects = &held_objects;
   broker::WorkloadCounters::OnAdmitted on_admitted;
   if (absl::Status m = RegisterFlowMetrics(registry, &ao, &o.broker, &on_admitted, Role()); !m.ok()) {
     return RunTime(m.message());
@@ -639,6 +644,7 @@ void Node::Impl::StartReconciler() {
   ro.manage_jobs_without_queue_name = o.webhook.manage_jobs_without_queue_name;
   ro.confirm_grace = o.confirm_grace;
   ro.training_runtime = o.webhook.training_runtime;
+  ro.held_objects = &held_objects;
   ro.confirm_check = std::clamp(o.confirm_grace / 2, absl::Milliseconds(100), absl::Seconds(5));
   reconciler = std::make_unique<kube::Reconciler>(kube_client.get(), front.get(), front.get(), ro);
   reconciler->Start();

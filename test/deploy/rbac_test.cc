@@ -4,7 +4,8 @@
 // HTTPS API-server double on loopback that records every request), and is
 // driven through what its actuator and reconciler do in a cluster:
 //   - the reconciler's lists and watches of every managed kind;
-//   - the release of an object of every managed kind, and of a pod group
+//   - the release of an object of every managed kind (one whose first
+//     patch is refused, so that it is read again), and of a pod group
 //     (placement while gated, then the gates removed);
 //   - the preemption of a Job that ran (suspend, startTime cleared through
 //     jobs/status, templates restored);
@@ -462,6 +463,18 @@ class Cluster {
     ASSERT_TRUE(Held(w, *stored)) << w.kind << " was not held back by /mutate: " << stored->dump();
   }
 
+  // The next PATCH of `w` is refused with 422, as when the object changed
+  // after the reconciler read it: the actuator then reads it (GET) and
+  // patches again.
+  void RefuseFirstPatch(const Workload& w) {
+    testing::ScriptedFailure f;
+    f.method = "PATCH";
+    f.path_contains = w.path();
+    f.status = 422;
+    f.times = 1;
+    fake_->Fail(f);
+  }
+
   json Get(const Workload& w) {
     auto o = fake_->Get(w.path());
     return o.ok() ? *o : json();
@@ -504,6 +517,13 @@ TEST(RbacTest, TheClusterRoleGrantsExactlyTheCallsGangkeeperMakes) {
     std::vector<Workload> all = OneOfEachKind();
     all.push_back(GroupPod("pair", 0, 2, "100m", 0));
     all.push_back(GroupPod("pair", 1, 2, "100m", 0));
+    // A release is built from the object the reconciler kept, without a
+    // read, unless the API server stored a newer version since: then it
+    // reads the object (get), which is what each kind's first PATCH refused
+    // stands for here.
+    for (const Workload& w : all) {
+      if (w.kind != "Pod") c.RefuseFirstPatch(w);
+    }
     for (const Workload& w : all) ASSERT_NO_FATAL_FAILURE(c.Submit(w));
     for (const Workload& w : all) {
       EXPECT_TRUE(Cluster::WaitFor([&] { return c.Released(w); })) << w.kind << " was not released\n" << c.Stderr();

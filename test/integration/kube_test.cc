@@ -198,8 +198,10 @@ TEST_F(KubeIntegrationTest, ApiErrorsDelayTheReleaseButLoseNothing) {
   f.status = 500;
   f.times = 3;
   fake_->Fail(f);
+  // A release is sent without a read (the reconciler kept the object):
+  // the API server's "come back later" answers its PATCH.
   testing::ScriptedFailure busy;
-  busy.method = "GET";
+  busy.method = "PATCH";
   busy.path_contains = "/jobs/patient";
   busy.status = 429;
   busy.retry_after = "1";

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/kube/client.h"
+#include "gangkeeper/kube/held_objects.h"
 #include "gangkeeper/workload/observe.h"
 #include "gangkeeper/workload/workload.h"
 #include "gmock/gmock.h"
@@ -1311,6 +1312,124 @@ TEST_F(ActuatorTest, FailedTestOpRereadsAndPatchesAgain) {
   EXPECT_EQ(CallsOf("GET").size(), 2u) << "read again after the 422";
   EXPECT_EQ(CallsOf("PATCH").size(), 2u);
   EXPECT_EQ(MustGet(path)["spec"]["suspend"], false);
+}
+
+// ---- Releases from the kept object (HeldObjects, no GET) ----------------------
+
+// The same release sent from the object the reconciler kept and after a GET
+// leaves the two Jobs alike; the kept one is sent without a read.
+TEST_F(ActuatorTest, AReleaseOfAKeptHeldObjectNeedsNoReadAndChangesTheSame) {
+  const std::string kept_path = std::string(kJobs) + "/kept";
+  const std::string read_path = std::string(kJobs) + "/read";
+  const json kept = MustCreate(kJobs, JobObject("kept"));
+  const json read = MustCreate(kJobs, JobObject("read"));
+  HeldObjects held;
+  held.Put({"team-a", "kept"}, kept["metadata"]["uid"], kept["metadata"]["resourceVersion"],
+           MustGet(kept_path).dump());
+  StartActuator(ActuatorOptions{.workers = 1, .held_objects = &held});
+  api_->ClearCalls();
+
+  actuator_->Release(JobRelease("kept", kept["metadata"]["uid"]));
+  actuator_->Release(JobRelease("read", read["metadata"]["uid"]));
+  std::vector<Result> results = recorder_.WaitFor(2);
+  ASSERT_EQ(results.size(), 2u);
+  for (const Result& r : results) {
+    ASSERT_THAT(r.status, IsOk());
+    EXPECT_THAT(r.detail, HasSubstr("unsuspend"));
+  }
+  std::vector<std::string> calls;
+  for (const RecordedCall& c : api_->Calls()) calls.push_back(c.method + " " + c.path);
+  EXPECT_THAT(calls, ::testing::ElementsAre("PATCH " + kept_path, "GET " + read_path, "PATCH " + read_path));
+  ExpectPatchesTestUid({{kept_path, kept["metadata"]["uid"]}, {read_path, read["metadata"]["uid"]}});
+  EXPECT_EQ(json::parse(CallsOf("PATCH")[0].body)[1],
+            json({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", kept["metadata"]["resourceVersion"]}}))
+      << "guarded by the kept version";
+
+  json a = MustGet(kept_path), b = MustGet(read_path);
+  EXPECT_EQ(a["spec"], b["spec"]);
+  EXPECT_EQ(a["metadata"]["annotations"], b["metadata"]["annotations"]);
+  EXPECT_EQ(actuator_->stats().unread_releases, 1u);
+  EXPECT_EQ(actuator_->stats().unread_misses, 0u);
+  EXPECT_EQ(held.Find({"team-a", "kept"}, kept["metadata"]["uid"]), nullptr) << "used up";
+}
+
+// The server stored a newer version than the one kept (the watch lags, or
+// the template changed): the guarded PATCH is refused, the object is read,
+// and the release placed into what is stored now. The miss is not one of
+// the max_conflicts.
+TEST_F(ActuatorTest, AKeptVersionTheServerHasMovedPastIsReadAndReleasedAsStored) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const std::string uid = created["metadata"]["uid"];
+  HeldObjects held;
+  held.Put({"team-a", "train"}, uid, created["metadata"]["resourceVersion"], MustGet(path).dump());
+  json changed = MustGet(path);
+  changed["spec"]["template"]["spec"]["nodeSelector"]["rack"] = "r1";
+  ASSERT_THAT(api_->Replace(path, changed).status(), IsOk());
+  StartActuator(ActuatorOptions{.workers = 1, .max_conflicts = 0, .held_objects = &held});
+  api_->ClearCalls();
+
+  actuator_->Release(JobRelease("train", uid));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  std::vector<std::string> calls;
+  for (const RecordedCall& c : api_->Calls()) calls.push_back(absl::StrCat(c.method, " ", c.status));
+  EXPECT_THAT(calls, ::testing::ElementsAre("PATCH 422", "GET 200", "PATCH 200"));
+  const json job = MustGet(path);
+  EXPECT_EQ(job["spec"]["suspend"], false);
+  EXPECT_EQ(job["spec"]["template"]["spec"]["nodeSelector"]["rack"], "r1") << "the stored change kept";
+  EXPECT_EQ(job["spec"]["template"]["spec"]["nodeSelector"]["gpu.example.com/class"], "a100");
+  EXPECT_EQ(actuator_->stats().unread_misses, 1u);
+  EXPECT_EQ(actuator_->stats().unread_releases, 0u);
+}
+
+// A kept object of another instance (deleted and recreated under the name)
+// or without a resourceVersion is never used.
+TEST_F(ActuatorTest, AKeptObjectOfAnotherInstanceIsNotUsed) {
+  const std::string path = std::string(kJobs) + "/train";
+  const json created = MustCreate(kJobs, JobObject("train"));
+  const std::string uid = created["metadata"]["uid"];
+  HeldObjects held;
+  json old = MustGet(path);
+  old["metadata"]["uid"] = "an-older-instance";
+  held.Put({"team-a", "train"}, "an-older-instance", created["metadata"]["resourceVersion"], old.dump());
+  StartActuator(ActuatorOptions{.workers = 1, .held_objects = &held});
+  api_->ClearCalls();
+
+  actuator_->Release(JobRelease("train", uid));
+  std::vector<Result> results = recorder_.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_THAT(results[0].status, IsOk());
+  ASSERT_EQ(CallsOf("GET").size(), 1u);
+  ASSERT_EQ(CallsOf("PATCH").size(), 1u);
+  EXPECT_EQ(actuator_->stats().unread_releases, 0u);
+  EXPECT_EQ(MustGet(path)["spec"]["suspend"], false);
+}
+
+TEST(HeldObjectsTest, KeepsNoMoreThanItsBoundAndCountsItsBytes) {
+  HeldObjects held(/*max_bytes=*/100);
+  const broker::WorkloadKey a{"ns", "a"}, b{"ns", "b"}, c{"ns", "c"};
+  held.Put(a, "ua", "1", std::string(40, 'a'));
+  held.Put(b, "ub", "1", std::string(40, 'b'));
+  EXPECT_EQ(held.stats().bytes, 80u);
+  held.Put(c, "uc", "1", std::string(40, 'c'));  // over the bound: not kept
+  EXPECT_EQ(held.Find(c, "uc"), nullptr);
+  EXPECT_EQ(held.stats().refused, 1u);
+  held.Put(a, "ua", "2", std::string(50, 'A'));  // a newer version replaces, within the bound
+  ASSERT_NE(held.Find(a, "ua"), nullptr);
+  EXPECT_EQ(*held.Find(a, "ua"), std::string(50, 'A'));
+  EXPECT_EQ(held.stats().bytes, 90u);
+  held.Put(b, "ub", "2", std::string(70, 'B'));  // a newer version that does not fit: the old goes too
+  EXPECT_EQ(held.Find(b, "ub"), nullptr);
+  EXPECT_EQ(held.stats().bytes, 50u);
+  held.Put(a, "ua", "", "{}");  // no version to guard a patch by: nothing kept
+  EXPECT_EQ(held.Find(a, "ua"), nullptr);
+  held.Put(c, "uc", "3", std::string(100, 'c'));
+  EXPECT_NE(held.Find(c, "uc"), nullptr) << "room again";
+  held.Forget(c);
+  EXPECT_EQ(held.stats().objects, 0u);
+  EXPECT_EQ(held.stats().bytes, 0u);
 }
 
 TEST_F(ActuatorTest, PersistentUnprocessableGivesUpAfterMaxConflicts) {

@@ -85,6 +85,7 @@ class ReconcilerReadinessTest : public FakeClusterTest {
     ReconcilerOptions ro;
     ro.clock = &clock_;
     ro.error_backoff = absl::Milliseconds(50);
+    ro.held_objects = &held_;
     reconciler_ = std::make_unique<Reconciler>(client_.get(), broker_.get(), broker_.get(), ro);
     reconciler_->Start();
   }
@@ -115,9 +116,52 @@ class ReconcilerReadinessTest : public FakeClusterTest {
   }
 
   base::SimulatedClock clock_{absl::FromUnixSeconds(1'800'000'000)};
+  HeldObjects held_;  // before the reconciler, which writes to it
   std::unique_ptr<broker::Broker> broker_;
   std::unique_ptr<Reconciler> reconciler_;
 };
+
+// What the reconciler keeps for the actuator's releases (HeldObjects): the
+// newest stored text of each held, queued job object, and nothing once the
+// object runs or goes.
+TEST_F(ReconcilerReadinessTest, TheNewestVersionOfAHeldJobIsKeptUntilItRunsOrGoes) {
+  StartAll();
+  const broker::WorkloadKey key{"team-a", "big", workload::Kind::kJob, false};
+  // 12 GPUs against a quota of 8: it stays pending (and held).
+  auto created = fake_->Create(kJobs, Job("big", 12));
+  ASSERT_THAT(created.status(), IsOk());
+  const std::string uid = (*created)["metadata"]["uid"];
+  auto kept_version = [&]() -> std::string {
+    std::shared_ptr<const std::string> text = held_.Find(key, uid);
+    if (text == nullptr) return "";
+    return json::parse(*text)["metadata"].value("resourceVersion", "");
+  };
+  ASSERT_TRUE(WaitFor([&] { return kept_version() == (*created)["metadata"]["resourceVersion"]; }));
+  EXPECT_EQ(held_.Find(key, "another-uid"), nullptr) << "kept for its own instance only";
+
+  // A change while held: the kept text follows it.
+  json changed = *fake_->Get(absl::StrCat(kJobs, "/big"));
+  changed["spec"]["template"]["spec"]["nodeSelector"] = {{"rack", "r1"}};
+  auto replaced = fake_->Replace(absl::StrCat(kJobs, "/big"), changed);
+  ASSERT_THAT(replaced.status(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return kept_version() == (*replaced)["metadata"]["resourceVersion"]; }));
+  EXPECT_EQ(json::parse(*held_.Find(key, uid))["spec"]["template"]["spec"]["nodeSelector"], json({{"rack", "r1"}}));
+
+  // Unsuspended (here by someone else): nothing kept.
+  changed = *fake_->Get(absl::StrCat(kJobs, "/big"));
+  changed["spec"]["suspend"] = false;
+  ASSERT_THAT(fake_->Replace(absl::StrCat(kJobs, "/big"), changed).status(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return held_.Find(key, uid) == nullptr; }));
+
+  // Deleted while held: nothing kept.
+  auto other = fake_->Create(kJobs, Job("other", 12));
+  ASSERT_THAT(other.status(), IsOk());
+  const broker::WorkloadKey other_key{"team-a", "other", workload::Kind::kJob, false};
+  ASSERT_TRUE(WaitFor([&] { return held_.Find(other_key, (*other)["metadata"]["uid"]) != nullptr; }));
+  ASSERT_THAT(fake_->Delete(absl::StrCat(kJobs, "/other")), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return held_.stats().objects == 0; }));
+  EXPECT_EQ(held_.stats().bytes, 0u);
+}
 
 TEST_F(ReconcilerReadinessTest, TheJobsReadyCountReachesTheBrokerAndANotReadyGangIsEvictedAfterTheTimeout) {
   ASSERT_THAT(fake_->Create(kJobs, Job("steady", 2)).status(), IsOk());

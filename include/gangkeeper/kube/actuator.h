@@ -19,6 +19,9 @@
 //     take out of the templates exactly what release added, and the
 //     annotation. Reported stopped once all three went through.
 //   - Pods: deleted (a running pod cannot be gated again).
+// A release reads the object first (GET) unless the reconciler kept the
+// held object's text (ActuatorOptions::held_objects); either way the patch
+// is built from one stored version and guarded by it.
 // Every patch starts with a `test` of metadata.uid, so a deleted and
 // recreated object of the same name is never touched; a release of a
 // released gang and a suspend of a suspended one change nothing.
@@ -59,6 +62,7 @@
 #include "gangkeeper/broker/event.h"
 #include "gangkeeper/broker/ports.h"
 #include "gangkeeper/kube/client.h"
+#include "gangkeeper/kube/held_objects.h"
 
 namespace gangkeeper::kube {
 
@@ -82,6 +86,11 @@ struct ActuatorStats {
   uint64_t stale_suspends = 0;    // dropped before sending: suspend_wanted said no
   uint64_t coalesced_releases = 0;  // queued releases a later suspend took the place of
   uint64_t merged = 0;            // queued orders a newer one of the same kind replaced
+  // Release patches built from the object the reconciler read last
+  // (HeldObjects) instead of a GET, and those of them the API server
+  // refused because the object had changed since (then read and sent again).
+  uint64_t unread_releases = 0;
+  uint64_t unread_misses = 0;
 };
 
 struct ActuatorOptions {
@@ -123,6 +132,12 @@ struct ActuatorOptions {
   std::function<bool(const broker::SuspendOrder&)> suspend_wanted;
   // Required: times each order for `observe`. Must outlive the actuator.
   const base::Clock* clock = nullptr;
+  // The held job objects as the reconciler read them last: a release of
+  // one kept there is built from it and sent without a GET, under the same
+  // uid and resourceVersion guards (a 422 reads the object and goes on as
+  // usual). May be null (every release reads first). Must outlive the
+  // actuator.
+  HeldObjects* held_objects = nullptr;
 };
 
 // Where the actuator's answers go (Bind(Broker*) wires them to the broker).

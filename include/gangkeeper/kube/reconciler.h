@@ -38,6 +38,7 @@
 #include "gangkeeper/broker/event.h"
 #include "gangkeeper/broker/snapshot.h"
 #include "gangkeeper/kube/client.h"
+#include "gangkeeper/kube/held_objects.h"
 #include "gangkeeper/workload/trainjob.h"
 
 namespace gangkeeper::kube {
@@ -66,6 +67,9 @@ struct ReconcilerOptions {
   // is registered only once its runtime is known; RereadTrainJobs reads
   // the TrainJobs again when one shows or changes.
   workload::TrainingRuntimeLookup training_runtime;
+  // Where the held job objects' text is kept for the actuator's releases
+  // (HeldObjects); may be null. Must outlive the reconciler.
+  HeldObjects* held_objects = nullptr;
 };
 
 class Reconciler {
