@@ -244,22 +244,44 @@ bool Cycle::SetAsideEquivalentHeads(Slot& slot) {
     return true;
   }
   Queue& q = *slot.q;
+  if (slot.failed_shapes.empty() || q.active.empty()) return !q.active.empty();
   // Nothing is admitted during the pass: the heads of one shape share its
-  // reason (SetAsideReason), and each moves as a node, inserted at the end
-  // when it sorts last (after RequeueInadmissible merged them all back,
-  // the heads come in the inadmissible set's own order).
+  // reason (SetAsideReason). First the run of heads to set aside is found
+  // and told, then it moves as a whole.
+  // After a completion RequeueInadmissible put thousands back, and each
+  // head is a walk through cold memory (its entry, then its reason): the
+  // entry a few places ahead and the next head's reason are asked for
+  // while this one is handled.
+  constexpr int kAhead = 4;
   absl::flat_hash_map<size_t, SharedReason> shared;
-  while (!slot.failed_shapes.empty() && !q.active.empty()) {
-    Entry* head = *q.active.begin();
+  const auto end = q.active.end();
+  auto stop = q.active.begin();
+  auto ahead = stop;
+  for (int i = 0; i < kAhead && ahead != end; ++i) ++ahead;
+  size_t count = 0;
+  while (stop != end) {
+    if (ahead != end) __builtin_prefetch(*ahead++);
+    if (auto next = std::next(stop); next != end) __builtin_prefetch(&(*next)->cinfo().reason);
+    Entry* head = *stop;
     if (head->waiting()) break;  // a preemptor is always tried
     const size_t shape = ShapeOf(*head);
     auto same = slot.failed_shapes.find(shape);
     if (same == slot.failed_shapes.end()) break;
     SetAsideReason(s_, head, same->second, &shared[shape]);
-    q.inadmissible.insert(q.inadmissible.end(), q.active.extract(q.active.begin()));
-    head->inadmissible = true;
-    ++stats_.equivalent;
+    ++stop;
+    ++count;
   }
+  if (stop == end && q.active.size() >= q.inadmissible.size()) {
+    // The whole queue (the usual case after a requeue): the sets trade
+    // places and the few set aside before join them.
+    q.active.swap(q.inadmissible);
+    q.inadmissible.merge(q.active);
+    GK_DCHECK(q.active.empty());
+  } else {
+    // Each moves as a node, inserted at the end when it sorts last.
+    while (q.active.begin() != stop) q.inadmissible.insert(q.inadmissible.end(), q.active.extract(q.active.begin()));
+  }
+  stats_.equivalent += count;
   return !q.active.empty();
 }
 
@@ -528,7 +550,6 @@ void Cycle::SetAside(Nomination& n, Entry::FreshReason why) {
   } else {
     slot.q->inadmissible.insert(e);
   }
-  e->inadmissible = true;
   slot.failed_shapes.emplace(ShapeOf(*e), std::move(why));
   round_progress_ = true;
   set_aside_ = true;

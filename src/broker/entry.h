@@ -92,7 +92,6 @@ struct Entry {
   // The queue-order key's priority (see order_time below).
   int32_t order_priority = 0;
   int32_t release_failures = 0;  // failed releases in a row
-  bool inadmissible = false;
   // Preempted at least once (see preempted_seq).
   bool preempted_once = false;
   // After a failed release: out of every queue until `backoff_it->first`.

@@ -450,7 +450,6 @@ absl::Status Scheduler::SetPolicies(std::shared_ptr<const model::PolicySet> poli
   s.orphans.clear();
   for (Entry* e : pending) {
     e->queued_in.clear();
-    e->inadmissible = false;
     Enqueue(s, e);
   }
   // Quota lowered below usage: admitted work keeps running; nothing new is

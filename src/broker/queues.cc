@@ -199,7 +199,6 @@ void Dequeue(State& s, Entry* e) {
     e->queued_in.clear();
   }
   s.orphans.erase(e);
-  e->inadmissible = false;
 }
 
 void Enqueue(State& s, Entry* e) {
@@ -277,9 +276,11 @@ void RequeueInadmissible(State& s, const std::string& cq) {
       const int n = s.tree.ClusterQueueNode(name);
       if (root < 0 || n < 0 || s.tree.Root(n) != root) continue;
     }
-    for (Entry* e : q.inadmissible) e->inadmissible = false;
+    // The smaller set's nodes move into the larger (usually the active set
+    // is empty here, and the merge is a swap).
+    if (q.active.size() < q.inadmissible.size()) q.active.swap(q.inadmissible);
     q.active.merge(q.inadmissible);
-    q.inadmissible.clear();
+    GK_DCHECK(q.inadmissible.empty());
     q.blocked = false;
   }
 }
