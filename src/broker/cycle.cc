@@ -278,8 +278,10 @@ bool Cycle::SetAsideEquivalentHeads(Slot& slot) {
     q.inadmissible.merge(q.active);
     GK_DCHECK(q.active.empty());
   } else {
-    // Each moves as a node, inserted at the end when it sorts last.
-    while (q.active.begin() != stop) q.inadmissible.insert(q.inadmissible.end(), q.active.extract(q.active.begin()));
+    // Inserted at the end when they sort last (the B-tree's iterators do
+    // not survive an erase: the run is copied, then erased).
+    for (auto it = q.active.begin(); it != stop; ++it) q.inadmissible.insert(q.inadmissible.end(), *it);
+    q.active.erase(q.active.begin(), stop);
   }
   stats_.equivalent += count;
   return !q.active.empty();

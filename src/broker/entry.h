@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
@@ -173,7 +174,12 @@ struct QueueOrder {
   }
 };
 
-using OrderedEntries = std::set<Entry*, QueueOrder>;
+// A B-tree: a queue is walked in order far more often than it changes
+// (after a completion every pending workload of the cohort is requeued and
+// set aside again), and a B-tree's nodes keep many entries side by side
+// where a red-black tree's are scattered, one cache miss each; it is also
+// a fifth of the memory per entry.
+using OrderedEntries = absl::btree_set<Entry*, QueueOrder>;
 
 // A ClusterQueue's admitted gangs (holding quota there), and the same
 // indexed by the FlavorResources they hold a non-zero amount of: a
