@@ -98,8 +98,11 @@ struct ActuatorOptions {
   // Threads that carry out orders. Each waits for the API server while it
   // holds an order, so this many workloads can wait on a slow server before
   // the others queue behind them; orders of one workload never run at
-  // once, whatever the count.
-  int workers = 8;
+  // once, whatever the count. At the end of Kueue's baseline shape ~1,500
+  // releases a second come due at once; with 8 workers they queued behind
+  // each other for p50 16 / p99 120 ms (each a PATCH round trip on a busy
+  // machine), with 24 for p50 7 / p99 57 ms.
+  int workers = 24;
   // Re-reads and re-patches when a `test` fails because the object changed
   // under us (422), at most this many times per order.
   int max_conflicts = 4;

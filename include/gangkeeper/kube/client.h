@@ -49,9 +49,9 @@ struct ClientOptions {
   RetryPolicy retry;
   std::string user_agent = "gangkeeper";
   // Keep-alive connections kept between calls: at least as many as calls
-  // made at once (the actuator's 8 workers, the Event and Kueue-object
+  // made at once (the actuator's 24 workers, the Event and Kueue-object
   // writers, the confirmer), or each burst opens new TLS connections.
-  size_t max_idle_connections = 16;
+  size_t max_idle_connections = 40;
   // Measures RetryPolicy::max_total (and how fast a pooled connection
   // failed); nullptr = base::RealClock(). Must outlive the client.
   const base::Clock* clock = nullptr;
