@@ -446,6 +446,10 @@ class Bench {
     // event of a baseline run so that a slow watch is never sent 410.
     fo.history = std::max<size_t>(10000, workloads_.size() * 4);
     fo.on_call = [this](const testing::RecordedCall& c, absl::Time received) { OnCall(c, received); };
+    // gangkeeper's watches (one per kind) and pooled connections (its 24
+    // actuator workers, Event writers, ...) and the bench's own clients:
+    // a thread for each, so that none waits for the fake's pool.
+    fo.threads = 128;
     auto fake = testing::FakeKubeApi::Start(fo);
     if (!fake.ok()) {
       std::fprintf(stderr, "fake API server: %s\n", std::string(fake.status().message()).c_str());

@@ -636,7 +636,7 @@ class FakeKubeApi::Impl {
       return absl::InvalidArgumentError(
           absl::StrCat("cannot load certificate ", options_.cert_file, " and key ", options_.key_file));
     }
-    server_->new_task_queue = [] { return new httplib::ThreadPool(48); };
+    server_->new_task_queue = [n = options_.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
     server_->set_keep_alive_timeout(1);  // bounds how long Stop waits for idle connections
     // As a kube-apiserver (Go's net/http): no Nagle delay on answers, and
     // connections kept for many requests (cpp-httplib closes after 5).

@@ -97,6 +97,12 @@ struct FakeKubeOptions {
   std::string cert_file, key_file;
   // Required bearer token; empty disables the auth check.
   std::string token = "fake-token";
+  // Server threads. cpp-httplib holds one per open connection for as long
+  // as it stays open (keep-alive idle included, up to a second here), and
+  // every watch holds one for its length: a client with more connections
+  // than this waits for a thread, which the real API server never makes it
+  // do.
+  int threads = 48;
   // Watch events kept; a watch from before the oldest kept event gets the
   // 410 ERROR event.
   size_t history = 10000;
