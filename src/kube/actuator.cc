@@ -371,15 +371,22 @@ struct KubeActuator::Impl {
             absl::StrCat(path, " is another object now (uid ", Str(At(*obj, "/metadata/uid")), ", admitted ",
                          order.uid, ")"));
       }
+      const json* annotations = At(*obj, "/metadata/annotations");
+      const bool annotated = annotations != nullptr && annotations->is_object() &&
+                             annotations->contains(std::string(workload::kAdmittedFlavorsAnnotation));
+      if (unread && (FinishedObject(*obj) || !Held(*obj, *kind) || annotated)) {
+        // From the kept version only a patch guarded by its resourceVersion
+        // is sent; what is decided without one (nothing to do, or the
+        // unguarded restore below) is decided on a fresh read.
+        --attempt;
+        continue;
+      }
       if (FinishedObject(*obj)) {
         // Ended before its release reached it (its end is on its way to the
         // broker through the watch): nothing to unsuspend.
         *detail = "not sent: the object has already finished";
         return absl::OkStatus();
       }
-      const json* annotations = At(*obj, "/metadata/annotations");
-      const bool annotated = annotations != nullptr && annotations->is_object() &&
-                             annotations->contains(std::string(workload::kAdmittedFlavorsAnnotation));
       if (!Held(*obj, *kind)) {
         *detail = annotated ? "already released" : "already running: unsuspended by someone else";
         return absl::OkStatus();
@@ -396,7 +403,11 @@ struct KubeActuator::Impl {
         continue;  // read it again
       }
       json ops = Guards(*obj, order.uid);
-      GK_RETURN_IF_ERROR(AppendReleaseOps(*obj, *kind, order, &ops));
+      if (absl::Status built = AppendReleaseOps(*obj, *kind, order, &ops); !built.ok()) {
+        if (!unread) return built;
+        --attempt;  // refused for what the kept version says: read it
+        continue;
+      }
       absl::StatusOr<json> patched = JsonPatch(path, *obj, ops);
       if (unread) {
         absl::MutexLock lock(&mu);

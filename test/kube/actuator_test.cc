@@ -1407,6 +1407,42 @@ TEST_F(ActuatorTest, AKeptObjectOfAnotherInstanceIsNotUsed) {
   EXPECT_EQ(MustGet(path)["spec"]["suspend"], false);
 }
 
+// Nothing is concluded from a kept version without a guarded patch: a kept
+// text that says the Job runs, ended, or has a placement that conflicts
+// (each out of date here) makes the release read the Job, which is held,
+// and release it.
+TEST_F(ActuatorTest, AKeptVersionIsOnlyEverTheBaseOfAGuardedPatch) {
+  for (const std::string out_of_date : {"running", "finished", "conflicting"}) {
+    SCOPED_TRACE(out_of_date);
+    const std::string name = "train-" + out_of_date;
+    const std::string path = std::string(kJobs) + "/" + name;
+    const json created = MustCreate(kJobs, JobObject(name));
+    const std::string uid = created["metadata"]["uid"];
+    json kept = MustGet(path);
+    if (out_of_date == "running") kept["spec"]["suspend"] = false;
+    if (out_of_date == "finished") {
+      kept["status"]["conditions"] = json::array({{{"type", "Complete"}, {"status", "True"}}});
+    }
+    if (out_of_date == "conflicting") kept["spec"]["template"]["spec"]["nodeSelector"]["gpu.example.com/class"] = "t4";
+    HeldObjects held;
+    held.Put({"team-a", name}, uid, created["metadata"]["resourceVersion"], kept.dump());
+    StartActuator(ActuatorOptions{.workers = 1, .max_conflicts = 0, .held_objects = &held});
+    api_->ClearCalls();
+    const size_t before = recorder_.Snapshot().size();
+
+    actuator_->Release(JobRelease(name, uid));
+    std::vector<Result> results = recorder_.WaitFor(before + 1);
+    ASSERT_EQ(results.size(), before + 1);
+    ASSERT_THAT(results.back().status, IsOk());
+    EXPECT_THAT(results.back().detail, HasSubstr("PATCH " + path));
+    std::vector<std::string> calls;
+    for (const RecordedCall& c : api_->Calls()) calls.push_back(c.method);
+    EXPECT_THAT(calls, ::testing::ElementsAre("GET", "PATCH"));
+    EXPECT_EQ(MustGet(path)["spec"]["suspend"], false);
+    actuator_.reset();
+  }
+}
+
 TEST(HeldObjectsTest, KeepsNoMoreThanItsBoundAndCountsItsBytes) {
   HeldObjects held(/*max_bytes=*/100);
   const broker::WorkloadKey a{"ns", "a"}, b{"ns", "b"}, c{"ns", "c"};
