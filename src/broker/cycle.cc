@@ -271,12 +271,8 @@ bool Cycle::SetAsideEquivalentHeads(Slot& slot) {
     ++stop;
     ++count;
   }
-  if (stop == end && q.active.size() >= q.inadmissible.size()) {
-    // The whole queue (the usual case after a requeue): the sets trade
-    // places and the few set aside before join them.
-    q.active.swap(q.inadmissible);
-    q.inadmissible.merge(q.active);
-    GK_DCHECK(q.active.empty());
+  if (stop == end) {
+    MergeInto(q.inadmissible, q.active);  // the whole queue, as after a requeue
   } else {
     // Inserted at the end when they sort last (the B-tree's iterators do
     // not survive an erase: the run is copied, then erased).

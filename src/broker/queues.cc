@@ -267,6 +267,12 @@ void Enqueue(State& s, Entry* e) {
   s.Touch(*e);
 }
 
+void MergeInto(OrderedEntries& to, OrderedEntries& from) {
+  if (to.size() < from.size()) to.swap(from);
+  to.merge(from);
+  GK_DCHECK(from.empty());
+}
+
 void RequeueInadmissible(State& s, const std::string& cq) {
   const int node = s.tree.ClusterQueueNode(cq);
   const int root = node >= 0 ? s.tree.Root(node) : -1;
@@ -276,11 +282,7 @@ void RequeueInadmissible(State& s, const std::string& cq) {
       const int n = s.tree.ClusterQueueNode(name);
       if (root < 0 || n < 0 || s.tree.Root(n) != root) continue;
     }
-    // The smaller set's nodes move into the larger (usually the active set
-    // is empty here, and the merge is a swap).
-    if (q.active.size() < q.inadmissible.size()) q.active.swap(q.inadmissible);
-    q.active.merge(q.inadmissible);
-    GK_DCHECK(q.inadmissible.empty());
+    MergeInto(q.active, q.inadmissible);  // usually the active set is empty
     q.blocked = false;
   }
 }

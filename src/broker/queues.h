@@ -56,6 +56,9 @@ void Dequeue(State& s, Entry* e);
 // Puts a pending entry in its ClusterQueue's queue (active), or among the
 // orphans with the reason it cannot be queued.
 void Enqueue(State& s, Entry* e);
+// Moves every entry of `from` into `to`, the smaller set's into the larger
+// (a swap when `to` is empty).
+void MergeInto(OrderedEntries& to, OrderedEntries& from);
 // Something freed quota or changed policy in `cq`'s tree: its inadmissible
 // workloads get another chance (Kueue's QueueInadmissibleWorkloads).
 void RequeueInadmissible(State& s, const std::string& cq);

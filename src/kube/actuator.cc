@@ -361,8 +361,11 @@ struct KubeActuator::Impl {
     if (kind->kind == workload::Kind::kPod) return ReleasePods(order, *kind, detail);
     absl::Status last;
     std::optional<json> kept = KeptObject(order);
-    for (int attempt = 0; attempt <= options.max_conflicts; ++attempt) {
-      const bool unread = kept.has_value();
+    // The try from the kept version, whatever ends it, is not one of the
+    // max_conflicts: it is followed by a read.
+    bool unread = false;
+    for (int attempt = 0; attempt <= options.max_conflicts; attempt += unread ? 0 : 1) {
+      unread = kept.has_value();
       absl::StatusOr<json> obj = unread ? *std::move(kept) : GetCreated(path);
       kept.reset();
       if (!obj.ok()) return obj.status();
@@ -378,7 +381,6 @@ struct KubeActuator::Impl {
         // From the kept version only a patch guarded by its resourceVersion
         // is sent; what is decided without one (nothing to do, or the
         // unguarded restore below) is decided on a fresh read.
-        --attempt;
         continue;
       }
       if (FinishedObject(*obj)) {
@@ -405,8 +407,7 @@ struct KubeActuator::Impl {
       json ops = Guards(*obj, order.uid);
       if (absl::Status built = AppendReleaseOps(*obj, *kind, order, &ops); !built.ok()) {
         if (!unread) return built;
-        --attempt;  // refused for what the kept version says: read it
-        continue;
+        continue;  // refused for what the kept version says: read it
       }
       absl::StatusOr<json> patched = JsonPatch(path, *obj, ops);
       if (unread) {
@@ -420,10 +421,8 @@ struct KubeActuator::Impl {
       }
       if (HttpCode(patched.status()) != 422) return patched.status();
       // A test failed (the object changed under us, or since the reconciler
-      // read it) or the server refused the change: read it again. A kept
-      // version the server has moved past is no conflict of its own.
+      // read it) or the server refused the change: read it again.
       last = patched.status();
-      if (unread) --attempt;
     }
     return absl::AbortedError(absl::StrCat(path, " could not be released after ", options.max_conflicts + 1,
                                            " attempts; last answer: ", last.message()));

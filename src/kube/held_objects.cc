@@ -19,8 +19,8 @@ void HeldObjects::Put(const broker::WorkloadKey& key, std::string uid, std::stri
     auto it = entries_.find(key);
     const size_t kept = it == entries_.end() ? 0 : it->second.text->size();
     if (bytes_ - kept + text.size() > max_bytes_) {
-      // Full: what is kept stays (an older version of this object only
-      // costs its release a 422 and a read, like a miss).
+      // Full: this object is not kept, and its older version goes too
+      // (it would only cost its release a 422 and a read).
       first_refusal = refused_++ == 0;
       if (it != entries_.end()) {
         bytes_ -= kept;
