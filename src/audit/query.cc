@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gangkeeper/audit/audit.h"
+#include "gangkeeper/base/clock.h"
 #include "src/audit/chain.h"
 #include "src/audit/index.h"
 
@@ -54,10 +55,8 @@ absl::Status AuditLog::Scan(const Query& q, uint64_t from, uint64_t end, size_t 
       const size_t at = payload.find(kTime);
       const size_t close = at == absl::string_view::npos ? at : payload.find('"', at + kTime.size());
       absl::Time t;
-      std::string err;
       if (close != absl::string_view::npos &&
-          absl::ParseTime("%Y-%m-%d%ET%H:%M:%E*SZ", payload.substr(at + kTime.size(), close - at - kTime.size()),
-                          absl::UTCTimeZone(), &t, &err) &&
+          base::ParseRfc3339(payload.substr(at + kTime.size(), close - at - kTime.size()), &t) &&
           ((q.since.has_value() && t < *q.since) || (q.until.has_value() && t > *q.until))) {
         return absl::OkStatus();
       }

@@ -48,8 +48,7 @@ std::optional<absl::Time> AdmittedAtOf(const workload::ObservedObject& o) {
   json record = json::parse(it->second, nullptr, false);
   if (!record.is_object() || !record.contains("admittedAt") || !record["admittedAt"].is_string()) return std::nullopt;
   absl::Time t;
-  std::string err;
-  if (!absl::ParseTime(absl::RFC3339_full, record["admittedAt"].get<std::string>(), &t, &err)) return std::nullopt;
+  if (!base::ParseRfc3339(record["admittedAt"].get<std::string>(), &t)) return std::nullopt;
   return t;
 }
 

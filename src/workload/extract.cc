@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "gangkeeper/base/clock.h"
 #include "src/workload/json_access.h"
 #include "src/workload/kinds/kinds.h"
 #include "src/workload/priority.h"
@@ -81,8 +82,7 @@ void ReadObjectMeta(const JsonNode& root, Workload* w, FieldErrors* errors) {
   FieldErrors ignored;
   if (std::optional<std::string> created = StringField(*metadata, "creationTimestamp", &ignored)) {
     absl::Time t;
-    std::string err;
-    if (absl::ParseTime(absl::RFC3339_full, *created, &t, &err)) w->creation_timestamp = t;
+    if (base::ParseRfc3339(*created, &t)) w->creation_timestamp = t;
   }
   w->labels = StringMapField(*metadata, "labels", errors);
   w->annotations = StringMapField(*metadata, "annotations", errors, &IsKeptAnnotation);
