@@ -11,10 +11,13 @@
 #define CPPHTTPLIB_OPENSSL_SUPPORT
 #endif
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <optional>
@@ -654,8 +657,24 @@ class FakeKubeApi::Impl {
     server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
       SendStatus(res, 500, "Internal error occurred: the fake API server threw (a bug in the fake)");
     });
+    // Debian's cpp-httplib is a compiled library that listens with a
+    // backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed at its build): a burst
+    // of new connections (the actuator's pool refilling, the benchmarks'
+    // clients) overflowed the accept queue, and each dropped SYN came back
+    // only after TCP's 1 s retransmission timeout, a wait the real API
+    // server (backlog in the thousands) never imposes. So the listening
+    // socket, the only one these options see, listens again with a backlog
+    // of 1024: Linux takes a second listen() as a new backlog.
+    int listening = -1;
+    server_->set_socket_options([&listening](socket_t sock) {
+      httplib::default_socket_options(sock);
+      if (listening < 0) listening = sock;
+    });
     port_ = server_->bind_to_any_port("127.0.0.1");
     if (port_ <= 0) return absl::UnavailableError("cannot bind 127.0.0.1");
+    if (listening < 0 || ::listen(listening, 1024) != 0) {
+      return absl::InternalError(absl::StrCat("cannot widen the listen backlog: ", std::strerror(errno)));
+    }
     thread_ = std::thread([this] { server_->listen_after_bind(); });
     // stop() is a no-op before the listen loop runs: wait for it (bounded).
     for (int i = 0; i < 500 && !server_->is_running(); ++i) absl::SleepFor(absl::Milliseconds(10));
