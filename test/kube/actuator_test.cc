@@ -1443,6 +1443,167 @@ TEST_F(ActuatorTest, AKeptVersionIsOnlyEverTheBaseOfAGuardedPatch) {
   }
 }
 
+// Generative, with the reconciler's kept objects in play: before random
+// orders (as in GenerativeOrdersAreSentInOrderAndNeverStale), the test keeps
+// for a workload either the version stored now or one stored earlier (a
+// lagging watch), or forgets it. Whatever is kept: what reaches the server
+// is what the same orders send without any kept object (the same successful
+// PATCHes, the same final state), every PATCH is guarded by the object's
+// uid and the version it was built from, a version the server has moved
+// past is refused and then read (never concluded from), and each release
+// sent from a kept version saves exactly one GET.
+TEST_F(ActuatorTest, GenerativeKeptVersionsNeverChangeWhatIsSent) {
+  constexpr int kSeeds = 12;
+  constexpr int kWorkloads = 4;
+  constexpr int kOrders = 40;
+  uint64_t unread = 0, misses = 0;  // over every seed
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    std::mt19937 rng(seed);
+    std::vector<std::string> names, uids, paths;
+    std::vector<std::vector<json>> versions(kWorkloads);  // every version seen, oldest first
+    for (int w = 0; w < kWorkloads; ++w) {
+      names.push_back(absl::StrCat("k", seed, "-w", w));
+      uids.push_back(MustCreate(kJobs, JobObject(names.back()))["metadata"]["uid"]);
+      paths.push_back(std::string(kJobs) + "/" + names.back());
+      versions[w].push_back(MustGet(paths.back()));
+    }
+    struct Asked {
+      int id;
+      bool release;
+      bool answer;
+    };
+    std::mutex mu;
+    std::map<std::string, std::string> want;
+    std::map<std::string, std::vector<Asked>> asked;
+    auto ask = [&](const std::string& name, const std::string& id, bool release) {
+      std::lock_guard<std::mutex> lock(mu);
+      const bool answer = want[name] == (release ? "release" : "suspend");
+      int n = 0;
+      EXPECT_TRUE(absl::SimpleAtoi(id, &n)) << id;
+      asked[name].push_back({n, release, answer});
+      return answer;
+    };
+    HeldObjects held;
+    ActuatorOptions options;
+    options.held_objects = &held;
+    options.release_wanted = [&](const broker::ReleaseOrder& o) {
+      return ask(o.key.name, o.assignment.cluster_queue, true);
+    };
+    options.suspend_wanted = [&](const broker::SuspendOrder& o) { return ask(o.key.name, o.reason, false); };
+    const size_t answered_before = recorder_.Snapshot().size();
+    api_->ClearCalls();
+    StartActuator(options);
+
+    std::uniform_int_distribution<int> pick(0, kWorkloads - 1);
+    std::uniform_int_distribution<int> percent(0, 99);
+    for (int id = 0; id < kOrders; ++id) {
+      const int w = pick(rng);
+      const bool release = percent(rng) < 50;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        want[names[w]] = percent(rng) < 80 ? (release ? "release" : "suspend") : "";
+        if (percent(rng) < 10) want[names[pick(rng)]] = "";
+      }
+      // What the reconciler keeps meanwhile.
+      if (percent(rng) < 50) versions[w].push_back(MustGet(paths[w]));
+      const int keep = percent(rng);
+      const broker::ReleaseOrder base = JobRelease(names[w], uids[w]);
+      if (keep < 70) {
+        const json& v = keep < 40 ? versions[w].back() : versions[w][rng() % versions[w].size()];
+        held.Put(base.key, uids[w], v["metadata"]["resourceVersion"], v.dump());
+      } else if (keep < 80) {
+        held.Forget(base.key);
+      }
+      broker::ReleaseOrder r = base;
+      r.assignment.cluster_queue = absl::StrCat(id);
+      if (release) {
+        actuator_->Release(r);
+      } else {
+        broker::SuspendOrder s = SuspendOf(r);
+        s.reason = absl::StrCat(id);
+        actuator_->Suspend(s);
+      }
+      if (percent(rng) < 30) absl::SleepFor(absl::Microseconds(percent(rng) * 20));
+    }
+    ASSERT_TRUE(Eventually([&] {
+      const ActuatorStats st = actuator_->stats();
+      return st.given == kOrders &&
+             st.carried_out + st.stale_releases + st.stale_suspends + st.coalesced_releases + st.merged == kOrders &&
+             recorder_.Snapshot().size() - answered_before == st.carried_out;
+    })) << "the actuator went idle";
+    const ActuatorStats stats = actuator_->stats();
+    actuator_.reset();
+
+    const std::vector<RecordedCall> calls = api_->Calls();
+    std::map<std::string, std::string> uid_of;
+    for (int w = 0; w < kWorkloads; ++w) uid_of[paths[w]] = uids[w];
+    ExpectPatchesTestUid(uid_of);
+    int all_gets = 0, all_want_gets = 0, refused = 0;
+    for (int w = 0; w < kWorkloads; ++w) {
+      const std::string& name = names[w];
+      SCOPED_TRACE(name);
+      std::vector<Asked> sent;
+      int last = -1;
+      for (const Asked& a : asked[name]) {
+        EXPECT_GT(a.id, last) << "an order asked about after a later one";
+        last = a.id;
+        if (a.answer) sent.push_back(a);
+      }
+      bool suspended = true;
+      int want_gets = 0, want_patches = 0;
+      for (const Asked& a : sent) {
+        ++want_gets;
+        if (a.release && suspended) ++want_patches;
+        if (!a.release && !suspended) want_patches += 2;
+        suspended = !a.release;
+      }
+      int gets = 0, patches = 0;
+      const RecordedCall* previous = nullptr;
+      for (const RecordedCall& c : calls) {
+        if (c.path != paths[w]) continue;
+        if (previous != nullptr && previous->method == "PATCH" && previous->status == 422) {
+          EXPECT_EQ(c.method, "GET") << "a refused PATCH from a kept version is followed by a read";
+        }
+        previous = &c;
+        gets += c.method == "GET";
+        if (c.method != "PATCH") continue;
+        if (c.status == 422) {
+          ++refused;
+          continue;
+        }
+        EXPECT_EQ(c.status, 200) << c.body;
+        ++patches;
+        const json body = json::parse(c.body, nullptr, false);
+        ASSERT_TRUE(body.is_array() && body.size() > 1) << c.body;
+        const bool releases = std::any_of(body.begin(), body.end(), [](const json& op) {
+          return op.value("path", "") == "/spec/suspend" && op.value("value", json()) == false;
+        });
+        if (releases) {
+          EXPECT_EQ(body[1], json({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", body[1]["value"]}}))
+              << "a release is guarded by the version it was built from: " << c.body;
+        }
+      }
+      EXPECT_EQ(patches, want_patches) << "the same changes as without kept objects";
+      EXPECT_EQ(MustGet(paths[w])["spec"]["suspend"], suspended);
+      EXPECT_LE(gets, want_gets);
+      all_gets += gets;
+      all_want_gets += want_gets;
+      int answers = 0;
+      for (const Result& r : recorder_.Snapshot()) answers += r.key.name == name;
+      EXPECT_EQ(answers, static_cast<int>(sent.size()));
+    }
+    EXPECT_EQ(all_gets + static_cast<int>(stats.unread_releases), all_want_gets)
+        << "each release sent from a kept version saves one GET, no more";
+    EXPECT_EQ(refused, static_cast<int>(stats.unread_misses));
+    unread += stats.unread_releases;
+    misses += stats.unread_misses;
+  }
+  // Both ways a kept version goes were taken.
+  EXPECT_GT(unread, 0u) << "no release was sent from a kept version";
+  EXPECT_GT(misses, 0u) << "no kept version was out of date when used";
+}
+
 TEST(HeldObjectsTest, KeepsNoMoreThanItsBoundAndCountsItsBytes) {
   HeldObjects held(/*max_bytes=*/100);
   const broker::WorkloadKey a{"ns", "a"}, b{"ns", "b"}, c{"ns", "c"};
