@@ -470,6 +470,10 @@ void Broker::Impl::ProcessBatch(std::vector<Queued>& batch) {
     const std::shared_ptr<const Snapshot> after = current.load();
     for (ChangeObserver* o : options.observers) o->OnDurable(changes, *after);
   }
+  // After the orders (a release waits for the journal, not for the audit
+  // log's write and fsync), before the answers (an acknowledged event is
+  // in the audit log when its answer arrives).
+  if (durable.ok() && sink != nullptr) sink->Complete();
   for (size_t i = 0; i < batch.size(); ++i) {
     if (batch[i].waiter == nullptr) continue;
     batch[i].waiter->Answer(

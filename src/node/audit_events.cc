@@ -177,14 +177,24 @@ absl::Status CatchUp(const store::Journal& journal, AuditLog* audit, uint64_t* a
 }
 
 absl::StatusOr<uint64_t> AuditedJournal::Append(const broker::DurableBatch& batch) {
+  Complete();  // a batch whose Complete never came (not from the broker)
   absl::StatusOr<uint64_t> record = journal_->Append(batch);
   if (!record.ok()) return record;
-  absl::StatusOr<uint64_t> audited = audit_->Append(EventsFor(batch.changes, *record));
+  pending_record_ = *record;
+  pending_ = EventsFor(batch.changes, *record);
+  return record;
+}
+
+void AuditedJournal::Complete() {
+  if (pending_record_ == 0) return;
+  const uint64_t record = std::exchange(pending_record_, 0);
+  std::vector<audit::Event> events = std::exchange(pending_, {});
+  if (events.empty()) return;
+  absl::StatusOr<uint64_t> audited = audit_->Append(events);
   if (!audited.ok()) {
     base::GetLogger("audit")->error("audit: events of journal record {} not written ({}); the next start writes them",
-                                    *record, audited.status().message());
+                                    record, audited.status().message());
   }
-  return record;
 }
 
 }  // namespace gangkeeper::node

@@ -98,7 +98,7 @@ class AuditTest : public ::testing::Test {
     broker::DurableState recovered = journal_->TakeRecovered();
     broker::BrokerOptions options;
     options.ack_timeout = absl::Seconds(10);
-    auto b = broker::Broker::Create(Policies(), options, nullptr, sink_.get(), &clock_, &recovered);
+    auto b = broker::Broker::Create(Policies(), options, actuator_, sink_.get(), &clock_, &recovered);
     ASSERT_THAT(b, IsOk());
     broker_ = *std::move(b);
     broker_->Start();
@@ -140,7 +140,26 @@ class AuditTest : public ::testing::Test {
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<AuditedJournal> sink_;
   std::unique_ptr<broker::Broker> broker_;
+  broker::Actuator* actuator_ = nullptr;  // none: the broker answers its orders itself
   uint64_t caught_up_ = 0;
+};
+
+// Counts, when a release is given, the audit events of its workload
+// already in the log. Called on the broker's thread.
+class AuditAtRelease : public broker::Actuator {
+ public:
+  explicit AuditAtRelease(std::unique_ptr<AuditLog>* audit) : audit_(audit) {}
+  void Release(const broker::ReleaseOrder& order) override {
+    Query q;
+    q.name = order.key.name;
+    absl::StatusOr<Page> page = (*audit_)->Find(q);
+    events_at_release[order.key.name] = page.ok() ? static_cast<int>(page->events.size()) : -1;
+  }
+  void Suspend(const broker::SuspendOrder&) override {}
+  std::map<std::string, int> events_at_release;
+
+ private:
+  std::unique_ptr<AuditLog>* audit_;
 };
 
 TEST_F(AuditTest, EveryDecisionIsAnEventWithItsActorAndNumbers) {
@@ -201,6 +220,27 @@ TEST_F(AuditTest, FiltersAndCursorPages) {
   ASSERT_THAT(in_window, IsOk());
   ASSERT_EQ(in_window->events.size(), 2u);  // registered at +60 and +70
   EXPECT_EQ(in_window->events[0].name, "w5");
+}
+
+// A release goes out once the journal has its admission, without waiting
+// for the audit log's write (the next start rebuilds that from the
+// journal); the submission is answered only once the events are in the
+// audit log.
+TEST_F(AuditTest, AReleaseWaitsForTheJournalAndTheAnswerForTheAuditLog) {
+  AuditAtRelease actuator(&audit_);
+  actuator_ = &actuator;
+  Open();
+  ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("one", 2))), IsOk());
+  ASSERT_EQ(actuator.events_at_release.count("one"), 1u) << "admitted and released in the submission's batch";
+  EXPECT_EQ(actuator.events_at_release["one"], 0) << "released before the audit log had the batch";
+  Query q;
+  q.name = "one";
+  absl::StatusOr<Page> page = audit_->Find(q);
+  ASSERT_THAT(page, IsOk());
+  std::vector<std::string> actions;
+  for (const Event& e : page->events) actions.push_back(e.action);
+  EXPECT_THAT(actions, ElementsAre("workload.pending", "workload.admitted")) << "in the log when answered";
+  EXPECT_EQ(journal_->stats().log.next_seq, page->events.back().journal_record + 1) << "from the journal's record";
 }
 
 TEST_F(AuditTest, ACrashBetweenJournalAndAuditIsCaughtUpWithoutGapsOrDuplicates) {

@@ -77,6 +77,13 @@ class StateSink {
   // Durable, in order, when this returns OK: the position of the batch in
   // the sink (a journal record number; 0 for sinks without positions).
   [[nodiscard]] virtual absl::StatusOr<uint64_t> Append(const DurableBatch& batch) = 0;
+  // Called on the broker's thread after an Append that returned OK, once
+  // the batch's orders went out and before its events are acknowledged:
+  // for what the batch needs done before it is acknowledged but what its
+  // orders do not wait for (the file journal's audit events, which the next
+  // start rebuilds from the journal if the process dies first). Default:
+  // nothing.
+  virtual void Complete() {}
 };
 
 // Sees the state-change stream: every batch of changes once it is durable
