@@ -186,6 +186,32 @@ absl::StatusOr<uint64_t> AuditLog::AppendRecords(const std::vector<Event>& event
   return *seq;
 }
 
+void AuditLog::Announce(uint64_t record) {
+  absl::MutexLock lock(&mu_);
+  announced_ = std::max(announced_, record);
+}
+
+void AuditLog::Settle(uint64_t record) {
+  absl::MutexLock lock(&mu_);
+  settled_ = std::max(settled_, record);
+}
+
+void AuditLog::AwaitSettled() const {
+  struct Wait {
+    const AuditLog* log;
+    uint64_t target;
+    static bool Done(Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS { return w->log->settled_ >= w->target; }
+  };
+  absl::MutexLock lock(&mu_);
+  Wait wait{this, announced_};
+  if (settled_ >= wait.target) return;
+  if (!mu_.AwaitWithTimeout(absl::Condition(&Wait::Done, &wait), kSettleWait)) {
+    base::GetLogger("audit")->warn("audit: the events of journal record {} were announced but not settled within {}; "
+                                   "answering without them",
+                                   wait.target, absl::FormatDuration(kSettleWait));
+  }
+}
+
 uint64_t AuditLog::last_journal_record() const {
   absl::MutexLock lock(&mu_);
   return last_journal_record_;
@@ -211,6 +237,7 @@ AuditStats AuditLog::stats() const {
 }
 
 AuditHead AuditLog::head() const {
+  AwaitSettled();
   const Anchor a = chain_->head();
   return {a.seq, a.time, Hex(a.chain), a.has_hmac ? Hex(a.hmac) : ""};
 }

@@ -71,6 +71,7 @@ absl::Status AuditLog::Scan(const Query& q, uint64_t from, uint64_t end, size_t 
 }
 
 absl::StatusOr<Page> AuditLog::Find(const Query& q) const {
+  AwaitSettled();
   const size_t limit = std::clamp<size_t>(q.limit, 1, 1000);
   const size_t want = limit + 1;  // one more tells whether there is a next page
   std::vector<Event> found;

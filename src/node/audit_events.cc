@@ -182,6 +182,7 @@ absl::StatusOr<uint64_t> AuditedJournal::Append(const broker::DurableBatch& batc
   if (!record.ok()) return record;
   pending_record_ = *record;
   pending_ = EventsFor(batch.changes, *record);
+  audit_->Announce(*record);
   return record;
 }
 
@@ -189,12 +190,14 @@ void AuditedJournal::Complete() {
   if (pending_record_ == 0) return;
   const uint64_t record = std::exchange(pending_record_, 0);
   std::vector<audit::Event> events = std::exchange(pending_, {});
-  if (events.empty()) return;
-  absl::StatusOr<uint64_t> audited = audit_->Append(events);
-  if (!audited.ok()) {
-    base::GetLogger("audit")->error("audit: events of journal record {} not written ({}); the next start writes them",
-                                    record, audited.status().message());
+  if (!events.empty()) {
+    absl::StatusOr<uint64_t> audited = audit_->Append(events);
+    if (!audited.ok()) {
+      base::GetLogger("audit")->error("audit: events of journal record {} not written ({}); the next start writes them",
+                                      record, audited.status().message());
+    }
   }
+  audit_->Settle(record);
 }
 
 }  // namespace gangkeeper::node

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -144,22 +145,33 @@ class AuditTest : public ::testing::Test {
   uint64_t caught_up_ = 0;
 };
 
-// Counts, when a release is given, the audit events of its workload
-// already in the log. Called on the broker's thread.
+// When a release is given (on the broker's thread): the journal record the
+// audit log has reached, and, from a reader started then (an auditor who
+// saw the release), the actions of the workload it finds.
 class AuditAtRelease : public broker::Actuator {
  public:
   explicit AuditAtRelease(std::unique_ptr<AuditLog>* audit) : audit_(audit) {}
+  ~AuditAtRelease() override {
+    if (reader_.joinable()) reader_.join();
+  }
   void Release(const broker::ReleaseOrder& order) override {
-    Query q;
-    q.name = order.key.name;
-    absl::StatusOr<Page> page = (*audit_)->Find(q);
-    events_at_release[order.key.name] = page.ok() ? static_cast<int>(page->events.size()) : -1;
+    audited_at_release = (*audit_)->last_journal_record();
+    reader_ = std::thread([this, name = order.key.name] {
+      Query q;
+      q.name = name;
+      absl::StatusOr<Page> page = (*audit_)->Find(q);
+      if (!page.ok()) return;
+      for (const Event& e : page->events) reader_saw.push_back(e.action);
+    });
   }
   void Suspend(const broker::SuspendOrder&) override {}
-  std::map<std::string, int> events_at_release;
+  void Join() { reader_.join(); }
+  uint64_t audited_at_release = 0;
+  std::vector<std::string> reader_saw;
 
  private:
   std::unique_ptr<AuditLog>* audit_;
+  std::thread reader_;
 };
 
 TEST_F(AuditTest, EveryDecisionIsAnEventWithItsActorAndNumbers) {
@@ -224,15 +236,18 @@ TEST_F(AuditTest, FiltersAndCursorPages) {
 
 // A release goes out once the journal has its admission, without waiting
 // for the audit log's write (the next start rebuilds that from the
-// journal); the submission is answered only once the events are in the
-// audit log.
-TEST_F(AuditTest, AReleaseWaitsForTheJournalAndTheAnswerForTheAuditLog) {
+// journal); a reader who saw the release finds the events all the same, and
+// the submission is answered only once they are in the audit log.
+TEST_F(AuditTest, AReleaseWaitsForTheJournalAndReadersAndTheAnswerForTheAuditLog) {
   AuditAtRelease actuator(&audit_);
   actuator_ = &actuator;
   Open();
+  const uint64_t before = audit_->last_journal_record();
   ASSERT_THAT(broker_->SubmitAndWait(broker::Event::Add(Gang("one", 2))), IsOk());
-  ASSERT_EQ(actuator.events_at_release.count("one"), 1u) << "admitted and released in the submission's batch";
-  EXPECT_EQ(actuator.events_at_release["one"], 0) << "released before the audit log had the batch";
+  EXPECT_EQ(actuator.audited_at_release, before) << "released before the audit log had the batch";
+  actuator.Join();
+  EXPECT_THAT(actuator.reader_saw, ElementsAre("workload.pending", "workload.admitted"))
+      << "a reader who saw the release waits for its events";
   Query q;
   q.name = "one";
   absl::StatusOr<Page> page = audit_->Find(q);

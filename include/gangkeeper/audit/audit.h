@@ -163,8 +163,19 @@ class AuditLog {
   // Appends durably, in order; returns the seq of the first. Concurrent
   // appends share fsyncs.
   [[nodiscard]] absl::StatusOr<uint64_t> Append(const std::vector<Event>& events);
-  // Events matching `q`, oldest first, at most q.limit (1..1000).
+  // Events matching `q`, oldest first, at most q.limit (1..1000). Waits
+  // first (at most kSettleWait) until every journal record announced so
+  // far is settled.
   [[nodiscard]] absl::StatusOr<Page> Find(const Query& q) const;
+  // The events of journal record `record` are on their way: the record is
+  // durable and what it decided may already show elsewhere (the broker
+  // publishes and actuates a batch before its events are written; see
+  // node::AuditedJournal). Until Settle(record) (called once they are
+  // appended, or failed to be), Find and head() wait, so a reader who saw
+  // a decision finds its event. Records are announced in order.
+  static constexpr absl::Duration kSettleWait = absl::Seconds(2);
+  void Announce(uint64_t record);
+  void Settle(uint64_t record);
   // The highest journal record whose events are in the log.
   uint64_t last_journal_record() const;
   // The highest stream revision of an event in the log (Event::stream_revision).
@@ -202,6 +213,9 @@ class AuditLog {
   // Scans records [from, end) of the log for `q`, adding to `found` until
   // it holds `want`.
   absl::Status Scan(const Query& q, uint64_t from, uint64_t end, size_t want, std::vector<Event>* found) const;
+  // Waits (at most kSettleWait) until the records announced by now are
+  // settled.
+  void AwaitSettled() const ABSL_LOCKS_EXCLUDED(mu_);
 
   AuditOptions options_;
   std::unique_ptr<store::SegmentedLog> log_;
@@ -210,6 +224,8 @@ class AuditLog {
   absl::Mutex retain_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   uint64_t last_journal_record_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t announced_ ABSL_GUARDED_BY(mu_) = 0;  // Announce's highest record
+  uint64_t settled_ ABSL_GUARDED_BY(mu_) = 0;    // Settle's highest record
   uint64_t last_stream_revision_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_appends_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t retained_segments_ ABSL_GUARDED_BY(mu_) = 0;  // segment count at the last retention pass
