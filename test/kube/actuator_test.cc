@@ -427,6 +427,23 @@ class ActuatorTest : public ::testing::Test {
     }
   }
 
+  // Every one of `orders` given is accounted for (carried out, stale,
+  // coalesced or merged), and every one carried out answered (`before`:
+  // the answers there were before they were given).
+  bool AllOrdersAccountedFor(uint64_t orders, size_t before) {
+    const ActuatorStats st = actuator_->stats();
+    return st.given == orders &&
+           st.carried_out + st.stale_releases + st.stale_suspends + st.coalesced_releases + st.merged == orders &&
+           recorder_.Snapshot().size() - before == st.carried_out;
+  }
+
+  // Each order carried out for workload `name` was answered, once.
+  void ExpectAnsweredOnce(const std::string& name, size_t carried_out) {
+    size_t answers = 0;
+    for (const Result& r : recorder_.Snapshot()) answers += r.key.name == name;
+    EXPECT_EQ(answers, carried_out);
+  }
+
   static TempDir* certs_;
   AnswerGate gate_;  // before api_: the fake's threads use it
   std::unique_ptr<FakeKubeApi> api_;
@@ -1443,6 +1460,112 @@ TEST_F(ActuatorTest, AKeptVersionIsOnlyEverTheBaseOfAGuardedPatch) {
   }
 }
 
+// The broker as the generative order tests model it (a model of its
+// phases: an order given makes its kind wanted, or, sometimes, the
+// workload finishes at once; a workload may finish between orders): per
+// workload what it wants now, and every question the actuator asked, in
+// the order asked (per workload the order of execution: one order at a
+// time). An order's id travels in the release's cluster_queue and the
+// suspension's reason.
+class OrderModel {
+ public:
+  struct Asked {
+    int id;
+    bool release;
+    bool answer;
+  };
+  // What the server must have seen for the orders carried out, from a
+  // suspended Job: a release GETs and, if suspended, PATCHes once; a
+  // suspension GETs and, if released, PATCHes twice (suspend, restore).
+  struct Expected {
+    int gets = 0;
+    int patches = 0;
+    bool suspended = true;
+  };
+
+  void Wire(ActuatorOptions* options) {
+    options->release_wanted = [this](const broker::ReleaseOrder& o) {
+      return Ask(o.key.name, o.assignment.cluster_queue, true);
+    };
+    options->suspend_wanted = [this](const broker::SuspendOrder& o) { return Ask(o.key.name, o.reason, false); };
+  }
+
+  // Order `id` for `base`'s workload: the model's wish changes (drawn from
+  // `rng`), then the order is given.
+  void Give(std::mt19937& rng, KubeActuator& actuator, const broker::ReleaseOrder& base, int id, bool release,
+            const std::vector<std::string>& names) {
+    std::uniform_int_distribution<int> percent(0, 99);
+    std::uniform_int_distribution<size_t> pick(0, names.size() - 1);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      want_[base.key.name] = percent(rng) < 80 ? (release ? "release" : "suspend") : "";
+      if (percent(rng) < 10) want_[names[pick(rng)]] = "";  // another finished
+    }
+    given_[base.key.name].push_back({id, release, true});
+    broker::ReleaseOrder r = base;
+    r.assignment.cluster_queue = absl::StrCat(id);
+    if (release) {
+      actuator.Release(r);
+    } else {
+      broker::SuspendOrder s = SuspendOf(r);
+      s.reason = absl::StrCat(id);
+      actuator.Suspend(s);
+    }
+  }
+
+  // The orders carried out for `name` (asked about and wanted), checking
+  // that they were asked about in the order given.
+  std::vector<Asked> Sent(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Asked> sent;
+    int last = -1;
+    for (const Asked& a : asked_[name]) {
+      EXPECT_GT(a.id, last) << "an order asked about after a later one";
+      last = a.id;
+      if (a.answer) sent.push_back(a);
+    }
+    return sent;
+  }
+
+  static Expected ExpectedFor(const std::vector<Asked>& sent) {
+    Expected e;
+    for (const Asked& a : sent) {
+      ++e.gets;
+      if (a.release && e.suspended) ++e.patches;
+      if (!a.release && !e.suspended) e.patches += 2;
+      e.suspended = !a.release;
+    }
+    return e;
+  }
+
+  // The last order given for `name` was carried out when the model still
+  // wants it.
+  void ExpectLastWantedCarriedOut(const std::string& name, const std::vector<Asked>& sent, bool suspended) {
+    if (given_[name].empty()) return;
+    const Asked last = given_[name].back();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (want_[name] != (last.release ? "release" : "suspend")) return;
+    ASSERT_FALSE(sent.empty());
+    EXPECT_EQ(sent.back().id, last.id) << "the last wanted order was not carried out";
+    EXPECT_EQ(suspended, !last.release);
+  }
+
+ private:
+  bool Ask(const std::string& name, const std::string& id, bool release) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool answer = want_[name] == (release ? "release" : "suspend");
+    int n = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(id, &n)) << id;
+    asked_[name].push_back({n, release, answer});
+    return answer;
+  }
+
+  std::mutex mu_;
+  std::map<std::string, std::string> want_;
+  std::map<std::string, std::vector<Asked>> asked_;
+  std::map<std::string, std::vector<Asked>> given_;  // the test thread's only
+};
+
 // Generative, with the reconciler's kept objects in play: before random
 // orders (as in GenerativeOrdersAreSentInOrderAndNeverStale), the test keeps
 // for a workload either the version stored now or one stored earlier (a
@@ -1468,29 +1591,11 @@ TEST_F(ActuatorTest, GenerativeKeptVersionsNeverChangeWhatIsSent) {
       paths.push_back(std::string(kJobs) + "/" + names.back());
       versions[w].push_back(MustGet(paths.back()));
     }
-    struct Asked {
-      int id;
-      bool release;
-      bool answer;
-    };
-    std::mutex mu;
-    std::map<std::string, std::string> want;
-    std::map<std::string, std::vector<Asked>> asked;
-    auto ask = [&](const std::string& name, const std::string& id, bool release) {
-      std::lock_guard<std::mutex> lock(mu);
-      const bool answer = want[name] == (release ? "release" : "suspend");
-      int n = 0;
-      EXPECT_TRUE(absl::SimpleAtoi(id, &n)) << id;
-      asked[name].push_back({n, release, answer});
-      return answer;
-    };
+    OrderModel model;
     HeldObjects held;
     ActuatorOptions options;
     options.held_objects = &held;
-    options.release_wanted = [&](const broker::ReleaseOrder& o) {
-      return ask(o.key.name, o.assignment.cluster_queue, true);
-    };
-    options.suspend_wanted = [&](const broker::SuspendOrder& o) { return ask(o.key.name, o.reason, false); };
+    model.Wire(&options);
     const size_t answered_before = recorder_.Snapshot().size();
     api_->ClearCalls();
     StartActuator(options);
@@ -1500,11 +1605,6 @@ TEST_F(ActuatorTest, GenerativeKeptVersionsNeverChangeWhatIsSent) {
     for (int id = 0; id < kOrders; ++id) {
       const int w = pick(rng);
       const bool release = percent(rng) < 50;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        want[names[w]] = percent(rng) < 80 ? (release ? "release" : "suspend") : "";
-        if (percent(rng) < 10) want[names[pick(rng)]] = "";
-      }
       // What the reconciler keeps meanwhile.
       if (percent(rng) < 50) versions[w].push_back(MustGet(paths[w]));
       const int keep = percent(rng);
@@ -1515,23 +1615,11 @@ TEST_F(ActuatorTest, GenerativeKeptVersionsNeverChangeWhatIsSent) {
       } else if (keep < 80) {
         held.Forget(base.key);
       }
-      broker::ReleaseOrder r = base;
-      r.assignment.cluster_queue = absl::StrCat(id);
-      if (release) {
-        actuator_->Release(r);
-      } else {
-        broker::SuspendOrder s = SuspendOf(r);
-        s.reason = absl::StrCat(id);
-        actuator_->Suspend(s);
-      }
+      model.Give(rng, *actuator_, base, id, release, names);
       if (percent(rng) < 30) absl::SleepFor(absl::Microseconds(percent(rng) * 20));
     }
-    ASSERT_TRUE(Eventually([&] {
-      const ActuatorStats st = actuator_->stats();
-      return st.given == kOrders &&
-             st.carried_out + st.stale_releases + st.stale_suspends + st.coalesced_releases + st.merged == kOrders &&
-             recorder_.Snapshot().size() - answered_before == st.carried_out;
-    })) << "the actuator went idle";
+    ASSERT_TRUE(Eventually([&] { return AllOrdersAccountedFor(kOrders, answered_before); }))
+        << "the actuator went idle";
     const ActuatorStats stats = actuator_->stats();
     actuator_.reset();
 
@@ -1541,23 +1629,9 @@ TEST_F(ActuatorTest, GenerativeKeptVersionsNeverChangeWhatIsSent) {
     ExpectPatchesTestUid(uid_of);
     int all_gets = 0, all_want_gets = 0, refused = 0;
     for (int w = 0; w < kWorkloads; ++w) {
-      const std::string& name = names[w];
-      SCOPED_TRACE(name);
-      std::vector<Asked> sent;
-      int last = -1;
-      for (const Asked& a : asked[name]) {
-        EXPECT_GT(a.id, last) << "an order asked about after a later one";
-        last = a.id;
-        if (a.answer) sent.push_back(a);
-      }
-      bool suspended = true;
-      int want_gets = 0, want_patches = 0;
-      for (const Asked& a : sent) {
-        ++want_gets;
-        if (a.release && suspended) ++want_patches;
-        if (!a.release && !suspended) want_patches += 2;
-        suspended = !a.release;
-      }
+      SCOPED_TRACE(names[w]);
+      const std::vector<OrderModel::Asked> sent = model.Sent(names[w]);
+      const OrderModel::Expected want = OrderModel::ExpectedFor(sent);
       int gets = 0, patches = 0;
       const RecordedCall* previous = nullptr;
       for (const RecordedCall& c : calls) {
@@ -1584,14 +1658,13 @@ TEST_F(ActuatorTest, GenerativeKeptVersionsNeverChangeWhatIsSent) {
               << "a release is guarded by the version it was built from: " << c.body;
         }
       }
-      EXPECT_EQ(patches, want_patches) << "the same changes as without kept objects";
-      EXPECT_EQ(MustGet(paths[w])["spec"]["suspend"], suspended);
-      EXPECT_LE(gets, want_gets);
+      EXPECT_EQ(patches, want.patches) << "the same changes as without kept objects";
+      EXPECT_EQ(MustGet(paths[w])["spec"]["suspend"], want.suspended);
+      EXPECT_LE(gets, want.gets);
       all_gets += gets;
-      all_want_gets += want_gets;
-      int answers = 0;
-      for (const Result& r : recorder_.Snapshot()) answers += r.key.name == name;
-      EXPECT_EQ(answers, static_cast<int>(sent.size()));
+      all_want_gets += want.gets;
+      model.ExpectLastWantedCarriedOut(names[w], sent, want.suspended);
+      ExpectAnsweredOnce(names[w], sent.size());
     }
     EXPECT_EQ(all_gets + static_cast<int>(stats.unread_releases), all_want_gets)
         << "each release sent from a kept version saves one GET, no more";
@@ -2122,63 +2195,23 @@ TEST_F(ActuatorTest, GenerativeOrdersAreSentInOrderAndNeverStale) {
       names.push_back(absl::StrCat("s", seed, "-w", w));
       uids.push_back(MustCreate(kJobs, JobObject(names.back()))["metadata"]["uid"]);
     }
-    // The model: per workload, what the broker wants now ("" nothing), and
-    // every question asked, in the order asked (per workload that is the
-    // order of execution: one order at a time).
-    struct Asked {
-      int id;
-      bool release;
-      bool answer;
-    };
-    std::mutex mu;
-    std::map<std::string, std::string> want;
-    std::map<std::string, std::vector<Asked>> asked;
-    auto ask = [&](const std::string& name, const std::string& id, bool release) {
-      std::lock_guard<std::mutex> lock(mu);
-      const bool answer = want[name] == (release ? "release" : "suspend");
-      int n = 0;
-      EXPECT_TRUE(absl::SimpleAtoi(id, &n)) << id;
-      asked[name].push_back({n, release, answer});
-      return answer;
-    };
+    OrderModel model;
     ActuatorOptions options;
-    options.release_wanted = [&](const broker::ReleaseOrder& o) {
-      return ask(o.key.name, o.assignment.cluster_queue, true);
-    };
-    options.suspend_wanted = [&](const broker::SuspendOrder& o) { return ask(o.key.name, o.reason, false); };
+    model.Wire(&options);
     const size_t answered_before = recorder_.Snapshot().size();  // by earlier seeds
     StartActuator(options);
 
-    std::map<std::string, std::vector<std::pair<int, bool>>> given;  // id, release
     std::uniform_int_distribution<int> pick(0, kWorkloads - 1);
     std::uniform_int_distribution<int> percent(0, 99);
     for (int id = 0; id < kOrders; ++id) {
       const int w = pick(rng);
       const bool release = percent(rng) < 50;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        want[names[w]] = percent(rng) < 80 ? (release ? "release" : "suspend") : "";
-        if (percent(rng) < 10) want[names[pick(rng)]] = "";  // another finished
-      }
-      given[names[w]].push_back({id, release});
-      broker::ReleaseOrder r = JobRelease(names[w], uids[w]);
-      r.assignment.cluster_queue = absl::StrCat(id);
-      if (release) {
-        actuator_->Release(r);
-      } else {
-        broker::SuspendOrder s = SuspendOf(r);
-        s.reason = absl::StrCat(id);
-        actuator_->Suspend(s);
-      }
+      model.Give(rng, *actuator_, JobRelease(names[w], uids[w]), id, release, names);
       if (percent(rng) < 30) absl::SleepFor(absl::Microseconds(percent(rng) * 20));
     }
     // Every order given is accounted for, and every one carried out answered.
-    ASSERT_TRUE(Eventually([&] {
-      const ActuatorStats st = actuator_->stats();
-      return st.given == kOrders &&
-             st.carried_out + st.stale_releases + st.stale_suspends + st.coalesced_releases + st.merged == kOrders &&
-             recorder_.Snapshot().size() - answered_before == st.carried_out;
-    })) << "the actuator went idle";
+    ASSERT_TRUE(Eventually([&] { return AllOrdersAccountedFor(kOrders, answered_before); }))
+        << "the actuator went idle";
     actuator_.reset();
 
     const std::vector<RecordedCall> calls = api_->Calls();
@@ -2186,48 +2219,21 @@ TEST_F(ActuatorTest, GenerativeOrdersAreSentInOrderAndNeverStale) {
       const std::string& name = names[w];
       SCOPED_TRACE(name);
       const std::string path = std::string(kJobs) + "/" + name;
-      // In order: ids asked about rise; carried out = asked and wanted.
-      std::vector<Asked> sent;
-      int last = -1;
-      for (const Asked& a : asked[name]) {
-        EXPECT_GT(a.id, last) << "an order asked about after a later one";
-        last = a.id;
-        if (a.answer) sent.push_back(a);
-      }
-      // The server saw exactly what the orders carried out send, from a
-      // suspended Job: a release GETs and, if suspended, PATCHes once; a
-      // suspension GETs and, if released, PATCHes twice (suspend, restore).
-      bool suspended = true;
-      int want_gets = 0, want_patches = 0;
-      for (const Asked& a : sent) {
-        ++want_gets;
-        if (a.release && suspended) ++want_patches;
-        if (!a.release && !suspended) want_patches += 2;
-        suspended = !a.release;
-      }
+      // In order: ids asked about rise; carried out = asked and wanted; the
+      // server saw exactly what the orders carried out send.
+      const std::vector<OrderModel::Asked> sent = model.Sent(name);
+      const OrderModel::Expected want = OrderModel::ExpectedFor(sent);
       int gets = 0, patches = 0;
       for (const RecordedCall& c : calls) {
         if (c.path != path) continue;
         gets += c.method == "GET";
         patches += c.method == "PATCH";
       }
-      EXPECT_EQ(gets, want_gets) << "a request for an order not carried out (stale or superseded)";
-      EXPECT_EQ(patches, want_patches);
-      EXPECT_EQ(MustGet(path)["spec"]["suspend"], suspended);
-      // The last order, when the model still wants it, was carried out.
-      if (!given[name].empty()) {
-        const auto [last_id, last_release] = given[name].back();
-        std::lock_guard<std::mutex> lock(mu);
-        if (want[name] == (last_release ? "release" : "suspend")) {
-          ASSERT_FALSE(sent.empty());
-          EXPECT_EQ(sent.back().id, last_id) << "the last wanted order was not carried out";
-          EXPECT_EQ(suspended, !last_release);
-        }
-      }
-      // Each order carried out was answered, once.
-      int answers = 0;
-      for (const Result& r : recorder_.Snapshot()) answers += r.key.name == name;
-      EXPECT_EQ(answers, static_cast<int>(sent.size()));
+      EXPECT_EQ(gets, want.gets) << "a request for an order not carried out (stale or superseded)";
+      EXPECT_EQ(patches, want.patches);
+      EXPECT_EQ(MustGet(path)["spec"]["suspend"], want.suspended);
+      model.ExpectLastWantedCarriedOut(name, sent, want.suspended);
+      ExpectAnsweredOnce(name, sent.size());
     }
   }
 }
