@@ -13,14 +13,13 @@
 #include <algorithm>
 #include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gangkeeper/model/extended_resource.h"
-#include "gangkeeper/model/gpu_pool.h"
 #include "gangkeeper/workload/extract.h"
 #include "gangkeeper/workload/observe.h"
 #include "src/admission/json.h"
+#include "src/admission/queue_facts.h"
 
 namespace gangkeeper::admission {
 namespace {
@@ -49,10 +48,6 @@ std::string ObjectName(const Workload& w) {
   return absl::StrCat(w.namespace_name, "/", w.name.empty() ? "<name not yet generated>" : w.name);
 }
 
-bool IsGpu(const std::string& resource) {
-  return resource == "nvidia.com/gpu" || absl::StartsWith(resource, "nvidia.com/mig-");
-}
-
 // Total request of every resource over the gang.
 // As the quota charges them: through the Configuration's resource
 // transformations.
@@ -68,128 +63,22 @@ std::map<std::string, Quantity> GangTotals(const Workload& w, const model::Kueue
   return totals;
 }
 
-// The cohort tree a ClusterQueue's cohort belongs to: every cohort name with
-// the same root.
-std::set<std::string> CohortTree(const model::PolicySet& p, const std::string& cohort) {
-  auto root_of = [&](std::string c) {
-    for (int i = 0; i < 64; ++i) {
-      auto it = p.cohorts.find(c);
-      if (it == p.cohorts.end() || it->second.parent.empty()) break;
-      c = it->second.parent;
-    }
-    return c;
-  };
-  const std::string root = root_of(cohort);
-  std::set<std::string> tree = {root, cohort};
-  for (const auto& [name, co] : p.cohorts) {
-    if (root_of(name) == root) tree.insert(name);
-  }
-  for (const auto& [name, cq] : p.cluster_queues) {
-    if (!cq.cohort.empty() && root_of(cq.cohort) == root) tree.insert(cq.cohort);
-  }
-  return tree;
-}
-
-// What one ClusterQueue can ever hold of one resource in one flavor.
-struct Capacity {
-  Quantity nominal;
-  Quantity borrowable;  // the most it can borrow from its cohort tree
-  bool borrowing_limited = false;
-  std::string flavor;
-  Quantity Max() const { return nominal.SaturatingAdd(borrowable); }
-};
-
-// `tree`: CohortTree(p, cq.cohort) when cq has a cohort (computed once per
-// review by the caller, not once per resource).
-std::vector<Capacity> CapacitiesFor(const model::PolicySet& p, const model::ClusterQueue& cq,
-                                    const std::set<std::string>& tree, const std::string& res) {
-  std::vector<Capacity> out;
-  for (const model::ResourceGroup& rg : cq.resource_groups) {
-    for (const model::FlavorQuotas& fq : rg.flavors) {
-      for (const model::ResourceQuota& q : fq.resources) {
-        if (q.name != res) continue;
-        Capacity c;
-        c.flavor = fq.name;
-        c.nominal = q.nominal;
-        if (!cq.cohort.empty()) {
-          // Everything the rest of the tree could lend for this flavor.
-          Quantity lendable;
-          for (const auto& [name, other] : p.cluster_queues) {
-            if (name == cq.meta.name || tree.count(other.cohort) == 0) continue;
-            for (const model::ResourceGroup& org : other.resource_groups) {
-              for (const model::FlavorQuotas& ofq : org.flavors) {
-                if (ofq.name != fq.name) continue;
-                for (const model::ResourceQuota& oq : ofq.resources) {
-                  if (oq.name == res) lendable = lendable.SaturatingAdd(oq.lending_limit.value_or(oq.nominal));
-                }
-              }
-            }
-          }
-          for (const std::string& co_name : tree) {
-            auto co = p.cohorts.find(co_name);
-            if (co == p.cohorts.end()) continue;
-            for (const model::ResourceGroup& org : co->second.resource_groups) {
-              for (const model::FlavorQuotas& ofq : org.flavors) {
-                if (ofq.name != fq.name) continue;
-                for (const model::ResourceQuota& oq : ofq.resources) {
-                  if (oq.name == res) lendable = lendable.SaturatingAdd(oq.nominal);
-                }
-              }
-            }
-          }
-          c.borrowable = lendable;
-          if (q.borrowing_limit.has_value() && *q.borrowing_limit <= lendable) {
-            c.borrowable = *q.borrowing_limit;
-            c.borrowing_limited = true;
-          }
-        }
-        out.push_back(c);
-      }
-    }
-  }
-  return out;
-}
-
 // The gang's total per resource with the ClusterQueue's capacities for it,
 // computed once per review (both the checks and the warnings read it).
 struct Demand {
   Quantity total;
-  std::vector<Capacity> capacities;  // empty when the ClusterQueue does not cover it
+  // Empty when the ClusterQueue does not cover it. Borrowed from the
+  // queue's facts (FactsOf), valid for the review.
+  const std::vector<Capacity>* capacities = nullptr;
 };
 
-std::map<std::string, Demand> DemandOf(const Workload& w, const model::PolicySet& p, const model::ClusterQueue& cq) {
+std::map<std::string, Demand> DemandOf(const Workload& w, const model::PolicySet& p, const QueueFacts& facts) {
+  static const std::vector<Capacity> kNone;
   std::map<std::string, Demand> out;
-  std::set<std::string> tree;
-  if (!cq.cohort.empty()) tree = CohortTree(p, cq.cohort);
   for (auto& [res, total] : GangTotals(w, p.configuration)) {
     Demand& d = out[res];
     d.total = total;
-    if (!total.IsZero()) d.capacities = CapacitiesFor(p, cq, tree, res);
-  }
-  return out;
-}
-
-// DemandOf(least, ...) for `least` = LeastOf(w), reusing the capacities
-// already found for `w` (they do not depend on the counts): `least` asks for
-// the same resources, in smaller or equal amounts.
-std::map<std::string, Demand> LeastDemand(const Workload& least, const model::PolicySet& p,
-                                          const model::ClusterQueue& cq,
-                                          const std::map<std::string, Demand>& full) {
-  std::map<std::string, Demand> out;
-  std::set<std::string> tree;
-  bool have_tree = false;
-  for (auto& [res, total] : GangTotals(least, p.configuration)) {
-    Demand& d = out[res];
-    d.total = total;
-    if (total.IsZero()) continue;
-    auto it = full.find(res);
-    if (it != full.end() && !it->second.total.IsZero()) {
-      d.capacities = it->second.capacities;
-      continue;
-    }
-    if (!have_tree && !cq.cohort.empty()) tree = CohortTree(p, cq.cohort);
-    have_tree = true;
-    d.capacities = CapacitiesFor(p, cq, tree, res);
+    d.capacities = total.IsZero() ? &kNone : &facts.CapacitiesOf(res);
   }
   return out;
 }
@@ -200,12 +89,6 @@ std::string Explain(const model::ClusterQueue& cq, const Capacity& c) {
     return absl::StrCat("nominal ", c.nominal.Format(), " + borrowing limit ", c.borrowable.Format());
   }
   return absl::StrCat("nominal ", c.nominal.Format(), " + ", c.borrowable.Format(), " lendable in cohort ", cq.cohort);
-}
-
-std::set<std::string> CoveredResources(const model::ClusterQueue& cq) {
-  std::set<std::string> out;
-  for (const model::ResourceGroup& rg : cq.resource_groups) out.insert(rg.covered_resources.begin(), rg.covered_resources.end());
-  return out;
 }
 
 // `w`'s name and pod sets, every pod set at its minimum count (partial
@@ -229,11 +112,11 @@ int64_t LeastPods(const Workload& w) {
 
 // Denials that need the ClusterQueue: coverage, size, per-node MIG fit.
 std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::PolicySet& p,
-                                             const model::ClusterQueue& cq,
+                                             const model::ClusterQueue& cq, const QueueFacts& facts,
                                              const std::map<std::string, Demand>& demand) {
   // Named only in a refusal: most reviews pass every check.
   auto who = [&w] { return ObjectName(w); };
-  const std::set<std::string> covered = CoveredResources(cq);
+  const std::set<std::string>& covered = facts.covered;
   std::map<std::string, Quantity> transformed;
   for (const workload::PodSet& ps : w.pod_sets) {
     for (const auto& [res, q] : model::QuotaRequestsOf(p.configuration, ps.requests, &transformed)) {
@@ -248,7 +131,7 @@ std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::Pol
   }
   for (const auto& [res, d] : demand) {
     const Quantity& total = d.total;
-    const std::vector<Capacity>& caps = d.capacities;
+    const std::vector<Capacity>& caps = *d.capacities;
     if (total.IsZero() || covered.count(res) == 0 || caps.empty()) continue;
     Quantity sum;
     const Capacity* best = &caps[0];
@@ -281,29 +164,11 @@ std::optional<std::string> CheckAgainstQueue(const Workload& w, const model::Pol
   for (const workload::PodSet& ps : w.pod_sets) {
     for (const auto& [res, q] : ps.requests) {
       if (!IsGpu(res) || q.IsZero()) continue;
-      std::set<std::string> flavors;
-      for (const model::ResourceGroup& rg : cq.resource_groups) {
-        for (const model::FlavorQuotas& fq : rg.flavors) {
-          for (const model::ResourceQuota& rq : fq.resources) {
-            if (rq.name == res) flavors.insert(fq.name);
-          }
-        }
-      }
-      int64_t best_per_node = -1;
-      std::vector<std::pair<std::string, int64_t>> seen;  // pool, per node
-      for (const auto& [name, pool] : p.gpu_node_pools) {
-        if (flavors.count(pool.flavor) == 0) continue;
-        absl::StatusOr<model::AdvertisedResources> adv = model::Advertise(pool);
-        if (!adv.ok()) continue;
-        auto it = adv->per_node.find(res);
-        int64_t per_node = it == adv->per_node.end() ? 0 : it->second;
-        best_per_node = std::max(best_per_node, per_node);
-        seen.emplace_back(name, per_node);
-      }
-      if (best_per_node >= 0 && q > Quantity::FromUnits(best_per_node)) {
+      const NodeFit& fit = facts.NodeFitOf(res);
+      if (fit.best_per_node >= 0 && q > Quantity::FromUnits(fit.best_per_node)) {
         return absl::StrCat(who(), " pod set ", ps.name, ": one pod needs ", q.Format(), " ", res,
                             " but no node of the GPU pools behind ClusterQueue ", cq.meta.name, " has that many (",
-                            absl::StrJoin(seen, ", ",
+                            absl::StrJoin(fit.pools, ", ",
                                           [](std::string* out, const std::pair<std::string, int64_t>& pool) {
                                             absl::StrAppend(out, pool.first, ": ", pool.second, " per node");
                                           }),
@@ -350,7 +215,7 @@ std::vector<std::string> Warnings(const Workload& w, const model::PolicySet& p, 
   for (const auto& [res, d] : demand) {
     if (!IsGpu(res)) continue;
     const Quantity& total = d.total;
-    const std::vector<Capacity>& caps = d.capacities;
+    const std::vector<Capacity>& caps = *d.capacities;
     Quantity nominal;
     for (const Capacity& c : caps) nominal = nominal.SaturatingAdd(c.nominal);
     auto in_use = used.find(res);
@@ -480,15 +345,16 @@ Verdict ValidateCreate(const Review& review, const workload::KindInfo& info, con
   if (std::optional<std::string> why = CheckExtendedResources(w)) {
     return Decided(Deny(review, 403, "Forbidden", "gangkeeper: " + *why));
   }
-  const std::map<std::string, Demand> demand = DemandOf(w, p, queue);
+  const QueueFacts& facts = FactsOf(p, queue);
+  const std::map<std::string, Demand> demand = DemandOf(w, p, facts);
   // Partial admission: it can never run only if its minimum cannot. (Most
   // workloads have no minimum below their count: no copy for them.)
   std::optional<std::string> never;
   if (LeastPods(w) == w.TotalPods()) {
-    never = CheckAgainstQueue(w, p, queue, demand);
+    never = CheckAgainstQueue(w, p, queue, facts, demand);
   } else {
     const Workload least = LeastOf(w);
-    never = CheckAgainstQueue(least, p, queue, LeastDemand(least, p, queue, demand));
+    never = CheckAgainstQueue(least, p, queue, facts, DemandOf(least, p, facts));
   }
   if (never.has_value()) return Decided(Deny(review, 403, "Forbidden", "gangkeeper: " + *never));
   if (!w.pod_group_name.empty()) {

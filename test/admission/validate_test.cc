@@ -1,7 +1,14 @@
 // /validate: one test per denial rule and per warning (message text
 // asserted), updates, deletions, completions and dry runs.
 #include "gangkeeper/admission/webhook.h"
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "gangkeeper/model/manifest.h"
+#include "gangkeeper/model/policy_digest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/admission/review_builder.h"
@@ -160,6 +167,72 @@ TEST_F(ValidateTest, DeniesAPodNeedingMoreMigThanOneNodeHas) {
             "gangkeeper: team-a/train pod set main: one pod needs 2 nvidia.com/mig-3g.40gb but no node of the GPU pools "
             "behind ClusterQueue team-a-gpu has that many (migmixed: 1 per node): split the work over more pods with "
             "fewer nvidia.com/mig-3g.40gb each");
+}
+
+// Sealed policies (what the policy store hands the server's webhook) have
+// their ClusterQueues' facts kept per thread (src/admission/queue_facts.h).
+// Invariant: every answer is the one the unsealed copy (computed afresh)
+// gives. Random Jobs over both teams' queues, every GPU/MIG resource of the
+// example policies and one no queue covers.
+TEST_F(ValidateTest, SealedPoliciesDecideAsTheirUnsealedCopy) {
+  std::shared_ptr<const model::PolicySet> sealed = model::Seal(*policies_);
+  std::unique_ptr<broker::WorkloadRegistry> registry = broker::NewInMemoryRegistry();
+  Webhook kept([sealed] { return sealed; }, *registry, options_);
+  const std::vector<std::string> resources = {"nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb",
+                                              "nvidia.com/mig-3g.40gb", "nvidia.com/mig-4g.40gb", "cpu"};
+  std::mt19937 rng(20261207);
+  int allowed = 0;
+  int denied = 0;
+  for (int i = 0; i < 400; ++i) {
+    ReviewSpec s = Job(1 + static_cast<int>(rng() % 10),
+                       {{"cpu", "1"}, {resources[rng() % resources.size()], std::to_string(rng() % 4)}});
+    s.name = absl::StrCat("job-", i);
+    s.object["metadata"]["name"] = s.name;
+    if (rng() % 2 == 0) {
+      s.namespace_name = "team-b";
+      s.object["metadata"]["namespace"] = "team-b";
+    }
+    const Answer fresh = Validate(s);
+    const WebhookResult r = kept.Validate(ReviewBody(s));
+    ASSERT_TRUE(r.error.ok()) << r.error;
+    const Answer cached = ParseAnswer(r.body);
+    ASSERT_EQ(fresh.allowed(), cached.allowed()) << s.object.dump();
+    EXPECT_EQ(fresh.message(), cached.message());
+    EXPECT_EQ(fresh.warnings(), cached.warnings());
+    (fresh.allowed() ? allowed : denied)++;
+  }
+  // Both outcomes are exercised (each is about half of the 400).
+  EXPECT_GT(allowed, 50);
+  EXPECT_GT(denied, 50);
+}
+
+// A changed policy set is judged by its own quotas on the same thread, never
+// by the facts kept for the set before it; an equal set reuses them.
+TEST_F(ValidateTest, ANewPolicySetIsNeverAnsweredFromTheFactsOfTheOneBefore) {
+  std::shared_ptr<const model::PolicySet> current = model::Seal(*policies_);
+  Webhook hook([&current] { return current; }, *registry_, options_);
+  auto six_gpus = [&hook] {
+    ReviewSpec s = Job(6, Gpus(1));
+    s.dry_run = true;
+    return ParseAnswer(hook.Validate(ReviewBody(s)).body);
+  };
+  EXPECT_TRUE(six_gpus().allowed()) << six_gpus().message();  // nominal 4 + borrowing limit 2
+  model::PolicySet smaller = *policies_;
+  for (model::ResourceGroup& rg : smaller.cluster_queues["team-a-gpu"].resource_groups) {
+    for (model::FlavorQuotas& fq : rg.flavors) {
+      for (model::ResourceQuota& q : fq.resources) {
+        if (q.name == "nvidia.com/gpu") q.borrowing_limit = quantity::Quantity::FromUnits(1);
+      }
+    }
+  }
+  current = model::Seal(smaller);
+  Answer denied = six_gpus();
+  EXPECT_FALSE(denied.allowed());
+  EXPECT_THAT(denied.message(),
+              HasSubstr("needs 6 nvidia.com/gpu; ClusterQueue team-a-gpu can hold at most 5 (nominal 4 + borrowing "
+                        "limit 1)"));
+  current = model::Seal(*policies_);
+  EXPECT_TRUE(six_gpus().allowed());
 }
 
 TEST_F(ValidateTest, DeniesExtendedResourcesWithRequestsBelowLimitsOrFractions) {

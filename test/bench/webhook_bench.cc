@@ -20,6 +20,7 @@
 #include "gangkeeper/base/clock.h"
 #include "gangkeeper/broker/broker.h"
 #include "gangkeeper/model/manifest.h"
+#include "gangkeeper/model/policy_digest.h"
 
 // Allocation counting: every malloc in the process (all threads; operator
 // new, RapidJSON's CrtAllocator and the C libraries all end there), by
@@ -82,17 +83,18 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// The example policies plus a LocalQueue for the review's namespace.
+// The example policies plus a LocalQueue for the review's namespace, sealed
+// as the policy store seals what the webhook reads.
 std::shared_ptr<const model::PolicySet> BenchPolicies() {
   auto loaded = model::LoadPolicies(std::string(GK_SOURCE_DIR) + "/policies");
-  auto p = std::make_shared<model::PolicySet>(loaded.ok() ? loaded->policies : model::PolicySet{});
+  model::PolicySet p = loaded.ok() ? loaded->policies : model::PolicySet{};
   model::LocalQueue lq;
   lq.meta.name = "gpu-queue";
   lq.meta.namespace_name = "team-ml";
   lq.cluster_queue = "team-a-gpu";
-  p->local_queues[{"team-ml", "gpu-queue"}] = lq;
-  p->cluster_queues["team-a-gpu"].namespace_selector = model::LabelSelector{};
-  return p;
+  p.local_queues[{"team-ml", "gpu-queue"}] = lq;
+  p.cluster_queues["team-a-gpu"].namespace_selector = model::LabelSelector{};
+  return model::Seal(std::move(p));
 }
 
 const std::string& Review() {
