@@ -136,24 +136,30 @@ std::vector<JsonNode> Items(const JsonNode& list) {
   return out;
 }
 
-std::vector<std::pair<std::string, JsonNode>> Entries(const JsonNode& object, FieldErrors* errors) {
-  std::vector<std::pair<std::string, JsonNode>> out;
-  if (!ExpectObject(object, errors)) return out;
+namespace json_access_internal {
+
+bool ExpectEntries(const JsonNode& object, FieldErrors* errors) {
+  if (!ExpectObject(object, errors)) return false;
   const rapidjson::Value& v = object.value();
   if (v.MemberCount() > kMaxItems) {
     errors->Add(object.path(), FieldErrorType::kTooMany,
                 absl::StrCat("has ", v.MemberCount(), " entries; at most ", kMaxItems, " are supported"));
-    return out;
+    return false;
   }
-  out.reserve(v.MemberCount());
-  for (rapidjson::Value::ConstMemberIterator it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
-    if (!it->name.IsString()) {
-      errors->Add(object.path(), FieldErrorType::kInvalid, "has a key that is not a string");
-      continue;
-    }
-    const absl::string_view key = StringView(it->name);
-    out.emplace_back(std::string(key), JsonNode(it->value, object.path().KeyRef(key)));
-  }
+  return true;
+}
+
+void AddNonStringKey(const JsonNode& object, FieldErrors* errors) {
+  errors->Add(object.path(), FieldErrorType::kInvalid, "has a key that is not a string");
+}
+
+}  // namespace json_access_internal
+
+std::vector<std::pair<std::string, JsonNode>> Entries(const JsonNode& object, FieldErrors* errors) {
+  std::vector<std::pair<std::string, JsonNode>> out;
+  if (object.value().IsObject()) out.reserve(std::min<size_t>(object.value().MemberCount(), kMaxItems));
+  ForEachEntry(object, errors,
+               [&out](absl::string_view key, JsonNode value) { out.emplace_back(std::string(key), std::move(value)); });
   return out;
 }
 
@@ -186,6 +192,7 @@ std::optional<int64_t> IntField(const JsonNode& parent, absl::string_view name, 
   std::optional<JsonNode> member = Member(parent, name);
   if (!member.has_value()) return std::nullopt;
   const rapidjson::Value& v = member->value();
+  if (v.IsInt64() && v.GetInt64() >= min && v.GetInt64() <= max) return v.GetInt64();
   const std::string want = absl::StrCat("an integer from ", min, " to ", max);
   if (!v.IsNumber()) {
     errors->Add(member->path(), FieldErrorType::kInvalid,
@@ -209,24 +216,26 @@ std::map<std::string, std::string> StringMapField(const JsonNode& parent, absl::
   std::map<std::string, std::string> out;
   std::optional<JsonNode> map = ObjectField(parent, name, errors);
   if (!map.has_value()) return out;
-  for (auto& [key, value] : Entries(*map, errors)) {
-    if (keep != nullptr && !keep(key)) {
-      if (!value.value().IsString()) WrongType(value, "a string", errors);
-      continue;
+  ForEachEntry(*map, errors, [&](absl::string_view key, const JsonNode& value) {
+    if (!value.value().IsString()) {
+      WrongType(value, "a string", errors);
+      return;
     }
-    std::optional<std::string> s = AsString(value, errors);
-    if (s.has_value()) out[key] = std::move(*s);
-  }
+    if (keep != nullptr && !keep(key)) return;
+    out.insert_or_assign(std::string(key), std::string(StringView(value.value())));
+  });
   return out;
 }
 
 std::optional<quantity::Quantity> AsQuantity(const JsonNode& node, FieldErrors* errors) {
   const rapidjson::Value& v = node.value();
-  std::string text;
+  std::string number;  // a JSON number's text
+  absl::string_view text;
   if (v.IsString()) {
-    text = std::string(StringView(v));
+    text = StringView(v);
   } else if (v.IsNumber()) {
-    text = NumberText(v);
+    number = NumberText(v);
+    text = number;
   } else {
     errors->Add(node.path(), FieldErrorType::kInvalid,
                 absl::StrCat("must be a quantity (a string such as \"500m\" or \"16Gi\", or a number), got ",
@@ -256,14 +265,14 @@ std::map<std::string, quantity::Quantity> ResourceMapField(const JsonNode& paren
   std::map<std::string, quantity::Quantity> out;
   std::optional<JsonNode> map = ObjectField(parent, name, errors);
   if (!map.has_value()) return out;
-  for (auto& [resource, value] : Entries(*map, errors)) {
+  ForEachEntry(*map, errors, [&](absl::string_view resource, const JsonNode& value) {
     if (resource.empty()) {
       errors->Add(value.path(), FieldErrorType::kInvalid, "a resource name must not be empty");
-      continue;
+      return;
     }
     std::optional<quantity::Quantity> q = AsQuantity(value, errors);
-    if (q.has_value()) out[resource] = *q;
-  }
+    if (q.has_value()) out.insert_or_assign(std::string(resource), *q);
+  });
   return out;
 }
 

@@ -84,6 +84,12 @@ std::vector<JsonNode> Items(const JsonNode& list);
 // kMaxItems members.
 std::vector<std::pair<std::string, JsonNode>> Entries(const JsonNode& object, base::FieldErrors* errors);
 
+// Calls fn(key, node) for each member of an object node, as Entries lists
+// them, without building the list (the map readers below, once per
+// container per review).
+template <typename Fn>
+void ForEachEntry(const JsonNode& object, base::FieldErrors* errors, Fn&& fn);
+
 // The node itself as a string / bool; nullopt plus an error when it is not.
 std::optional<std::string> AsString(const JsonNode& node, base::FieldErrors* errors);
 
@@ -114,5 +120,28 @@ std::optional<quantity::Quantity> AsQuantity(const JsonNode& node, base::FieldEr
 // Empty when absent; bad entries are errors and left out.
 std::map<std::string, quantity::Quantity> ResourceMapField(const JsonNode& parent, absl::string_view name,
                                                           base::FieldErrors* errors);
+
+// Implementation details.
+namespace json_access_internal {
+// Checks `object` for ForEachEntry (as Entries does); false after adding
+// the error.
+bool ExpectEntries(const JsonNode& object, base::FieldErrors* errors);
+// The error for a member whose key is not a string.
+void AddNonStringKey(const JsonNode& object, base::FieldErrors* errors);
+}  // namespace json_access_internal
+
+template <typename Fn>
+void ForEachEntry(const JsonNode& object, base::FieldErrors* errors, Fn&& fn) {
+  if (!json_access_internal::ExpectEntries(object, errors)) return;
+  const rapidjson::Value& v = object.value();
+  for (rapidjson::Value::ConstMemberIterator it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    if (!it->name.IsString()) {
+      json_access_internal::AddNonStringKey(object, errors);
+      continue;
+    }
+    const absl::string_view key(it->name.GetString(), it->name.GetStringLength());
+    fn(key, JsonNode(it->value, object.path().KeyRef(key)));
+  }
+}
 
 }  // namespace gangkeeper::workload
