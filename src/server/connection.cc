@@ -143,8 +143,8 @@ void ListenerState::LimitBit(Limit limit, const std::string& detail) {
             ListenerName(listener), LimitName(limit), detail);
 }
 
-Connection::Connection(tcp::socket socket, ListenerState& state, std::string remote)
-    : stream_(beast::tcp_stream(std::move(socket)), state.ssl),
+Connection::Connection(LoopSocket socket, ListenerState& state, std::string remote)
+    : stream_(LoopStream(std::move(socket)), state.ssl),
       handling_timer_(stream_.get_executor()),
       state_(state),
       remote_(std::move(remote)),

@@ -109,8 +109,8 @@ class TransportImpl final : public Transport {
   };
 
   void DoAccept(Bound& b);
-  void OnAccept(Bound& b, beast::error_code ec, tcp::socket socket);
-  void Admit(Bound& b, tcp::socket socket);
+  void OnAccept(Bound& b, beast::error_code ec, LoopSocket socket);
+  void Admit(Bound& b, LoopSocket socket);
   // The oldest idle connection of `state` (from `source` when not null),
   // claimed so that no other admission picks it; null when none is idle.
   static std::shared_ptr<Connection> ClaimOldestIdle(ListenerState& state, const std::string* source);
@@ -202,12 +202,12 @@ void TransportImpl::Run() {
 void TransportImpl::DoAccept(Bound& b) {
   if (!accepting_.load()) return;
   net::io_context& target = *loops_[next_loop_.fetch_add(1) % loops_.size()];
-  b.acceptor->async_accept(target, [this, &b](beast::error_code ec, tcp::socket socket) {
+  b.acceptor->async_accept(target, [this, &b](beast::error_code ec, LoopSocket socket) {
     OnAccept(b, ec, std::move(socket));
   });
 }
 
-void TransportImpl::OnAccept(Bound& b, beast::error_code ec, tcp::socket socket) {
+void TransportImpl::OnAccept(Bound& b, beast::error_code ec, LoopSocket socket) {
   if (ec == net::error::operation_aborted || !accepting_.load()) return;
   if (ec) {
     if (OutOfResources(ec)) {
@@ -247,7 +247,7 @@ std::shared_ptr<Connection> TransportImpl::ClaimOldestIdle(ListenerState& state,
   return nullptr;
 }
 
-void TransportImpl::Admit(Bound& b, tcp::socket socket) {
+void TransportImpl::Admit(Bound& b, LoopSocket socket) {
   ListenerState& state = *b.state;
   beast::error_code ec;
   const tcp::endpoint peer = socket.remote_endpoint(ec);
