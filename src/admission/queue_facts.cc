@@ -17,13 +17,9 @@ using quantity::Quantity;
 // The cohort tree a ClusterQueue's cohort belongs to: every cohort name with
 // the same root.
 std::set<std::string> CohortTree(const model::PolicySet& p, const std::string& cohort) {
-  auto root_of = [&](std::string c) {
-    for (int i = 0; i < 64; ++i) {
-      auto it = p.cohorts.find(c);
-      if (it == p.cohorts.end() || it->second.parent.empty()) break;
-      c = it->second.parent;
-    }
-    return c;
+  auto root_of = [&](const std::string& c) {
+    const std::vector<std::string> up = p.CohortsAbove(c);
+    return up.empty() ? c : up.back();
   };
   const std::string root = root_of(cohort);
   std::set<std::string> tree = {root, cohort};
