@@ -46,20 +46,102 @@ void MissingField(const JsonNode& parent, absl::string_view name, absl::string_v
   errors->Add(parent.path().Child(name), FieldErrorType::kRequired, absl::StrCat("required (", what, ")"));
 }
 
-// The member, type-checked by `is_type`; see ObjectField.
+// The value of member `name` of `object`: null when `object` is not an
+// object, or the member is absent or JSON null. No path is built: readers
+// of scalars need one only for an error.
+const rapidjson::Value* MemberValue(const rapidjson::Value& object, absl::string_view name) {
+  if (!object.IsObject() || name.empty()) return nullptr;
+  const rapidjson::Value key(rapidjson::StringRef(name.data(), name.size()));
+  rapidjson::Value::ConstMemberIterator it = object.FindMember(key);
+  if (it == object.MemberEnd() || it->value.IsNull()) return nullptr;
+  return &it->value;
+}
+
+// The member's value, type-checked by `is_type`, without a node: its path
+// is rendered only for an error. See StringField.
+template <typename IsType>
+const rapidjson::Value* TypedValue(const JsonNode& parent, absl::string_view name, absl::string_view want,
+                                   IsType is_type, FieldErrors* errors, Presence presence) {
+  const rapidjson::Value* member = MemberValue(parent.value(), name);
+  if (member == nullptr) {
+    if (presence == Presence::kRequired) MissingField(parent, name, want, errors);
+    return nullptr;
+  }
+  if (!is_type(*member)) {
+    errors->Add(parent.path().Child(name), FieldErrorType::kInvalid,
+                absl::StrCat("must be ", want, ", got ", JsonTypeName(*member)));
+    return nullptr;
+  }
+  return member;
+}
+
+// The member as a node (with its path), type-checked by `is_type`; see
+// ObjectField. One optional is returned on every path, so that it is built
+// in place (a node carries its path inline).
 template <typename IsType>
 std::optional<JsonNode> TypedField(const JsonNode& parent, absl::string_view name, absl::string_view want,
                                    IsType is_type, FieldErrors* errors, Presence presence) {
   std::optional<JsonNode> member = Member(parent, name);
   if (!member.has_value()) {
     if (presence == Presence::kRequired) MissingField(parent, name, want, errors);
-    return std::nullopt;
-  }
-  if (!is_type(member->value())) {
+  } else if (!is_type(member->value())) {
     WrongType(*member, want, errors);
-    return std::nullopt;
+    member.reset();
   }
   return member;
+}
+
+// Calls fn(key, value) for each member of an object node, with the checks
+// of ForEachEntry, without a node per member: `EntryPath(object, key)`
+// names a member for an error.
+template <typename Fn>
+void ForEachEntryValue(const JsonNode& object, FieldErrors* errors, Fn&& fn) {
+  if (!json_access_internal::ExpectEntries(object, errors)) return;
+  const rapidjson::Value& v = object.value();
+  for (rapidjson::Value::ConstMemberIterator it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    if (!it->name.IsString()) {
+      json_access_internal::AddNonStringKey(object, errors);
+      continue;
+    }
+    fn(absl::string_view(it->name.GetString(), it->name.GetStringLength()), it->value);
+  }
+}
+
+base::FieldPath EntryPath(const JsonNode& object, absl::string_view key) { return object.path().KeyRef(key); }
+
+// A quantity written as a JSON string or number; `path()` names the value
+// for an error (rendered only then). See AsQuantity.
+template <typename PathFn>
+std::optional<quantity::Quantity> QuantityOf(const rapidjson::Value& v, PathFn path, FieldErrors* errors) {
+  std::string number;  // a JSON number's text
+  absl::string_view text;
+  if (v.IsString()) {
+    text = StringView(v);
+  } else if (v.IsNumber()) {
+    number = NumberText(v);
+    text = number;
+  } else {
+    errors->Add(path(), FieldErrorType::kInvalid,
+                absl::StrCat("must be a quantity (a string such as \"500m\" or \"16Gi\", or a number), got ",
+                             JsonTypeName(v)));
+    return std::nullopt;
+  }
+  absl::StatusOr<quantity::Quantity> q = quantity::ParseQuantity(text);
+  if (!q.ok()) {
+    if (q.status().code() == absl::StatusCode::kOutOfRange) {
+      errors->Add(path(), FieldErrorType::kInvalid,
+                  absl::StrCat(Quoted(text), " is out of range for a quantity (at most about 9.2E)"));
+    } else {
+      errors->Add(path(), FieldErrorType::kInvalid,
+                  absl::StrCat(Quoted(text), " is not a quantity (write e.g. 500m, 4, 1.5 or 16Gi)"));
+    }
+    return std::nullopt;
+  }
+  if (q->IsNegative()) {
+    errors->Add(path(), FieldErrorType::kInvalid, absl::StrCat(Quoted(text), " must not be negative"));
+    return std::nullopt;
+  }
+  return *q;
 }
 
 }  // namespace
@@ -85,13 +167,16 @@ std::string DescribeJson(const rapidjson::Value& value) {
 }
 
 std::optional<JsonNode> Member(const JsonNode& object, absl::string_view name) {
+  std::optional<JsonNode> out;
   const rapidjson::Value& v = object.value();
-  if (!v.IsObject() || name.empty()) return std::nullopt;
+  if (!v.IsObject() || name.empty()) return out;
   const rapidjson::Value key(rapidjson::StringRef(name.data(), name.size()));
   rapidjson::Value::ConstMemberIterator it = v.FindMember(key);
-  if (it == v.MemberEnd() || it->value.IsNull()) return std::nullopt;
-  // The path borrows the document's own key, which lives as long as the node.
-  return JsonNode(it->value, object.path().ChildRef(StringView(it->name)));
+  if (it == v.MemberEnd() || it->value.IsNull()) return out;
+  // The path borrows the document's own key, which lives as long as the
+  // node; the node is built in place (its path is inline, not cheap to move).
+  out.emplace(it->value, object.path().ChildRef(StringView(it->name)));
+  return out;
 }
 
 bool ExpectObject(const JsonNode& node, FieldErrors* errors) {
@@ -173,37 +258,35 @@ std::optional<std::string> AsString(const JsonNode& node, FieldErrors* errors) {
 
 std::optional<std::string> StringField(const JsonNode& parent, absl::string_view name, FieldErrors* errors,
                                        Presence presence) {
-  std::optional<JsonNode> member = TypedField(
+  const rapidjson::Value* member = TypedValue(
       parent, name, "a string", [](const rapidjson::Value& v) { return v.IsString(); }, errors, presence);
-  if (!member.has_value()) return std::nullopt;
-  return std::string(StringView(member->value()));
+  if (member == nullptr) return std::nullopt;
+  return std::string(StringView(*member));
 }
 
 std::optional<bool> BoolField(const JsonNode& parent, absl::string_view name, FieldErrors* errors) {
-  std::optional<JsonNode> member = TypedField(
+  const rapidjson::Value* member = TypedValue(
       parent, name, "true or false", [](const rapidjson::Value& v) { return v.IsBool(); }, errors,
       Presence::kOptional);
-  if (!member.has_value()) return std::nullopt;
-  return member->value().GetBool();
+  if (member == nullptr) return std::nullopt;
+  return member->GetBool();
 }
 
 std::optional<int64_t> IntField(const JsonNode& parent, absl::string_view name, int64_t min, int64_t max,
                                 FieldErrors* errors) {
-  std::optional<JsonNode> member = Member(parent, name);
-  if (!member.has_value()) return std::nullopt;
-  const rapidjson::Value& v = member->value();
+  const rapidjson::Value* member = MemberValue(parent.value(), name);
+  if (member == nullptr) return std::nullopt;
+  const rapidjson::Value& v = *member;
   if (v.IsInt64() && v.GetInt64() >= min && v.GetInt64() <= max) return v.GetInt64();
   const std::string want = absl::StrCat("an integer from ", min, " to ", max);
   if (!v.IsNumber()) {
-    errors->Add(member->path(), FieldErrorType::kInvalid,
+    errors->Add(parent.path().Child(name), FieldErrorType::kInvalid,
                 absl::StrCat("must be ", want, ", got ", JsonTypeName(v), " ", DescribeJson(v)));
     return std::nullopt;
   }
-  if (!v.IsInt64() || v.GetInt64() < min || v.GetInt64() > max) {
-    errors->Add(member->path(), FieldErrorType::kInvalid, absl::StrCat("must be ", want, ", got ", DescribeJson(v)));
-    return std::nullopt;
-  }
-  return v.GetInt64();
+  errors->Add(parent.path().Child(name), FieldErrorType::kInvalid,
+              absl::StrCat("must be ", want, ", got ", DescribeJson(v)));
+  return std::nullopt;
 }
 
 std::map<std::string, std::string> StringMapField(const JsonNode& parent, absl::string_view name,
@@ -216,48 +299,20 @@ std::map<std::string, std::string> StringMapField(const JsonNode& parent, absl::
   std::map<std::string, std::string> out;
   std::optional<JsonNode> map = ObjectField(parent, name, errors);
   if (!map.has_value()) return out;
-  ForEachEntry(*map, errors, [&](absl::string_view key, const JsonNode& value) {
-    if (!value.value().IsString()) {
-      WrongType(value, "a string", errors);
+  ForEachEntryValue(*map, errors, [&](absl::string_view key, const rapidjson::Value& value) {
+    if (!value.IsString()) {
+      errors->Add(EntryPath(*map, key), FieldErrorType::kInvalid,
+                  absl::StrCat("must be a string, got ", JsonTypeName(value)));
       return;
     }
     if (keep != nullptr && !keep(key)) return;
-    out.insert_or_assign(std::string(key), std::string(StringView(value.value())));
+    out.insert_or_assign(std::string(key), std::string(StringView(value)));
   });
   return out;
 }
 
 std::optional<quantity::Quantity> AsQuantity(const JsonNode& node, FieldErrors* errors) {
-  const rapidjson::Value& v = node.value();
-  std::string number;  // a JSON number's text
-  absl::string_view text;
-  if (v.IsString()) {
-    text = StringView(v);
-  } else if (v.IsNumber()) {
-    number = NumberText(v);
-    text = number;
-  } else {
-    errors->Add(node.path(), FieldErrorType::kInvalid,
-                absl::StrCat("must be a quantity (a string such as \"500m\" or \"16Gi\", or a number), got ",
-                             JsonTypeName(v)));
-    return std::nullopt;
-  }
-  absl::StatusOr<quantity::Quantity> q = quantity::ParseQuantity(text);
-  if (!q.ok()) {
-    if (q.status().code() == absl::StatusCode::kOutOfRange) {
-      errors->Add(node.path(), FieldErrorType::kInvalid,
-                  absl::StrCat(Quoted(text), " is out of range for a quantity (at most about 9.2E)"));
-    } else {
-      errors->Add(node.path(), FieldErrorType::kInvalid,
-                  absl::StrCat(Quoted(text), " is not a quantity (write e.g. 500m, 4, 1.5 or 16Gi)"));
-    }
-    return std::nullopt;
-  }
-  if (q->IsNegative()) {
-    errors->Add(node.path(), FieldErrorType::kInvalid, absl::StrCat(Quoted(text), " must not be negative"));
-    return std::nullopt;
-  }
-  return *q;
+  return QuantityOf(node.value(), [&node] { return node.path(); }, errors);
 }
 
 std::map<std::string, quantity::Quantity> ResourceMapField(const JsonNode& parent, absl::string_view name,
@@ -265,12 +320,13 @@ std::map<std::string, quantity::Quantity> ResourceMapField(const JsonNode& paren
   std::map<std::string, quantity::Quantity> out;
   std::optional<JsonNode> map = ObjectField(parent, name, errors);
   if (!map.has_value()) return out;
-  ForEachEntry(*map, errors, [&](absl::string_view resource, const JsonNode& value) {
+  ForEachEntryValue(*map, errors, [&](absl::string_view resource, const rapidjson::Value& value) {
+    const auto path = [&] { return EntryPath(*map, resource); };
     if (resource.empty()) {
-      errors->Add(value.path(), FieldErrorType::kInvalid, "a resource name must not be empty");
+      errors->Add(path(), FieldErrorType::kInvalid, "a resource name must not be empty");
       return;
     }
-    std::optional<quantity::Quantity> q = AsQuantity(value, errors);
+    std::optional<quantity::Quantity> q = QuantityOf(value, path, errors);
     if (q.has_value()) out.insert_or_assign(std::string(resource), *q);
   });
   return out;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -34,6 +35,19 @@ class FieldPath {
   FieldPath& operator=(const FieldPath& other) {
     if (this != &other) {
       head_ = other.head_;
+      count_ = other.count_;
+      CopySegments(other);
+    }
+    return *this;
+  }
+  // A move takes the rendered head without touching its reference count
+  // (the inline segments are copied all the same).
+  FieldPath(FieldPath&& other) noexcept : head_(std::move(other.head_)), count_(other.count_) {
+    CopySegments(other);
+  }
+  FieldPath& operator=(FieldPath&& other) noexcept {
+    if (this != &other) {
+      head_ = std::move(other.head_);
       count_ = other.count_;
       CopySegments(other);
     }
