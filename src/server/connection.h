@@ -82,6 +82,8 @@ struct ListenerState {
   mutable std::mutex mu;
   absl::flat_hash_map<Connection*, std::weak_ptr<Connection>> open;  // guarded by mu
   absl::flat_hash_map<std::string, int> per_source;                  // guarded by mu
+  // open.size(), readable without the lock (a connection going idle asks).
+  std::atomic<int> open_count{0};
 
   int64_t NowMicros() const { return absl::ToInt64Microseconds(epoch.Elapsed()); }
   // Counts a limit that bit and logs it, at most once a second per kind.

@@ -269,6 +269,7 @@ void TransportImpl::Admit(Bound& b, LoopSocket socket) {
     }
     if (!refused) {
       state.open[conn.get()] = conn;
+      state.open_count.store(static_cast<int>(state.open.size()), std::memory_order_relaxed);
       ++state.per_source[source];
       conn->registered = true;
     }
