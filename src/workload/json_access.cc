@@ -46,15 +46,20 @@ void MissingField(const JsonNode& parent, absl::string_view name, absl::string_v
   errors->Add(parent.path().Child(name), FieldErrorType::kRequired, absl::StrCat("required (", what, ")"));
 }
 
-// The value of member `name` of `object`: null when `object` is not an
-// object, or the member is absent or JSON null. No path is built: readers
-// of scalars need one only for an error.
-const rapidjson::Value* MemberValue(const rapidjson::Value& object, absl::string_view name) {
+// Member `name` of `object` (its key and value): null when `object` is not
+// an object, or the member is absent or JSON null. No path is built:
+// readers of scalars need one only for an error.
+const rapidjson::Value::Member* PresentMember(const rapidjson::Value& object, absl::string_view name) {
   if (!object.IsObject() || name.empty()) return nullptr;
   const rapidjson::Value key(rapidjson::StringRef(name.data(), name.size()));
   rapidjson::Value::ConstMemberIterator it = object.FindMember(key);
   if (it == object.MemberEnd() || it->value.IsNull()) return nullptr;
-  return &it->value;
+  return &*it;
+}
+
+const rapidjson::Value* MemberValue(const rapidjson::Value& object, absl::string_view name) {
+  const rapidjson::Value::Member* m = PresentMember(object, name);
+  return m == nullptr ? nullptr : &m->value;
 }
 
 // The member's value, type-checked by `is_type`, without a node: its path
@@ -91,22 +96,7 @@ std::optional<JsonNode> TypedField(const JsonNode& parent, absl::string_view nam
   return member;
 }
 
-// Calls fn(key, value) for each member of an object node, with the checks
-// of ForEachEntry, without a node per member: `EntryPath(object, key)`
-// names a member for an error.
-template <typename Fn>
-void ForEachEntryValue(const JsonNode& object, FieldErrors* errors, Fn&& fn) {
-  if (!json_access_internal::ExpectEntries(object, errors)) return;
-  const rapidjson::Value& v = object.value();
-  for (rapidjson::Value::ConstMemberIterator it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
-    if (!it->name.IsString()) {
-      json_access_internal::AddNonStringKey(object, errors);
-      continue;
-    }
-    fn(absl::string_view(it->name.GetString(), it->name.GetStringLength()), it->value);
-  }
-}
-
+// The path of an object's member for an error (see ForEachEntryValue).
 base::FieldPath EntryPath(const JsonNode& object, absl::string_view key) { return object.path().KeyRef(key); }
 
 // A quantity written as a JSON string or number; `path()` names the value
@@ -168,14 +158,11 @@ std::string DescribeJson(const rapidjson::Value& value) {
 
 std::optional<JsonNode> Member(const JsonNode& object, absl::string_view name) {
   std::optional<JsonNode> out;
-  const rapidjson::Value& v = object.value();
-  if (!v.IsObject() || name.empty()) return out;
-  const rapidjson::Value key(rapidjson::StringRef(name.data(), name.size()));
-  rapidjson::Value::ConstMemberIterator it = v.FindMember(key);
-  if (it == v.MemberEnd() || it->value.IsNull()) return out;
+  const rapidjson::Value::Member* m = PresentMember(object.value(), name);
+  if (m == nullptr) return out;
   // The path borrows the document's own key, which lives as long as the
   // node; the node is built in place (its path is inline, not cheap to move).
-  out.emplace(it->value, object.path().ChildRef(StringView(it->name)));
+  out.emplace(m->value, object.path().ChildRef(StringView(m->name)));
   return out;
 }
 

@@ -89,6 +89,10 @@ std::vector<std::pair<std::string, JsonNode>> Entries(const JsonNode& object, ba
 // container per review).
 template <typename Fn>
 void ForEachEntry(const JsonNode& object, base::FieldErrors* errors, Fn&& fn);
+// The same without a node per member: fn(key, value), for readers that
+// need a member's path only to name an error (object.path().KeyRef(key)).
+template <typename Fn>
+void ForEachEntryValue(const JsonNode& object, base::FieldErrors* errors, Fn&& fn);
 
 // The node itself as a string / bool; nullopt plus an error when it is not.
 std::optional<std::string> AsString(const JsonNode& node, base::FieldErrors* errors);
@@ -131,7 +135,7 @@ void AddNonStringKey(const JsonNode& object, base::FieldErrors* errors);
 }  // namespace json_access_internal
 
 template <typename Fn>
-void ForEachEntry(const JsonNode& object, base::FieldErrors* errors, Fn&& fn) {
+void ForEachEntryValue(const JsonNode& object, base::FieldErrors* errors, Fn&& fn) {
   if (!json_access_internal::ExpectEntries(object, errors)) return;
   const rapidjson::Value& v = object.value();
   for (rapidjson::Value::ConstMemberIterator it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
@@ -139,9 +143,15 @@ void ForEachEntry(const JsonNode& object, base::FieldErrors* errors, Fn&& fn) {
       json_access_internal::AddNonStringKey(object, errors);
       continue;
     }
-    const absl::string_view key(it->name.GetString(), it->name.GetStringLength());
-    fn(key, JsonNode(it->value, object.path().KeyRef(key)));
+    fn(absl::string_view(it->name.GetString(), it->name.GetStringLength()), it->value);
   }
+}
+
+template <typename Fn>
+void ForEachEntry(const JsonNode& object, base::FieldErrors* errors, Fn&& fn) {
+  ForEachEntryValue(object, errors, [&](absl::string_view key, const rapidjson::Value& value) {
+    fn(key, JsonNode(value, object.path().KeyRef(key)));
+  });
 }
 
 }  // namespace gangkeeper::workload
