@@ -37,9 +37,13 @@ std::string Quoted(absl::string_view text) {
   return absl::StrCat("\"", absl::CHexEscape(text.substr(0, kMaxShown)), "\"...");
 }
 
+void WrongType(const base::FieldPath& path, const rapidjson::Value& value, absl::string_view want,
+               FieldErrors* errors) {
+  errors->Add(path, FieldErrorType::kInvalid, absl::StrCat("must be ", want, ", got ", JsonTypeName(value)));
+}
+
 void WrongType(const JsonNode& node, absl::string_view want, FieldErrors* errors) {
-  errors->Add(node.path(), FieldErrorType::kInvalid,
-              absl::StrCat("must be ", want, ", got ", JsonTypeName(node.value())));
+  WrongType(node.path(), node.value(), want, errors);
 }
 
 void MissingField(const JsonNode& parent, absl::string_view name, absl::string_view what, FieldErrors* errors) {
@@ -73,8 +77,7 @@ const rapidjson::Value* TypedValue(const JsonNode& parent, absl::string_view nam
     return nullptr;
   }
   if (!is_type(*member)) {
-    errors->Add(parent.path().Child(name), FieldErrorType::kInvalid,
-                absl::StrCat("must be ", want, ", got ", JsonTypeName(*member)));
+    WrongType(parent.path().Child(name), *member, want, errors);
     return nullptr;
   }
   return member;
@@ -288,8 +291,7 @@ std::map<std::string, std::string> StringMapField(const JsonNode& parent, absl::
   if (!map.has_value()) return out;
   ForEachEntryValue(*map, errors, [&](absl::string_view key, const rapidjson::Value& value) {
     if (!value.IsString()) {
-      errors->Add(EntryPath(*map, key), FieldErrorType::kInvalid,
-                  absl::StrCat("must be a string, got ", JsonTypeName(value)));
+      WrongType(EntryPath(*map, key), value, "a string", errors);
       return;
     }
     if (keep != nullptr && !keep(key)) return;
